@@ -1,0 +1,242 @@
+//! The traits the derive implements and relies on, and the index entries of a
+//! document (the one computation used by writes and by verification).
+
+use std::borrow::Cow;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::prefix::KeyPrefix;
+use crate::spec::DocumentSpec;
+use crate::template::KeyError;
+
+/// A value that can be written into a key segment (ids, scopes, index values).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as a key segment",
+    label = "used in a key template, so it must be text or an integer",
+    note = "key segments are text: use `String`, `&str`, `Cow<str>`, `char` or an integer type, or implement `microdcs_valkey::KeySegment` for your type"
+)]
+pub trait KeySegment {
+    /// The text written (encoded) into the key.
+    fn key_segment(&self) -> Cow<'_, str>;
+}
+
+impl KeySegment for str {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for String {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for Cow<'_, str> {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for Box<str> {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for Rc<str> {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for Arc<str> {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+impl KeySegment for char {
+    fn key_segment(&self) -> Cow<'_, str> {
+        Cow::Owned(self.to_string())
+    }
+}
+impl<T: KeySegment + ?Sized> KeySegment for &T {
+    fn key_segment(&self) -> Cow<'_, str> {
+        (**self).key_segment()
+    }
+}
+macro_rules! int_segment {
+    ($($t:ty)*) => {$(
+        impl KeySegment for $t {
+            fn key_segment(&self) -> Cow<'_, str> {
+                Cow::Owned(self.to_string())
+            }
+        }
+    )*};
+}
+int_segment!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
+
+/// A value an index placeholder can take: any [`KeySegment`] (indexed unless
+/// empty) or an `Option` of one (`None` means not indexed).
+///
+/// "Empty means not indexed" follows the seed's normalized state.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an index value",
+    label = "bound to an index placeholder",
+    note = "an index value is a key segment (`String`, `&str`, an integer, ...) or an `Option` of one; empty text or `None` means the document is not in that index"
+)]
+pub trait IndexValue {
+    /// The value, or `None` when the document is not indexed.
+    fn index_value(&self) -> Option<Cow<'_, str>>;
+}
+
+impl<T: KeySegment + ?Sized> IndexValue for T {
+    fn index_value(&self) -> Option<Cow<'_, str>> {
+        let v = self.key_segment();
+        (!v.is_empty()).then_some(v)
+    }
+}
+
+impl<T: KeySegment> IndexValue for Option<T> {
+    fn index_value(&self) -> Option<Cow<'_, str>> {
+        self.as_ref().and_then(IndexValue::index_value)
+    }
+}
+
+/// A numeric list score (sorted-set scores are `f64`; integers beyond 2^53
+/// lose precision).
+#[diagnostic::on_unimplemented(
+    message = "the list score `{Self}` is not numeric",
+    label = "used as the score of a sorted-set list",
+    note = "a score is an integer or floating-point number (sorted-set scores are f64); use `list(key = ...)` without `score` for a plain set"
+)]
+pub trait Score {
+    /// The score.
+    fn score(&self) -> f64;
+}
+
+macro_rules! num_score {
+    ($($t:ty)*) => {$(
+        impl Score for $t {
+            #[allow(clippy::cast_lossless, clippy::cast_precision_loss, reason = "sorted-set scores are f64")]
+            fn score(&self) -> f64 {
+                *self as f64
+            }
+        }
+    )*};
+}
+num_score!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize f32 f64);
+
+impl<T: Score + ?Sized> Score for &T {
+    fn score(&self) -> f64 {
+        (**self).score()
+    }
+}
+
+/// Why a document's index entries could not be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// The id, the scope or an index value cannot be written into a key.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The list score is NaN.
+    #[error("the list score of `{type_name}` is NaN")]
+    NanScore {
+        /// Document type.
+        type_name: &'static str,
+    },
+}
+
+/// One entry of a unique or group index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The index key.
+    pub key: String,
+    /// Hash fields stored with the document for this index (placeholder name,
+    /// raw value) so the next write knows which entry to remove.
+    pub fields: Vec<(&'static str, String)>,
+}
+
+/// The list entry of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListEntry {
+    /// The list key.
+    pub key: String,
+    /// Score for a sorted-set list, `None` for a plain set.
+    pub score: Option<f64>,
+}
+
+/// Every key a document occupies, computed from its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexEntries {
+    /// Document key.
+    pub key: String,
+    /// Document id.
+    pub id: String,
+    /// Scope.
+    pub scope: String,
+    /// List entry, if the type has a list.
+    pub list: Option<ListEntry>,
+    /// One per unique index of the spec, in order; `None`: not indexed.
+    pub unique: Vec<Option<IndexEntry>>,
+    /// One per group index of the spec, in order; `None`: not indexed.
+    pub groups: Vec<Option<IndexEntry>>,
+}
+
+/// A document type: implemented by `#[derive(Document)]`.
+pub trait Document {
+    /// The spec, checked at compile time.
+    const SPEC: DocumentSpec<'static>;
+
+    /// The id.
+    fn id(&self) -> Cow<'_, str>;
+
+    /// The scope.
+    fn scope(&self) -> Cow<'_, str>;
+
+    /// Every key the document occupies (document key, list, indexes).
+    ///
+    /// # Errors
+    /// An id, scope or index value that cannot be a key segment (empty id,
+    /// too long), or a NaN score.
+    fn index_entries(&self, prefix: &KeyPrefix) -> Result<IndexEntries, IndexError>;
+}
+
+/// Closest candidate to `name` by edit distance, for "did you mean" hints.
+pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (name.len() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (levenshtein(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_values() {
+        assert_eq!("".index_value(), None);
+        assert_eq!(String::from("Running").index_value().as_deref(), Some("Running"));
+        assert_eq!(None::<String>.index_value(), None);
+        assert_eq!(Some(7_u32).index_value().as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("stat", ["state", "scope", "order"]), Some("state"));
+        assert_eq!(suggest("xyz", ["state", "scope"]), None);
+    }
+}

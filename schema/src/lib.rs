@@ -1,0 +1,34 @@
+//! # microdcs-schema
+//!
+//! The schema model of microdcs: key templates and their value encoding, the
+//! key prefix, document and keyspace specs, the checks that make key shapes
+//! safe (syntax, bindings, and no two families rendering the same key), and
+//! the traits `#[derive(Document)]` implements.
+//!
+//! Pure: no syn, no redis, no I/O, so every rule is unit-testable and has one
+//! implementation shared by the derive (at compile time) and the runtime.
+//!
+//! ```
+//! use microdcs_schema::{KeyPrefix, KeyTemplate};
+//!
+//! let t = KeyTemplate::parse("jobresponse:bystate:{scope}:{state}").unwrap();
+//! let key = t.render(&KeyPrefix::default(), &["s1", "Running_Held"]).unwrap();
+//! assert_eq!(key, "microdcs:jobresponse:bystate:s1:Running_Held");
+//! assert_eq!(t.parse_key(&KeyPrefix::default(), &key).unwrap(), ["s1", "Running_Held"]);
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod document;
+pub mod encode;
+pub mod prefix;
+pub mod spec;
+pub mod template;
+
+pub use check::{Attr, ConstMessage, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace, keyspace_problem};
+pub use document::{Document, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, suggest};
+pub use encode::{MAX_VALUE_LEN, ValueError};
+pub use prefix::{KeyPrefix, PrefixError};
+pub use spec::{Binding, DocumentSpec, Family, FamilySpec, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source};
+pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

@@ -1,0 +1,243 @@
+//! Document and keyspace specifications.
+//!
+//! The types borrow (`'a`) so the derive can emit them as `const` items
+//! (`DocumentSpec<'static>`) and the checks can run on specs the derive builds
+//! from attributes at expansion time.
+
+/// The Valkey type stored at a key family (or `Channel` for pub/sub).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyType {
+    /// A string.
+    String,
+    /// A hash.
+    Hash,
+    /// A set.
+    Set,
+    /// A sorted set.
+    SortedSet,
+    /// A stream.
+    Stream,
+    /// A pub/sub channel (not a key: checked only against other channels).
+    Channel,
+}
+
+impl KeyType {
+    /// The name Valkey's `TYPE` command reports (`channel` for channels).
+    pub const fn type_name(self) -> &'static str {
+        match self {
+            KeyType::String => "string",
+            KeyType::Hash => "hash",
+            KeyType::Set => "set",
+            KeyType::SortedSet => "zset",
+            KeyType::Stream => "stream",
+            KeyType::Channel => "channel",
+        }
+    }
+}
+
+/// Where the value of an index placeholder comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// The document id.
+    Id,
+    /// The document scope.
+    Scope,
+    /// A field of the struct, by name.
+    Field(&'a str),
+    /// A `&self` method of the struct, by name (for derived values such as a
+    /// normalized state).
+    Method(&'a str),
+}
+
+/// A placeholder of an index key and its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding<'a> {
+    /// Placeholder name (also the hash field that stores the value).
+    pub placeholder: &'a str,
+    /// Where the value comes from.
+    pub source: Source<'a>,
+}
+
+/// A unique or group index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSpec<'a> {
+    /// Index name (`by_order`), used for generated method names.
+    pub name: &'a str,
+    /// Key template (`jobresponse:byorder:{order}`).
+    pub key: &'a str,
+    /// One binding per placeholder of `key`.
+    pub bindings: &'a [Binding<'a>],
+}
+
+impl<'a> IndexSpec<'a> {
+    /// The binding of `placeholder`, if any.
+    pub fn binding(&self, placeholder: &str) -> Option<&Binding<'a>> {
+        self.bindings.iter().find(|b| b.placeholder == placeholder)
+    }
+}
+
+/// The per-scope list of a document type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListSpec<'a> {
+    /// Key template; its only placeholder is `{scope}`.
+    pub key: &'a str,
+    /// `Some(source)`: a sorted set scored by that numeric field or method
+    /// (stored in the hash as `score`); `None`: a plain set.
+    pub score: Option<Source<'a>>,
+}
+
+/// Everything the runtime and the checks need to know about a document type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentSpec<'a> {
+    /// The Rust type name, for messages.
+    pub type_name: &'a str,
+    /// The kind (`jobresponse`): names the nudge channel and change entries.
+    pub kind: &'a str,
+    /// Document key template; its only placeholder is `{id}`.
+    pub key: &'a str,
+    /// Name of the id field.
+    pub id_field: &'a str,
+    /// Name of the scope field.
+    pub scope_field: &'a str,
+    /// The per-scope list, if any.
+    pub list: Option<ListSpec<'a>>,
+    /// Unique indexes: key -> id.
+    pub unique: &'a [IndexSpec<'a>],
+    /// Group indexes: set of ids per key.
+    pub groups: &'a [IndexSpec<'a>],
+    /// Change stream template (`changes:{scope}`), shared by document types.
+    pub changes: &'a str,
+    /// Nudge channel template (`nudge:{kind}`), shared by document types.
+    pub nudge: &'a str,
+    /// Scope registry key (`scopes`), shared by document types.
+    pub registry: &'a str,
+}
+
+/// Hash fields every document hash has; index fields may not use these names.
+pub const RESERVED_FIELDS: &[&str] = &["v", "scope", "op", "doc", "ops", "score"];
+
+/// Which part of a document or keyspace a family comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role<'a> {
+    /// The document hash.
+    Document,
+    /// The per-scope list.
+    List,
+    /// Unique index number `n`.
+    Unique(usize),
+    /// Group index number `n`.
+    Group(usize),
+    /// A family declared in the keyspace, by name.
+    Declared(&'a str),
+}
+
+/// One key family: a template, its type and its origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family<'a> {
+    /// Document type or keyspace that declares it.
+    pub owner: &'a str,
+    /// Its role there.
+    pub role: Role<'a>,
+    /// Key template.
+    pub key: &'a str,
+    /// Type stored at the key.
+    pub key_type: KeyType,
+    /// Index name for unique and group indexes, family name for declared ones.
+    pub name: &'a str,
+}
+
+impl<'a> DocumentSpec<'a> {
+    /// Number of key families this document type owns (hash, list, indexes).
+    pub const fn family_count(&self) -> usize {
+        1 + if self.list.is_some() { 1 } else { 0 } + self.unique.len() + self.groups.len()
+    }
+
+    /// Key family number `i` (`0..family_count()`): the document hash, then
+    /// the list, the unique indexes and the group indexes.
+    pub const fn family(&self, i: usize) -> Family<'a> {
+        let owner = self.type_name;
+        if i == 0 {
+            return Family { owner, role: Role::Document, key: self.key, key_type: KeyType::Hash, name: "document" };
+        }
+        let mut i = i - 1;
+        if let Some(list) = self.list {
+            if i == 0 {
+                let key_type = if list.score.is_some() { KeyType::SortedSet } else { KeyType::Set };
+                return Family { owner, role: Role::List, key: list.key, key_type, name: "list" };
+            }
+            i -= 1;
+        }
+        if i < self.unique.len() {
+            let ix = &self.unique[i];
+            return Family { owner, role: Role::Unique(i), key: ix.key, key_type: KeyType::String, name: ix.name };
+        }
+        i -= self.unique.len();
+        let ix = &self.groups[i];
+        Family { owner, role: Role::Group(i), key: ix.key, key_type: KeyType::Set, name: ix.name }
+    }
+
+    /// All key families of this document type.
+    pub fn families(&self) -> impl Iterator<Item = Family<'a>> + '_ {
+        (0..self.family_count()).map(|i| self.family(i))
+    }
+}
+
+/// A non-document key family declared in a keyspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilySpec<'a> {
+    /// Family name (`dedupe`), used for generated method names.
+    pub name: &'a str,
+    /// Key template (`ce:dedupe:{hash}`).
+    pub key: &'a str,
+    /// Type stored at the key.
+    pub key_type: KeyType,
+}
+
+/// All document types and other key families of one application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyspaceSpec<'a> {
+    /// Keyspace name, for messages.
+    pub name: &'a str,
+    /// Document types.
+    pub documents: &'a [DocumentSpec<'a>],
+    /// Non-document families (dedupe, locks, streams, counters, channels, ...).
+    pub families: &'a [FamilySpec<'a>],
+}
+
+impl<'a> KeyspaceSpec<'a> {
+    /// Number of families: every document family, then the declared ones.
+    pub const fn family_count(&self) -> usize {
+        let mut n = self.families.len();
+        let mut d = 0;
+        while d < self.documents.len() {
+            n += self.documents[d].family_count();
+            d += 1;
+        }
+        n
+    }
+
+    /// Family number `i` (`0..family_count()`).
+    pub const fn family(&self, mut i: usize) -> Family<'a> {
+        let mut d = 0;
+        while d < self.documents.len() {
+            let n = self.documents[d].family_count();
+            if i < n {
+                return self.documents[d].family(i);
+            }
+            i -= n;
+            d += 1;
+        }
+        let f = &self.families[i];
+        Family { owner: self.name, role: Role::Declared(f.name), key: f.key, key_type: f.key_type, name: f.name }
+    }
+
+    /// All families.
+    pub fn all_families(&self) -> impl Iterator<Item = Family<'a>> + '_ {
+        (0..self.family_count()).map(|i| self.family(i))
+    }
+
+    /// The declared family with this name.
+    pub fn declared(&self, name: &str) -> Option<&FamilySpec<'a>> {
+        self.families.iter().find(|f| f.name == name)
+    }
+}

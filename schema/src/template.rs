@@ -1,0 +1,532 @@
+//! Key templates: `jobresponse:bystate:{scope}:{state}`, `sfc:event:{scope}:{source}|{id}`.
+//!
+//! # Syntax
+//!
+//! A template is one or more *segments* separated by `:`. A segment is one or
+//! more *atoms* separated by `|`. An atom is either a literal made of ASCII
+//! letters, digits, `_`, `-` and `.`, or a single placeholder `{name}` whose
+//! name is an identifier (`[A-Za-z_][A-Za-z0-9_]*`). A placeholder never shares
+//! an atom with literal text or another placeholder, and appears at most once.
+//!
+//! Because encoded values never contain `:` or `|` (see [`crate::encode`]),
+//! a rendered key splits back into exactly the template's atoms; two templates
+//! can only render the same key if they have the same shape and the same
+//! literal wherever both have a literal ([`templates_overlap`]).
+
+use std::fmt;
+use std::ops::Range;
+
+use crate::encode::{self, ValueError};
+use crate::prefix::KeyPrefix;
+
+/// One atom of a parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Atom {
+    /// Literal text, written as is.
+    Literal(String),
+    /// A placeholder, by name.
+    Placeholder(String),
+}
+
+/// A parsed, valid key template.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    source: String,
+    /// Segments (split on `:`), each a list of atoms (split on `|`).
+    segments: Vec<Vec<Atom>>,
+}
+
+impl fmt::Debug for KeyTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyTemplate({:?})", self.source)
+    }
+}
+
+impl fmt::Display for KeyTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+/// What is wrong with a template.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateErrorKind {
+    /// The template is empty.
+    #[error("the key template is empty")]
+    Empty,
+    /// The template starts with `:`.
+    #[error("a key template cannot start with `:` (the key prefix and its `:` are added for you)")]
+    LeadingColon,
+    /// The template ends with `:`.
+    #[error("a key template cannot end with `:`")]
+    TrailingColon,
+    /// Two separators in a row, or a separator at the start or end of a segment.
+    #[error("empty segment: `{0}` must not follow `:` or `|` directly")]
+    EmptySegment(char),
+    /// A literal contains a character outside `[A-Za-z0-9_.-]`.
+    #[error("character `{ch}` is not allowed in a key literal (allowed: ASCII letters, digits, `_`, `-`, `.`)")]
+    ForbiddenChar {
+        /// The offending character.
+        ch: char,
+    },
+    /// A `{` without its `}`.
+    #[error("unclosed placeholder: `{{` without `}}`")]
+    Unclosed,
+    /// A `}` without its `{`.
+    #[error("`}}` without a matching `{{`")]
+    StrayClose,
+    /// `{}` or a name that is not an identifier.
+    #[error("placeholder name `{0}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")]
+    BadPlaceholderName(String),
+    /// A placeholder glued to text or another placeholder inside one atom.
+    #[error("placeholder `{{{0}}}` must be a whole segment or `|`-separated part of one; it cannot be glued to other text")]
+    Glued(String),
+    /// The same placeholder twice.
+    #[error("placeholder `{{{0}}}` appears more than once")]
+    DuplicatePlaceholder(String),
+}
+
+/// A template problem and where it is, as a byte range in the template text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} (at byte {}..{} of `{template}`)", span.start, span.end)]
+pub struct TemplateError {
+    /// What is wrong.
+    pub kind: TemplateErrorKind,
+    /// Byte range in the template text.
+    pub span: Range<usize>,
+    /// The template text.
+    pub template: String,
+}
+
+/// A placeholder value could not be written into a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for `{{{placeholder}}}` in `{template}`: {error}")]
+pub struct KeyError {
+    /// The template being rendered.
+    pub template: String,
+    /// The placeholder whose value was rejected.
+    pub placeholder: String,
+    /// Why.
+    pub error: ValueError,
+}
+
+/// Rendering was given the wrong number of values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    /// A value was rejected.
+    #[error(transparent)]
+    Value(#[from] KeyError),
+    /// Wrong number of values.
+    #[error("`{template}` has {expected} placeholder(s), {given} value(s) were given")]
+    Arity {
+        /// The template.
+        template: String,
+        /// Number of placeholders.
+        expected: usize,
+        /// Number of values given.
+        given: usize,
+    },
+}
+
+fn is_literal_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// Whether `name` is a valid placeholder name.
+pub fn is_identifier(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+impl KeyTemplate {
+    /// Parses and validates a template, reporting every problem found.
+    ///
+    /// # Errors
+    /// Every syntax problem, each with its byte range.
+    pub fn parse(source: &str) -> Result<Self, Vec<TemplateError>> {
+        let mut errors = Vec::new();
+        let mut err = |kind, span: Range<usize>| {
+            errors.push(TemplateError { kind, span, template: source.to_owned() })
+        };
+        if source.is_empty() {
+            err(TemplateErrorKind::Empty, 0..0);
+            return Err(errors);
+        }
+        if source.starts_with(':') {
+            err(TemplateErrorKind::LeadingColon, 0..1);
+        }
+        if source.len() > 1 && source.ends_with(':') {
+            err(TemplateErrorKind::TrailingColon, source.len() - 1..source.len());
+        }
+        let mut segments: Vec<Vec<Atom>> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
+        let mut seg_start = 0;
+        for seg in source.split(':') {
+            let seg_range = seg_start..seg_start + seg.len();
+            seg_start += seg.len() + 1;
+            if seg.is_empty() {
+                let at = seg_range.start;
+                // Leading/trailing colons are reported above.
+                if at != 0 && at != source.len() {
+                    err(TemplateErrorKind::EmptySegment(':'), at.saturating_sub(1)..at + 1);
+                }
+                continue;
+            }
+            let mut atoms = Vec::new();
+            let mut atom_start = seg_range.start;
+            for atom in seg.split('|') {
+                let range = atom_start..atom_start + atom.len();
+                atom_start += atom.len() + 1;
+                if atom.is_empty() {
+                    err(TemplateErrorKind::EmptySegment('|'), range.start.saturating_sub(1)..range.start + 1);
+                    continue;
+                }
+                match parse_atom(atom, range.clone(), &mut err) {
+                    Some(Atom::Placeholder(name)) => {
+                        if seen.contains(&name) {
+                            err(TemplateErrorKind::DuplicatePlaceholder(name.clone()), range);
+                        } else {
+                            seen.push(name.clone());
+                        }
+                        atoms.push(Atom::Placeholder(name));
+                    }
+                    Some(lit) => atoms.push(lit),
+                    None => {}
+                }
+            }
+            segments.push(atoms);
+        }
+        if errors.is_empty() {
+            Ok(KeyTemplate { source: source.to_owned(), segments })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The template text.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// The segments, each a list of atoms.
+    pub fn segments(&self) -> &[Vec<Atom>] {
+        &self.segments
+    }
+
+    /// Placeholder names in order of appearance.
+    pub fn placeholders(&self) -> impl Iterator<Item = &str> + '_ {
+        self.segments.iter().flatten().filter_map(|a| match a {
+            Atom::Placeholder(p) => Some(p.as_str()),
+            Atom::Literal(_) => None,
+        })
+    }
+
+    /// Whether the template has a placeholder called `name`.
+    pub fn has_placeholder(&self, name: &str) -> bool {
+        self.placeholders().any(|p| p == name)
+    }
+
+    /// Whether some values make `self` and `other` render the same key.
+    pub fn overlaps(&self, other: &KeyTemplate) -> bool {
+        templates_overlap(&self.source, &other.source)
+    }
+
+    /// Renders `{prefix}:{template}` with `values` in placeholder order.
+    ///
+    /// # Errors
+    /// A wrong number of values, or a rejected value (empty, too long).
+    pub fn render(&self, prefix: &KeyPrefix, values: &[&str]) -> Result<String, RenderError> {
+        let expected = self.placeholders().count();
+        if expected != values.len() {
+            return Err(RenderError::Arity { template: self.source.clone(), expected, given: values.len() });
+        }
+        let mut out = String::with_capacity(prefix.as_str().len() + self.source.len() + 16);
+        out.push_str(prefix.as_str());
+        let mut next = values.iter();
+        for (i, seg) in self.segments.iter().enumerate() {
+            out.push(':');
+            for (j, atom) in seg.iter().enumerate() {
+                if j > 0 {
+                    out.push('|');
+                }
+                match atom {
+                    Atom::Literal(l) => out.push_str(l),
+                    Atom::Placeholder(p) => {
+                        let v = next.next().expect("arity checked");
+                        encode::encode_into(&mut out, v).map_err(|error| KeyError {
+                            template: self.source.clone(),
+                            placeholder: p.clone(),
+                            error,
+                        })?;
+                    }
+                }
+            }
+            let _ = i;
+        }
+        Ok(out)
+    }
+
+    /// Parses a concrete key back into its placeholder values (in placeholder
+    /// order). `None` if the key does not belong to this family under `prefix`.
+    pub fn parse_key(&self, prefix: &KeyPrefix, key: &str) -> Option<Vec<String>> {
+        let rest = key.strip_prefix(prefix.as_str())?.strip_prefix(':')?;
+        let mut values = Vec::new();
+        let mut segs = rest.split(':');
+        for seg in &self.segments {
+            let text = segs.next()?;
+            let mut parts = text.split('|');
+            for atom in seg {
+                let part = parts.next()?;
+                match atom {
+                    Atom::Literal(l) if l == part => {}
+                    Atom::Literal(_) => return None,
+                    Atom::Placeholder(_) => values.push(encode::decode(part)?.into_owned()),
+                }
+            }
+            if parts.next().is_some() {
+                return None;
+            }
+        }
+        if segs.next().is_some() {
+            return None;
+        }
+        Some(values)
+    }
+
+    /// A `SCAN ... MATCH` pattern for keys of this family. `values` gives, in
+    /// placeholder order, a value to match exactly or `None` for any value.
+    ///
+    /// A `*` also matches `:`, so a pattern may match keys of other families
+    /// (`joborder:*` matches `joborder:list:s1`); filter the results with
+    /// [`KeyTemplate::parse_key`].
+    ///
+    /// # Errors
+    /// A wrong number of values, or a rejected value.
+    pub fn scan_pattern(&self, prefix: &KeyPrefix, values: &[Option<&str>]) -> Result<String, RenderError> {
+        let expected = self.placeholders().count();
+        if expected != values.len() {
+            return Err(RenderError::Arity { template: self.source.clone(), expected, given: values.len() });
+        }
+        let mut out = String::new();
+        encode::glob_escape_into(&mut out, prefix.as_str());
+        let mut next = values.iter();
+        for seg in &self.segments {
+            out.push(':');
+            for (j, atom) in seg.iter().enumerate() {
+                if j > 0 {
+                    out.push('|');
+                }
+                match atom {
+                    Atom::Literal(l) => encode::glob_escape_into(&mut out, l),
+                    Atom::Placeholder(p) => match next.next().expect("arity checked") {
+                        None => out.push('*'),
+                        Some(v) => {
+                            let enc = encode::encode(v).map_err(|error| KeyError {
+                                template: self.source.clone(),
+                                placeholder: p.clone(),
+                                error,
+                            })?;
+                            encode::glob_escape_into(&mut out, &enc);
+                        }
+                    },
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn parse_atom(
+    atom: &str,
+    range: Range<usize>,
+    err: &mut impl FnMut(TemplateErrorKind, Range<usize>),
+) -> Option<Atom> {
+    let bytes = atom.as_bytes();
+    if let Some(open) = atom.find('{') {
+        let Some(close_rel) = atom[open..].find('}') else {
+            err(TemplateErrorKind::Unclosed, range.start + open..range.end);
+            return None;
+        };
+        let close = open + close_rel;
+        let name = &atom[open + 1..close];
+        if !is_identifier(name) {
+            err(
+                TemplateErrorKind::BadPlaceholderName(name.to_owned()),
+                range.start + open..range.start + close + 1,
+            );
+            return None;
+        }
+        if open != 0 || close + 1 != atom.len() {
+            err(TemplateErrorKind::Glued(name.to_owned()), range);
+            return None;
+        }
+        return Some(Atom::Placeholder(name.to_owned()));
+    }
+    let mut ok = true;
+    for (i, ch) in atom.char_indices() {
+        if ch == '}' {
+            err(TemplateErrorKind::StrayClose, range.start + i..range.start + i + 1);
+            ok = false;
+        } else if !ch.is_ascii() || !is_literal_byte(bytes[i]) {
+            err(TemplateErrorKind::ForbiddenChar { ch }, range.start + i..range.start + i + ch.len_utf8());
+            ok = false;
+        }
+    }
+    ok.then(|| Atom::Literal(atom.to_owned()))
+}
+
+/// Whether two *valid* templates can render the same key for some values.
+///
+/// Both must have the same shape (segments and `|`-parts); where both have a
+/// literal, the literals must be equal. A placeholder can render any literal
+/// (literals only use characters that encode to themselves). This is the one
+/// implementation of the disjointness rule; it is `const` so a keyspace
+/// declaration can be checked at compile time.
+pub const fn templates_overlap(a: &str, b: &str) -> bool {
+    let a = a.as_bytes();
+    let b = b.as_bytes();
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let a_end = atom_end(a, i);
+        let b_end = atom_end(b, j);
+        let a_ph = a_end > i && a[i] == b'{';
+        let b_ph = b_end > j && b[j] == b'{';
+        if !a_ph && !b_ph && !bytes_eq(a, i, a_end, b, j, b_end) {
+            return false;
+        }
+        // Separators (or the end) must agree.
+        let a_sep = if a_end < a.len() { a[a_end] } else { 0 };
+        let b_sep = if b_end < b.len() { b[b_end] } else { 0 };
+        if a_sep != b_sep {
+            return false;
+        }
+        if a_sep == 0 {
+            return true;
+        }
+        i = a_end + 1;
+        j = b_end + 1;
+    }
+}
+
+const fn atom_end(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && s[i] != b':' && s[i] != b'|' {
+        i += 1;
+    }
+    i
+}
+
+const fn bytes_eq(a: &[u8], ai: usize, ae: usize, b: &[u8], bi: usize, be: usize) -> bool {
+    if ae - ai != be - bi {
+        return false;
+    }
+    let mut k = 0;
+    while k < ae - ai {
+        if a[ai + k] != b[bi + k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> KeyPrefix {
+        KeyPrefix::default()
+    }
+
+    fn kinds(src: &str) -> Vec<TemplateErrorKind> {
+        KeyTemplate::parse(src).unwrap_err().into_iter().map(|e| e.kind).collect()
+    }
+
+    #[test]
+    fn parses_seed_templates() {
+        let t = KeyTemplate::parse("jobresponse:bystate:{scope}:{state}").unwrap();
+        assert_eq!(t.placeholders().collect::<Vec<_>>(), ["scope", "state"]);
+        let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
+        assert_eq!(t.placeholders().collect::<Vec<_>>(), ["scope", "source", "id"]);
+        assert_eq!(t.segments().len(), 4);
+        assert_eq!(t.segments()[3].len(), 2);
+        assert!(KeyTemplate::parse("scopes").unwrap().placeholders().next().is_none());
+    }
+
+    #[test]
+    fn syntax_errors_are_all_reported() {
+        assert_eq!(kinds(""), [TemplateErrorKind::Empty]);
+        assert_eq!(kinds(":a"), [TemplateErrorKind::LeadingColon]);
+        assert_eq!(kinds("a:"), [TemplateErrorKind::TrailingColon]);
+        assert_eq!(kinds("a::b"), [TemplateErrorKind::EmptySegment(':')]);
+        assert_eq!(kinds("a:|b"), [TemplateErrorKind::EmptySegment('|')]);
+        assert_eq!(kinds("a*b"), [TemplateErrorKind::ForbiddenChar { ch: '*' }]);
+        assert_eq!(kinds("a:{x"), [TemplateErrorKind::Unclosed]);
+        assert_eq!(kinds("a:x}"), [TemplateErrorKind::StrayClose]);
+        assert_eq!(kinds("a:{}"), [TemplateErrorKind::BadPlaceholderName(String::new())]);
+        assert_eq!(kinds("a:{1x}"), [TemplateErrorKind::BadPlaceholderName("1x".into())]);
+        assert_eq!(kinds("a:x{id}"), [TemplateErrorKind::Glued("id".into())]);
+        assert_eq!(kinds("a:{id}:{id}"), [TemplateErrorKind::DuplicatePlaceholder("id".into())]);
+        // several at once
+        assert_eq!(
+            kinds("a b:c*:{}"),
+            [
+                TemplateErrorKind::ForbiddenChar { ch: ' ' },
+                TemplateErrorKind::ForbiddenChar { ch: '*' },
+                TemplateErrorKind::BadPlaceholderName(String::new())
+            ]
+        );
+        let e = &KeyTemplate::parse("ab:c?").unwrap_err()[0];
+        assert_eq!(e.span, 4..5);
+    }
+
+    #[test]
+    fn render_and_parse_back() {
+        let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
+        let k = t.render(&p(), &["s1", "urn:a|b", "e-1"]).unwrap();
+        assert_eq!(k, "microdcs:sfc:event:s1:urn%3Aa%7Cb|e-1");
+        assert_eq!(t.parse_key(&p(), &k).unwrap(), ["s1", "urn:a|b", "e-1"]);
+        assert_eq!(t.parse_key(&p(), "microdcs:sfc:event:s1:x"), None);
+        assert_eq!(t.parse_key(&p(), "other:sfc:event:s1:x|y"), None);
+        assert!(matches!(t.render(&p(), &["s1"]), Err(RenderError::Arity { expected: 3, given: 1, .. })));
+        let e = t.render(&p(), &["s1", "", "x"]).unwrap_err();
+        assert!(matches!(e, RenderError::Value(KeyError { ref placeholder, error: ValueError::Empty, .. }) if placeholder == "source"));
+    }
+
+    #[test]
+    fn id_that_looks_like_another_family() {
+        let doc = KeyTemplate::parse("joborder:{id}").unwrap();
+        let list = KeyTemplate::parse("joborder:list:{scope}").unwrap();
+        assert!(!doc.overlaps(&list));
+        let k = doc.render(&p(), &["list:s1"]).unwrap();
+        assert_eq!(k, "microdcs:joborder:list%3As1");
+        assert_eq!(list.parse_key(&p(), &k), None);
+        assert_eq!(doc.parse_key(&p(), &k).unwrap(), ["list:s1"]);
+        let lk = list.render(&p(), &["s1"]).unwrap();
+        assert_eq!(doc.parse_key(&p(), &lk), None);
+    }
+
+    #[test]
+    fn overlap_rule() {
+        let o = |a, b| templates_overlap(a, b);
+        assert!(o("joborder:{id}", "joborder:{x}"));
+        assert!(o("joborder:{id}", "joborder:list"));
+        assert!(o("a:{x}|b", "a:c|{y}"));
+        assert!(!o("joborder:{id}", "joborder:list:{scope}"));
+        assert!(!o("a:{x}|b", "a:{x}|c"));
+        assert!(!o("a:{x}|b", "a:{x}:b"));
+        assert!(!o("scopes", "changes:{scope}"));
+        assert!(!o("sfc:state:{id}", "sfc:work:{scope}"));
+        assert!(o("{a}:x", "y:{b}"));
+    }
+
+    #[test]
+    fn scan_patterns_escape_globs() {
+        let t = KeyTemplate::parse("jobresponse:bystate:{scope}:{state}").unwrap();
+        assert_eq!(t.scan_pattern(&p(), &[Some("s*1"), None]).unwrap(), "microdcs:jobresponse:bystate:s%2A1:*");
+        assert_eq!(t.scan_pattern(&p(), &[None, None]).unwrap(), "microdcs:jobresponse:bystate:*:*");
+    }
+}

@@ -1,0 +1,113 @@
+//! Property tests for the key encoding and the disjointness rule.
+
+use microdcs_schema::{KeyPrefix, KeyTemplate, MAX_VALUE_LEN, templates_overlap};
+use proptest::prelude::*;
+
+/// Any text, with a bias towards the characters that matter for keys.
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        proptest::collection::vec(
+            prop_oneof![
+                Just(':'), Just('|'), Just('%'), Just('*'), Just('?'), Just('['), Just(']'), Just('\\'),
+                Just('{'), Just('}'), Just(' '), Just('\0'), Just('\n'), Just('é'), Just('→'), Just('a'), Just('1'),
+                any::<char>()
+            ],
+            0..40
+        )
+        .prop_map(|cs| cs.into_iter().collect::<String>()),
+    ]
+    .prop_filter("valid values", |s| !s.is_empty() && s.len() <= MAX_VALUE_LEN)
+}
+
+/// Random template from a small alphabet so that overlaps are common.
+fn template() -> impl Strategy<Value = String> {
+    let atom = prop_oneof![Just("a"), Just("b"), Just("list"), Just("{}")];
+    let segment = proptest::collection::vec(atom, 1..3);
+    proptest::collection::vec(segment, 1..4).prop_map(|segs| {
+        let mut n = 0;
+        segs.iter()
+            .map(|seg| {
+                seg.iter()
+                    .map(|a| {
+                        if *a == "{}" {
+                            n += 1;
+                            format!("{{p{n}}}")
+                        } else {
+                            (*a).to_owned()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect::<Vec<_>>()
+            .join(":")
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn render_parse_round_trip(a in value(), b in value(), c in value()) {
+        let prefix = KeyPrefix::default();
+        let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
+        let key = t.render(&prefix, &[&a, &b, &c]).unwrap();
+        prop_assert_eq!(t.parse_key(&prefix, &key), Some(vec![a, b, c]));
+        // A key is its own exact SCAN pattern: no glob characters survive encoding.
+        let rest = &key[prefix.as_str().len()..];
+        let clean = !rest.contains(['*', '?', '[', ']', '\\', '{', '}', ' ']);
+        prop_assert!(clean, "glob or brace in {}", key);
+    }
+
+    #[test]
+    fn id_never_looks_like_a_list_key(id in value(), scope in value()) {
+        let prefix = KeyPrefix::default();
+        let doc = KeyTemplate::parse("joborder:{id}").unwrap();
+        let list = KeyTemplate::parse("joborder:list:{scope}").unwrap();
+        let dk = doc.render(&prefix, &[&id]).unwrap();
+        let lk = list.render(&prefix, &[&scope]).unwrap();
+        prop_assert_ne!(&dk, &lk);
+        prop_assert_eq!(list.parse_key(&prefix, &dk), None);
+        prop_assert_eq!(doc.parse_key(&prefix, &lk), None);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+    #[test]
+    fn disjoint_families_never_collide(
+        ta in template(),
+        tb in template(),
+        va in proptest::collection::vec(value(), 6),
+        vb in proptest::collection::vec(value(), 6),
+        reuse in any::<bool>(),
+    ) {
+        let prefix = KeyPrefix::default();
+        let a = KeyTemplate::parse(&ta).unwrap();
+        let b = KeyTemplate::parse(&tb).unwrap();
+        let na = a.placeholders().count();
+        let nb = b.placeholders().count();
+        let va: Vec<&str> = va.iter().take(na).map(String::as_str).collect();
+        // Sometimes feed `b` the literals of `a` as values, the likeliest way to collide.
+        let lits = ["a", "b", "list", "a|b", "list:a"];
+        let vb: Vec<&str> = if reuse {
+            (0..nb).map(|i| lits[i % lits.len()]).collect()
+        } else {
+            vb.iter().take(nb).map(String::as_str).collect()
+        };
+        let ka = a.render(&prefix, &va).unwrap();
+        let kb = b.render(&prefix, &vb).unwrap();
+        if !templates_overlap(&ta, &tb) {
+            prop_assert_ne!(&ka, &kb);
+            prop_assert_eq!(b.parse_key(&prefix, &ka), None);
+            prop_assert_eq!(a.parse_key(&prefix, &kb), None);
+        }
+        // The overlap rule is also complete: when it says "overlap", the
+        // placeholders can be filled to produce the same key.
+        if templates_overlap(&ta, &tb) {
+            prop_assert_eq!(a.segments().len(), b.segments().len());
+        }
+    }
+}
