@@ -1,1 +1,31 @@
-//! x
+//! Proc macros of microdcs. Use them through `microdcs-valkey`, which
+//! re-exports them with the runtime they expand to.
+//!
+//! - `#[derive(Document)]`: key builders, the document spec, index entries.
+//! - `keyspace!`: a keyspace of document types and other key families, with a
+//!   compile-time check that no two families can render the same key.
+//!
+//! Parsing maps syn into the `microdcs-schema` model; every rule lives there.
+#![forbid(unsafe_code)]
+
+mod attr;
+mod ctxt;
+mod document;
+mod keys;
+mod keyspace;
+
+use proc_macro::TokenStream;
+
+/// Derives `microdcs_valkey::Document`. See the `microdcs-valkey` docs.
+#[proc_macro_derive(Document, attributes(microdcs))]
+pub fn derive_document(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    document::expand(&input).into()
+}
+
+/// Declares a keyspace. See the `microdcs-valkey` docs.
+#[proc_macro]
+pub fn keyspace(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as keyspace::KeyspaceInput);
+    keyspace::expand(&input).into()
+}

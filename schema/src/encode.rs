@@ -202,3 +202,21 @@ mod tests {
         assert_eq!(s, "a\\*b\\?\\[c\\]\\\\");
     }
 }
+
+/// Appends the encoding of `value` for `placeholder` of `template` to `out`:
+/// the step the generated key builders repeat per placeholder.
+///
+/// # Errors
+/// A [`crate::KeyError`] naming the template and placeholder.
+pub fn push_segment(
+    out: &mut String,
+    value: &str,
+    template: &'static str,
+    placeholder: &'static str,
+) -> Result<(), crate::KeyError> {
+    encode_into(out, value).map_err(|error| crate::KeyError {
+        template: template.to_owned(),
+        placeholder: placeholder.to_owned(),
+        error,
+    })
+}

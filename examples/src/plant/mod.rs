@@ -1,0 +1,161 @@
+//! The plant keyspace of the seed's key schema table (`seeds/000`): job
+//! orders, job responses, work masters and SFC states, plus every
+//! non-document family (dedupe, locks, reference lists, streams, counters,
+//! cursors, heartbeat, the nudge channel).
+
+use microdcs_valkey::{Document, keyspace};
+
+/// A job order: a hash document listed per scope by priority.
+#[derive(Debug, Clone, PartialEq, Document)]
+#[microdcs(
+    kind = "joborder",
+    key = "joborder:{id}",
+    list(key = "joborder:list:{scope}", score = priority)
+)]
+pub struct JobOrder {
+    /// Job order id.
+    pub id: String,
+    /// Scope (the equipment or area the order belongs to).
+    pub scope: String,
+    /// Dispatch priority; the list is ordered by it.
+    pub priority: i64,
+    /// Work master the order runs.
+    pub work_master: String,
+}
+
+/// A job response: listed by start time, found by its job order (unique) and
+/// by scope plus normalized state (group; an empty state is not indexed, R-13).
+#[derive(Debug, Clone, PartialEq, Document)]
+#[microdcs(
+    kind = "jobresponse",
+    key = "jobresponse:{id}",
+    list(key = "jobresponse:list:{scope}", score = start_time),
+    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
+    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
+)]
+pub struct JobResponse {
+    /// Response id.
+    pub id: String,
+    /// Scope.
+    pub scope: String,
+    /// The job order this responds to.
+    pub job_order_id: String,
+    /// Start time, milliseconds since the epoch.
+    pub start_time: i64,
+    /// State texts, e.g. `["Running", "Held"]`.
+    pub state: Vec<String>,
+}
+
+impl JobResponse {
+    /// The seed's `normalize_state`: texts joined with `_`; empty means not indexed.
+    pub fn normalized_state(&self) -> String {
+        self.state.join("_")
+    }
+}
+
+/// A work master: listed per scope in a plain set.
+#[derive(Debug, Clone, PartialEq, Document)]
+#[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
+pub struct WorkMaster {
+    /// Work master id.
+    pub id: String,
+    /// Scope.
+    pub scope: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The state of one SFC execution, keyed by job id.
+#[derive(Debug, Clone, PartialEq, Document)]
+#[microdcs(kind = "sfc", key = "sfc:state:{id}")]
+pub struct SfcState {
+    /// The job id.
+    #[microdcs(id)]
+    pub job_id: String,
+    /// Scope.
+    pub scope: String,
+    /// Current step.
+    pub step: String,
+}
+
+keyspace! {
+    /// The seed's plant keyspace: every family of the key schema table.
+    pub Plant {
+        documents: [JobOrder, JobResponse, WorkMaster, SfcState],
+        dedupe: string("ce:dedupe:{hash}"),
+        start_lock: string("lock:poststart:{config_id}"),
+        reference: set("ref:{kind}:{scope}"),
+        job_acceptance: string("jobacceptance:{scope}"),
+        scopes: set("scopes"),
+        changes: stream("changes:{scope}"),
+        pubseq: string("pubseq:{scope}"),
+        publisher_cursors: hash("publisher:cursors"),
+        sfc_work: stream("sfc:work:{scope}"),
+        sfc_active: set("sfc:active:{scope}"),
+        sfc_due: zset("sfc:due:{scope}"),
+        sfc_heartbeat: string("sfc:heartbeat"),
+        sfc_waits: zset("sfc:waits:{scope}:{type_id}"),
+        sfc_event: string("sfc:event:{scope}:{source}|{id}"),
+        nudge: channel("nudge:{kind}"),
+    }
+}
+
+/// Sample values for every family and the key each renders to.
+pub struct KeyRow {
+    /// Family (document type and role, or declared family name).
+    pub family: String,
+    /// Valkey type.
+    pub key_type: &'static str,
+    /// Template.
+    pub template: &'static str,
+    /// Rendered key with sample values.
+    pub key: String,
+}
+
+/// Renders every family of [`Plant`] with sample values through the
+/// generated key builders.
+///
+/// # Errors
+/// A sample value rejected by the encoding (never, for these samples).
+pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, microdcs_valkey::KeyError> {
+    use microdcs_valkey::schema::Role;
+    let p = prefix;
+    let mut rows = Vec::new();
+    for f in Plant::SPEC.all_families() {
+        let key = match (f.owner, f.role, f.name) {
+            ("JobOrder", Role::Document, _) => JobOrder::key(p, "o-1")?,
+            ("JobOrder", Role::List, _) => JobOrder::list_key(p, "s1")?,
+            ("JobResponse", Role::Document, _) => JobResponse::key(p, "r-1")?,
+            ("JobResponse", Role::List, _) => JobResponse::list_key(p, "s1")?,
+            ("JobResponse", _, "by_order") => JobResponse::by_order_key(p, "o-1")?,
+            ("JobResponse", _, "by_state") => JobResponse::by_state_key(p, "s1", "Running_Held")?,
+            ("WorkMaster", Role::Document, _) => WorkMaster::key(p, "wm-1")?,
+            ("WorkMaster", Role::List, _) => WorkMaster::list_key(p, "s1")?,
+            ("SfcState", Role::Document, _) => SfcState::key(p, "j-1")?,
+            (_, _, "dedupe") => Plant::dedupe_key(p, "0123456789abcdef0123456789abcdef")?,
+            (_, _, "start_lock") => Plant::start_lock_key(p, "cfg-1")?,
+            (_, _, "reference") => Plant::reference_key(p, "equipment", "s1")?,
+            (_, _, "job_acceptance") => Plant::job_acceptance_key(p, "s1")?,
+            (_, _, "scopes") => Plant::scopes_key(p)?,
+            (_, _, "changes") => Plant::changes_key(p, "s1")?,
+            (_, _, "pubseq") => Plant::pubseq_key(p, "s1")?,
+            (_, _, "publisher_cursors") => Plant::publisher_cursors_key(p)?,
+            (_, _, "sfc_work") => Plant::sfc_work_key(p, "s1")?,
+            (_, _, "sfc_active") => Plant::sfc_active_key(p, "s1")?,
+            (_, _, "sfc_due") => Plant::sfc_due_key(p, "s1")?,
+            (_, _, "sfc_heartbeat") => Plant::sfc_heartbeat_key(p)?,
+            (_, _, "sfc_waits") => Plant::sfc_waits_key(p, "s1", "t-1")?,
+            (_, _, "sfc_event") => Plant::sfc_event_key(p, "s1", "urn:line-1", "e-1")?,
+            (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
+            (owner, role, name) => unreachable!("family {owner} {role:?} {name} has no sample"),
+        };
+        let family = match f.role {
+            Role::Declared(n) => n.to_owned(),
+            Role::Document => format!("{} document", f.owner),
+            Role::List => format!("{} list", f.owner),
+            Role::Unique(_) | Role::Group(_) => format!("{} {}", f.owner, f.name),
+        };
+        rows.push(KeyRow { family, key_type: f.key_type.type_name(), template: f.key, key });
+    }
+    Ok(rows)
+}

@@ -1,0 +1,263 @@
+//! Parsing of `#[microdcs(...)]` attributes into an IR that keeps the syn
+//! nodes, so every later error can point at the tokens it is about.
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::{Ident, LitStr, Token};
+
+use crate::ctxt::Ctxt;
+
+/// Where an index placeholder's value comes from, as written.
+#[derive(Clone)]
+pub(crate) enum Bind {
+    /// `state = state_text`
+    Field(Ident),
+    /// `state = normalized_state()`
+    Method(Ident),
+}
+
+impl Bind {
+    pub(crate) fn ident(&self) -> &Ident {
+        match self {
+            Bind::Field(i) | Bind::Method(i) => i,
+        }
+    }
+}
+
+/// `list(key = "...", score = field)`.
+pub(crate) struct ListAttr {
+    pub(crate) span: Span,
+    pub(crate) key: Option<LitStr>,
+    pub(crate) score: Option<Bind>,
+}
+
+/// `unique(...)` or `group(...)`.
+pub(crate) struct IndexAttr {
+    pub(crate) span: Span,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) key: Option<LitStr>,
+    pub(crate) bindings: Vec<(Ident, Bind)>,
+}
+
+/// A `key = "..."` style attribute that may be given once.
+pub(crate) struct Once<T> {
+    name: &'static str,
+    value: Option<(Span, T)>,
+}
+
+impl<T> Once<T> {
+    fn new(name: &'static str) -> Self {
+        Once { name, value: None }
+    }
+
+    fn set(&mut self, cx: &mut Ctxt, span: Span, value: T) {
+        if self.value.is_some() {
+            cx.error_at(span, format_args!("duplicate microdcs attribute `{}`", self.name));
+        } else {
+            self.value = Some((span, value));
+        }
+    }
+
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.value.as_ref().map(|(_, v)| v)
+    }
+
+    pub(crate) fn take(self) -> Option<T> {
+        self.value.map(|(_, v)| v)
+    }
+}
+
+/// All container attributes.
+pub(crate) struct Container {
+    pub(crate) kind: Once<LitStr>,
+    pub(crate) key: Once<LitStr>,
+    pub(crate) list: Once<ListAttr>,
+    pub(crate) changes: Once<LitStr>,
+    pub(crate) nudge: Once<LitStr>,
+    pub(crate) registry: Once<LitStr>,
+    pub(crate) unique: Vec<IndexAttr>,
+    pub(crate) groups: Vec<IndexAttr>,
+}
+
+const CONTAINER_KEYS: &[&str] = &["kind", "key", "list", "unique", "group", "changes", "nudge", "registry"];
+
+fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
+    let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+    let hint = microdcs_schema::suggest(&name, known.iter().copied())
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_else(|| format!("; expected one of: {}", known.join(", ")));
+    cx.error_spanned_by(&meta.path, format_args!("unknown {what} `{name}`{hint}"));
+}
+
+/// Skips whatever follows an unknown key (`= value` or `(...)`), so parsing
+/// can go on and report later problems too.
+fn skip_rest(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        let _: proc_macro2::TokenStream = meta.value()?.parse::<syn::Expr>().map(quote::ToTokens::into_token_stream)?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _ = meta.parse_nested_meta(|inner| skip_rest(&inner));
+    }
+    Ok(())
+}
+
+fn lit(meta: &ParseNestedMeta<'_>) -> syn::Result<LitStr> {
+    meta.value()?.parse()
+}
+
+fn bind(meta: &ParseNestedMeta<'_>) -> syn::Result<Bind> {
+    let input = meta.value()?;
+    let ident: Ident = input.parse()?;
+    if input.peek(syn::token::Paren) {
+        let content;
+        syn::parenthesized!(content in input);
+        if !content.is_empty() {
+            return Err(content.error("a bound method takes no arguments (it is called as `self.method()`)"));
+        }
+        Ok(Bind::Method(ident))
+    } else {
+        Ok(Bind::Field(ident))
+    }
+}
+
+impl Container {
+    pub(crate) fn from_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> Self {
+        let mut c = Container {
+            kind: Once::new("kind"),
+            key: Once::new("key"),
+            list: Once::new("list"),
+            changes: Once::new("changes"),
+            nudge: Once::new("nudge"),
+            registry: Once::new("registry"),
+            unique: Vec::new(),
+            groups: Vec::new(),
+        };
+        for attr in attrs.iter().filter(|a| a.path().is_ident("microdcs")) {
+            let res = attr.parse_nested_meta(|meta| {
+                let span = meta.path.get_ident().map_or_else(Span::call_site, Ident::span);
+                let p = &meta.path;
+                if p.is_ident("kind") {
+                    c.kind.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("key") {
+                    c.key.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("changes") {
+                    c.changes.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("nudge") {
+                    c.nudge.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("registry") {
+                    c.registry.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("list") {
+                    let list = parse_list(cx, &meta, span)?;
+                    c.list.set(cx, span, list);
+                } else if p.is_ident("unique") {
+                    c.unique.push(parse_index(cx, &meta, span)?);
+                } else if p.is_ident("group") {
+                    c.groups.push(parse_index(cx, &meta, span)?);
+                } else if p.is_ident("id") || p.is_ident("scope") {
+                    cx.error_spanned_by(
+                        p,
+                        "`id` and `scope` mark fields: put `#[microdcs(id)]` / `#[microdcs(scope)]` on the field",
+                    );
+                } else {
+                    unknown(cx, &meta, CONTAINER_KEYS, "microdcs attribute");
+                    skip_rest(&meta)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = res {
+                cx.syn_error(e);
+            }
+        }
+        c
+    }
+}
+
+fn parse_list(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Result<ListAttr> {
+    let mut key = Once::new("key");
+    let mut score = Once::new("score");
+    meta.parse_nested_meta(|inner| {
+        let s = inner.path.get_ident().map_or_else(Span::call_site, Ident::span);
+        if inner.path.is_ident("key") {
+            key.set(cx, s, lit(&inner)?);
+        } else if inner.path.is_ident("score") {
+            score.set(cx, s, bind(&inner)?);
+        } else {
+            unknown(cx, &inner, &["key", "score"], "list attribute");
+            skip_rest(&inner)?;
+        }
+        Ok(())
+    })?;
+    if key.get().is_none() {
+        cx.error_at(span, "`list(...)` needs `key = \"...\"`, e.g. `list(key = \"joborder:list:{scope}\")`");
+    }
+    Ok(ListAttr { span, key: key.take(), score: score.take() })
+}
+
+fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Result<IndexAttr> {
+    let mut name = Once::new("name");
+    let mut key = Once::new("key");
+    let mut bindings: Vec<(Ident, Bind)> = Vec::new();
+    meta.parse_nested_meta(|inner| {
+        let Some(ident) = inner.path.get_ident().cloned() else {
+            cx.error_spanned_by(&inner.path, "expected `name`, `key` or `placeholder = field` / `placeholder = method()`");
+            return skip_rest(&inner);
+        };
+        if ident == "name" {
+            name.set(cx, ident.span(), lit(&inner)?);
+        } else if ident == "key" {
+            key.set(cx, ident.span(), lit(&inner)?);
+        } else if inner.input.peek(Token![=]) {
+            let b = bind(&inner)?;
+            if bindings.iter().any(|(p, _)| *p == ident) {
+                cx.error_at(ident.span(), format_args!("duplicate binding for placeholder `{{{ident}}}`"));
+            } else {
+                bindings.push((ident, b));
+            }
+        } else {
+            cx.error_spanned_by(
+                &ident,
+                format_args!("expected `{ident} = field` or `{ident} = method()` to bind placeholder `{{{ident}}}`"),
+            );
+            skip_rest(&inner)?;
+        }
+        Ok(())
+    })?;
+    if key.get().is_none() {
+        cx.error_at(span, "an index needs `key = \"...\"`, e.g. `unique(key = \"jobresponse:byorder:{order}\")`");
+    }
+    Ok(IndexAttr { span, name: name.take(), key: key.take(), bindings })
+}
+
+/// Field markers: `#[microdcs(id)]`, `#[microdcs(scope)]`.
+#[derive(Default)]
+pub(crate) struct FieldAttr {
+    pub(crate) id: Option<Span>,
+    pub(crate) scope: Option<Span>,
+}
+
+impl FieldAttr {
+    pub(crate) fn from_attrs(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> Self {
+        let mut f = FieldAttr::default();
+        for attr in attrs.iter().filter(|a| a.path().is_ident("microdcs")) {
+            let res = attr.parse_nested_meta(|meta| {
+                let span = meta.path.get_ident().map_or_else(Span::call_site, Ident::span);
+                let slot = if meta.path.is_ident("id") {
+                    &mut f.id
+                } else if meta.path.is_ident("scope") {
+                    &mut f.scope
+                } else {
+                    unknown(cx, &meta, &["id", "scope"], "field attribute");
+                    return skip_rest(&meta);
+                };
+                if slot.is_some() {
+                    cx.error_at(span, "duplicate microdcs field attribute");
+                }
+                *slot = Some(span);
+                Ok(())
+            });
+            if let Err(e) = res {
+                cx.syn_error(e);
+            }
+        }
+        f
+    }
+}

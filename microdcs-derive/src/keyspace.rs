@@ -1,0 +1,172 @@
+//! `keyspace!`: document types plus the non-document key families of one
+//! application, with builders per family and a compile-time overlap check.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Ident, LitStr, Token, Visibility};
+
+use microdcs_schema::{Attr, FamilySpec, KeyType, KeyspaceSpec, check_keyspace};
+
+use crate::ctxt::Ctxt;
+use crate::keys::builder_fn;
+
+pub(crate) struct Family {
+    name: Ident,
+    ty: Ident,
+    key_type: Option<KeyType>,
+    key: LitStr,
+}
+
+pub(crate) struct KeyspaceInput {
+    attrs: Vec<Attribute>,
+    vis: Visibility,
+    name: Ident,
+    documents: Vec<syn::Path>,
+    documents_kw: Option<Ident>,
+    families: Vec<Family>,
+}
+
+const TYPES: &[&str] = &["string", "hash", "set", "zset", "stream", "channel"];
+
+fn key_type(name: &str) -> Option<KeyType> {
+    Some(match name {
+        "string" => KeyType::String,
+        "hash" => KeyType::Hash,
+        "set" => KeyType::Set,
+        "zset" => KeyType::SortedSet,
+        "stream" => KeyType::Stream,
+        "channel" => KeyType::Channel,
+        _ => return None,
+    })
+}
+
+impl Parse for KeyspaceInput {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis: Visibility = input.parse()?;
+        let name: Ident = input.parse()?;
+        let body;
+        syn::braced!(body in input);
+        let mut documents = Vec::new();
+        let mut documents_kw = None;
+        let mut families = Vec::new();
+        while !body.is_empty() {
+            let entry: Ident = body.parse()?;
+            body.parse::<Token![:]>()?;
+            if entry == "documents" {
+                if documents_kw.is_some() {
+                    return Err(syn::Error::new(entry.span(), "duplicate `documents` list"));
+                }
+                let list;
+                syn::bracketed!(list in body);
+                let paths: Punctuated<syn::Path, Token![,]> = list.parse_terminated(syn::Path::parse, Token![,])?;
+                documents.extend(paths);
+                documents_kw = Some(entry);
+            } else {
+                let ty: Ident = body.parse()?;
+                let content;
+                syn::parenthesized!(content in body);
+                let key: LitStr = content.parse()?;
+                if !content.is_empty() {
+                    return Err(content.error("expected only the key template, e.g. `string(\"ce:dedupe:{hash}\")`"));
+                }
+                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, key });
+            }
+            if body.is_empty() {
+                break;
+            }
+            body.parse::<Token![,]>()?;
+        }
+        Ok(KeyspaceInput { attrs, vis, name, documents, documents_kw, families })
+    }
+}
+
+pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
+    let mut cx = Ctxt::default();
+    for f in &input.families {
+        if f.key_type.is_none() {
+            let hint = microdcs_schema::suggest(&f.ty.to_string(), TYPES.iter().copied())
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
+            cx.error_spanned_by(&f.ty, format_args!("unknown key type `{}` (expected one of: {}){hint}", f.ty, TYPES.join(", ")));
+        }
+    }
+    if input.documents_kw.is_none() && input.families.is_empty() {
+        cx.error_spanned_by(&input.name, "an empty keyspace: list `documents: [...]` and families like `dedupe: string(\"ce:dedupe:{hash}\")`");
+    }
+    // Declared families are checked here, with spans; document families are
+    // compared with everything by the constant evaluation emitted below.
+    let names: Vec<String> = input.families.iter().map(|f| f.name.to_string()).collect();
+    let keys: Vec<String> = input.families.iter().map(|f| f.key.value()).collect();
+    let specs: Vec<FamilySpec<'_>> = input
+        .families
+        .iter()
+        .zip(names.iter().zip(&keys))
+        .map(|(f, (n, k))| FamilySpec { name: n, key: k, key_type: f.key_type.unwrap_or(KeyType::String) })
+        .collect();
+    let ks_name = input.name.to_string();
+    let spec = KeyspaceSpec { name: &ks_name, documents: &[], families: &specs };
+    for e in check_keyspace(&spec) {
+        let span = match &e.origin.attr {
+            Attr::Family(n) => input.families.iter().rev().find(|f| f.name == n).map_or(input.name.span(), |f| f.key.span()),
+            _ => input.name.span(),
+        };
+        cx.error_at(span, e);
+    }
+    if let Err(e) = cx.check() {
+        return e.to_compile_error();
+    }
+
+    let p = quote!(::microdcs_valkey::__private);
+    let KeyspaceInput { attrs, vis, name, documents, .. } = input;
+    let family_specs = input.families.iter().map(|f| {
+        let n = f.name.to_string();
+        let k = &f.key;
+        let t = match f.key_type.unwrap_or(KeyType::String) {
+            KeyType::String => quote!(String),
+            KeyType::Hash => quote!(Hash),
+            KeyType::Set => quote!(Set),
+            KeyType::SortedSet => quote!(SortedSet),
+            KeyType::Stream => quote!(Stream),
+            KeyType::Channel => quote!(Channel),
+        };
+        quote!(#p::FamilySpec { name: #n, key: #k, key_type: #p::KeyType::#t })
+    });
+    let builders = input.families.iter().map(|f| {
+        let suffix = if f.key_type == Some(KeyType::Channel) { "channel" } else { "key" };
+        let fname = format_ident!("{}_{}", f.name, suffix, span = f.name.span());
+        let what = f.key_type.map_or("string", KeyType::type_name);
+        builder_fn(&fname, &f.key.value(), &format!("The {what} `{{prefix}}:{}` (family `{}`).", f.key.value(), f.name))
+    });
+    let doc_specs = documents.iter().map(|d| quote_spanned!(syn::spanned::Spanned::span(d)=> <#d as #p::Document>::SPEC));
+    let check = quote_spanned! {name.span()=>
+        const _: () = {
+            const __PROBLEM: #p::ConstMessage = #p::keyspace_problem(&<#name>::SPEC);
+            if !__PROBLEM.is_empty() {
+                ::core::panic!("{}", __PROBLEM.as_str());
+            }
+        };
+    };
+    let spec_doc = format!("The spec of keyspace `{name}`: its document types and key families.");
+    quote! {
+        #(#attrs)*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #vis struct #name;
+
+        const _: () = {
+            #[automatically_derived]
+            impl #name {
+                #[doc = #spec_doc]
+                pub const SPEC: #p::KeyspaceSpec<'static> = #p::KeyspaceSpec {
+                    name: #ks_name,
+                    documents: &[#(#doc_specs),*],
+                    families: &[#(#family_specs),*],
+                };
+                #(#builders)*
+            }
+            #check
+        };
+    }
+}
