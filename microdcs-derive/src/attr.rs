@@ -198,7 +198,10 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Re
     let mut bindings: Vec<(Ident, Bind)> = Vec::new();
     meta.parse_nested_meta(|inner| {
         let Some(ident) = inner.path.get_ident().cloned() else {
-            cx.error_spanned_by(&inner.path, "expected `name`, `key` or `placeholder = field` / `placeholder = method()`");
+            cx.error_spanned_by(
+                &inner.path,
+                "expected `name`, `key` or `placeholder = field` / `placeholder = method()`",
+            );
             return skip_rest(&inner);
         };
         if ident == "name" {

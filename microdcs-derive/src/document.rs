@@ -6,7 +6,9 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Ident, LitStr, Type};
 
-use microdcs_schema::{Attr, Binding, SchemaErrorKind, DocumentSpec, IndexSpec, KeyTemplate, ListSpec, Source, check_document};
+use microdcs_schema::{
+    Attr, Binding, DocumentSpec, IndexSpec, KeyTemplate, ListSpec, SchemaErrorKind, Source, check_document,
+};
 
 use crate::attr::{Bind, Container, FieldAttr, IndexAttr};
 use crate::ctxt::Ctxt;
@@ -76,7 +78,6 @@ enum OwnedSource {
     Method(Ident),
 }
 
-
 fn build(input: &DeriveInput) -> syn::Result<TokenStream> {
     let mut cx = Ctxt::default();
     let ident = &input.ident;
@@ -85,9 +86,7 @@ fn build(input: &DeriveInput) -> syn::Result<TokenStream> {
     }
     let fields: Vec<(&syn::Field, FieldAttr)> = match &input.data {
         Data::Struct(s) => match &s.fields {
-            Fields::Named(named) => {
-                named.named.iter().map(|f| (f, FieldAttr::from_attrs(&mut cx, &f.attrs))).collect()
-            }
+            Fields::Named(named) => named.named.iter().map(|f| (f, FieldAttr::from_attrs(&mut cx, &f.attrs))).collect(),
             _ => {
                 cx.error_spanned_by(ident, "#[derive(Document)] needs a struct with named fields");
                 Vec::new()
@@ -113,7 +112,8 @@ fn build(input: &DeriveInput) -> syn::Result<TokenStream> {
     let type_name = ident.to_string();
 
     // Resolve index bindings: explicit, then `{id}`, `{scope}`, then a field of the same name.
-    let resolve = |cx: &mut Ctxt, ix| resolve_index(cx, ix, &field_names, &type_name, &|p| field_of(p).map(|f| f.ident.clone()));
+    let resolve =
+        |cx: &mut Ctxt, ix| resolve_index(cx, ix, &field_names, &type_name, &|p| field_of(p).map(|f| f.ident.clone()));
     let uniques: Vec<Resolved<'_>> = c.unique.iter().filter_map(|ix| resolve(&mut cx, ix)).collect();
     let groups: Vec<Resolved<'_>> = c.groups.iter().filter_map(|ix| resolve(&mut cx, ix)).collect();
     build_rest(cx, ident, &c, id, scope, &type_name, uniques, groups, &field_of)
@@ -134,7 +134,10 @@ fn resolve_index<'a>(
         let mut explicit_names: Vec<String> = Vec::new();
         for (p, b) in &ix.bindings {
             if p == "id" || p == "scope" {
-                cx.error_spanned_by(p, format_args!("`{{{p}}}` always binds to the document's {p} and cannot be rebound"));
+                cx.error_spanned_by(
+                    p,
+                    format_args!("`{{{p}}}` always binds to the document's {p} and cannot be rebound"),
+                );
                 continue;
             }
             explicit_names.push(p.to_string());
@@ -155,7 +158,8 @@ fn resolve_index<'a>(
                     _ => match field_of(p) {
                         Some(f) => OwnedSource::Field(f),
                         None => {
-                            let cands = field_names.iter().map(String::as_str).chain(explicit_names.iter().map(String::as_str));
+                            let cands =
+                                field_names.iter().map(String::as_str).chain(explicit_names.iter().map(String::as_str));
                             let hint = microdcs_schema::suggest(p, cands)
                                 .map(|s| format!("; did you mean `{s}`?"))
                                 .unwrap_or_default();
@@ -177,7 +181,10 @@ fn resolve_index<'a>(
                 None => match t.placeholders().filter(|p| *p != "scope").last() {
                     Some(p) => format!("by_{p}"),
                     None => {
-                        cx.error_at(ix.span, "this index has no value placeholder to name it after; add `name = \"...\"`");
+                        cx.error_at(
+                            ix.span,
+                            "this index has no value placeholder to name it after; add `name = \"...\"`",
+                        );
                         String::from("index")
                     }
                 },
@@ -321,7 +328,9 @@ fn find_marked<'a>(
             if !fields.is_empty() {
                 cx.error_spanned_by(
                     ident,
-                    format_args!("`{ident}` has no {what} field: name a field `{what}` or mark one with `#[microdcs({what})]`"),
+                    format_args!(
+                        "`{ident}` has no {what} field: name a field `{what}` or mark one with `#[microdcs({what})]`"
+                    ),
                 );
             }
             None
@@ -422,12 +431,21 @@ fn emit<'a>(
         &format!("Key of the `{type_name}` document with this id: `{{prefix}}:{key}`."),
     );
     let list_fn = spec.list.as_ref().map(|l| {
-        builder_fn(&format_ident!("list_key"), l.key, &format!("Key of the per-scope list of `{type_name}`: `{{prefix}}:{}`.", l.key))
+        builder_fn(
+            &format_ident!("list_key"),
+            l.key,
+            &format!("Key of the per-scope list of `{type_name}`: `{{prefix}}:{}`.", l.key),
+        )
     });
-    let index_fns = uniques.iter().map(|r| ("unique", r)).chain(groups.iter().map(|r| ("group", r))).map(|(what, r)| {
-        let f = format_ident!("{}_key", r.name, span = r.name_span);
-        builder_fn(&f, &r.key, &format!("Key of the {what} index `{}` of `{type_name}`: `{{prefix}}:{}`.", r.name, r.key))
-    });
+    let index_fns =
+        uniques.iter().map(|r| ("unique", r)).chain(groups.iter().map(|r| ("group", r))).map(|(what, r)| {
+            let f = format_ident!("{}_key", r.name, span = r.name_span);
+            builder_fn(
+                &f,
+                &r.key,
+                &format!("Key of the {what} index `{}` of `{type_name}`: `{{prefix}}:{}`.", r.name, r.key),
+            )
+        });
 
     // Index entries.
     let id_ty = id.ty;

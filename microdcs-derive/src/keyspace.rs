@@ -90,11 +90,17 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             let hint = microdcs_schema::suggest(&f.ty.to_string(), TYPES.iter().copied())
                 .map(|s| format!("; did you mean `{s}`?"))
                 .unwrap_or_default();
-            cx.error_spanned_by(&f.ty, format_args!("unknown key type `{}` (expected one of: {}){hint}", f.ty, TYPES.join(", ")));
+            cx.error_spanned_by(
+                &f.ty,
+                format_args!("unknown key type `{}` (expected one of: {}){hint}", f.ty, TYPES.join(", ")),
+            );
         }
     }
     if input.documents_kw.is_none() && input.families.is_empty() {
-        cx.error_spanned_by(&input.name, "an empty keyspace: list `documents: [...]` and families like `dedupe: string(\"ce:dedupe:{hash}\")`");
+        cx.error_spanned_by(
+            &input.name,
+            "an empty keyspace: list `documents: [...]` and families like `dedupe: string(\"ce:dedupe:{hash}\")`",
+        );
     }
     // Declared families are checked here, with spans; document families are
     // compared with everything by the constant evaluation emitted below.
@@ -110,7 +116,9 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     let spec = KeyspaceSpec { name: &ks_name, documents: &[], families: &specs };
     for e in check_keyspace(&spec) {
         let span = match &e.origin.attr {
-            Attr::Family(n) => input.families.iter().rev().find(|f| f.name == n).map_or(input.name.span(), |f| f.key.span()),
+            Attr::Family(n) => {
+                input.families.iter().rev().find(|f| f.name == n).map_or(input.name.span(), |f| f.key.span())
+            }
             _ => input.name.span(),
         };
         cx.error_at(span, e);
@@ -140,7 +148,8 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         let what = f.key_type.map_or("string", KeyType::type_name);
         builder_fn(&fname, &f.key.value(), &format!("The {what} `{{prefix}}:{}` (family `{}`).", f.key.value(), f.name))
     });
-    let doc_specs = documents.iter().map(|d| quote_spanned!(syn::spanned::Spanned::span(d)=> <#d as #p::Document>::SPEC));
+    let doc_specs =
+        documents.iter().map(|d| quote_spanned!(syn::spanned::Spanned::span(d)=> <#d as #p::Document>::SPEC));
     let check = quote_spanned! {name.span()=>
         const _: () = {
             const __PROBLEM: #p::ConstMessage = #p::keyspace_problem(&<#name>::SPEC);

@@ -122,10 +122,9 @@ impl fmt::Display for SchemaError {
             K::Template(t) => write!(f, "{t}"),
             K::BadKind(k) => write!(f, "kind `{k}` must be a lower-case identifier ([a-z][a-z0-9_]*)"),
             K::KeyWithoutId => write!(f, "the document key must contain `{{id}}`"),
-            K::KeyExtraPlaceholder(p) => write!(
-                f,
-                "the document key may only use `{{id}}` (a document is found by its id alone), not `{{{p}}}`"
-            ),
+            K::KeyExtraPlaceholder(p) => {
+                write!(f, "the document key may only use `{{id}}` (a document is found by its id alone), not `{{{p}}}`")
+            }
             K::ListPlaceholder(Some(p)) => {
                 write!(f, "the list key may only use `{{scope}}`, not `{{{p}}}` (one list per scope)")
             }
@@ -219,7 +218,8 @@ fn check_kind(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
 fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     let Some(t) = parse_at(doc.key, doc.type_name, &Attr::Key, errors) else { return };
     if !t.has_placeholder("id") {
-        errors.push(SchemaError { origin: origin(doc.type_name, Attr::Key, None), kind: SchemaErrorKind::KeyWithoutId });
+        errors
+            .push(SchemaError { origin: origin(doc.type_name, Attr::Key, None), kind: SchemaErrorKind::KeyWithoutId });
     }
     for p in t.placeholders().filter(|p| *p != "id") {
         errors.push(SchemaError {
@@ -343,9 +343,11 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
         }
         names.push(doc.type_name);
         errors.extend(check_document(doc));
-        for (src, key_type, attr) in
-            [(doc.changes, KeyType::Stream, Attr::Changes), (doc.nudge, KeyType::Channel, Attr::Nudge), (doc.registry, KeyType::Set, Attr::Registry)]
-        {
+        for (src, key_type, attr) in [
+            (doc.changes, KeyType::Stream, Attr::Changes),
+            (doc.nudge, KeyType::Channel, Attr::Nudge),
+            (doc.registry, KeyType::Set, Attr::Registry),
+        ] {
             if !ks.families.iter().any(|f| f.key == src && f.key_type == key_type) {
                 errors.push(SchemaError {
                     origin: origin(doc.type_name, attr, None),
@@ -358,7 +360,10 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
     for f in ks.families {
         let attr = Attr::Family(f.name.to_owned());
         if fam_names.contains(&f.name) {
-            errors.push(SchemaError { origin: origin(ks.name, attr.clone(), None), kind: SchemaErrorKind::DuplicateName(f.name.to_owned()) });
+            errors.push(SchemaError {
+                origin: origin(ks.name, attr.clone(), None),
+                kind: SchemaErrorKind::DuplicateName(f.name.to_owned()),
+            });
         }
         fam_names.push(f.name);
         parse_at(f.key, ks.name, &attr, &mut errors);
@@ -436,9 +441,14 @@ impl ConstMessage {
         match f.role {
             Role::Document => self.push("document key `").push(f.key).push("` of `").push(f.owner).push("`"),
             Role::List => self.push("list `").push(f.key).push("` of `").push(f.owner).push("`"),
-            Role::Unique(_) => {
-                self.push("unique index `").push(f.name).push("` (`").push(f.key).push("`) of `").push(f.owner).push("`")
-            }
+            Role::Unique(_) => self
+                .push("unique index `")
+                .push(f.name)
+                .push("` (`")
+                .push(f.key)
+                .push("`) of `")
+                .push(f.owner)
+                .push("`"),
             Role::Group(_) => {
                 self.push("group index `").push(f.name).push("` (`").push(f.key).push("`) of `").push(f.owner).push("`")
             }
@@ -591,16 +601,16 @@ mod tests {
     #[test]
     fn document_rules() {
         let kinds = |d: &DocumentSpec<'_>| check_document(d).into_iter().map(|e| e.kind).collect::<Vec<_>>();
-        assert_eq!(kinds(&doc("A", "a", "a:{x}")), [
-            SchemaErrorKind::KeyWithoutId,
-            SchemaErrorKind::KeyExtraPlaceholder("x".into())
-        ]);
+        assert_eq!(
+            kinds(&doc("A", "a", "a:{x}")),
+            [SchemaErrorKind::KeyWithoutId, SchemaErrorKind::KeyExtraPlaceholder("x".into())]
+        );
         assert_eq!(kinds(&doc("A", "Bad Kind", "a:{id}")), [SchemaErrorKind::BadKind("Bad Kind".into())]);
         let list = DocumentSpec { list: Some(ListSpec { key: "a:list:{id}", score: None }), ..doc("A", "a", "a:{id}") };
-        assert_eq!(kinds(&list), [
-            SchemaErrorKind::ListPlaceholder(None),
-            SchemaErrorKind::ListPlaceholder(Some("id".into()))
-        ]);
+        assert_eq!(
+            kinds(&list),
+            [SchemaErrorKind::ListPlaceholder(None), SchemaErrorKind::ListPlaceholder(Some("id".into()))]
+        );
         // A list that overlaps the document key.
         let list = DocumentSpec { list: Some(ListSpec { key: "a:{scope}", score: None }), ..doc("A", "a", "a:{id}") };
         let errs = check_document(&list);
@@ -619,8 +629,16 @@ mod tests {
             bindings: &[Binding { placeholder: "v", source: Source::Field("v") }],
         }];
         const CLASH: [IndexSpec<'static>; 2] = [
-            IndexSpec { name: "one", key: "a:one:{x}", bindings: &[Binding { placeholder: "x", source: Source::Field("f") }] },
-            IndexSpec { name: "two", key: "a:two:{x}", bindings: &[Binding { placeholder: "x", source: Source::Field("g") }] },
+            IndexSpec {
+                name: "one",
+                key: "a:one:{x}",
+                bindings: &[Binding { placeholder: "x", source: Source::Field("f") }],
+            },
+            IndexSpec {
+                name: "two",
+                key: "a:two:{x}",
+                bindings: &[Binding { placeholder: "x", source: Source::Field("g") }],
+            },
         ];
         let d = DocumentSpec { unique: &UNBOUND, ..doc("A", "a", "a:{id}") };
         assert_eq!(check_document(&d)[0].kind, SchemaErrorKind::Unbound("x".into()));
@@ -647,7 +665,10 @@ mod tests {
             msg.as_str(),
             "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
         );
-        assert_eq!(errs[0].to_string(), "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key");
+        assert_eq!(
+            errs[0].to_string(),
+            "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
+        );
     }
 
     #[test]

@@ -40,10 +40,7 @@ pub enum ValueError {
 /// Whether `b` must be escaped inside a key segment.
 #[inline]
 pub const fn needs_escape(b: u8) -> bool {
-    matches!(
-        b,
-        b'%' | b':' | b'|' | b'*' | b'?' | b'[' | b']' | b'\\' | b'{' | b'}' | b' ' | 0x00..=0x1f | 0x7f
-    )
+    matches!(b, b'%' | b':' | b'|' | b'*' | b'?' | b'[' | b']' | b'\\' | b'{' | b'}' | b' ' | 0x00..=0x1f | 0x7f)
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -155,6 +152,24 @@ pub fn glob_escape_into(out: &mut String, text: &str) {
     }
 }
 
+/// Appends the encoding of `value` for `placeholder` of `template` to `out`:
+/// the step the generated key builders repeat per placeholder.
+///
+/// # Errors
+/// A [`crate::KeyError`] naming the template and placeholder.
+pub fn push_segment(
+    out: &mut String,
+    value: &str,
+    template: &'static str,
+    placeholder: &'static str,
+) -> Result<(), crate::KeyError> {
+    encode_into(out, value).map_err(|error| crate::KeyError {
+        template: template.to_owned(),
+        placeholder: placeholder.to_owned(),
+        error,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,22 +216,4 @@ mod tests {
         glob_escape_into(&mut s, "a*b?[c]\\");
         assert_eq!(s, "a\\*b\\?\\[c\\]\\\\");
     }
-}
-
-/// Appends the encoding of `value` for `placeholder` of `template` to `out`:
-/// the step the generated key builders repeat per placeholder.
-///
-/// # Errors
-/// A [`crate::KeyError`] naming the template and placeholder.
-pub fn push_segment(
-    out: &mut String,
-    value: &str,
-    template: &'static str,
-    placeholder: &'static str,
-) -> Result<(), crate::KeyError> {
-    encode_into(out, value).map_err(|error| crate::KeyError {
-        template: template.to_owned(),
-        placeholder: placeholder.to_owned(),
-        error,
-    })
 }

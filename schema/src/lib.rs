@@ -26,7 +26,9 @@ pub mod prefix;
 pub mod spec;
 pub mod template;
 
-pub use check::{Attr, ConstMessage, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace, keyspace_problem};
+pub use check::{
+    Attr, ConstMessage, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace, keyspace_problem,
+};
 pub use document::{Document, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, suggest};
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, PrefixError};

@@ -53,9 +53,8 @@ impl KeyPrefix {
         if prefix.len() > MAX_PREFIX_LEN {
             return Err(PrefixError::TooLong(prefix.len()));
         }
-        if let Some(ch) = prefix
-            .chars()
-            .find(|c| matches!(c, '*' | '?' | '[' | ']' | '\\') || c.is_whitespace() || c.is_control())
+        if let Some(ch) =
+            prefix.chars().find(|c| matches!(c, '*' | '?' | '[' | ']' | '\\') || c.is_whitespace() || c.is_control())
         {
             return Err(PrefixError::ForbiddenChar { prefix, ch });
         }

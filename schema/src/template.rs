@@ -80,7 +80,9 @@ pub enum TemplateErrorKind {
     #[error("placeholder name `{0}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")]
     BadPlaceholderName(String),
     /// A placeholder glued to text or another placeholder inside one atom.
-    #[error("placeholder `{{{0}}}` must be a whole segment or `|`-separated part of one; it cannot be glued to other text")]
+    #[error(
+        "placeholder `{{{0}}}` must be a whole segment or `|`-separated part of one; it cannot be glued to other text"
+    )]
     Glued(String),
     /// The same placeholder twice.
     #[error("placeholder `{{{0}}}` appears more than once")]
@@ -149,9 +151,7 @@ impl KeyTemplate {
     /// Every syntax problem, each with its byte range.
     pub fn parse(source: &str) -> Result<Self, Vec<TemplateError>> {
         let mut errors = Vec::new();
-        let mut err = |kind, span: Range<usize>| {
-            errors.push(TemplateError { kind, span, template: source.to_owned() })
-        };
+        let mut err = |kind, span: Range<usize>| errors.push(TemplateError { kind, span, template: source.to_owned() });
         if source.is_empty() {
             err(TemplateErrorKind::Empty, 0..0);
             return Err(errors);
@@ -200,11 +200,7 @@ impl KeyTemplate {
             }
             segments.push(atoms);
         }
-        if errors.is_empty() {
-            Ok(KeyTemplate { source: source.to_owned(), segments })
-        } else {
-            Err(errors)
-        }
+        if errors.is_empty() { Ok(KeyTemplate { source: source.to_owned(), segments }) } else { Err(errors) }
     }
 
     /// The template text.
@@ -340,11 +336,7 @@ impl KeyTemplate {
     }
 }
 
-fn parse_atom(
-    atom: &str,
-    range: Range<usize>,
-    err: &mut impl FnMut(TemplateErrorKind, Range<usize>),
-) -> Option<Atom> {
+fn parse_atom(atom: &str, range: Range<usize>, err: &mut impl FnMut(TemplateErrorKind, Range<usize>)) -> Option<Atom> {
     let bytes = atom.as_bytes();
     if let Some(open) = atom.find('{') {
         let Some(close_rel) = atom[open..].find('}') else {
@@ -354,10 +346,7 @@ fn parse_atom(
         let close = open + close_rel;
         let name = &atom[open + 1..close];
         if !is_identifier(name) {
-            err(
-                TemplateErrorKind::BadPlaceholderName(name.to_owned()),
-                range.start + open..range.start + close + 1,
-            );
+            err(TemplateErrorKind::BadPlaceholderName(name.to_owned()), range.start + open..range.start + close + 1);
             return None;
         }
         if open != 0 || close + 1 != atom.len() {
@@ -493,7 +482,9 @@ mod tests {
         assert_eq!(t.parse_key(&p(), "other:sfc:event:s1:x|y"), None);
         assert!(matches!(t.render(&p(), &["s1"]), Err(RenderError::Arity { expected: 3, given: 1, .. })));
         let e = t.render(&p(), &["s1", "", "x"]).unwrap_err();
-        assert!(matches!(e, RenderError::Value(KeyError { ref placeholder, error: ValueError::Empty, .. }) if placeholder == "source"));
+        assert!(
+            matches!(e, RenderError::Value(KeyError { ref placeholder, error: ValueError::Empty, .. }) if placeholder == "source")
+        );
     }
 
     #[test]

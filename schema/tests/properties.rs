@@ -9,8 +9,23 @@ fn value() -> impl Strategy<Value = String> {
         any::<String>(),
         proptest::collection::vec(
             prop_oneof![
-                Just(':'), Just('|'), Just('%'), Just('*'), Just('?'), Just('['), Just(']'), Just('\\'),
-                Just('{'), Just('}'), Just(' '), Just('\0'), Just('\n'), Just('é'), Just('→'), Just('a'), Just('1'),
+                Just(':'),
+                Just('|'),
+                Just('%'),
+                Just('*'),
+                Just('?'),
+                Just('['),
+                Just(']'),
+                Just('\\'),
+                Just('{'),
+                Just('}'),
+                Just(' '),
+                Just('\0'),
+                Just('\n'),
+                Just('é'),
+                Just('→'),
+                Just('a'),
+                Just('1'),
                 any::<char>()
             ],
             0..40

@@ -157,7 +157,8 @@ impl ValkeyServer {
     pub fn external(url: String) -> Self {
         let hostport = url.split("://").nth(1).unwrap_or(&url).rsplit('@').next().unwrap_or("").to_owned();
         let hostport = hostport.split('/').next().unwrap_or("").to_owned();
-        let (host, port) = hostport.rsplit_once(':').map_or((hostport.as_str(), 6379), |(h, p)| (h, p.parse().unwrap_or(6379)));
+        let (host, port) =
+            hostport.rsplit_once(':').map_or((hostport.as_str(), 6379), |(h, p)| (h, p.parse().unwrap_or(6379)));
         ValkeyServer { child: None, binary: None, dir: None, host: host.to_owned(), port, url, extra_args: Vec::new() }
     }
 
@@ -289,7 +290,10 @@ impl ValkeyServer {
     /// As for [`ValkeyServer::start_local`]; external servers cannot restart.
     pub fn restart(&mut self) -> Result<(), HarnessError> {
         if self.binary.is_none() {
-            return Err(HarnessError::Start { reason: "an external server cannot be restarted".into(), log: String::new() });
+            return Err(HarnessError::Start {
+                reason: "an external server cannot be restarted".into(),
+                log: String::new(),
+            });
         }
         self.kill();
         let port = self.port;
