@@ -39,6 +39,9 @@ fn stub(input: &DeriveInput) -> TokenStream {
             impl ::microdcs_valkey::__private::Document for #ident {
                 const SPEC: ::microdcs_valkey::__private::DocumentSpec<'static> =
                     ::microdcs_valkey::__private::invalid_spec(#name);
+                const PUT_SCRIPT: &'static str = "";
+                const DELETE_SCRIPT: &'static str = "";
+                const FIND_SCRIPT: &'static str = "";
                 fn id(&self) -> ::microdcs_valkey::__private::Cow<'_, str> {
                     ::core::panic!("invalid document type")
                 }
@@ -447,6 +450,26 @@ fn emit<'a>(
             )
         });
 
+    let (put_script, _) = microdcs_schema::lua::put_script(spec);
+    let (delete_script, _) = microdcs_schema::lua::delete_script(spec);
+    let find_script = microdcs_schema::lua::find_script(spec);
+    let query_fns = uniques.iter().enumerate().map(|(i, r)| (true, i, r)).chain(groups.iter().enumerate().map(|(i, r)| (false, i, r))).map(|(unique, i, r)| {
+        let f = format_ident!("{}", r.name, span = r.name_span);
+        let t = KeyTemplate::parse(&r.key).expect("checked");
+        let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
+        let (ty, what) = if unique {
+            (quote!(#p::UniqueQuery<Self>), format!("Finds the `{type_name}` whose unique index `{}` (`{}`) has these values; run it with `Store::find`.", r.name, r.key))
+        } else {
+            (quote!(#p::GroupQuery<Self>), format!("The ids in group index `{}` (`{}`) of `{type_name}`; run it with `Store::ids`.", r.name, r.key))
+        };
+        quote! {
+            #[doc = #what]
+            pub fn #f(#(#params: &(impl #p::KeySegment + ?::core::marker::Sized)),*) -> #ty {
+                <#ty>::new(#i, ::std::vec![#(::std::string::ToString::to_string(&*#p::KeySegment::key_segment(#params))),*])
+            }
+        }
+    }).collect::<Vec<_>>();
+
     // Index entries.
     let id_ty = id.ty;
     let id_ident = id.ident;
@@ -563,6 +586,10 @@ fn emit<'a>(
                     registry: #registry,
                 };
 
+                const PUT_SCRIPT: &'static str = #put_script;
+                const DELETE_SCRIPT: &'static str = #delete_script;
+                const FIND_SCRIPT: &'static str = #find_script;
+
                 fn id(&self) -> #p::Cow<'_, str> {
                     #id_expr
                 }
@@ -593,6 +620,7 @@ fn emit<'a>(
                 #doc_key_fn
                 #list_fn
                 #(#index_fns)*
+                #(#query_fns)*
             }
         };
     }

@@ -1,26 +1,61 @@
 //! # microdcs-valkey
 //!
-//! The runtime of microdcs: document types declared with
-//! `#[derive(Document)]` and a [`keyspace!`] get typed key builders with
-//! compile-time key checks.
+//! The runtime of microdcs. Document types declared with
+//! `#[derive(Document)]` get typed key builders with compile-time key
+//! checks, and a [`Store`] that writes each document, its indexes, its change
+//! entry, the scope registry and a nudge in one generated Lua script.
+//!
+//! ```no_run
+//! use microdcs_valkey::{Document, Expect, KeyPrefix, PutOutcome, Valkey, WriteOptions};
+//!
+//! #[derive(Debug, serde::Serialize, serde::Deserialize, Document)]
+//! #[microdcs(list(key = "joborder:list:{scope}", score = priority))]
+//! struct JobOrder {
+//!     id: String,
+//!     scope: String,
+//!     priority: i64,
+//! }
+//!
+//! # async fn demo() -> Result<(), microdcs_valkey::Error> {
+//! let valkey = Valkey::connect_url("redis://127.0.0.1:6379/", KeyPrefix::default(), WriteOptions::default()).await?;
+//! let orders = valkey.store::<JobOrder>();
+//! let order = JobOrder { id: "o-1".into(), scope: "s1".into(), priority: 5 };
+//! assert_eq!(orders.create(&order).await?, PutOutcome::Written { version: 1 });
+//! let read = orders.get("o-1").await?.expect("just written");
+//! let changed = JobOrder { priority: 7, ..read.doc };
+//! # let read = orders.get("o-1").await?.unwrap();
+//! orders.update(&read, &changed).await?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod client;
+mod codec;
+mod error;
+mod metrics;
+mod store;
+
+pub use client::{Valkey, WriteOptions};
+pub use codec::{Codec, Json};
+pub use error::{Error, Result};
+pub use metrics::Metrics;
 pub use microdcs_derive::{Document, keyspace};
 pub use microdcs_schema as schema;
 pub use microdcs_schema::{
-    Document, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, ListEntry,
-    PrefixError, Score,
+    Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType,
+    ListEntry, PrefixError, Score, UniqueQuery,
 };
 pub use redis;
+pub use store::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Store, Stored, new_op_id};
 
 #[doc(hidden)]
 pub mod __private {
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
-        Binding, ConstMessage, Document, DocumentSpec, FamilySpec, IndexEntries, IndexEntry, IndexError, IndexSpec,
-        IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec, Score, Source,
-        keyspace_problem,
+        Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,
+        IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec, Score,
+        Source, UniqueQuery, keyspace_problem,
     };
     pub use std::borrow::Cow;
 

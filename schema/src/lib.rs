@@ -22,6 +22,7 @@
 pub mod check;
 pub mod document;
 pub mod encode;
+pub mod lua;
 pub mod prefix;
 pub mod spec;
 pub mod template;
@@ -29,7 +30,10 @@ pub mod template;
 pub use check::{
     Attr, ConstMessage, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace, keyspace_problem,
 };
-pub use document::{Document, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, suggest};
+pub use document::{
+    Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, UniqueQuery,
+    suggest,
+};
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, PrefixError};
 pub use spec::{Binding, DocumentSpec, Family, FamilySpec, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source};

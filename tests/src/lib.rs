@@ -1,5 +1,5 @@
 //! Test support for microdcs: a real `valkey-server` per test, unique key
-//! prefixes, and (later) fault-injection helpers.
+//! prefixes, a fault-injecting proxy, and keyspace inspection.
 //!
 //! ```no_run
 //! let server = microdcs_tests::ValkeyServer::start().unwrap();
@@ -8,6 +8,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod inspect;
+mod proxy;
 mod server;
 
+pub use inspect::{command_calls, snapshot, stream_entries};
+pub use proxy::FaultProxy;
 pub use server::{HarnessError, ValkeyServer, find_server_binary, unique_prefix};

@@ -1,0 +1,106 @@
+//! The connection handle everything else is made from.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::{Document, Json, KeyPrefix, Store};
+
+/// How writes behave (seed `001` configuration: `WriteAttempts`,
+/// `WriteRetryDelay`, `ChangeStreamMaxLength`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Attempts of a write whose outcome is unknown after a connection error (default 4).
+    pub attempts: u32,
+    /// Pause before the write is checked and repeated (default 100 ms).
+    pub retry_delay: Duration,
+    /// Approximate length of the change streams (default 5000).
+    pub change_stream_max_len: u64,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { attempts: 4, retry_delay: Duration::from_millis(100), change_stream_max_len: 5000 }
+    }
+}
+
+struct Inner {
+    con: ConnectionManager,
+    prefix: KeyPrefix,
+    write: WriteOptions,
+    metrics: Metrics,
+}
+
+/// A connection to one Valkey (one island): the multiplexed, reconnecting
+/// connection, the key prefix, write options and counters. Cheap to clone.
+#[derive(Clone)]
+pub struct Valkey {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Valkey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Valkey")
+            .field("prefix", &self.inner.prefix)
+            .field("write", &self.inner.write)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Valkey {
+    /// Wraps an existing connection manager.
+    pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
+        Valkey { inner: Arc::new(Inner { con, prefix, write, metrics: Metrics::default() }) }
+    }
+
+    /// Connects to `url` (`redis://host:port/`) with a reconnecting
+    /// connection manager.
+    ///
+    /// # Errors
+    /// The URL is invalid or the server cannot be reached.
+    pub async fn connect_url(url: &str, prefix: KeyPrefix, write: WriteOptions) -> Result<Self> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(5)));
+        let con = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Self::from_manager(con, prefix, write))
+    }
+
+    /// A handle on the connection (cheap clone of the multiplexed connection).
+    pub fn connection(&self) -> ConnectionManager {
+        self.inner.con.clone()
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &KeyPrefix {
+        &self.inner.prefix
+    }
+
+    /// Write options.
+    pub fn write_options(&self) -> &WriteOptions {
+        &self.inner.write
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The typed store of `D` with the JSON codec.
+    pub fn store<D: Document>(&self) -> Store<D, Json>
+    where
+        Json: crate::Codec<D>,
+    {
+        Store::new(self.clone(), Json)
+    }
+
+    /// The typed store of `D` with a codec of your choice.
+    pub fn store_with<D: Document, C: crate::Codec<D>>(&self, codec: C) -> Store<D, C> {
+        Store::new(self.clone(), codec)
+    }
+}

@@ -1,0 +1,139 @@
+//! The runtime's error type.
+
+use std::fmt;
+
+use microdcs_schema::{IndexError, KeyError, PrefixError};
+
+/// Errors of the runtime. Expected outcomes of a compare-and-set (stale
+/// version, missing document) are not errors: see [`crate::PutOutcome`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A command failed (server error or connection problem).
+    #[error("valkey: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A write's outcome stayed unknown after every attempt.
+    #[error("the outcome of a write to `{key}` is unknown after {attempts} attempt(s): {source}")]
+    UnknownOutcome {
+        /// Document key.
+        key: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last connection error.
+        source: redis::RedisError,
+    },
+    /// The document id is stored under another scope; nothing was written.
+    #[error("document `{id}` belongs to scope `{stored}`, not `{given}`; nothing was written")]
+    WrongScope {
+        /// Document id.
+        id: String,
+        /// The scope it is stored under.
+        stored: String,
+        /// The scope of this write.
+        given: String,
+    },
+    /// A unique index key is held by another document; nothing was written.
+    #[error("unique index `{index}` of `{type_name}`: key `{key}` is held by `{holder}`; nothing was written")]
+    UniqueViolation {
+        /// Document type.
+        type_name: &'static str,
+        /// Index name.
+        index: String,
+        /// The contested key.
+        key: String,
+        /// The id holding it.
+        holder: String,
+    },
+    /// A stored hash is not a valid document.
+    #[error("corrupt document at `{key}`: {reason}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A key holds the wrong Valkey type for its family.
+    #[error("wrong type at `{key}`: {detail}")]
+    WrongType {
+        /// The key (the document key for script errors: the script names the key it failed on).
+        key: String,
+        /// The server's message.
+        detail: String,
+    },
+    /// The codec could not encode or decode a document.
+    #[error("codec: {0}")]
+    Codec(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A key could not be built (empty or over-long value).
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A document's index entries could not be computed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// An invalid key prefix.
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+    /// A caller-supplied operation id is not 1 to 64 of `[A-Za-z0-9_.:-]`.
+    #[error("invalid operation id {0:?}: use 1 to 64 of [A-Za-z0-9_.:-]")]
+    InvalidOpId(String),
+    /// Index fields kept changing under a write (another writer moved the
+    /// document between every read and write).
+    #[error("`{key}`: index fields changed under the write {attempts} times in a row")]
+    Contention {
+        /// Document key.
+        key: String,
+        /// Reads tried.
+        attempts: u32,
+    },
+    /// A script replied with something the runtime does not understand.
+    #[error("unexpected reply from the {script} script: {reply}")]
+    Protocol {
+        /// Which script.
+        script: &'static str,
+        /// The reply, shortened.
+        reply: String,
+    },
+}
+
+impl Error {
+    /// Whether the error is a lost or timed-out connection.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            Error::Redis(e) | Error::UnknownOutcome { source: e, .. } => is_unknown_outcome(e),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn from_redis(e: redis::RedisError, key: &str) -> Self {
+        if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
+            Error::WrongType { key: key.to_owned(), detail: e.to_string() }
+        } else {
+            Error::Redis(e)
+        }
+    }
+
+    pub(crate) fn codec(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Codec(Box::new(e))
+    }
+}
+
+/// Whether a failed command may or may not have run on the server.
+pub(crate) fn is_unknown_outcome(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
+}
+
+/// Shortens a reply for an error message.
+pub(crate) fn short(v: &impl fmt::Debug) -> String {
+    let mut s = format!("{v:?}");
+    if s.len() > 200 {
+        let mut cut = 200;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// Result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,58 @@
+//! Counters of the runtime, by the names the seed gives them. Read them with
+//! [`Metrics::snapshot`] and export them to any metrics system.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters shared by everything made from one [`crate::Valkey`].
+#[derive(Debug, Default)]
+pub struct Metrics {
+    write_retries: AtomicU64,
+    write_already_applied: AtomicU64,
+    stream_entries_lost: AtomicU64,
+}
+
+impl Metrics {
+    /// `microdcs.valkey.write.retries`: writes re-sent after an unknown outcome.
+    pub const WRITE_RETRIES: &'static str = "microdcs.valkey.write.retries";
+    /// `microdcs.valkey.write.already_applied`: writes found already applied.
+    pub const WRITE_ALREADY_APPLIED: &'static str = "microdcs.valkey.write.already_applied";
+    /// `microdcs.valkey.stream.entries_lost`: stream entries deleted while pending.
+    pub const STREAM_ENTRIES_LOST: &'static str = "microdcs.valkey.stream.entries_lost";
+
+    /// Current value of `microdcs.valkey.write.retries`.
+    pub fn write_retries(&self) -> u64 {
+        self.write_retries.load(Ordering::Relaxed)
+    }
+
+    /// Current value of `microdcs.valkey.write.already_applied`.
+    pub fn write_already_applied(&self) -> u64 {
+        self.write_already_applied.load(Ordering::Relaxed)
+    }
+
+    /// Current value of `microdcs.valkey.stream.entries_lost`.
+    pub fn stream_entries_lost(&self) -> u64 {
+        self.stream_entries_lost.load(Ordering::Relaxed)
+    }
+
+    /// Every counter with its name.
+    pub fn snapshot(&self) -> [(&'static str, u64); 3] {
+        [
+            (Self::WRITE_RETRIES, self.write_retries()),
+            (Self::WRITE_ALREADY_APPLIED, self.write_already_applied()),
+            (Self::STREAM_ENTRIES_LOST, self.stream_entries_lost()),
+        ]
+    }
+
+    pub(crate) fn add_write_retry(&self) {
+        self.write_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_already_applied(&self) {
+        self.write_already_applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[allow(dead_code, reason = "used by the streams helper")]
+    pub(crate) fn add_entries_lost(&self, n: u64) {
+        self.stream_entries_lost.fetch_add(n, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,211 @@
+//! A test-only TCP proxy between a client and the server that can cut a
+//! connection after forwarding a chosen request and before its reply, and
+//! counts the client's requests (RESP commands), i.e. round trips.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Mutex, Notify};
+
+#[derive(Default)]
+struct State {
+    /// Cut the connection that forwards a request containing this pattern.
+    trigger: Mutex<Option<Vec<u8>>>,
+    cuts: AtomicU64,
+    commands: AtomicU64,
+    cut_done: Notify,
+}
+
+/// The proxy; stops accepting when dropped.
+pub struct FaultProxy {
+    port: u16,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on a free loopback port forwarding to `upstream` (`host:port`).
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub async fn start(upstream: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let state = Arc::new(State::default());
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(&upstream).await {
+                        pump(client, server, st).await;
+                    }
+                });
+            }
+        });
+        FaultProxy { port, state, task }
+    }
+
+    /// `redis://127.0.0.1:{port}/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Arms a one-shot cut: the next client request containing `pattern`
+    /// (ASCII case-insensitive) is
+    /// forwarded to the server, its reply is swallowed and the connection closed.
+    pub async fn cut_after_request_containing(&self, pattern: &[u8]) {
+        *self.state.trigger.lock().await = Some(pattern.to_vec());
+    }
+
+    /// Waits until an armed cut happened.
+    pub async fn wait_cut(&self) {
+        let notified = self.state.cut_done.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.state.cuts.load(Ordering::SeqCst) == 0 {
+            notified.await;
+        }
+    }
+
+    /// Cuts done so far.
+    pub fn cuts(&self) -> u64 {
+        self.state.cuts.load(Ordering::SeqCst)
+    }
+
+    /// Client requests (RESP commands) forwarded so far.
+    pub fn commands(&self) -> u64 {
+        self.state.commands.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Counts top-level RESP arrays (`*N\r\n` then N bulk strings) in a byte
+/// stream that may arrive in pieces.
+#[derive(Default)]
+struct RespCounter {
+    buf: Vec<u8>,
+}
+
+impl RespCounter {
+    fn feed(&mut self, data: &[u8]) -> u64 {
+        self.buf.extend_from_slice(data);
+        let mut n = 0;
+        loop {
+            match parse_command(&self.buf) {
+                Some(used) => {
+                    self.buf.drain(..used);
+                    n += 1;
+                }
+                None => return n,
+            }
+        }
+    }
+}
+
+fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let rest = buf.get(at..)?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    Some((&rest[..end], at + end + 2))
+}
+
+fn parse_command(buf: &[u8]) -> Option<usize> {
+    let (head, mut at) = line(buf, 0)?;
+    if head.first() != Some(&b'*') {
+        // Inline command.
+        return Some(at);
+    }
+    let n: usize = std::str::from_utf8(&head[1..]).ok()?.parse().ok()?;
+    for _ in 0..n {
+        let (h, next) = line(buf, at)?;
+        let len: usize = std::str::from_utf8(h.get(1..)?).ok()?.parse().ok()?;
+        at = next + len + 2;
+        if at > buf.len() {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+async fn pump(client: TcpStream, server: TcpStream, st: Arc<State>) {
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let cut = Arc::new(AtomicBool::new(false));
+    let cut2 = cut.clone();
+    let cut3 = cut.clone();
+    let st2 = st.clone();
+    let up = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut counter = RespCounter::default();
+        loop {
+            let n = match cr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            st2.commands.fetch_add(counter.feed(&buf[..n]), Ordering::SeqCst);
+            let mut trigger = st2.trigger.lock().await;
+            let hit = trigger.as_ref().is_some_and(|p| buf[..n].windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)));
+            if hit {
+                *trigger = None;
+                cut2.store(true, Ordering::SeqCst);
+            }
+            drop(trigger);
+            if sw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            if hit {
+                // Let the server execute it, then drop both sides unanswered.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                break;
+            }
+        }
+    };
+    let down = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match sr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if cut.load(Ordering::SeqCst) {
+                // Swallow the reply; `up` closes both sides.
+                continue;
+            }
+            if cw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+    if cut3.load(Ordering::SeqCst) {
+        st.cuts.fetch_add(1, Ordering::SeqCst);
+        st.cut_done.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_commands_across_pieces() {
+        let mut c = RespCounter::default();
+        let cmd = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        assert_eq!(c.feed(&cmd[..5]), 0);
+        assert_eq!(c.feed(&cmd[5..]), 1);
+        let two = [cmd.as_slice(), cmd.as_slice()].concat();
+        assert_eq!(c.feed(&two), 2);
+    }
+}

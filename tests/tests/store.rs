@@ -1,0 +1,692 @@
+//! The generated CAS write path and the typed store, against a real Valkey.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, snapshot, stream_entries, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{
+    Codec, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "jobresponse",
+    key = "jobresponse:{id}",
+    list(key = "jobresponse:list:{scope}", score = start_time),
+    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
+    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
+)]
+struct JobResponse {
+    id: String,
+    scope: String,
+    job_order_id: String,
+    start_time: i64,
+    state: Vec<String>,
+}
+
+impl JobResponse {
+    fn normalized_state(&self) -> String {
+        self.state.join("_")
+    }
+
+    fn new(id: &str, scope: &str, order: &str, state: &[&str]) -> Self {
+        JobResponse {
+            id: id.into(),
+            scope: scope.into(),
+            job_order_id: order.into(),
+            start_time: 1000,
+            state: state.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
+struct WorkMaster {
+    id: String,
+    scope: String,
+    name: String,
+}
+
+/// A document whose stored text is exactly one field, to test byte-exact storage.
+#[derive(Debug, Clone, PartialEq, Document)]
+#[microdcs(kind = "blob")]
+struct Blob {
+    id: String,
+    scope: String,
+    body: String,
+}
+
+struct RawBody;
+
+impl Codec<Blob> for RawBody {
+    type Error = std::convert::Infallible;
+    fn encode(&self, doc: &Blob) -> Result<String, Self::Error> {
+        Ok(doc.body.clone())
+    }
+    fn decode(&self, text: &str) -> Result<Blob, Self::Error> {
+        Ok(Blob { id: String::new(), scope: String::new(), body: text.to_owned() })
+    }
+}
+
+struct Env {
+    server: ValkeyServer,
+    valkey: Valkey,
+    prefix: KeyPrefix,
+    raw: ConnectionManager,
+}
+
+async fn env(name: &str) -> Env {
+    env_with(name, WriteOptions::default()).await
+}
+
+async fn env_with(name: &str, write: WriteOptions) -> Env {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix(name);
+    let valkey =
+        Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap_or_else(|e| server.fail("connect", &e));
+    let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    Env { server, valkey, prefix, raw }
+}
+
+impl Env {
+    fn k(&self, rest: &str) -> String {
+        format!("{}:{rest}", self.prefix.as_str())
+    }
+
+    async fn smembers(&mut self, rest: &str) -> Vec<String> {
+        let mut v: Vec<String> = redis::cmd("SMEMBERS").arg(self.k(rest)).query_async(&mut self.raw).await.unwrap();
+        v.sort();
+        v
+    }
+
+    async fn get(&mut self, rest: &str) -> Option<String> {
+        redis::cmd("GET").arg(self.k(rest)).query_async(&mut self.raw).await.unwrap()
+    }
+
+    async fn zrange(&mut self, rest: &str) -> Vec<(String, f64)> {
+        redis::cmd("ZRANGE")
+            .arg(self.k(rest))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut self.raw)
+            .await
+            .unwrap()
+    }
+
+    async fn changes(&mut self, scope: &str) -> Vec<BTreeMap<String, String>> {
+        let key = self.k(&format!("changes:{scope}"));
+        stream_entries(&mut self.raw, &key).await
+    }
+
+    async fn snapshot(&mut self) -> BTreeMap<String, String> {
+        snapshot(&mut self.raw, &self.prefix).await
+    }
+}
+
+fn change(id: &str, v: u64, change: &str) -> (String, String, String) {
+    (id.to_owned(), v.to_string(), change.to_owned())
+}
+
+fn summarize(entries: &[BTreeMap<String, String>]) -> Vec<(String, String, String)> {
+    entries.iter().map(|e| (e["id"].clone(), e["v"].clone(), e["change"].clone())).collect()
+}
+
+#[tokio::test]
+async fn create_update_overwrite_stale_delete_with_exact_indexes() {
+    let mut e = env("lifecycle").await;
+    let store = e.valkey.store::<JobResponse>();
+    let r = JobResponse::new("r-1", "s1", "o-1", &["Running"]);
+
+    // create
+    assert_eq!(store.create(&r).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.create(&r).await.unwrap(), PutOutcome::Conflict { current: 1 });
+    assert_eq!(e.get("jobresponse:byorder:o-1").await.as_deref(), Some("r-1"));
+    assert_eq!(e.smembers("jobresponse:bystate:s1:Running").await, ["r-1"]);
+    assert_eq!(e.zrange("jobresponse:list:s1").await, [("r-1".to_owned(), 1000.0)]);
+    assert_eq!(e.smembers("scopes").await, ["s1"]);
+    assert_eq!(summarize(&e.changes("s1").await), [change("r-1", 1, "created")]);
+    let first = e.changes("s1").await.remove(0);
+    assert_eq!(first["kind"], "jobresponse");
+
+    // update (state move, new order, new start time)
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, 1);
+    assert_eq!(read.doc, r);
+    let mut r2 = r.clone();
+    r2.state = vec!["Running".into(), "Held".into()];
+    r2.job_order_id = "o-2".into();
+    r2.start_time = 2000;
+    assert_eq!(store.update(&read, &r2).await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(e.smembers("jobresponse:bystate:s1:Running").await, Vec::<String>::new());
+    assert_eq!(e.smembers("jobresponse:bystate:s1:Running_Held").await, ["r-1"]);
+    assert_eq!(e.get("jobresponse:byorder:o-1").await, None);
+    assert_eq!(e.get("jobresponse:byorder:o-2").await.as_deref(), Some("r-1"));
+    assert_eq!(e.zrange("jobresponse:list:s1").await, [("r-1".to_owned(), 2000.0)]);
+
+    // stale version: nothing written
+    let before = e.snapshot().await;
+    assert_eq!(store.update(&read, &r).await.unwrap(), PutOutcome::Conflict { current: 2 });
+    assert_eq!(store.put(&r, Expect::Version(1)).await.unwrap(), PutOutcome::Conflict { current: 2 });
+    assert_eq!(e.snapshot().await, before);
+
+    // overwrite without a read (reads the index fields first), state emptied: not indexed (R-13)
+    let mut r3 = r2.clone();
+    r3.state.clear();
+    assert_eq!(store.put(&r3, Expect::Any).await.unwrap(), PutOutcome::Written { version: 3 });
+    assert_eq!(e.smembers("jobresponse:bystate:s1:Running_Held").await, Vec::<String>::new());
+    let stored_state: Option<String> =
+        redis::cmd("HGET").arg(e.k("jobresponse:r-1")).arg("state").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(stored_state, None, "an unindexed value leaves no hash field");
+    assert_eq!(e.get("jobresponse:byorder:o-2").await.as_deref(), Some("r-1"));
+
+    // update of a missing document
+    let ghost = JobResponse::new("r-9", "s1", "o-9", &["X"]);
+    assert_eq!(store.put(&ghost, Expect::Version(4)).await.unwrap(), PutOutcome::NotFound);
+
+    // delete
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 3 });
+    assert_eq!(store.delete_id("r-1", Expect::Any).await.unwrap(), DeleteOutcome::NotFound);
+    assert!(store.get("r-1").await.unwrap().is_none());
+    assert_eq!(e.get("jobresponse:byorder:o-2").await, None);
+    assert_eq!(e.zrange("jobresponse:list:s1").await, Vec::<(String, f64)>::new());
+    assert_eq!(
+        summarize(&e.changes("s1").await),
+        [
+            change("r-1", 1, "created"),
+            change("r-1", 2, "updated"),
+            change("r-1", 3, "updated"),
+            change("r-1", 3, "deleted")
+        ]
+    );
+    // What is left: the change stream and the scope registry.
+    let left: Vec<String> = e.snapshot().await.into_keys().collect();
+    assert_eq!(left, [e.k("changes:s1"), e.k("scopes")]);
+}
+
+#[tokio::test]
+async fn state_moves_leave_exactly_one_by_state_entry() {
+    let mut e = env("statemove").await;
+    let store = e.valkey.store::<JobResponse>();
+    let states: [&[&str]; 5] = [&["Idle"], &["Running"], &["Running", "Held"], &["Complete"], &["Running"]];
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", states[0])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    for s in &states[1..] {
+        let read = store.get("r-1").await.unwrap().unwrap();
+        let mut next = read.doc.clone();
+        next.state = s.iter().map(|x| (*x).to_owned()).collect();
+        assert!(matches!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { .. }));
+        let sets: Vec<String> = e
+            .snapshot()
+            .await
+            .into_iter()
+            .filter(|(k, v)| k.contains(":bystate:") && v.contains("r-1"))
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(sets, [e.k(&format!("jobresponse:bystate:s1:{}", s.join("_")))]);
+    }
+    let hits = store.ids(JobResponse::by_state("s1", "Running"), Page::first(100)).await.unwrap();
+    assert_eq!(hits.ids, ["r-1"]);
+    assert_eq!(hits.next, None);
+}
+
+#[tokio::test]
+async fn wrong_scope_and_unique_violation_write_nothing() {
+    let mut e = env("violations").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["Running"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert!(matches!(
+        store.create(&JobResponse::new("r-2", "s1", "o-2", &["Running"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let before = e.snapshot().await;
+
+    let moved = JobResponse::new("r-1", "s2", "o-1", &["Running"]);
+    for expect in [Expect::Any, Expect::Version(1)] {
+        match store.put(&moved, expect).await {
+            Err(Error::WrongScope { id, stored, given }) => {
+                assert_eq!((id.as_str(), stored.as_str(), given.as_str()), ("r-1", "s1", "s2"))
+            }
+            other => panic!("expected WrongScope, got {other:?}"),
+        }
+    }
+    assert_eq!(e.snapshot().await, before, "a wrong-scope write writes nothing");
+
+    let before = e.snapshot().await;
+    let r2 = store.get("r-2").await.unwrap().unwrap();
+    let mut steal = r2.doc.clone();
+    steal.job_order_id = "o-1-other".into();
+    assert!(matches!(store.update(&r2, &steal).await.unwrap(), PutOutcome::Written { .. }));
+    let before2 = e.snapshot().await;
+    assert_ne!(before, before2);
+
+    // r-3 wants o-1-other, held by r-2
+    let r3 = JobResponse::new("r-3", "s1", "o-1-other", &["Idle"]);
+    match store.create(&r3).await {
+        Err(Error::UniqueViolation { index, holder, key, .. }) => {
+            assert_eq!(index, "by_order");
+            assert_eq!(holder, "r-2");
+            assert_eq!(key, e.k("jobresponse:byorder:o-1-other"));
+        }
+        other => panic!("expected UniqueViolation, got {other:?}"),
+    }
+    assert_eq!(e.snapshot().await, before2, "a unique violation writes nothing");
+}
+
+#[tokio::test]
+async fn wrong_scope_leaves_keyspace_identical() {
+    let mut e = env("wrongscope").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["Running"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let before = e.snapshot().await;
+    let err = store.put(&JobResponse::new("r-1", "s2", "o-5", &["Held"]), Expect::Any).await.unwrap_err();
+    assert!(matches!(err, Error::WrongScope { .. }), "{err:?}");
+    let err = store.create(&JobResponse::new("r-1", "s2", "o-5", &["Held"])).await.unwrap_err();
+    assert!(matches!(err, Error::WrongScope { .. }), "{err:?}");
+    assert_eq!(e.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn concurrent_cas_writers_on_one_document() {
+    let mut e = env("concurrent").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["S0"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let mut tasks = Vec::new();
+    for w in 0..50 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            for i in 0..20 {
+                let read = store.get("r-1").await.unwrap().unwrap();
+                let mut next = read.doc.clone();
+                next.state = vec![format!("W{w}"), format!("I{i}")];
+                next.start_time = read.doc.start_time + 1;
+                match store.update(&read, &next).await.unwrap() {
+                    PutOutcome::Written { .. } => ok += 1,
+                    PutOutcome::Conflict { .. } => {}
+                    PutOutcome::NotFound => panic!("document vanished"),
+                }
+            }
+            ok
+        }));
+    }
+    let mut successes = 0;
+    for t in tasks {
+        successes += t.await.unwrap();
+    }
+    assert!(successes > 0);
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, 1 + successes, "version = create + one per successful CAS");
+    assert_eq!(read.doc.start_time, 1000 + successes as i64, "no lost update");
+    let entries = e.changes("s1").await;
+    assert_eq!(entries.len() as u64, 1 + successes, "one change entry per success");
+    let versions: Vec<u64> = entries.iter().map(|x| x["v"].parse().unwrap()).collect();
+    assert_eq!(versions, (1..=1 + successes).collect::<Vec<_>>(), "in version order");
+    // Exactly one by-state set holds the id.
+    let sets: Vec<String> = e
+        .snapshot()
+        .await
+        .into_iter()
+        .filter(|(k, v)| k.contains(":bystate:") && v.contains("r-1"))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(sets.len(), 1, "{sets:?}");
+}
+
+#[tokio::test]
+async fn unknown_outcome_is_applied_exactly_once() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FaultProxy::start(server.host_port()).await;
+    let prefix = unique_prefix("unknown");
+    let write = WriteOptions { retry_delay: Duration::from_millis(100), ..WriteOptions::default() };
+    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let read = store.get("r-1").await.unwrap().unwrap();
+
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    let out = store.update(&read, &next).await.unwrap();
+    assert_eq!(proxy.cuts(), 1, "the proxy cut the reply");
+    assert_eq!(out, PutOutcome::Written { version: 2 });
+    assert_eq!(valkey.metrics().write_retries(), 1);
+    assert_eq!(valkey.metrics().write_already_applied(), 1);
+    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+    assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")], "applied once");
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+}
+
+#[tokio::test]
+async fn unknown_outcome_with_another_writer_in_between() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FaultProxy::start(server.host_port()).await;
+    let prefix = unique_prefix("unknown2");
+    let write = WriteOptions { retry_delay: Duration::from_millis(400), ..WriteOptions::default() };
+    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+    let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    let other_store = other.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let read = store.get("r-1").await.unwrap().unwrap();
+
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    let (out, ()) = tokio::join!(store.update(&read, &next), async {
+        proxy.wait_cut().await;
+        // Between the cut and the retry, another writer updates the document.
+        let seen = other_store.get("r-1").await.unwrap().unwrap();
+        assert_eq!(seen.version, 2, "the cut write was applied");
+        let theirs = JobResponse { state: vec!["C".into()], ..seen.doc.clone() };
+        assert_eq!(other_store.update(&seen, &theirs).await.unwrap(), PutOutcome::Written { version: 3 });
+    });
+    assert_eq!(out.unwrap(), PutOutcome::Written { version: 2 }, "applied, not a conflict");
+    assert_eq!(valkey.metrics().write_already_applied(), 1);
+    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+    assert_eq!(
+        summarize(&changes),
+        [change("r-1", 1, "created"), change("r-1", 2, "updated"), change("r-1", 3, "updated")]
+    );
+    let now = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!((now.version, now.doc.state.clone()), (3, vec!["C".to_owned()]));
+}
+
+#[tokio::test]
+async fn caller_op_id_recognised_across_calls() {
+    let e = env("opid").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    assert_eq!(store.update_with_op(&read, &next, "job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
+    // The caller did not see the reply and tries again with the same read and op id.
+    assert_eq!(store.update_with_op(&read, &next, "job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(
+        store.put_with_op(&next, Expect::Version(1), "job-42.step-3").await.unwrap(),
+        PutOutcome::Written { version: 2 }
+    );
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+    assert!(matches!(store.put_with_op(&next, Expect::Any, "bad id").await, Err(Error::InvalidOpId(_))));
+    let _ = &e.server;
+}
+
+#[tokio::test]
+async fn script_flush_between_operations() {
+    let mut e = env("flush").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut e.raw).await.unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap().version, 2);
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut e.raw).await.unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
+}
+
+#[tokio::test]
+async fn document_texts_and_ids_round_trip_byte_identical() {
+    let mut e = env("bytes").await;
+    let store = e.valkey.store_with::<Blob, _>(RawBody);
+    let mut big = String::with_capacity(1 << 20);
+    while big.len() < (1 << 20) {
+        big.push_str("line \"quoted\" \\ back\nslash\0nul ünïcødé 🚀 ");
+    }
+    let texts = [
+        "{\"a\":\"b\\\"c\"}",
+        "quote \" backslash \\ newline \n tab \t",
+        "nul \0 inside",
+        "ünïcødé → 🚀",
+        big.as_str(),
+        "",
+    ];
+    let ids = ["plain", "a:b", "a|b", "a*b?", "100%", "list:s1", "{tag}", "spaced id", "ünï"];
+    for (i, id) in ids.iter().enumerate() {
+        let text = texts[i % texts.len()];
+        let doc = Blob { id: (*id).to_owned(), scope: "s:1|x".into(), body: text.to_owned() };
+        assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 }, "id {id:?}");
+        let back = store.get(id).await.unwrap().unwrap();
+        assert!(
+            back.doc.body.as_bytes() == text.as_bytes(),
+            "id {id:?}: body differs ({} bytes back)",
+            back.doc.body.len()
+        );
+        assert_eq!(back.id, *id);
+        assert_eq!(back.scope, "s:1|x");
+    }
+    // The big text is stored as is (compared without printing a MiB on failure).
+    let big_id = ids[texts.iter().position(|t| t.len() == big.len()).unwrap()];
+    let raw: Vec<u8> =
+        redis::cmd("HGET").arg(store.key(big_id).unwrap()).arg("doc").query_async(&mut e.raw).await.unwrap();
+    assert!(raw == big.as_bytes(), "1 MiB body differs: {} bytes stored, {} written", raw.len(), big.len());
+    // Every id has its own key; none parses as another family's key.
+    let keys: Vec<String> = e.snapshot().await.into_keys().filter(|k| k.contains(":blob:")).collect();
+    assert_eq!(keys.len(), ids.len(), "{keys:?}");
+    assert!(keys.contains(&e.k("blob:a%3Ab")));
+    assert!(keys.contains(&e.k("blob:list%3As1")));
+}
+
+#[tokio::test]
+async fn corrupt_hashes_give_typed_errors() {
+    let mut e = env("corrupt").await;
+    let store = e.valkey.store::<JobResponse>();
+    assert!(matches!(
+        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert!(matches!(
+        store.create(&JobResponse::new("r-2", "s1", "o-2", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let next = JobResponse::new("r-1", "s1", "o-1", &["B"]);
+
+    // non-numeric v
+    let _: () =
+        redis::cmd("HSET").arg(e.k("jobresponse:r-1")).arg("v").arg("seven").query_async(&mut e.raw).await.unwrap();
+    assert!(matches!(store.get("r-1").await, Err(Error::Corrupt { .. })));
+    let before = e.snapshot().await;
+    assert!(matches!(store.put(&next, Expect::Any).await, Err(Error::Corrupt { .. })));
+    assert!(matches!(store.create(&next).await, Err(Error::Corrupt { .. })));
+    assert_eq!(e.snapshot().await, before, "nothing written");
+
+    // missing doc
+    let _: () = redis::cmd("HDEL").arg(e.k("jobresponse:r-2")).arg("doc").query_async(&mut e.raw).await.unwrap();
+    match store.get("r-2").await {
+        Err(Error::Corrupt { reason, .. }) => assert!(reason.contains("doc"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    let r2 = JobResponse::new("r-2", "s1", "o-2", &["B"]);
+    match store.put(&r2, Expect::Any).await {
+        Err(Error::Corrupt { reason, .. }) => assert!(reason.contains("doc"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+
+    // wrong type at the key
+    let _: () = redis::cmd("SET").arg(e.k("jobresponse:r-3")).arg("not a hash").query_async(&mut e.raw).await.unwrap();
+    assert!(matches!(store.get("r-3").await, Err(Error::WrongType { .. })), "{:?}", store.get("r-3").await);
+    let r3 = JobResponse::new("r-3", "s1", "o-3", &["B"]);
+    assert!(matches!(store.create(&r3).await, Err(Error::WrongType { .. })));
+    assert!(matches!(store.put(&r3, Expect::Any).await, Err(Error::WrongType { .. })));
+
+    // bad document text for the codec
+    let _: () = redis::cmd("HSET")
+        .arg(e.k("jobresponse:r-1"))
+        .arg("v")
+        .arg("1")
+        .arg("doc")
+        .arg("{not json")
+        .query_async(&mut e.raw)
+        .await
+        .unwrap();
+    assert!(matches!(store.get("r-1").await, Err(Error::Codec(_))));
+
+    // invalid ids are typed errors
+    assert!(matches!(store.get("").await, Err(Error::Key(_))));
+    assert!(matches!(store.create(&JobResponse::new("", "s1", "o", &[])).await, Err(Error::Index(_))));
+}
+
+#[tokio::test]
+async fn round_trips_per_operation() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FaultProxy::start(server.host_port()).await;
+    let prefix = unique_prefix("roundtrips");
+    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    // Warm up: load the scripts.
+    assert!(matches!(
+        store.create(&JobResponse::new("warm", "s1", "o-w", &["A"])).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    store.find(JobResponse::by_order("o-w")).await.unwrap();
+    let w = store.get("warm").await.unwrap().unwrap();
+    assert!(matches!(store.delete(&w).await.unwrap(), DeleteOutcome::Deleted { .. }));
+
+    async fn measure<F: Future<Output = ()>>(
+        proxy: &FaultProxy,
+        raw: &mut ConnectionManager,
+        f: F,
+    ) -> (u64, BTreeMap<String, u64>) {
+        let before = command_calls(raw).await;
+        let p0 = proxy.commands();
+        f.await;
+        let after = command_calls(raw).await;
+        let top: BTreeMap<String, u64> = ["evalsha", "eval", "hgetall", "hmget", "script|load", "get"]
+            .into_iter()
+            .map(|c| (c.to_owned(), after.get(c).copied().unwrap_or(0) - before.get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        (proxy.commands() - p0, top)
+    }
+
+    let r = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    let (n, _) = measure(&proxy, &mut raw, async {
+        assert!(matches!(store.create(&r).await.unwrap(), PutOutcome::Written { .. }));
+    })
+    .await;
+    assert_eq!(n, 1, "create");
+    let mut read = None;
+    let (n, stats) = measure(&proxy, &mut raw, async {
+        read = store.get("r-1").await.unwrap();
+    })
+    .await;
+    assert_eq!(n, 1, "get");
+    assert_eq!(stats.get("hgetall"), Some(&1));
+    let read = read.unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    let (n, stats) = measure(&proxy, &mut raw, async {
+        assert!(matches!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { .. }));
+    })
+    .await;
+    assert_eq!(n, 1, "update with known version");
+    assert_eq!(stats.get("evalsha"), Some(&1));
+    let (n, stats) = measure(&proxy, &mut raw, async {
+        store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
+    })
+    .await;
+    assert_eq!(n, 1, "unique lookup");
+    assert_eq!(stats.get("evalsha"), Some(&1));
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let (n, stats) = measure(&proxy, &mut raw, async {
+        assert!(matches!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { .. }));
+    })
+    .await;
+    assert_eq!(n, 1, "delete");
+    assert_eq!(stats.get("evalsha"), Some(&1));
+}
+
+#[tokio::test]
+async fn unique_lookup_of_ids_with_reserved_characters() {
+    let e = env("findids").await;
+    let store = e.valkey.store::<JobResponse>();
+    let ids = ["a:b", "a|b", "a*b?[c]", "100%", "{tag}", "sp ace", "back\\slash", "nl\nx", "ünï→"];
+    for (i, id) in ids.iter().enumerate() {
+        let _ = store.create(&JobResponse::new(id, "s1", &format!("o-{i}"), &["A"])).await.unwrap();
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let found = store
+            .find(JobResponse::by_order(&format!("o-{i}")))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id:?} not found"));
+        assert_eq!(found.id, *id);
+        assert_eq!(found.doc.id, *id);
+    }
+}
+
+#[tokio::test]
+async fn lists_and_queries_page() {
+    let e = env("lists").await;
+    let responses = e.valkey.store::<JobResponse>();
+    for i in 0..25 {
+        let mut r = JobResponse::new(&format!("r-{i:02}"), "s1", &format!("o-{i}"), &["Running"]);
+        r.start_time = 100 - i;
+        assert!(matches!(responses.create(&r).await.unwrap(), PutOutcome::Written { .. }));
+    }
+    let mut page = Some(Page::first(10));
+    let mut ids = Vec::new();
+    while let Some(p) = page {
+        let got = responses.list("s1", p).await.unwrap();
+        assert!(got.ids.len() <= 10);
+        ids.extend(got.ids);
+        page = got.next;
+    }
+    let expected: Vec<String> = (0..25).rev().map(|i| format!("r-{i:02}")).collect();
+    assert_eq!(ids, expected, "ascending start time");
+
+    let mut page = Some(Page::first(7));
+    let mut by_state = Vec::new();
+    while let Some(p) = page {
+        let got = responses.ids(JobResponse::by_state("s1", "Running"), p).await.unwrap();
+        by_state.extend(got.ids);
+        page = got.next;
+    }
+    by_state.sort();
+    by_state.dedup();
+    assert_eq!(by_state.len(), 25);
+    assert!(responses.find(JobResponse::by_order("o-missing")).await.unwrap().is_none());
+    assert_eq!(responses.find(JobResponse::by_order("o-3")).await.unwrap().unwrap().id, "r-03");
+
+    let masters = e.valkey.store::<WorkMaster>();
+    assert!(matches!(
+        masters.create(&WorkMaster { id: "wm-1".into(), scope: "s1".into(), name: "Mix".into() }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert!(matches!(
+        masters.create(&WorkMaster { id: "wm-2".into(), scope: "s1".into(), name: "Fill".into() }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let mut got = masters.list("s1", Page::first(10)).await.unwrap().ids;
+    got.sort();
+    assert_eq!(got, ["wm-1", "wm-2"]);
+}
