@@ -84,6 +84,14 @@ pub enum Error {
         /// Reads tried.
         attempts: u32,
     },
+    /// `update` was given the read of another document.
+    #[error("update of `{doc}` with the read of `{read}`: pass the read of the same document")]
+    ReadMismatch {
+        /// Id of the read document.
+        read: String,
+        /// Id of the document being written.
+        doc: String,
+    },
     /// A script replied with something the runtime does not understand.
     #[error("unexpected reply from the {script} script: {reply}")]
     Protocol {

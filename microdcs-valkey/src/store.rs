@@ -227,8 +227,11 @@ impl Plan {
         }
         match ix.template.render(valkey.prefix(), &values) {
             Ok(k) => Ok(Some(k)),
-            // A stored value that cannot be a key segment was never indexed.
-            Err(_) => Ok(None),
+            // We never store a value that cannot be a key segment.
+            Err(e) => Err(Error::Corrupt {
+                key: self.doc.render(valkey.prefix(), &[id]).unwrap_or_else(|_| id.to_owned()),
+                reason: format!("stored index field cannot form its key: {e}"),
+            }),
         }
     }
 }
@@ -386,7 +389,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`].
     pub async fn create(&self, doc: &D) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Create, None, None).await
+        self.put_inner(doc, Expect::Create, None, None, None).await
     }
 
     /// Updates a document you read, expecting its version unchanged (one
@@ -395,7 +398,35 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`].
     pub async fn update(&self, read: &Stored<D>, doc: &D) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), None).await
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None).await
+    }
+
+    /// Updates a document you read and, when written, moves `read` to the
+    /// new version and document, so a loop of updates needs no re-read (one
+    /// round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
+    pub async fn update_in_place(&self, read: &mut Stored<D>, doc: D) -> Result<PutOutcome> {
+        let out = self
+            .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None)
+            .await?;
+        if let PutOutcome::Written { version } = out {
+            let entries = doc.index_entries(self.valkey.prefix())?;
+            let mut fields = vec![None; self.plan.fields.len()];
+            for e in entries.unique.iter().chain(&entries.groups).flatten() {
+                for (name, value) in &e.fields {
+                    if let Some(i) = self.plan.fields.iter().position(|f| f == name) {
+                        fields[i] = Some(value.clone());
+                    }
+                }
+            }
+            read.state =
+                ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: String::new() };
+            read.version = version;
+            read.doc = doc;
+        }
+        Ok(out)
     }
 
     /// Like [`Store::update`] with your own operation id, so a retry in a
@@ -404,7 +435,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn update_with_op(&self, read: &Stored<D>, doc: &D, op: &str) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(op)).await
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), Some(op))
+            .await
     }
 
     /// Writes a document with any expectation. `Expect::Create` is one round
@@ -417,7 +449,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// [`Error::Codec`], [`Error::Index`] for an invalid id or index value,
     /// [`Error::UnknownOutcome`] when every attempt lost the connection.
     pub async fn put(&self, doc: &D, expect: Expect) -> Result<PutOutcome> {
-        self.put_inner(doc, expect, None, None).await
+        self.put_inner(doc, expect, None, None, None).await
     }
 
     /// Like [`Store::put`] with your own operation id.
@@ -425,7 +457,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn put_with_op(&self, doc: &D, expect: Expect, op: &str) -> Result<PutOutcome> {
-        self.put_inner(doc, expect, None, Some(op)).await
+        self.put_inner(doc, expect, None, None, Some(op)).await
     }
 
     async fn put_inner(
@@ -433,6 +465,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         doc: &D,
         expect: Expect,
         read: Option<ReadState>,
+        read_id: Option<&str>,
         op: Option<&str>,
     ) -> Result<PutOutcome> {
         let op = match op {
@@ -442,6 +475,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         };
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
+        if let Some(read_id) = read_id.filter(|r| *r != entries.id) {
+            return Err(Error::ReadMismatch { read: read_id.to_owned(), doc: entries.id.clone() });
+        }
         let text = self.codec.encode(doc).map_err(Error::codec)?;
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
@@ -585,10 +621,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 keys[k - 1] = t.render(prefix, &[&scope]).map_err(render_err)?;
             }
             let mut args: Vec<Arg<'_>> = (0..l.num_args).map(|_| Arg::Static("")).collect();
-            args[l.expect - 1] = match expect {
-                Expect::Version(n) => Arg::Owned(n.to_string()),
-                Expect::Any | Expect::Create => Arg::Static("any"),
-            };
+            // Always the version read: a retry after a lost reply then never
+            // deletes a document re-created in between (unless it reached the
+            // same version); `Expect::Any` re-reads on a conflict instead.
+            if let Expect::Version(n) = expect
+                && n != state.version
+            {
+                return Ok(DeleteOutcome::Conflict { current: state.version });
+            }
+            args[l.expect - 1] = Arg::Owned(state.version.to_string());
             args[l.op - 1] = Arg::Borrowed(&op);
             args[l.id - 1] = Arg::Borrowed(id);
             args[l.scope - 1] = Arg::Owned(scope.clone());
@@ -609,6 +650,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let (code, rest) = split_reply("delete", &reply.value)?;
             match code {
                 ret::WRITTEN => return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? }),
+                ret::CONFLICT if expect == Expect::Any => state = self.read_state(&key).await?,
                 ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
                 ret::NOT_FOUND if unknown_before => {
                     // The attempt whose reply was lost deleted it.
@@ -698,7 +740,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             return Ok(None);
         }
         let key = self.key(&id)?;
-        self.decode_hash(&key, &id, map).map(Some)
+        let stored = self.decode_hash(&key, &id, map)?;
+        // The entry must describe the document it points at (else it is stale).
+        let matches = ix.placeholders.iter().zip(&query.values).all(|(ph, want)| match ph {
+            Ph::Id => stored.id == *want,
+            Ph::Scope => stored.scope == *want,
+            Ph::Field(i) => stored.state.fields.get(*i).and_then(Option::as_deref) == Some(want.as_str()),
+        });
+        if !matches {
+            tracing::warn!(index_key = %ukey, id, "unique index entry is stale: the document has other values");
+            return Ok(None);
+        }
+        Ok(Some(stored))
     }
 
     /// A page of ids from a group index (`SSCAN`; the page size is a hint, an

@@ -31,8 +31,10 @@ pub mod ret {
     pub const ALREADY_APPLIED: i64 = 7;
 }
 
-/// How many recent operation ids a document hash remembers (field `ops`).
-pub const OP_HISTORY: usize = 16;
+/// How many bytes of recent operation ids a document hash keeps (field
+/// `ops`, entries ` op=version`). With the longest op ids (64 bytes) that is
+/// at least 16 writes; with generated ids (32 hex digits) about 40.
+pub const OP_HISTORY_BYTES: usize = 1536;
 
 /// The longest operation id accepted.
 pub const MAX_OP_ID_LEN: usize = 64;
@@ -216,31 +218,6 @@ fn lua_str(s: &str) -> String {
     out
 }
 
-/// The index table both scripts iterate over: positions and HMGET slots.
-fn index_table(layout: &PutLayout) -> String {
-    let mut s = String::from("local IX = {\n");
-    for ix in &layout.indexes {
-        let hm: Vec<String> = ix
-            .fields
-            .iter()
-            .map(|f| (4 + layout.fields.iter().position(|g| g == f).expect("field listed")).to_string())
-            .collect();
-        let _ = writeln!(
-            s,
-            "  {{ unique = {}, name = {}, nk = {}, ok = {}, nf = {}, of = {}, hm = {{ {} }} }},",
-            ix.unique,
-            lua_str(&ix.name),
-            ix.new_key,
-            ix.old_key,
-            ix.new_flag,
-            ix.old_flag,
-            hm.join(", ")
-        );
-    }
-    s.push_str("}\n");
-    s
-}
-
 fn header(
     out: &mut String,
     title: &str,
@@ -353,73 +330,130 @@ fn describe_argv(l: &PutLayout, delete: bool) -> Vec<(usize, String)> {
     argv
 }
 
-/// Shared prologue: read the hash, check corruption and scope.
-fn prologue(out: &mut String, l: &PutLayout) {
-    let fields: Vec<String> = l.fields.iter().map(|f| lua_str(f)).collect();
-    let extra = if fields.is_empty() { String::new() } else { format!(", {}", fields.join(", ")) };
+/// HMGET slot of each value the scripts read (1-based), for one layout.
+struct Slots {
+    /// Distinct index fields and their slots.
+    fields: Vec<(String, usize)>,
+    /// Slot of the stored `score`, for a sorted-set list (put only).
+    score: Option<usize>,
+    /// The HMGET field list as Lua literals.
+    hmget: String,
+}
+
+impl Slots {
+    fn new(l: &PutLayout, with_ops: bool) -> Self {
+        let mut names = vec!["v".to_owned(), "scope".to_owned()];
+        if with_ops {
+            names.push("ops".to_owned());
+        }
+        let score = l.score.map(|_| {
+            names.push("score".to_owned());
+            names.len()
+        });
+        let mut fields = Vec::new();
+        for f in &l.fields {
+            names.push(f.clone());
+            fields.push((f.clone(), names.len()));
+        }
+        let hmget = names.iter().map(|n| lua_str(n)).collect::<Vec<_>>().join(", ");
+        Slots { fields, score, hmget }
+    }
+
+    fn of(&self, field: &str) -> usize {
+        self.fields.iter().find(|(f, _)| f == field).map(|(_, s)| *s).expect("index field has a slot")
+    }
+}
+
+/// Reads the hash and checks corruption and scope (both scripts).
+fn prologue(out: &mut String, slots: &Slots, l: &PutLayout) {
     let _ = write!(
         out,
         "\
 local doc_key = KEYS[{dk}]
-local exists = redis.call('EXISTS', doc_key) == 1
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops'{extra})
+local id = ARGV[{id}]
+local scope = ARGV[{scope}]
+local op = ARGV[{op}]
+local cur = redis.call('HMGET', doc_key, {hmget})
+local exists = cur[1] ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  local doc_len = redis.call('HSTRLEN', doc_key, 'doc')
+  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {{6, 'v'}} end
   v = tonumber(cur[1])
-  if v == nil or v < 1 or v ~= math.floor(v) then return {{6, 'v'}} end
   if cur[2] == false then return {{6, 'scope'}} end
-  if doc_len == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {{6, 'doc'}} end
-  if cur[2] ~= ARGV[{scope}] then return {{3, cur[2]}} end
+  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {{6, 'doc'}} end
+  if cur[2] ~= scope then return {{3, cur[2]}} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {{6, 'v'}}
 end
 ",
         dk = l.doc_key,
+        id = l.id,
         scope = l.scope,
+        op = l.op,
+        hmget = slots.hmget,
     );
 }
 
-/// Checks the caller's read of every index against the stored fields.
-const CHECK_OLD: &str = "\
-for _, ix in ipairs(IX) do
-  local stored = exists
-  for _, h in ipairs(ix.hm) do if cur[h] == false then stored = false end end
-  local read = ARGV[ix.of] == '1'
-  if stored ~= read then return {5} end
-  if stored then
-    for i, h in ipairs(ix.hm) do if cur[h] ~= ARGV[ix.of + i] then return {5} end end
-  end
+/// Per index: compare the caller's read with the stored fields (`{5}` on a
+/// difference) and define `was_n`, and for puts `new_n` and `keep_n`.
+fn check_reads(out: &mut String, slots: &Slots, l: &PutLayout, put: bool) {
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        let what = if ix.unique { "unique" } else { "group" };
+        let _ = writeln!(out, "-- index {n}: {what} `{}`", ix.name);
+        let mut was = String::from("exists");
+        for f in &ix.fields {
+            let _ = write!(was, " and cur[{}] ~= false", slots.of(f));
+        }
+        let _ = writeln!(out, "local was_{n} = {was}");
+        let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {{5}} end", ix.old_flag);
+        if !ix.fields.is_empty() {
+            let diffs: Vec<String> = ix
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(k, f)| format!("cur[{}] ~= ARGV[{}]", slots.of(f), ix.old_flag + 1 + k))
+                .collect();
+            let _ = writeln!(out, "if was_{n} and ({}) then return {{5}} end", diffs.join(" or "));
+        }
+        if put {
+            let _ = writeln!(out, "local new_{n} = ARGV[{}] == '1'", ix.new_flag);
+            let _ =
+                writeln!(out, "local keep_{n} = was_{n} and new_{n} and KEYS[{}] == KEYS[{}]", ix.new_key, ix.old_key);
+        }
+    }
+}
+
+/// The op history: ` op=version` entries, oldest dropped beyond
+/// [`OP_HISTORY_BYTES`] (a length check, not a count: no scan per write).
+const HISTORY: &str = "\
+local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
+while #ops > HISTORY_BYTES do
+  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
 end
 ";
 
 /// The put script of `spec`, with its layout.
+///
+/// Order: read and check everything (hash, scope, op history, expectation,
+/// the caller's read of each index, unique holders), then validate the type
+/// of every index key it will write with a read on that key, and only then
+/// write, starting with the change entry. A failing command therefore
+/// aborts the script before its first write: no partial writes. Index keys
+/// whose entry does not move are not touched.
 pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let l = PutLayout::new(spec, false);
+    let slots = Slots::new(&l, true);
     let mut out = String::new();
     header(&mut out, "put", spec, &describe_keys(spec, &l, false), &describe_argv(&l, false), PUT_RETURNS);
-    out.push_str(&index_table(&l));
-    prologue(&mut out, &l);
-    let list = match (l.list_key, l.score) {
-        (Some(k), Some(s)) => format!("redis.call('ZADD', KEYS[{k}], ARGV[{s}], id)\n"),
-        (Some(k), None) => format!("redis.call('SADD', KEYS[{k}], id)\n"),
-        _ => String::new(),
-    };
-    let score_field = match l.score {
-        Some(s) => format!("table.insert(h, 'score'); table.insert(h, ARGV[{s}])\n"),
-        None => String::new(),
-    };
+    prologue(&mut out, &slots, &l);
     let _ = write!(
         out,
         "\
-local op = ARGV[{op}]
-local id = ARGV[{id}]
-local ops = cur[3] or ''
-if exists then
-  local hist = ops .. ' '
+if exists and cur[3] then
+  local hist = cur[3] .. ' '
   local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
-  if e then
-    local stop = string.find(hist, ' ', e + 1, true)
-    return {{7, tonumber(string.sub(hist, e + 1, stop - 1))}}
-  end
+  if e then return {{7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))}} end
 end
 local expect = ARGV[{expect}]
 if expect == 'create' then
@@ -428,124 +462,181 @@ elseif expect ~= 'any' then
   if not exists then return {{2}} end
   if v ~= tonumber(expect) then return {{0, v}} end
 end
-{check_old}\
-for n, ix in ipairs(IX) do
-  if ix.unique and ARGV[ix.nf] == '1' then
-    local holder = redis.call('GET', KEYS[ix.nk])
-    if holder and holder ~= id then return {{4, n, holder}} end
-  end
-end
+",
+        expect = l.expect
+    );
+    check_reads(&mut out, &slots, &l, true);
+    // Validate, before any write, every key a write will touch.
+    out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        if ix.unique {
+            let _ = writeln!(
+                out,
+                "if new_{n} and not keep_{n} then\n  local holder = redis.call('GET', KEYS[{nk}])\n  if holder and holder ~= id then return {{4, {n}, holder}} end\nend",
+                nk = ix.new_key
+            );
+            let _ = writeln!(
+                out,
+                "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{}]) == id",
+                ix.old_key
+            );
+        } else {
+            let _ =
+                writeln!(out, "if new_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{}], id) end", ix.new_key);
+            let _ =
+                writeln!(out, "if was_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{}], id) end", ix.old_key);
+        }
+    }
+    match (l.list_key, l.score, slots.score) {
+        (Some(k), Some(a), Some(sc)) => {
+            let _ = writeln!(out, "local list_same = exists and cur[{sc}] == ARGV[{a}]");
+            let _ = writeln!(out, "if not list_same then redis.call('ZSCORE', KEYS[{k}], id) end");
+        }
+        (Some(k), _, _) => {
+            let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{k}], id) end");
+        }
+        _ => {}
+    }
+    let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{}], scope) end", l.registry_key);
+    // Writes.
+    let _ = write!(
+        out,
+        "\
+-- writes
 local newv = v + 1
-ops = ops .. ' ' .. op .. '=' .. newv
-local count = 0
-for _ in string.gmatch(ops, ' ') do count = count + 1 end
-while count > {history} do
-  ops = string.sub(ops, string.find(ops, ' ', 2, true))
-  count = count - 1
-end
-local h = {{'v', newv, 'scope', ARGV[{scope}], 'op', op, 'ops', ops, 'doc', ARGV[{doc}]}}
-{score_field}\
-local drop = {{}}
-for _, ix in ipairs(IX) do
-  local indexed = ARGV[ix.nf] == '1'
-  local was = ARGV[ix.of] == '1'
-  if was and (not indexed or KEYS[ix.nk] ~= KEYS[ix.ok]) then
-    if ix.unique then
-      if redis.call('GET', KEYS[ix.ok]) == id then redis.call('DEL', KEYS[ix.ok]) end
-    else
-      redis.call('SREM', KEYS[ix.ok], id)
-    end
-  end
-  if indexed then
-    if ix.unique then redis.call('SET', KEYS[ix.nk], id) else redis.call('SADD', KEYS[ix.nk], id) end
-    for i, hm in ipairs(ix.hm) do
-      table.insert(h, cur_names[hm]); table.insert(h, ARGV[ix.nf + i])
-    end
-  else
-    for _, hm in ipairs(ix.hm) do table.insert(drop, cur_names[hm]) end
-  end
-end
-if #drop > 0 then redis.call('HDEL', doc_key, unpack(drop)) end
-redis.call('HSET', doc_key, unpack(h))
-{list}\
+local newv_s = string.format('%d', newv)
 local change = 'updated'
 if not exists then change = 'created' end
-redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv, 'op', op, 'change', change, 'kind', ARGV[{kind}])
-redis.call('SADD', KEYS[{registry}], ARGV[{scope}])
-redis.call('PUBLISH', ARGV[{channel}], ARGV[{scope}])
-return {{1, newv}}
+redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}])
 ",
-        op = l.op,
-        id = l.id,
-        expect = l.expect,
-        check_old = CHECK_OLD,
-        history = OP_HISTORY,
-        scope = l.scope,
-        doc = l.doc,
         changes = l.changes_key,
         maxlen = l.maxlen,
         kind = l.kind,
+    );
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        if ix.unique {
+            let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{}]) end", ix.old_key);
+            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{}], id) end", ix.new_key);
+        } else {
+            let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SREM', KEYS[{}], id) end", ix.old_key);
+            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SADD', KEYS[{}], id) end", ix.new_key);
+        }
+    }
+    match (l.list_key, l.score) {
+        (Some(k), Some(a)) => {
+            let _ = writeln!(out, "if not list_same then redis.call('ZADD', KEYS[{k}], ARGV[{a}], id) end");
+        }
+        (Some(k), None) => {
+            let _ = writeln!(out, "if not exists then redis.call('SADD', KEYS[{k}], id) end");
+        }
+        _ => {}
+    }
+    out.push_str(&HISTORY.replace("HISTORY_BYTES", &OP_HISTORY_BYTES.to_string()));
+    let _ = writeln!(out, "local h = {{'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
+    if let Some(a) = l.score {
+        let _ = writeln!(out, "h[#h + 1] = 'score'\nh[#h + 1] = ARGV[{a}]");
+    }
+    if !slots.fields.is_empty() {
+        out.push_str("local drop = {}\n");
+        for (f, slot) in &slots.fields {
+            // The field is stored when any index that uses it is indexed
+            // (they share the source, so the values agree).
+            let users: Vec<(usize, usize)> = l
+                .indexes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, ix)| ix.fields.iter().position(|g| g == f).map(|k| (i + 1, ix.new_flag + 1 + k)))
+                .collect();
+            let mut first = true;
+            for (n, arg) in &users {
+                let kw = if first { "if" } else { "elseif" };
+                first = false;
+                let _ = writeln!(out, "{kw} new_{n} then\n  h[#h + 1] = {}\n  h[#h + 1] = ARGV[{arg}]", lua_str(f));
+            }
+            let _ = writeln!(out, "elseif cur[{slot}] ~= false then\n  drop[#drop + 1] = {}\nend", lua_str(f));
+        }
+        out.push_str("if #drop > 0 then redis.call('HDEL', doc_key, unpack(drop)) end\n");
+    }
+    let _ = write!(
+        out,
+        "\
+redis.call('HSET', doc_key, unpack(h))
+if not exists then redis.call('SADD', KEYS[{registry}], scope) end
+redis.call('PUBLISH', ARGV[{channel}], scope)
+return {{1, newv}}
+",
         registry = l.registry_key,
         channel = l.channel,
     );
-    (insert_names(out, &l), l)
+    (out, l)
 }
 
-/// Defines `cur_names` (HMGET slot -> field name) after the index table.
-fn insert_names(text: String, l: &PutLayout) -> String {
-    let names: Vec<String> =
-        l.fields.iter().enumerate().map(|(i, f)| format!("[{}] = {}", i + 4, lua_str(f))).collect();
-    let decl = format!("local cur_names = {{ {} }}\n", names.join(", "));
-    text.replacen("local doc_key = ", &format!("{decl}local doc_key = "), 1)
-}
-
-/// The delete script of `spec`, with its layout.
+/// The delete script of `spec`, with its layout. Same order as the put
+/// script: checks, validation reads, then writes starting with the change entry.
 pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let l = PutLayout::new(spec, true);
+    let slots = Slots::new(&l, false);
     let mut out = String::new();
     header(&mut out, "delete", spec, &describe_keys(spec, &l, true), &describe_argv(&l, true), DELETE_RETURNS);
-    out.push_str(&index_table(&l));
-    prologue(&mut out, &l);
-    let list = match (l.list_key, spec.list) {
-        (Some(k), Some(list)) if list.score.is_some() => format!("redis.call('ZREM', KEYS[{k}], id)\n"),
-        (Some(k), Some(_)) => format!("redis.call('SREM', KEYS[{k}], id)\n"),
+    prologue(&mut out, &slots, &l);
+    let _ = write!(
+        out,
+        "\
+if not exists then return {{2}} end
+local expect = ARGV[{expect}]
+if expect ~= 'any' and v ~= tonumber(expect) then return {{0, v}} end
+",
+        expect = l.expect
+    );
+    check_reads(&mut out, &slots, &l, false);
+    out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        if ix.unique {
+            let _ = writeln!(out, "local drop_{n} = was_{n} and redis.call('GET', KEYS[{}]) == id", ix.old_key);
+        } else {
+            let _ = writeln!(out, "if was_{n} then redis.call('SISMEMBER', KEYS[{}], id) end", ix.old_key);
+        }
+    }
+    let list_remove = match (l.list_key, spec.list) {
+        (Some(k), Some(list)) => {
+            let (check, rm) = if list.score.is_some() { ("ZSCORE", "ZREM") } else { ("SISMEMBER", "SREM") };
+            let _ = writeln!(out, "redis.call('{check}', KEYS[{k}], id)");
+            format!("redis.call('{rm}', KEYS[{k}], id)\n")
+        }
         _ => String::new(),
     };
     let _ = write!(
         out,
         "\
-if not exists then return {{2}} end
-local op = ARGV[{op}]
-local id = ARGV[{id}]
-local expect = ARGV[{expect}]
-if expect ~= 'any' and v ~= tonumber(expect) then return {{0, v}} end
-{check_old}\
-for _, ix in ipairs(IX) do
-  if ARGV[ix.of] == '1' then
-    if ix.unique then
-      if redis.call('GET', KEYS[ix.ok]) == id then redis.call('DEL', KEYS[ix.ok]) end
-    else
-      redis.call('SREM', KEYS[ix.ok], id)
-    end
-  end
-end
-{list}\
-redis.call('DEL', doc_key)
-redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', v, 'op', op, 'change', 'deleted', 'kind', ARGV[{kind}])
-redis.call('PUBLISH', ARGV[{channel}], ARGV[{scope}])
-return {{1, v}}
+-- writes
+redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[{kind}])
 ",
-        op = l.op,
-        id = l.id,
-        expect = l.expect,
-        check_old = CHECK_OLD,
         changes = l.changes_key,
         maxlen = l.maxlen,
         kind = l.kind,
-        channel = l.channel,
-        scope = l.scope,
     );
-    (insert_names(out, &l), l)
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        if ix.unique {
+            let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{}]) end", ix.old_key);
+        } else {
+            let _ = writeln!(out, "if was_{n} then redis.call('SREM', KEYS[{}], id) end", ix.old_key);
+        }
+    }
+    out.push_str(&list_remove);
+    let _ = write!(
+        out,
+        "\
+redis.call('DEL', doc_key)
+redis.call('PUBLISH', ARGV[{channel}], scope)
+return {{1, v}}
+",
+        channel = l.channel,
+    );
+    (out, l)
 }
 
 /// The Lua pattern class of bytes that [`crate::encode`] escapes, derived
@@ -673,6 +764,17 @@ mod tests {
             assert!(flagged || text.contains(&format!("-- ARGV[{i}] ")), "ARGV[{i}] undocumented:\n{text}");
         }
         assert!(text.contains("MAXLEN', '~'"));
+        // The change entry is the first write: every check and validation read comes before it.
+        let xadd = text.find("redis.call('XADD'").unwrap();
+        for w in ["'SET'", "'DEL'", "'SADD'", "'SREM'", "'ZADD'", "'HSET'", "'HDEL'"] {
+            if let Some(at) = text.find(&format!("redis.call({w}")) {
+                assert!(at > xadd, "{w} before the change entry");
+            }
+        }
+        for r in ["'GET'", "'SISMEMBER'", "'ZSCORE'"] {
+            let at = text.find(&format!("redis.call({r}")).unwrap();
+            assert!(at < xadd, "{r} after the first write");
+        }
         assert!(!text.contains("cjson"), "scripts never build or parse JSON");
         let (text, _) = delete_script(&SPEC);
         assert!(text.contains("'deleted'"));

@@ -90,3 +90,19 @@ pub async fn command_calls<C: ConnectionLike + Send>(con: &mut C) -> BTreeMap<St
         })
         .collect()
 }
+
+/// `INFO commandstats` as command -> (calls, total microseconds).
+///
+/// # Panics
+/// On a command error.
+pub async fn command_usec<C: ConnectionLike + Send>(con: &mut C) -> BTreeMap<String, (u64, u64)> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(':')?;
+            let field = |f: &str| stats.split(',').find_map(|s| s.strip_prefix(f))?.parse().ok();
+            Some((name.to_owned(), (field("calls=")?, field("usec=")?)))
+        })
+        .collect()
+}

@@ -12,6 +12,6 @@ mod inspect;
 mod proxy;
 mod server;
 
-pub use inspect::{command_calls, snapshot, stream_entries};
+pub use inspect::{command_calls, command_usec, snapshot, stream_entries};
 pub use proxy::FaultProxy;
 pub use server::{HarnessError, ValkeyServer, find_server_binary, unique_prefix};

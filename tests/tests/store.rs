@@ -690,3 +690,104 @@ async fn lists_and_queries_page() {
     got.sort();
     assert_eq!(got, ["wm-1", "wm-2"]);
 }
+
+#[tokio::test]
+async fn op_history_survives_many_writes() {
+    let mut e = env("history").await;
+    let store = e.valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    let mut last = None;
+    // Longest op ids (64 bytes): the history still holds the last 16 writes.
+    for i in 0..40 {
+        let read = store.get("r-1").await.unwrap().unwrap();
+        let next = JobResponse { start_time: 2000 + i, ..read.doc.clone() };
+        let op = format!("{i:0>64}");
+        assert_eq!(
+            store.update_with_op(&read, &next, &op).await.unwrap(),
+            PutOutcome::Written { version: 2 + i as u64 }
+        );
+        last = Some((read, next, op));
+    }
+    let ops: String = redis::cmd("HGET").arg(e.k("jobresponse:r-1")).arg("ops").query_async(&mut e.raw).await.unwrap();
+    let entries: Vec<&str> = ops.split(' ').filter(|x| !x.is_empty()).collect();
+    assert!(entries.len() >= 16, "{} entries: {ops}", entries.len());
+    assert!(ops.len() <= microdcs_valkey::schema::lua::OP_HISTORY_BYTES, "bounded: {} bytes", ops.len());
+    assert_eq!(entries.last().copied(), Some(format!("{:0>64}=41", 39).as_str()));
+    assert!(entries.iter().all(|e| e.len() > 65 && e.contains('=')), "whole entries only: {ops}");
+    // The last write, retried with its op id, is recognised as applied.
+    let (read, next, op) = last.unwrap();
+    assert_eq!(store.update_with_op(&read, &next, &op).await.unwrap(), PutOutcome::Written { version: 41 });
+    assert_eq!(e.changes("s1").await.len(), 41);
+}
+
+#[tokio::test]
+async fn a_wrong_type_index_key_aborts_before_any_write() {
+    let mut e = env("wrongtypeindex").await;
+    let store = e.valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    // Someone wrote a string where the new by-state set would go.
+    let _: () =
+        redis::cmd("SET").arg(e.k("jobresponse:bystate:s1:B")).arg("junk").query_async(&mut e.raw).await.unwrap();
+    let before = e.snapshot().await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], job_order_id: "o-2".into(), ..read.doc.clone() };
+    let err = store.update(&read, &next).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(e.snapshot().await, before, "no partial write");
+    // The change stream as the wrong type: also nothing written.
+    let _: () = redis::cmd("DEL").arg(e.k("jobresponse:bystate:s1:B")).query_async(&mut e.raw).await.unwrap();
+    let _: () = redis::cmd("DEL").arg(e.k("changes:s1")).query_async(&mut e.raw).await.unwrap();
+    let _: () = redis::cmd("SET").arg(e.k("changes:s1")).arg("junk").query_async(&mut e.raw).await.unwrap();
+    let before = e.snapshot().await;
+    assert!(matches!(store.update(&read, &next).await, Err(Error::WrongType { .. })));
+    assert_eq!(e.snapshot().await, before, "no partial write");
+}
+
+#[tokio::test]
+async fn update_needs_the_read_of_the_same_document() {
+    let e = env("mismatch").await;
+    let store = e.valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    let _ = store.create(&JobResponse::new("r-2", "s1", "o-2", &["A"])).await.unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let other = JobResponse::new("r-2", "s1", "o-2", &["B"]);
+    assert!(matches!(store.update(&read, &other).await, Err(Error::ReadMismatch { .. })));
+}
+
+#[tokio::test]
+async fn stale_unique_entry_is_not_followed() {
+    let mut e = env("staleunique").await;
+    let store = e.valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    // Drift: the by-order key for o-9 points at r-1, whose order is o-1.
+    let _: () = redis::cmd("SET").arg(e.k("jobresponse:byorder:o-9")).arg("r-1").query_async(&mut e.raw).await.unwrap();
+    assert!(store.find(JobResponse::by_order("o-9")).await.unwrap().is_none());
+    assert_eq!(store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap().id, "r-1");
+}
+
+#[tokio::test]
+async fn update_in_place_loops_without_rereading() {
+    let mut e = env("inplace").await;
+    let store = e.valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    let mut read = store.get("r-1").await.unwrap().unwrap();
+    for (i, st) in ["B", "C", "", "D"].iter().enumerate() {
+        let next = JobResponse {
+            state: if st.is_empty() { vec![] } else { vec![(*st).into()] },
+            job_order_id: format!("o-{i}x"),
+            ..read.doc.clone()
+        };
+        assert_eq!(
+            store.update_in_place(&mut read, next).await.unwrap(),
+            PutOutcome::Written { version: 2 + i as u64 }
+        );
+    }
+    assert_eq!(read.version, 5);
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().doc, read.doc);
+    assert_eq!(e.smembers("jobresponse:bystate:s1:D").await, ["r-1"]);
+    for old in ["A", "B", "C"] {
+        assert!(e.smembers(&format!("jobresponse:bystate:s1:{old}")).await.is_empty());
+    }
+    assert_eq!(e.get("jobresponse:byorder:o-3x").await.as_deref(), Some("r-1"));
+    assert_eq!(e.get("jobresponse:byorder:o-0x").await, None);
+}
