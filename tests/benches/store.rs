@@ -5,12 +5,11 @@
 //! script through `redis` and (b) a hand-written WATCH/MULTI/EXEC
 //! read-modify-write of the same layout, all in the same run.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use microdcs_tests::{ValkeyServer, command_calls, command_usec, unique_prefix};
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
-use microdcs_valkey::{Document, Expect, KeyPrefix, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
@@ -43,7 +42,7 @@ fn doc(i: usize, step: u64) -> JobResponse {
         job_order_id: format!("o-{i}"),
         // A response's start time does not change; its state does.
         start_time: 1_700_000_000_000 + i as i64,
-        state: vec![if step % 2 == 0 { "Running".into() } else { "Held".into() }],
+        state: vec![if step.is_multiple_of(2) { "Running".into() } else { "Held".into() }],
         data: "x".repeat(200),
     }
 }
@@ -71,7 +70,7 @@ impl Raw {
         let text = serde_json::to_string(&d).unwrap();
         let p = &self.prefix;
         let state = d.normalized_state();
-        let prev = if step % 2 == 0 { "Held" } else { "Running" };
+        let prev = if step.is_multiple_of(2) { "Held" } else { "Running" };
         let old_present = if step == 0 { "0" } else { "1" };
         let op = format!("raw-{i}-{step}");
         let _: redis::Value = self
@@ -342,13 +341,12 @@ async fn main() {
         "| callers | store (1 multiplexed conn) | raw EVALSHA (same conn) | store / raw | WATCH/MULTI (1 conn per writer) | store / WATCH | WATCH aborts |"
     );
     println!("|---|---|---|---|---|---|---|");
-    let lock = Arc::new(tokio::sync::Mutex::new(()));
     let mut base = 1000;
     for callers in [1usize, 16, 64] {
         let per = (n * 2 / callers).max(50);
         let s = store_throughput(&store, callers, per, base).await;
         base += callers;
-        let r = raw_throughput(&lock, &script, &con, &p, callers, per, base).await;
+        let r = raw_throughput(&script, &con, &p, callers, per, base).await;
         base += callers;
         let (w, aborted) = watch_throughput(server.url(), &p, callers, per, base).await;
         base += callers;
@@ -366,7 +364,5 @@ async fn main() {
     println!("|---|---|");
     println!("| store put: EVALSHA of the generated script | {store_server_us:.1} |");
     println!("| WATCH + HMGET + MULTI + EXEC | {watch_server_us:.1} |");
-    let _ = KeyPrefix::default();
-    let _ = Expect::Any;
     drop(server);
 }
