@@ -179,7 +179,6 @@ async fn store_throughput(store: &Store<JobResponse>, callers: usize, per_caller
 }
 
 async fn raw_throughput(
-    raw: &Arc<tokio::sync::Mutex<()>>,
     script: &Script,
     con: &ConnectionManager,
     prefix: &str,
@@ -187,7 +186,6 @@ async fn raw_throughput(
     per_caller: usize,
     base: usize,
 ) -> f64 {
-    let _ = raw;
     let start = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..callers {
