@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{ValkeyServer, command_calls, command_usec, unique_prefix};
+use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix};
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
 use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
@@ -349,6 +349,28 @@ async fn main() {
         let (w, aborted) = watch_throughput(server.url(), &p, callers, per, base).await;
         base += callers;
         println!("| {callers} | {s:.0} | {r:.0} | {:.2} | {w:.0} | {:.2} | {aborted} |", s / r, s / w);
+    }
+
+    // A simulated network: every chunk delayed 1 ms each way (2 ms round
+    // trip), so round trips cost what they cost between hosts.
+    let proxy = FaultProxy::start_with_delay(server.host_port(), Duration::from_millis(1)).await;
+    let net = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let net_store = net.store::<JobResponse>();
+    let net_con = net.connection();
+    println!("\n## Throughput over a simulated network (1 ms each way), writers on distinct documents\n");
+    println!(
+        "| callers | store (1 multiplexed conn) | raw EVALSHA (same conn) | store / raw | WATCH/MULTI (1 conn per writer) | store / WATCH |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for callers in [1usize, 16, 64] {
+        let per = if quick { 20 } else { 100 };
+        let s = store_throughput(&net_store, callers, per, base).await;
+        base += callers;
+        let r = raw_throughput(&script, &net_con, &p, callers, per, base).await;
+        base += callers;
+        let (w, _) = watch_throughput(&proxy.url(), &p, callers, per, base).await;
+        base += callers;
+        println!("| {callers} | {s:.0} | {r:.0} | {:.2} | {w:.0} | {:.2} |", s / r, s / w);
     }
 
     println!("\n## Round trips per operation\n");

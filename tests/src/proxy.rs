@@ -12,6 +12,8 @@ use tokio::sync::{Mutex, Notify};
 
 #[derive(Default)]
 struct State {
+    /// Added to every chunk in each direction (a simulated network).
+    delay: Duration,
     /// Cut the connection that forwards a request containing this pattern.
     trigger: Mutex<Option<Vec<u8>>>,
     cuts: AtomicU64,
@@ -32,9 +34,19 @@ impl FaultProxy {
     /// # Panics
     /// If no loopback port can be bound.
     pub async fn start(upstream: String) -> Self {
+        Self::start_with_delay(upstream, Duration::ZERO).await
+    }
+
+    /// Like [`FaultProxy::start`], delaying every chunk by `delay` in each
+    /// direction, in order (a simulated network; tokio timers make the
+    /// smallest useful delay about 1 ms).
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub async fn start_with_delay(upstream: String, delay: Duration) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let port = listener.local_addr().expect("addr").port();
-        let state = Arc::new(State::default());
+        let state = Arc::new(State { delay, ..State::default() });
         let st = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -136,7 +148,38 @@ fn parse_command(buf: &[u8]) -> Option<usize> {
     Some(at)
 }
 
+/// Forwards `from` to `to`, each chunk `delay` after it was read, in order.
+async fn delayed(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, delay: Duration) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let reader = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 || tx.send((tokio::time::Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((at, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::join!(reader, writer);
+}
+
 async fn pump(client: TcpStream, server: TcpStream, st: Arc<State>) {
+    if !st.delay.is_zero() {
+        let (cr, cw) = client.into_split();
+        let (sr, sw) = server.into_split();
+        tokio::select! {
+            () = delayed(cr, sw, st.delay) => {}
+            () = delayed(sr, cw, st.delay) => {}
+        }
+        return;
+    }
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
     let cut = Arc::new(AtomicBool::new(false));
