@@ -54,6 +54,9 @@ impl FaultProxy {
                 let st = st.clone();
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&upstream).await {
+                        // No Nagle: a proxy must not add its own batching delays.
+                        let _ = client.set_nodelay(true);
+                        let _ = server.set_nodelay(true);
                         pump(client, server, st).await;
                     }
                 });

@@ -4,9 +4,10 @@
 //! cursors, heartbeat, the nudge channel).
 
 use microdcs_valkey::{Document, keyspace};
+use serde::{Deserialize, Serialize};
 
 /// A job order: a hash document listed per scope by priority.
-#[derive(Debug, Clone, PartialEq, Document)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "joborder",
     key = "joborder:{id}",
@@ -25,7 +26,7 @@ pub struct JobOrder {
 
 /// A job response: listed by start time, found by its job order (unique) and
 /// by scope plus normalized state (group; an empty state is not indexed, R-13).
-#[derive(Debug, Clone, PartialEq, Document)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "jobresponse",
     key = "jobresponse:{id}",
@@ -54,7 +55,7 @@ impl JobResponse {
 }
 
 /// A work master: listed per scope in a plain set.
-#[derive(Debug, Clone, PartialEq, Document)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
 pub struct WorkMaster {
     /// Work master id.
@@ -66,7 +67,7 @@ pub struct WorkMaster {
 }
 
 /// The state of one SFC execution, keyed by job id.
-#[derive(Debug, Clone, PartialEq, Document)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(kind = "sfc", key = "sfc:state:{id}")]
 pub struct SfcState {
     /// The job id.
