@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_tests::ValkeyServer;
 use microdcs_valkey::redis;
-use microdcs_valkey::{Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{Expect, MicroDcsConfig, Page, PutOutcome, Valkey};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -26,21 +26,20 @@ async fn main() -> ExitCode {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 async fn run() -> Res<()> {
-    let prefix = match std::env::var("APP_MicroDcs__Valkey__KeyPrefix") {
-        Ok(p) => KeyPrefix::new(p)?,
-        Err(_) => KeyPrefix::default(),
+    // Configuration from the environment (`APP_MicroDcs__Valkey__*`); without
+    // a connection string the demo starts its own server.
+    let mut config = MicroDcsConfig::from_env()?;
+    let _server = if std::env::var_os("APP_MicroDcs__Valkey__ConnectionString").is_some() {
+        None
+    } else {
+        let server = ValkeyServer::start_local(&[])?;
+        println!("Started valkey-server on {}", server.host_port());
+        config.set("Valkey:ConnectionString", &server.host_port())?;
+        Some(server)
     };
-    // Keep the server alive for the whole run; it is stopped on drop.
-    let (url, _server) = match std::env::var("APP_MicroDcs__Valkey__ConnectionString") {
-        Ok(cs) if cs.contains("://") => (cs, None),
-        Ok(cs) => (format!("redis://{cs}/"), None),
-        Err(_) => {
-            let server = ValkeyServer::start_local(&[])?;
-            println!("Started valkey-server on {}", server.host_port());
-            (server.url().to_owned(), Some(server))
-        }
-    };
-    let valkey = Valkey::connect_url(&url, prefix.clone(), WriteOptions::default()).await?;
+    println!("Configuration: {}", config.valkey);
+    let valkey = Valkey::connect(&config.valkey).await?;
+    let prefix = valkey.prefix().clone();
     let mut con = valkey.connection();
     let info: String = redis::cmd("INFO").arg("server").query_async(&mut con).await?;
     let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);

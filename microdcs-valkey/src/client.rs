@@ -28,10 +28,27 @@ impl Default for WriteOptions {
     }
 }
 
+/// How the poller reads (seed `001`: `PollInterval`, `ScopeRefreshInterval`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollOptions {
+    /// Fallback read of all streams when no nudge arrives (default 1 s).
+    pub poll_interval: Duration,
+    /// Read of the scope registry (default 5 s).
+    pub scope_refresh_interval: Duration,
+}
+
+impl Default for PollOptions {
+    fn default() -> Self {
+        PollOptions { poll_interval: Duration::from_secs(1), scope_refresh_interval: Duration::from_secs(5) }
+    }
+}
+
 struct Inner {
     con: ConnectionManager,
     prefix: KeyPrefix,
     write: WriteOptions,
+    poll: PollOptions,
+    tls: bool,
     metrics: Metrics,
 }
 
@@ -54,11 +71,45 @@ impl fmt::Debug for Valkey {
 impl Valkey {
     /// Wraps an existing connection manager.
     pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
-        Valkey { inner: Arc::new(Inner { con, prefix, write, metrics: Metrics::default() }) }
+        Valkey {
+            inner: Arc::new(Inner {
+                con,
+                prefix,
+                write,
+                poll: PollOptions::default(),
+                tls: false,
+                metrics: Metrics::default(),
+            }),
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut Inner {
+        Arc::get_mut(&mut self.inner).expect("configured before the handle is shared")
+    }
+
+    pub(crate) fn with_poll_options(mut self, poll: PollOptions) -> Self {
+        self.inner_mut().poll = poll;
+        self
+    }
+
+    pub(crate) fn with_tls(mut self, tls: bool) -> Self {
+        self.inner_mut().tls = tls;
+        self
+    }
+
+    /// Poll options.
+    pub fn poll_options(&self) -> &PollOptions {
+        &self.inner.poll
+    }
+
+    /// Whether the connection uses TLS.
+    pub fn is_tls(&self) -> bool {
+        self.inner.tls
     }
 
     /// Connects to `url` (`redis://host:port/`) with a reconnecting
-    /// connection manager.
+    /// connection manager, without a configuration (tests, tools). Prefer
+    /// [`Valkey::connect`].
     ///
     /// # Errors
     /// The URL is invalid or the server cannot be reached.

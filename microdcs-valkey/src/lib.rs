@@ -32,12 +32,16 @@
 
 mod client;
 mod codec;
+pub mod config;
+mod connect;
 mod error;
 mod metrics;
 mod store;
 
-pub use client::{Valkey, WriteOptions};
+pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};
+pub use config::{ConfigError, MicroDcsConfig, ValkeyConfig};
+pub use connect::{ConnectError, Health, read_password_file};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, keyspace};

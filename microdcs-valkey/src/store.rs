@@ -323,6 +323,27 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Invalid id, connection errors, a corrupt hash, a key of the wrong type,
     /// or a document text the codec rejects.
     pub async fn get(&self, id: &str) -> Result<Option<Stored<D>>> {
+        self.read(|| self.get_once(id)).await
+    }
+
+    /// Runs a read; after a lost connection runs it once more (a read is
+    /// safe to repeat, and the connection manager reconnects in between).
+    async fn read<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match f().await {
+            Err(e) if e.is_connection_error() => {
+                tracing::debug!(error = %e, "read lost its connection; reading again");
+                tokio::time::sleep(self.valkey.write_options().retry_delay).await;
+                f().await
+            }
+            other => other,
+        }
+    }
+
+    async fn get_once(&self, id: &str) -> Result<Option<Stored<D>>> {
         let key = self.key(id)?;
         let mut con = self.valkey.connection();
         let map: HashMap<String, Vec<u8>> =
@@ -709,6 +730,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a corrupt document.
     pub async fn find(&self, query: UniqueQuery<D>) -> Result<Option<Stored<D>>> {
+        self.read(|| self.find_once(&query)).await
+    }
+
+    async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
         let ix = self.plan.unique.get(query.index).ok_or_else(|| Error::Protocol {
             script: "find",
             reply: format!("no unique index {} on {}", query.index, D::SPEC.type_name),
@@ -766,7 +791,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })?;
         let values: Vec<&str> = query.values.iter().map(String::as_str).collect();
         let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
-        self.sscan(&key, page).await
+        self.read(|| self.sscan(&key, page)).await
     }
 
     /// A page of the per-scope list: by rank for a sorted-set list (ascending
@@ -782,18 +807,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .ok_or_else(|| Error::Protocol { script: "list", reply: format!("{} has no list", D::SPEC.type_name) })?;
         let key = t.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
         if !self.plan.sorted_list {
-            return self.sscan(&key, page).await;
+            return self.read(|| self.sscan(&key, page)).await;
         }
+        self.read(|| self.zrange(&key, page)).await
+    }
+
+    async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {
         let count = page.count.max(1) as u64;
         let stop = page.cursor + count - 1;
         let mut con = self.valkey.connection();
         let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(&key)
+            .arg(key)
             .arg(page.cursor)
             .arg(stop)
             .query_async(&mut con)
             .await
-            .map_err(|e| Error::from_redis(e, &key))?;
+            .map_err(|e| Error::from_redis(e, key))?;
         let next = (ids.len() as u64 == count).then_some(Page { cursor: stop + 1, count: page.count });
         Ok(IdPage { ids, next })
     }

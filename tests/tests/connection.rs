@@ -1,0 +1,476 @@
+//! Connection and configuration against real servers: start-up failures,
+//! password file rotation, TLS (Debian's redis-server), restarts, health,
+//! and that no secret reaches logs, `Debug` or error texts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{ConnectError, Document, Health, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "item")]
+struct Item {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
+/// Captures every tracing event and span field of the process.
+#[derive(Default)]
+struct Capture {
+    lines: Mutex<Vec<String>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, " {}={:?}", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut line = format!("span {}", span.metadata().name());
+        span.record(&mut Fields(&mut line));
+        self.lines.lock().unwrap().push(line);
+        tracing::span::Id::from_u64(1 + self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut line = String::from("record");
+        values.record(&mut Fields(&mut line));
+        self.lines.lock().unwrap().push(line);
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = format!("{} {}", event.metadata().level(), event.metadata().target());
+        event.record(&mut Fields(&mut line));
+        self.lines.lock().unwrap().push(line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn capture() -> Arc<Capture> {
+    static CAPTURE: OnceLock<Arc<Capture>> = OnceLock::new();
+    CAPTURE
+        .get_or_init(|| {
+            let c = Arc::new(Capture::default());
+            tracing::subscriber::set_global_default(Dispatch(c.clone())).expect("first subscriber");
+            c
+        })
+        .clone()
+}
+
+/// `Arc<Capture>` as a subscriber.
+struct Dispatch(Arc<Capture>);
+
+impl tracing::Subscriber for Dispatch {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        self.0.enabled(m)
+    }
+    fn new_span(&self, s: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        self.0.new_span(s)
+    }
+    fn record(&self, i: &tracing::span::Id, v: &tracing::span::Record<'_>) {
+        self.0.record(i, v);
+    }
+    fn record_follows_from(&self, a: &tracing::span::Id, b: &tracing::span::Id) {
+        self.0.record_follows_from(a, b);
+    }
+    fn event(&self, e: &tracing::Event<'_>) {
+        self.0.event(e);
+    }
+    fn enter(&self, i: &tracing::span::Id) {
+        self.0.enter(i);
+    }
+    fn exit(&self, i: &tracing::span::Id) {
+        self.0.exit(i);
+    }
+}
+
+fn server() -> ValkeyServer {
+    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn config(cs: &str, prefix: &str) -> ValkeyConfig {
+    let mut c = MicroDcsConfig::default();
+    c.set("Valkey:ConnectionString", cs).unwrap();
+    c.set("Valkey:KeyPrefix", prefix).unwrap();
+    c.set("Valkey:ConnectTimeout", "3s").unwrap();
+    c.valkey
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "microdcs-conn-{}-{name}-{}",
+        std::process::id(),
+        unique_prefix("d").as_str()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn raw(server: &ValkeyServer) -> ConnectionManager {
+    ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap()
+}
+
+#[tokio::test]
+async fn connects_from_config_and_reports_health() {
+    let cap = capture();
+    let s = server();
+    let prefix = unique_prefix("health");
+    let valkey =
+        Valkey::connect(&config(&s.host_port(), prefix.as_str())).await.unwrap_or_else(|e| s.fail("connect", &e));
+    assert_eq!(valkey.prefix(), &prefix);
+    match valkey.health().await {
+        Health::Healthy { rtt } => assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1)),
+        other => panic!("{other:?}"),
+    }
+    let store = valkey.store::<Item>();
+    assert_eq!(
+        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+        PutOutcome::Written { version: 1 }
+    );
+    let log = cap.lines.lock().unwrap().join("\n");
+    assert!(log.contains("connected to valkey"), "the capture sees our events: {log}");
+    drop(s);
+    // The server is gone: health says so instead of hanging or panicking.
+    let h = valkey.health().await;
+    assert!(!h.is_healthy(), "{h:?}");
+}
+
+#[tokio::test]
+async fn password_file_rotation_reaches_the_next_reconnect() {
+    let cap = capture();
+    let s = server();
+    let mut admin = raw(&s).await;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">Rotate-Old-7x1")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let dir = temp_dir("pw");
+    let pw_file = dir.join("password");
+    std::fs::write(&pw_file, "Rotate-Old-7x1\n").unwrap();
+    let mut c = config(&s.host_port(), unique_prefix("rotate").as_str());
+    c.user = Some("app".into());
+    c.password_file = Some(pw_file.clone());
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
+    let store = valkey.store::<Item>();
+    assert!(matches!(
+        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+
+    // Rotate: new password on the server and in the file, then drop the client's connection.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("resetpass")
+        .arg(">Rotate-New-9q2")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    std::fs::write(&pw_file, "Rotate-New-9q2\r\n").unwrap();
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app").query_async(&mut admin).await.unwrap();
+    assert!(killed >= 1);
+    // The next operation succeeds without rebuilding the client.
+    let got = store.get("a").await.unwrap_or_else(|e| s.fail("get after rotation", &e)).unwrap();
+    assert_eq!(got.doc.n, 1);
+    let who: String = redis::cmd("ACL").arg("WHOAMI").query_async(&mut valkey.connection()).await.unwrap();
+    assert_eq!(who, "app");
+    let log = cap.lines.lock().unwrap().join("\n");
+    assert!(!log.contains("Rotate-Old-7x1") && !log.contains("Rotate-New-9q2"), "a password reached the log");
+    assert!(!format!("{c:?} {valkey:?}").contains("Rotate-"), "a password reached Debug");
+}
+
+#[tokio::test]
+async fn wrong_password_fails_at_start_without_the_password() {
+    let s = server();
+    let mut admin = raw(&s).await;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">Right-Pw-55")
+        .arg("~*")
+        .arg("+@all")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let cs = format!("redis://app:Wrong-Pw-66@{}/", s.host_port());
+    let err = Valkey::connect(&config(&cs, "p")).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Auth { .. }), "{err:?}");
+    for text in [err.to_string(), format!("{err:?}")] {
+        assert!(!text.contains("Wrong-Pw-66"), "{text}");
+    }
+    let cs = format!("{},user=app,password=Right-Pw-55", s.host_port());
+    let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
+    assert!(valkey.health().await.is_healthy());
+    assert!(!format!("{valkey:?}").contains("Right-Pw-55"));
+}
+
+#[tokio::test]
+async fn unreachable_server_fails_within_the_connect_timeout() {
+    // A listener that accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let mut c = config(&addr.to_string(), "p");
+    c.connect_timeout = Duration::from_millis(400);
+    let start = Instant::now();
+    let err = Valkey::connect(&c).await.unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    assert!(err.to_string().contains(&addr.to_string()), "{err}");
+
+    // A closed port.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let c = ValkeyConfig { connect_timeout: Duration::from_millis(400), ..config(&format!("127.0.0.1:{port}"), "p") };
+    let start = Instant::now();
+    let err = Valkey::connect(&c).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+    assert!(start.elapsed() < Duration::from_millis(1500), "took {:?}", start.elapsed());
+    drop(silent);
+}
+
+#[tokio::test]
+async fn operations_resume_after_a_server_restart() {
+    let mut s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("restart").as_str()))
+        .await
+        .unwrap_or_else(|e| s.fail("connect", &e));
+    let store = valkey.store::<Item>();
+    assert!(matches!(
+        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    s.restart().unwrap_or_else(|e| panic!("{e}"));
+    // Empty server (no persistence), no scripts loaded: the write goes through
+    // the reconnect and the NOSCRIPT reload without manual action.
+    let out = store
+        .create(&Item { id: "b".into(), scope: "s".into(), n: 2 })
+        .await
+        .unwrap_or_else(|e| s.fail("write after restart", &e));
+    assert_eq!(out, PutOutcome::Written { version: 1 });
+    assert_eq!(store.get("b").await.unwrap().unwrap().doc.n, 2);
+    assert!(valkey.health().await.is_healthy());
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl CLI (apt-get install openssl)");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A CA, a server certificate for localhost/127.0.0.1 signed by it, and an unrelated CA.
+fn certificates(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=microdcs test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "other.key",
+            "-out",
+            "other.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=other CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn tls_with_a_ca_file() {
+    let dir = temp_dir("tls");
+    certificates(&dir);
+    let s = ValkeyServer::start_redis_tls(&dir.join("server.crt"), &dir.join("server.key"), &dir.join("ca.crt"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cs = format!("localhost:{}", s.port());
+
+    // Trusted through TlsCaFile (besides the system store).
+    let mut c = config(&cs, unique_prefix("tls").as_str());
+    c.tls_ca_file = Some(dir.join("ca.crt"));
+    c.require_tls = true;
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("TLS connect", &e));
+    assert!(valkey.is_tls());
+    let store = valkey.store::<Item>();
+    assert!(matches!(
+        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert!(valkey.health().await.is_healthy());
+
+    // A CA that did not sign the server certificate: refused at start.
+    let mut wrong = config(&cs, "p");
+    wrong.tls_ca_file = Some(dir.join("other.crt"));
+    wrong.connect_timeout = Duration::from_secs(2);
+    let err = Valkey::connect(&wrong).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+
+    // ssl=true alone uses the system store only: our test CA is not in it.
+    let mut system_only = config(&format!("{cs},ssl=true"), "p");
+    system_only.connect_timeout = Duration::from_secs(2);
+    assert!(Valkey::connect(&system_only).await.is_err());
+
+    // A CA file that does not exist is a configuration error naming the setting.
+    let mut missing = config(&cs, "p");
+    missing.tls_ca_file = Some(dir.join("nope.crt"));
+    let err = Valkey::connect(&missing).await.unwrap_err().to_string();
+    assert!(err.contains("MicroDcs:Valkey:TlsCaFile"), "{err}");
+}
+
+#[tokio::test]
+async fn require_tls_without_tls_fails_at_start() {
+    let s = server();
+    let mut c = config(&s.host_port(), "p");
+    c.require_tls = true;
+    let err = Valkey::connect(&c).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ConnectError::Config(_)), "{err:?}");
+    assert!(text.contains("MicroDcs:Valkey:RequireTls") && text.contains("TLS is off"), "{text}");
+}
+
+#[tokio::test]
+async fn secrets_never_reach_logs_debug_or_errors() {
+    let cap = capture();
+    let s = server();
+    let mut admin = raw(&s).await;
+    let secret = "Zq-Secret-Never-Logged-31";
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(format!(">{secret}"))
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut texts = Vec::new();
+    // In the connection string (URL and StackExchange forms).
+    for cs in
+        [format!("redis://app:{secret}@{}/", s.host_port()), format!("{},user=app,password={secret}", s.host_port())]
+    {
+        let c = config(&cs, unique_prefix("secret").as_str());
+        texts.push(format!("{c:?} {c}"));
+        let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
+        texts.push(format!("{valkey:?}"));
+        let store = valkey.store::<Item>();
+        let _ = store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap();
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app").query_async(&mut admin).await.unwrap();
+        let _ = store.get("a").await.unwrap();
+    }
+    // Bad configurations and failed connects.
+    let pw = temp_dir("secret").join("pw");
+    std::fs::write(&pw, secret).unwrap();
+    let mut both = config(&format!("{},password={secret}", s.host_port()), "p");
+    both.password_file = Some(pw.clone());
+    let err = Valkey::connect(&both).await.unwrap_err();
+    texts.push(format!("{err} {err:?}"));
+    let err = Valkey::connect(&config(&format!("redis://app:{secret}x@{}/", s.host_port()), "p")).await.unwrap_err();
+    texts.push(format!("{err} {err:?}"));
+    let mut env_err = MicroDcsConfig::from_vars([(
+        "APP_MicroDcs__Valkey__ConnectionString",
+        format!("h:1,password={secret},bogus=1"),
+    )])
+    .unwrap_err()
+    .to_string();
+    env_err.push_str(&format!(
+        "{:?}",
+        MicroDcsConfig::from_vars([(
+            "APP_MicroDcs__Valkey__ConnectionString",
+            format!("redis://u:{secret}@h:notaport")
+        )])
+    ));
+    texts.push(env_err);
+    for t in &texts {
+        assert!(!t.contains(secret), "secret in: {t}");
+    }
+    let log = cap.lines.lock().unwrap().join("\n");
+    assert!(!log.is_empty());
+    assert!(!log.contains(secret), "secret in the log");
+}
