@@ -50,6 +50,7 @@ struct Inner {
     poll: PollOptions,
     tls: bool,
     metrics: Metrics,
+    keyspace: std::sync::OnceLock<&'static microdcs_schema::KeyspaceSpec<'static>>,
 }
 
 /// A connection to one Valkey (one island): the multiplexed, reconnecting
@@ -79,6 +80,7 @@ impl Valkey {
                 poll: PollOptions::default(),
                 tls: false,
                 metrics: Metrics::default(),
+                keyspace: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -95,6 +97,25 @@ impl Valkey {
     pub(crate) fn with_tls(mut self, tls: bool) -> Self {
         self.inner_mut().tls = tls;
         self
+    }
+
+    /// Tells the handle its keyspace (for the fingerprint family used by
+    /// [`crate::Store::needs_rebuild`] and [`crate::Store::rebuild`]). The
+    /// first keyspace set wins.
+    pub fn with_keyspace(self, keyspace: &'static microdcs_schema::KeyspaceSpec<'static>) -> Self {
+        let _ = self.inner.keyspace.set(keyspace);
+        self
+    }
+
+    /// The keyspace, if one was set.
+    pub fn keyspace(&self) -> Option<&'static microdcs_schema::KeyspaceSpec<'static>> {
+        self.inner.keyspace.get().copied()
+    }
+
+    /// The key of the keyspace's `fingerprints` hash family, if declared.
+    pub(crate) fn fingerprint_key(&self) -> Option<String> {
+        let t = crate::store::fingerprint_family(self.keyspace()?)?;
+        microdcs_schema::KeyTemplate::parse(t).ok()?.render(self.prefix(), &[]).ok()
     }
 
     /// Poll options.

@@ -51,7 +51,10 @@ pub use microdcs_schema::{
     ListEntry, PrefixError, Score, UniqueQuery,
 };
 pub use redis;
-pub use store::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Store, Stored, new_op_id};
+pub use store::{
+    DeleteOutcome, DiffKind, Difference, Expect, IdPage, MaintenanceOptions, Page, PutOutcome, Report, Store, Stored,
+    fingerprints, new_op_id,
+};
 
 #[doc(hidden)]
 pub mod __private {

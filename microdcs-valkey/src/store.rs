@@ -13,6 +13,10 @@ use redis::{Script, Value};
 use microdcs_schema::lua::{self, PutLayout, ret};
 use microdcs_schema::{Document, GroupQuery, IndexEntry, KeyTemplate, Source, UniqueQuery};
 
+mod maintenance;
+
+pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprint_family, fingerprints};
+
 use crate::client::Valkey;
 use crate::codec::{Codec, Json};
 use crate::error::{Error, Result, is_unknown_outcome, short};

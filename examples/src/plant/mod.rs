@@ -98,6 +98,8 @@ keyspace! {
         sfc_waits: zset("sfc:waits:{scope}:{type_id}"),
         sfc_event: string("sfc:event:{scope}:{source}|{id}"),
         nudge: channel("nudge:{kind}"),
+        // Not in the seed table: index layout fingerprints (verify/rebuild).
+        fingerprints: hash("schema:fingerprints"),
     }
 }
 
@@ -148,6 +150,7 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             (_, _, "sfc_waits") => Plant::sfc_waits_key(p, "s1", "t-1")?,
             (_, _, "sfc_event") => Plant::sfc_event_key(p, "s1", "urn:line-1", "e-1")?,
             (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
+            (_, _, "fingerprints") => Plant::fingerprints_key(p)?,
             (owner, role, name) => unreachable!("family {owner} {role:?} {name} has no sample"),
         };
         let family = match f.role {

@@ -1,0 +1,941 @@
+//! Index verification and rebuild (seed `001`, "Indexes").
+//!
+//! Indexes are derived data. [`Store::verify`] compares every index of a
+//! document type with a scan of its documents, using the same generated
+//! index-entry code the writes use, and returns the differences;
+//! [`Store::rebuild`] repairs them. Both scan with `SCAN` (escaped `MATCH`,
+//! `TYPE`, and a parse-back filter so `joborder:list:*` never counts as a
+//! document) in batches of `batch` keys, so memory is bounded by the batch
+//! size and the number of differences, not by the keyspace.
+//!
+//! This is maintenance, not a hot path: run `rebuild` while no writer is
+//! active. It uses plain commands in pipelines plus one tiny compare-and-delete
+//! script, so no script runs long enough to make other clients wait (`BUSY`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use redis::{Pipeline, Script, Value};
+use sha2::{Digest, Sha256};
+
+use microdcs_schema::{Document, DocumentSpec, IndexEntries, KeyTemplate, KeyType, KeyspaceSpec};
+
+use super::{Store, Stored};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+
+/// What is wrong with one index entry.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DiffKind {
+    /// The document should have this entry and does not.
+    Missing,
+    /// The entry points at no document, or at one that does not qualify for it.
+    Orphan,
+    /// The id is in this group, but the document belongs in `expected` (or in none).
+    WrongGroup {
+        /// The group the document belongs in, if any.
+        expected: Option<String>,
+    },
+    /// The list score differs from the document's.
+    WrongScore {
+        /// From the document.
+        expected: f64,
+        /// Stored.
+        found: f64,
+    },
+    /// The unique key holds another id.
+    WrongId {
+        /// Another document's id found at the key.
+        found: String,
+    },
+    /// A hash field an index keeps differs from the document's value.
+    Field {
+        /// Field name.
+        field: String,
+        /// From the document (`None`: should be absent).
+        expected: Option<String>,
+        /// Stored.
+        found: Option<String>,
+    },
+    /// The document cannot be indexed (corrupt hash, codec failure, invalid
+    /// index value).
+    Corrupt {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl DiffKind {
+    /// Short name for summaries.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DiffKind::Missing => "missing",
+            DiffKind::Orphan => "orphan",
+            DiffKind::WrongGroup { .. } => "wrong group",
+            DiffKind::WrongScore { .. } => "wrong score",
+            DiffKind::WrongId { .. } => "wrong id",
+            DiffKind::Field { .. } => "field",
+            DiffKind::Corrupt { .. } => "corrupt",
+        }
+    }
+}
+
+/// One difference between an index and the documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    /// `list`, an index name, or `document`.
+    pub index: String,
+    /// The key concerned.
+    pub key: String,
+    /// The document id concerned.
+    pub id: String,
+    /// What is wrong.
+    pub kind: DiffKind,
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} `{}` at `{}`", self.index, self.kind.name(), self.id, self.key)?;
+        match &self.kind {
+            DiffKind::WrongGroup { expected } => write!(f, " (belongs in {expected:?})"),
+            DiffKind::WrongScore { expected, found } => write!(f, " (score {found}, expected {expected})"),
+            DiffKind::WrongId { found } => write!(f, " (holds `{found}`)"),
+            DiffKind::Field { field, expected, found } => {
+                write!(f, " (field `{field}` {found:?}, expected {expected:?})")
+            }
+            DiffKind::Corrupt { reason } => write!(f, " ({reason})"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a verify or rebuild found (and, for rebuild, fixed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// Documents scanned.
+    pub documents: u64,
+    /// Index entries scanned in the reverse (orphan) pass.
+    pub entries: u64,
+    /// The differences (for rebuild: found, and fixed unless `Corrupt` or a conflict).
+    pub differences: Vec<Difference>,
+    /// More differences than `max_differences` were found; the rest were counted only.
+    pub truncated: u64,
+    /// Fixes applied (rebuild only).
+    pub fixed: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Differences counted per (index, kind).
+    pub fn summary(&self) -> BTreeMap<(String, &'static str), u64> {
+        let mut m = BTreeMap::new();
+        for d in &self.differences {
+            *m.entry((d.index.clone(), d.kind.name())).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Whether nothing differs.
+    pub fn is_clean(&self) -> bool {
+        self.differences.is_empty() && self.truncated == 0
+    }
+}
+
+/// Options of [`Store::verify`] and [`Store::rebuild`].
+#[derive(Clone)]
+pub struct MaintenanceOptions<'a> {
+    /// Only documents (and index keys) of this scope.
+    pub scope: Option<&'a str>,
+    /// Only this index (`list` or an index name); the others are not touched.
+    pub index: Option<&'a str>,
+    /// Keys per `SCAN` batch and per pipeline.
+    pub batch: usize,
+    /// Differences kept in the report (the rest are counted).
+    pub max_differences: usize,
+    /// Called after each batch with the documents and entries scanned so far.
+    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+}
+
+impl Default for MaintenanceOptions<'_> {
+    fn default() -> Self {
+        MaintenanceOptions { scope: None, index: None, batch: 500, max_differences: 100_000, progress: None }
+    }
+}
+
+impl fmt::Debug for MaintenanceOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaintenanceOptions")
+            .field("scope", &self.scope)
+            .field("index", &self.index)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Deletes a unique key only if it still holds the given id.
+const DELETE_IF_EQUALS: &str = "\
+-- KEYS[1] unique index key; ARGV[1] the id it must hold. Returns 1 if deleted.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+struct Diffs<'o> {
+    out: Vec<Difference>,
+    truncated: u64,
+    max: usize,
+    only: Option<&'o str>,
+}
+
+impl Diffs<'_> {
+    fn push(&mut self, d: Difference) {
+        if self.only.is_some_and(|i| i != d.index && d.index != "document") {
+            return;
+        }
+        if self.out.len() >= self.max {
+            self.truncated += 1;
+        } else {
+            self.out.push(d);
+        }
+    }
+}
+
+async fn scan_batch(
+    con: &mut redis::aio::ConnectionManager,
+    cursor: u64,
+    pattern: &str,
+    ty: &str,
+    count: usize,
+) -> Result<(u64, Vec<String>)> {
+    Ok(redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(count)
+        .arg("TYPE")
+        .arg(ty)
+        .query_async(con)
+        .await?)
+}
+
+fn as_str(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Double(d) => Some(*d),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+fn as_bool(v: &Value) -> bool {
+    matches!(v, Value::Int(1) | Value::Boolean(true))
+}
+
+/// The expected hash fields of a document's index entries, by field name.
+fn expected_fields(entries: &IndexEntries) -> HashMap<&'static str, String> {
+    let mut m = HashMap::new();
+    for e in entries.unique.iter().chain(&entries.groups).flatten() {
+        for (f, v) in &e.fields {
+            m.insert(*f, v.clone());
+        }
+    }
+    m
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Compares every index of `D` with the documents and returns the
+    /// differences. Read-only.
+    ///
+    /// # Errors
+    /// Connection errors. Damaged documents are differences, not errors.
+    pub async fn verify(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
+        self.scan_and_diff(opts, false).await
+    }
+
+    /// Rewrites the indexes of `D` (or only `opts.index`) from the
+    /// documents: adds what is missing, removes orphans and wrong entries,
+    /// corrects scores and index hash fields, in batches of plain commands.
+    /// Idempotent; after an interruption run it again. Records the index
+    /// layout's fingerprint when done (see [`Store::needs_rebuild`]).
+    /// Maintenance: run it while no writer is active.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn rebuild(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
+        let report = self.scan_and_diff(opts, true).await?;
+        self.record_fingerprint(opts.index).await?;
+        Ok(report)
+    }
+
+    fn index_names(&self) -> Vec<&'static str> {
+        let spec = &D::SPEC;
+        let mut v = Vec::new();
+        if spec.list.is_some() {
+            v.push("list");
+        }
+        v.extend(spec.unique.iter().map(|i| i.name));
+        v.extend(spec.groups.iter().map(|i| i.name));
+        v
+    }
+
+    async fn scan_and_diff(&self, opts: &MaintenanceOptions<'_>, fix: bool) -> Result<Report> {
+        let start = Instant::now();
+        if let Some(i) = opts.index
+            && !self.index_names().contains(&i)
+        {
+            return Err(Error::Protocol {
+                script: "rebuild",
+                reply: format!(
+                    "`{}` has no index `{i}` (indexes: {})",
+                    D::SPEC.type_name,
+                    self.index_names().join(", ")
+                ),
+            });
+        }
+        let batch = opts.batch.max(1);
+        let mut diffs = Diffs { out: Vec::new(), truncated: 0, max: opts.max_differences, only: opts.index };
+        let mut report = Report::default();
+        let mut con = self.valkey.connection();
+        let prefix = self.valkey.prefix().clone();
+        let want = |name: &str| opts.index.is_none_or(|i| i == name);
+        // Unique keys already reported as holding a wrong id (not orphans too).
+        let mut wrong_id_keys: HashSet<String> = HashSet::new();
+        let mut fixed = 0u64;
+
+        // Pass 1: every document -> its expected entries, checked in one pipeline per batch.
+        let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(super::render_err)?;
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scan_batch(&mut con, cursor, &pattern, "hash", batch).await?;
+            let docs: Vec<(String, String)> = keys
+                .into_iter()
+                .filter_map(|k| self.plan.doc.parse_key(&prefix, &k).map(|mut v| (k, v.remove(0))))
+                .collect();
+            if !docs.is_empty() {
+                let mut p = redis::pipe();
+                for (k, _) in &docs {
+                    p.cmd("HGETALL").arg(k);
+                }
+                let maps: Vec<HashMap<String, Vec<u8>>> = p.query_async(&mut con).await?;
+                let mut checks = redis::pipe();
+                let mut pending: Vec<(usize, Check)> = Vec::new();
+                let mut fixes = redis::pipe();
+                let mut n_fixes = 0;
+                let mut analysed: Vec<(String, Stored<D>, IndexEntries)> = Vec::new();
+                for ((key, id), map) in docs.into_iter().zip(maps) {
+                    if map.is_empty() {
+                        continue; // deleted since the scan
+                    }
+                    let stored = match self.decode_hash(&key, &id, map) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            if opts.scope.is_none() {
+                                diffs.push(Difference {
+                                    index: "document".into(),
+                                    key,
+                                    id,
+                                    kind: DiffKind::Corrupt { reason: e.to_string() },
+                                });
+                            }
+                            continue;
+                        }
+                    };
+                    if opts.scope.is_some_and(|s| s != stored.scope) {
+                        continue;
+                    }
+                    report.documents += 1;
+                    let entries = match stored.doc.index_entries(&prefix) {
+                        Ok(e) if e.id == id && e.scope == stored.scope => e,
+                        Ok(e) => {
+                            let reason = format!(
+                                "the document says id `{}` scope `{}`, the hash id `{id}` scope `{}`",
+                                e.id, e.scope, stored.scope
+                            );
+                            diffs.push(Difference {
+                                index: "document".into(),
+                                key,
+                                id,
+                                kind: DiffKind::Corrupt { reason },
+                            });
+                            continue;
+                        }
+                        Err(e) => {
+                            diffs.push(Difference {
+                                index: "document".into(),
+                                key,
+                                id,
+                                kind: DiffKind::Corrupt { reason: e.to_string() },
+                            });
+                            continue;
+                        }
+                    };
+                    // Hash fields kept for the indexes.
+                    let expected = expected_fields(&entries);
+                    for (i, f) in self.plan.fields.iter().enumerate() {
+                        let owner_wanted = self.field_owner_wanted(f, &want);
+                        if !owner_wanted {
+                            continue;
+                        }
+                        let exp = expected.get(f.as_str()).cloned();
+                        let found = stored.state.fields.get(i).cloned().flatten();
+                        if exp != found {
+                            let index = self.field_owner(f).to_owned();
+                            diffs.push(Difference {
+                                index,
+                                key: key.clone(),
+                                id: id.clone(),
+                                kind: DiffKind::Field { field: f.clone(), expected: exp.clone(), found },
+                            });
+                            if fix {
+                                match exp {
+                                    Some(v) => fixes.cmd("HSET").arg(&key).arg(f).arg(v).ignore(),
+                                    None => fixes.cmd("HDEL").arg(&key).arg(f).ignore(),
+                                };
+                                n_fixes += 1;
+                            }
+                        }
+                    }
+                    if let (Some(l), true) = (&entries.list, want("list")) {
+                        match l.score {
+                            Some(_) => checks.cmd("ZSCORE").arg(&l.key).arg(&id),
+                            None => checks.cmd("SISMEMBER").arg(&l.key).arg(&id),
+                        };
+                        pending.push((analysed.len(), Check::List));
+                    }
+                    for (n, e) in entries.unique.iter().enumerate() {
+                        if let (Some(e), true) = (e, want(D::SPEC.unique[n].name)) {
+                            checks.cmd("GET").arg(&e.key);
+                            pending.push((analysed.len(), Check::Unique(n)));
+                        }
+                    }
+                    for (n, e) in entries.groups.iter().enumerate() {
+                        if let (Some(e), true) = (e, want(D::SPEC.groups[n].name)) {
+                            checks.cmd("SISMEMBER").arg(&e.key).arg(&id);
+                            pending.push((analysed.len(), Check::Group(n)));
+                        }
+                    }
+                    analysed.push((id, stored, entries));
+                }
+                if !pending.is_empty() {
+                    let answers: Vec<Value> = checks.query_async(&mut con).await?;
+                    // Unique keys held by others: does the holder claim the key too?
+                    let mut conflicts: Vec<(usize, String, String)> = Vec::new();
+                    for ((doc, check), answer) in pending.iter().zip(&answers) {
+                        let (id, _, entries) = &analysed[*doc];
+                        match check {
+                            Check::List => {
+                                let l = entries.list.as_ref().expect("checked");
+                                match l.score {
+                                    Some(expected) => match as_f64(answer) {
+                                        None => {
+                                            diffs.push(Difference {
+                                                index: "list".into(),
+                                                key: l.key.clone(),
+                                                id: id.clone(),
+                                                kind: DiffKind::Missing,
+                                            });
+                                            if fix {
+                                                fixes.cmd("ZADD").arg(&l.key).arg(expected).arg(id).ignore();
+                                                n_fixes += 1;
+                                            }
+                                        }
+                                        Some(found) if found != expected => {
+                                            diffs.push(Difference {
+                                                index: "list".into(),
+                                                key: l.key.clone(),
+                                                id: id.clone(),
+                                                kind: DiffKind::WrongScore { expected, found },
+                                            });
+                                            if fix {
+                                                fixes.cmd("ZADD").arg(&l.key).arg(expected).arg(id).ignore();
+                                                n_fixes += 1;
+                                            }
+                                        }
+                                        Some(_) => {}
+                                    },
+                                    None if !as_bool(answer) => {
+                                        diffs.push(Difference {
+                                            index: "list".into(),
+                                            key: l.key.clone(),
+                                            id: id.clone(),
+                                            kind: DiffKind::Missing,
+                                        });
+                                        if fix {
+                                            fixes.cmd("SADD").arg(&l.key).arg(id).ignore();
+                                            n_fixes += 1;
+                                        }
+                                    }
+                                    None => {}
+                                }
+                            }
+                            Check::Unique(n) => {
+                                let e = entries.unique[*n].as_ref().expect("checked");
+                                let name = D::SPEC.unique[*n].name;
+                                match as_str(answer) {
+                                    None => {
+                                        diffs.push(Difference {
+                                            index: name.into(),
+                                            key: e.key.clone(),
+                                            id: id.clone(),
+                                            kind: DiffKind::Missing,
+                                        });
+                                        if fix {
+                                            fixes.cmd("SET").arg(&e.key).arg(id).arg("NX").ignore();
+                                            n_fixes += 1;
+                                        }
+                                    }
+                                    Some(found) if found != *id => {
+                                        wrong_id_keys.insert(e.key.clone());
+                                        diffs.push(Difference {
+                                            index: name.into(),
+                                            key: e.key.clone(),
+                                            id: id.clone(),
+                                            kind: DiffKind::WrongId { found: found.clone() },
+                                        });
+                                        conflicts.push((*n, e.key.clone(), found));
+                                    }
+                                    Some(_) => {}
+                                }
+                            }
+                            Check::Group(n) => {
+                                let e = entries.groups[*n].as_ref().expect("checked");
+                                if !as_bool(answer) {
+                                    diffs.push(Difference {
+                                        index: D::SPEC.groups[*n].name.into(),
+                                        key: e.key.clone(),
+                                        id: id.clone(),
+                                        kind: DiffKind::Missing,
+                                    });
+                                    if fix {
+                                        fixes.cmd("SADD").arg(&e.key).arg(id).ignore();
+                                        n_fixes += 1;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    if fix {
+                        // Give a unique key to its rightful document unless the
+                        // holder claims it too (a real conflict: left as reported).
+                        for (n, key, holder) in conflicts {
+                            let claims = match self.expected_entries(&holder).await? {
+                                Some(e) => e.unique[n].as_ref().is_some_and(|x| x.key == key),
+                                None => false,
+                            };
+                            if !claims {
+                                let rightful = analysed
+                                    .iter()
+                                    .find(|(_, _, e)| e.unique[n].as_ref().is_some_and(|x| x.key == key));
+                                if let Some((id, _, _)) = rightful {
+                                    fixes.cmd("SET").arg(&key).arg(id).ignore();
+                                    n_fixes += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                if fix && n_fixes > 0 {
+                    let _: () = fixes.query_async(&mut con).await?;
+                    fixed += n_fixes;
+                }
+            }
+            if let Some(p) = opts.progress {
+                p(report.documents, report.entries);
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+
+        // Pass 2: every index entry -> does its document exist and claim it?
+        let scope_val = opts.scope;
+        if let (Some(t), true) = (&self.plan.list, want("list")) {
+            fixed += self
+                .orphans_in(
+                    &mut con,
+                    t,
+                    "list",
+                    Family::List,
+                    scope_val,
+                    batch,
+                    fix,
+                    &mut diffs,
+                    &mut report,
+                    opts,
+                    &wrong_id_keys,
+                )
+                .await?;
+        }
+        for (n, ix) in self.plan.unique.iter().enumerate() {
+            if want(D::SPEC.unique[n].name) {
+                fixed += self
+                    .orphans_in(
+                        &mut con,
+                        &ix.template,
+                        D::SPEC.unique[n].name,
+                        Family::Unique(n),
+                        scope_val,
+                        batch,
+                        fix,
+                        &mut diffs,
+                        &mut report,
+                        opts,
+                        &wrong_id_keys,
+                    )
+                    .await?;
+            }
+        }
+        for (n, ix) in self.plan.groups.iter().enumerate() {
+            if want(D::SPEC.groups[n].name) {
+                fixed += self
+                    .orphans_in(
+                        &mut con,
+                        &ix.template,
+                        D::SPEC.groups[n].name,
+                        Family::Group(n),
+                        scope_val,
+                        batch,
+                        fix,
+                        &mut diffs,
+                        &mut report,
+                        opts,
+                        &wrong_id_keys,
+                    )
+                    .await?;
+            }
+        }
+
+        // A document missing from its group and present in another is one
+        // difference: "in the wrong group".
+        let mut out = diffs.out;
+        let moved: Vec<(String, String, Option<String>)> = out
+            .iter()
+            .filter_map(|d| match &d.kind {
+                DiffKind::WrongGroup { expected } => Some((d.index.clone(), d.id.clone(), expected.clone())),
+                _ => None,
+            })
+            .collect();
+        out.retain(|d| {
+            !(d.kind == DiffKind::Missing
+                && moved
+                    .iter()
+                    .any(|(ix, id, exp)| *ix == d.index && *id == d.id && exp.as_deref() == Some(d.key.as_str())))
+        });
+        report.differences = out;
+        report.truncated = diffs.truncated;
+        report.fixed = fixed;
+        report.elapsed = start.elapsed();
+        Ok(report)
+    }
+
+    /// The hash field's index, for reporting.
+    fn field_owner(&self, field: &str) -> &'static str {
+        let spec = &D::SPEC;
+        spec.unique
+            .iter()
+            .chain(spec.groups)
+            .find(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
+            .map_or("document", |ix| ix.name)
+    }
+
+    fn field_owner_wanted(&self, field: &str, want: &dyn Fn(&str) -> bool) -> bool {
+        let spec = &D::SPEC;
+        spec.unique
+            .iter()
+            .chain(spec.groups)
+            .filter(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
+            .any(|ix| want(ix.name))
+    }
+
+    /// The expected entries of the document `id`, or `None` if it is missing
+    /// or cannot be indexed.
+    async fn expected_entries(&self, id: &str) -> Result<Option<IndexEntries>> {
+        Ok(match self.get_once(id).await {
+            Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
+            Ok(None) | Err(Error::Corrupt { .. } | Error::Codec(_) | Error::WrongType { .. } | Error::Key(_)) => None,
+            Err(e) => return Err(e),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one pass of one function, split out for each family")]
+    async fn orphans_in(
+        &self,
+        con: &mut redis::aio::ConnectionManager,
+        template: &KeyTemplate,
+        index: &str,
+        family: Family,
+        scope: Option<&str>,
+        batch: usize,
+        fix: bool,
+        diffs: &mut Diffs<'_>,
+        report: &mut Report,
+        opts: &MaintenanceOptions<'_>,
+        wrong_id_keys: &HashSet<String>,
+    ) -> Result<u64> {
+        let prefix = self.valkey.prefix().clone();
+        let values: Vec<Option<&str>> =
+            template.placeholders().map(|p| if p == "scope" { scope } else { None }).collect();
+        let pattern = template.scan_pattern(&prefix, &values).map_err(super::render_err)?;
+        let ty = match family {
+            Family::List if self.plan.sorted_list => "zset",
+            Family::List | Family::Group(_) => "set",
+            Family::Unique(_) => "string",
+        };
+        let delete_if_equals = Script::new(DELETE_IF_EQUALS);
+        let mut fixed = 0;
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scan_batch(con, cursor, &pattern, ty, batch).await?;
+            let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
+            // (index key, id) pairs of this batch.
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            match family {
+                Family::Unique(_) => {
+                    if !keys.is_empty() {
+                        let mut p = redis::pipe();
+                        for k in &keys {
+                            p.cmd("GET").arg(k);
+                        }
+                        let ids: Vec<Option<String>> = p.query_async(con).await?;
+                        pairs.extend(keys.iter().cloned().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
+                    }
+                }
+                Family::List | Family::Group(_) => {
+                    for k in &keys {
+                        let mut c = 0u64;
+                        loop {
+                            let (n, members): (u64, Vec<Value>) =
+                                redis::cmd(if ty == "zset" { "ZSCAN" } else { "SSCAN" })
+                                    .arg(k)
+                                    .arg(c)
+                                    .arg("COUNT")
+                                    .arg(batch)
+                                    .query_async(con)
+                                    .await?;
+                            let step = if ty == "zset" { 2 } else { 1 };
+                            for m in members.iter().step_by(step) {
+                                if let Some(id) = as_str(m) {
+                                    pairs.push((k.clone(), id));
+                                }
+                            }
+                            if pairs.len() >= batch {
+                                fixed += self
+                                    .judge(
+                                        con,
+                                        &mut pairs,
+                                        index,
+                                        family,
+                                        fix,
+                                        diffs,
+                                        report,
+                                        wrong_id_keys,
+                                        &delete_if_equals,
+                                    )
+                                    .await?;
+                            }
+                            c = n;
+                            if c == 0 {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            fixed += self
+                .judge(con, &mut pairs, index, family, fix, diffs, report, wrong_id_keys, &delete_if_equals)
+                .await?;
+            if let Some(p) = opts.progress {
+                p(report.documents, report.entries);
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        Ok(fixed)
+    }
+
+    /// Checks `(index key, id)` pairs against their documents; drains `pairs`.
+    #[allow(clippy::too_many_arguments, reason = "the state of one pass")]
+    async fn judge(
+        &self,
+        con: &mut redis::aio::ConnectionManager,
+        pairs: &mut Vec<(String, String)>,
+        index: &str,
+        family: Family,
+        fix: bool,
+        diffs: &mut Diffs<'_>,
+        report: &mut Report,
+        wrong_id_keys: &HashSet<String>,
+        delete_if_equals: &Script,
+    ) -> Result<u64> {
+        if pairs.is_empty() {
+            return Ok(0);
+        }
+        report.entries += pairs.len() as u64;
+        let prefix = self.valkey.prefix().clone();
+        // Read each distinct document once.
+        let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut p = redis::pipe();
+        let mut doc_keys = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let key = self.key(id).unwrap_or_default();
+            p.cmd("HGETALL").arg(&key);
+            doc_keys.push(key);
+        }
+        let maps: Vec<HashMap<String, Vec<u8>>> = p.query_async(con).await?;
+        // None: no document. Some(None): a document that cannot be indexed
+        // (reported as corrupt by the document pass; its entries are kept).
+        let mut expected: HashMap<&str, Option<Option<IndexEntries>>> = HashMap::new();
+        for ((id, key), map) in ids.iter().zip(&doc_keys).zip(maps) {
+            let e = if map.is_empty() || key.is_empty() {
+                None
+            } else {
+                Some(self.decode_hash(key, id, map).ok().and_then(|s| s.doc.index_entries(&prefix).ok()))
+            };
+            expected.insert(id, e);
+        }
+        let mut fixes: Pipeline = redis::pipe();
+        let mut unique_dels: Vec<(String, String)> = Vec::new();
+        let mut n_fixes = 0;
+        for (key, id) in pairs.iter() {
+            let exp = match expected.get(id.as_str()) {
+                Some(Some(Some(e))) => Some(e),
+                Some(Some(None)) => continue,
+                _ => None,
+            };
+            let claimed: Option<Option<&str>> = exp.map(|e| match family {
+                Family::List => e.list.as_ref().map(|l| l.key.as_str()),
+                Family::Unique(n) => e.unique[n].as_ref().map(|x| x.key.as_str()),
+                Family::Group(n) => e.groups[n].as_ref().map(|x| x.key.as_str()),
+            });
+            let kind = match claimed {
+                Some(Some(k)) if k == key => continue,
+                // No document (or it cannot be indexed): an orphan.
+                None => DiffKind::Orphan,
+                Some(other) => match family {
+                    Family::Group(_) => DiffKind::WrongGroup { expected: other.map(str::to_owned) },
+                    Family::Unique(_) if wrong_id_keys.contains(key) => continue,
+                    _ => DiffKind::Orphan,
+                },
+            };
+            diffs.push(Difference { index: index.to_owned(), key: key.clone(), id: id.clone(), kind });
+            if fix {
+                match family {
+                    Family::List if self.plan.sorted_list => {
+                        fixes.cmd("ZREM").arg(key).arg(id).ignore();
+                    }
+                    Family::List | Family::Group(_) => {
+                        fixes.cmd("SREM").arg(key).arg(id).ignore();
+                    }
+                    Family::Unique(_) => unique_dels.push((key.clone(), id.clone())),
+                }
+                n_fixes += 1;
+            }
+        }
+        pairs.clear();
+        if fix {
+            if n_fixes > unique_dels.len() as u64 {
+                let _: () = fixes.query_async(con).await?;
+            }
+            for (key, id) in unique_dels {
+                let _: i64 = delete_if_equals.key(&key).arg(&id).invoke_async(con).await?;
+            }
+        }
+        Ok(n_fixes)
+    }
+
+    /// Hash field of the fingerprint family holding `D`'s layout fingerprint.
+    fn fingerprint_fields(&self) -> Vec<(String, String)> {
+        fingerprints(&D::SPEC)
+    }
+
+    async fn record_fingerprint(&self, only: Option<&str>) -> Result<()> {
+        let Some(key) = self.valkey.fingerprint_key() else { return Ok(()) };
+        let fields: Vec<(String, String)> = self
+            .fingerprint_fields()
+            .into_iter()
+            .filter(|(f, _)| only.is_none_or(|i| f.ends_with(&format!(":{i}"))))
+            .collect();
+        let mut con = self.valkey.connection();
+        let _: () = redis::cmd("HSET").arg(&key).arg(fields).query_async(&mut con).await?;
+        Ok(())
+    }
+
+    /// The indexes of `D` whose layout changed since the last rebuild (or
+    /// that were never rebuilt), from the keyspace's fingerprint family.
+    /// Empty when the keyspace declares none (see [`crate::Valkey::with_keyspace`]).
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
+        let Some(key) = self.valkey.fingerprint_key() else { return Ok(Vec::new()) };
+        let want = self.fingerprint_fields();
+        let mut con = self.valkey.connection();
+        let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
+        let stored: Vec<Option<String>> = redis::cmd("HMGET").arg(&key).arg(&names).query_async(&mut con).await?;
+        Ok(want
+            .iter()
+            .zip(stored)
+            .filter(|((_, fp), s)| s.as_deref() != Some(fp.as_str()))
+            .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
+            .collect())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Check {
+    List,
+    Unique(usize),
+    Group(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Family {
+    List,
+    Unique(usize),
+    Group(usize),
+}
+
+/// `(field, fingerprint)` per index of a document type: field
+/// `{kind}:{index}`, value the first 16 hex digits of SHA-256 over the
+/// index's template, type and bindings (and the list's score source).
+pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let hash = |text: String| {
+        let d = Sha256::digest(text.as_bytes());
+        d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    if let Some(l) = spec.list {
+        out.push((format!("{}:list", spec.kind), hash(format!("list|{}|{:?}|{}", l.key, l.score, spec.key))));
+    }
+    for (what, ixs) in [("unique", spec.unique), ("group", spec.groups)] {
+        for ix in ixs {
+            out.push((
+                format!("{}:{}", spec.kind, ix.name),
+                hash(format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, spec.key)),
+            ));
+        }
+    }
+    out
+}
+
+/// The fingerprint family of a keyspace: the declared hash family named
+/// `fingerprints`.
+pub fn fingerprint_family<'a>(ks: &KeyspaceSpec<'a>) -> Option<&'a str> {
+    ks.families.iter().find(|f| f.name == "fingerprints" && f.key_type == KeyType::Hash).map(|f| f.key)
+}
