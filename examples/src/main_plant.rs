@@ -4,28 +4,70 @@
 //! starts its own `valkey-server` through the test harness. Prints the key
 //! table, then writes job orders, job responses (with state changes) and work
 //! masters and reads them back through every index.
+//!
+//! `plant verify` and `plant rebuild` check and repair the indexes of every
+//! document type (exit code 1 when differences were found).
 
 use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use microdcs_examples::plant::{Plant, SfcState};
+use microdcs_valkey::{Codec, Document, Json, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_tests::ValkeyServer;
 use microdcs_valkey::redis;
 use microdcs_valkey::{Expect, MicroDcsConfig, Page, PutOutcome, Valkey};
 
+/// The plant demo and index maintenance.
+#[derive(Parser)]
+#[command(name = "plant", about = "The seed's plant keyspace on Valkey: demo, verify, rebuild")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compare every index with the documents; exit code 1 on differences.
+    Verify(MaintArgs),
+    /// Rewrite the indexes from the documents (run while no writer is active).
+    Rebuild(MaintArgs),
+}
+
+#[derive(clap::Args)]
+struct MaintArgs {
+    /// Only this scope.
+    #[arg(long)]
+    scope: Option<String>,
+    /// Only this index (`list` or an index name such as `by_state`).
+    #[arg(long)]
+    index: Option<String>,
+    /// Only this document kind (`joborder`, `jobresponse`, `workmaster`, `sfc`).
+    #[arg(long)]
+    kind: Option<String>,
+    /// Keys per SCAN batch and pipeline.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
+    let cli = Cli::parse();
+    match run(cli.command).await {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("plant: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-async fn run() -> Res<()> {
+async fn run(command: Option<Command>) -> Res<ExitCode> {
     // Configuration from the environment (`APP_MicroDcs__Valkey__*`); without
     // a connection string the demo starts its own server.
     let mut config = MicroDcsConfig::from_env()?;
@@ -38,7 +80,14 @@ async fn run() -> Res<()> {
         Some(server)
     };
     println!("Configuration: {}", config.valkey);
-    let valkey = Valkey::connect(&config.valkey).await?;
+    let valkey = Valkey::connect(&config.valkey).await?.with_keyspace(&Plant::SPEC);
+    if let Some(command) = command {
+        if _server.is_some() {
+            // A fresh server: write the demo documents so there is something to check.
+            documents(&valkey, false).await?;
+        }
+        return maintain(&valkey, command).await;
+    }
     let prefix = valkey.prefix().clone();
     let mut con = valkey.connection();
     let info: String = redis::cmd("INFO").arg("server").query_async(&mut con).await?;
@@ -55,14 +104,118 @@ async fn run() -> Res<()> {
         println!("| {} | {} | `{}` | `{}` |", row.family, row.key_type, cell(row.template), cell(&row.key));
     }
 
-    documents(&valkey).await
+    documents(&valkey, true).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn show(what: &str, out: PutOutcome) {
-    println!("  {what:<52} -> {out:?}");
+async fn maintain(valkey: &Valkey, command: Command) -> Res<ExitCode> {
+    let (fix, args) = match command {
+        Command::Verify(a) => (false, a),
+        Command::Rebuild(a) => (true, a),
+    };
+    let mut reports = Vec::new();
+    let kinds = [JobOrder::SPEC.kind, JobResponse::SPEC.kind, WorkMaster::SPEC.kind, SfcState::SPEC.kind];
+    if let Some(k) = &args.kind
+        && !kinds.contains(&k.as_str())
+    {
+        return Err(format!("unknown kind `{k}` (kinds: {})", kinds.join(", ")).into());
+    }
+    let want = |k: &str| args.kind.as_deref().is_none_or(|w| w == k);
+    if want(JobOrder::SPEC.kind) {
+        reports.push(run_one(valkey.store::<JobOrder>(), &args, fix).await?);
+    }
+    if want(JobResponse::SPEC.kind) {
+        reports.push(run_one(valkey.store::<JobResponse>(), &args, fix).await?);
+    }
+    if want(WorkMaster::SPEC.kind) {
+        reports.push(run_one(valkey.store::<WorkMaster>(), &args, fix).await?);
+    }
+    if want(SfcState::SPEC.kind) {
+        reports.push(run_one(valkey.store::<SfcState>(), &args, fix).await?);
+    }
+    println!("\n| kind | index | difference | count |");
+    println!("|---|---|---|---|");
+    let mut total = 0;
+    for (kind, report) in &reports {
+        for ((index, what), n) in report.summary() {
+            println!("| {kind} | {index} | {what} | {n} |");
+            total += n;
+        }
+        total += report.truncated;
+    }
+    if total == 0 {
+        println!("| (all) | (all) | none | 0 |");
+    }
+    for (kind, report) in &reports {
+        for d in report.differences.iter().take(20) {
+            println!("  {kind}: {d}");
+        }
+    }
+    let fixed: u64 = reports.iter().map(|(_, r)| r.fixed).sum();
+    if fix {
+        println!("\nfixed {fixed} entries");
+    }
+    Ok(if total == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-async fn documents(valkey: &Valkey) -> Res<()> {
+async fn run_one<D, C>(store: Store<D, C>, args: &MaintArgs, fix: bool) -> Res<(&'static str, Report)>
+where
+    D: Document,
+    C: Codec<D>,
+{
+    let kind = D::SPEC.kind;
+    if let Some(i) = &args.index {
+        let has =
+            i == "list" && D::SPEC.list.is_some() || D::SPEC.unique.iter().chain(D::SPEC.groups).any(|x| x.name == i);
+        if !has {
+            return Ok((kind, Report::default()));
+        }
+    }
+    let stale = store.needs_rebuild().await?;
+    if !stale.is_empty() && !fix {
+        println!("{kind}: index layout changed since the last rebuild: {}", stale.join(", "));
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {prefix:>12} {msg}").expect("valid template"));
+    bar.set_prefix(kind);
+    let start = Instant::now();
+    let progress = |docs: u64, entries: u64| {
+        let secs = start.elapsed().as_secs_f64().max(1e-6);
+        bar.set_message(format!("{docs} documents, {entries} index entries, {:.0} documents/s", docs as f64 / secs));
+        bar.tick();
+    };
+    let opts = MaintenanceOptions {
+        scope: args.scope.as_deref(),
+        index: args.index.as_deref(),
+        batch: args.batch,
+        progress: Some(&progress),
+        ..MaintenanceOptions::default()
+    };
+    let report = if fix { store.rebuild(&opts).await? } else { store.verify(&opts).await? };
+    let secs = report.elapsed.as_secs_f64().max(1e-6);
+    bar.finish_with_message(format!(
+        "{} documents, {} index entries, {:.0} documents/s, {} differences",
+        report.documents,
+        report.entries,
+        report.documents as f64 / secs,
+        report.differences.len() as u64 + report.truncated
+    ));
+    Ok((kind, report))
+}
+
+#[allow(dead_code, reason = "keeps the JSON codec import used in every build")]
+fn _codec() -> Json {
+    Json
+}
+
+fn show(out: &mut String, what: &str, outcome: PutOutcome) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "  {what:<52} -> {outcome:?}");
+}
+
+async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let scope = "line-1";
     let masters = valkey.store::<WorkMaster>();
     let orders = valkey.store::<JobOrder>();
@@ -78,14 +231,15 @@ async fn documents(valkey: &Valkey) -> Res<()> {
         let _ = masters.delete_id(id, Expect::Any).await?;
     }
 
-    println!("\n## Writes (each one generated Lua script: document, indexes, change entry, scope, nudge)\n");
+    let _ =
+        writeln!(out, "\n## Writes (each one generated Lua script: document, indexes, change entry, scope, nudge)\n");
     for (id, name) in [("wm-mix", "Mix"), ("wm-fill", "Fill")] {
         let wm = WorkMaster { id: id.into(), scope: scope.into(), name: name.into() };
-        show(&format!("create work master {id}"), masters.create(&wm).await?);
+        show(&mut out, &format!("create work master {id}"), masters.create(&wm).await?);
     }
     for (id, priority, wm) in [("o-1", 5, "wm-mix"), ("o-2", 1, "wm-fill"), ("o-3", 3, "wm-mix")] {
         let o = JobOrder { id: id.into(), scope: scope.into(), priority, work_master: wm.into() };
-        show(&format!("create job order {id} (priority {priority})"), orders.create(&o).await?);
+        show(&mut out, &format!("create job order {id} (priority {priority})"), orders.create(&o).await?);
     }
     let r1 = JobResponse {
         id: "r-1".into(),
@@ -94,7 +248,7 @@ async fn documents(valkey: &Valkey) -> Res<()> {
         start_time: 1_700_000_000_000,
         state: vec!["Idle".into()],
     };
-    show("create job response r-1 for o-1 [Idle]", responses.create(&r1).await?);
+    show(&mut out, "create job response r-1 for o-1 [Idle]", responses.create(&r1).await?);
     let r2 = JobResponse {
         id: "r-2".into(),
         scope: scope.into(),
@@ -102,44 +256,59 @@ async fn documents(valkey: &Valkey) -> Res<()> {
         start_time: 1_700_000_060_000,
         state: vec!["Running".into()],
     };
-    show("create job response r-2 for o-2 [Running]", responses.create(&r2).await?);
+    show(&mut out, "create job response r-2 for o-2 [Running]", responses.create(&r2).await?);
 
     let mut read = responses.get("r-1").await?.ok_or("r-1 missing")?;
     let stale = read.clone();
     for state in [vec!["Running"], vec!["Running", "Held"], vec!["Complete"]] {
         let next = JobResponse { state: state.iter().map(|s| (*s).to_owned()).collect(), ..read.doc.clone() };
-        let out = responses.update_in_place(&mut read, next).await?;
-        show(&format!("update r-1 state -> {state:?}"), out);
+        let outcome = responses.update_in_place(&mut read, next).await?;
+        show(&mut out, &format!("update r-1 state -> {state:?}"), outcome);
     }
     let stale_next = JobResponse { state: vec!["Aborted".into()], ..stale.doc.clone() };
-    show("update r-1 from a stale read (version 1)", responses.update(&stale, &stale_next).await?);
+    show(&mut out, "update r-1 from a stale read (version 1)", responses.update(&stale, &stale_next).await?);
 
-    println!("\n## Reads through every index\n");
+    let _ = writeln!(out, "\n## Reads through every index\n");
     let got = responses.get("r-1").await?.ok_or("r-1 missing")?;
-    println!("  get r-1                          -> version {}, state {:?}", got.version, got.doc.state);
+    let _ = writeln!(out, "  get r-1                          -> version {}, state {:?}", got.version, got.doc.state);
     for order in ["o-1", "o-2", "o-3"] {
         let found = responses.find(JobResponse::by_order(order)).await?;
-        println!("  job response by order {order}       -> {:?}", found.map(|s| s.id));
+        let _ = writeln!(out, "  job response by order {order}       -> {:?}", found.map(|s| s.id));
     }
     for state in ["Running", "Running_Held", "Complete"] {
         let ids = responses.ids(JobResponse::by_state(scope, state), Page::first(1000)).await?;
-        println!("  job responses in {scope} by state {state:<13}-> {:?}", ids.ids);
+        let _ = writeln!(out, "  job responses in {scope} by state {state:<13}-> {:?}", ids.ids);
     }
-    println!("  job responses in {scope} by start time   -> {:?}", responses.list(scope, Page::first(100)).await?.ids);
-    println!("  job orders in {scope} by priority        -> {:?}", orders.list(scope, Page::first(100)).await?.ids);
+    let _ = writeln!(
+        out,
+        "  job responses in {scope} by start time   -> {:?}",
+        responses.list(scope, Page::first(100)).await?.ids
+    );
+    let _ = writeln!(
+        out,
+        "  job orders in {scope} by priority        -> {:?}",
+        orders.list(scope, Page::first(100)).await?.ids
+    );
     let mut wms = masters.list(scope, Page::first(100)).await?.ids;
     wms.sort();
-    println!("  work masters in {scope}                  -> {wms:?}");
+    let _ = writeln!(out, "  work masters in {scope}                  -> {wms:?}");
 
     let o3 = orders.get("o-3").await?.ok_or("o-3 missing")?;
-    println!("  delete job order o-3                  -> {:?}", orders.delete(&o3).await?);
-    println!("  job orders in {scope} by priority        -> {:?}", orders.list(scope, Page::first(100)).await?.ids);
+    let _ = writeln!(out, "  delete job order o-3                  -> {:?}", orders.delete(&o3).await?);
+    let _ = writeln!(
+        out,
+        "  job orders in {scope} by priority        -> {:?}",
+        orders.list(scope, Page::first(100)).await?.ids
+    );
 
     let mut con = valkey.connection();
     let prefix = valkey.prefix().as_str();
     let changes: usize = redis::cmd("XLEN").arg(format!("{prefix}:changes:{scope}")).query_async(&mut con).await?;
     let scopes: Vec<String> = redis::cmd("SMEMBERS").arg(format!("{prefix}:scopes")).query_async(&mut con).await?;
-    println!("  change entries in {scope}               -> {changes}");
-    println!("  scope registry                        -> {scopes:?}");
+    let _ = writeln!(out, "  change entries in {scope}               -> {changes}");
+    let _ = writeln!(out, "  scope registry                        -> {scopes:?}");
+    if verbose {
+        print!("{out}");
+    }
     Ok(())
 }

@@ -871,6 +871,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .into_iter()
             .filter(|(f, _)| only.is_none_or(|i| f.ends_with(&format!(":{i}"))))
             .collect();
+        if fields.is_empty() {
+            return Ok(());
+        }
         let mut con = self.valkey.connection();
         let _: () = redis::cmd("HSET").arg(&key).arg(fields).query_async(&mut con).await?;
         Ok(())
@@ -885,6 +888,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
         let Some(key) = self.valkey.fingerprint_key() else { return Ok(Vec::new()) };
         let want = self.fingerprint_fields();
+        if want.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut con = self.valkey.connection();
         let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
         let stored: Vec<Option<String>> = redis::cmd("HMGET").arg(&key).arg(&names).query_async(&mut con).await?;

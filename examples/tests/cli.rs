@@ -1,0 +1,55 @@
+//! The plant binary end to end: demo, `verify` (exit 1 on differences, a
+//! summary table), `rebuild`, `verify` clean.
+
+use std::process::Command;
+
+use microdcs_tests::{ValkeyServer, unique_prefix};
+
+fn plant(server: &ValkeyServer, prefix: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_plant"))
+        .args(args)
+        .env("APP_MicroDcs__Valkey__ConnectionString", server.host_port())
+        .env("APP_MicroDcs__Valkey__KeyPrefix", prefix)
+        .output()
+        .expect("run plant");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn demo_verify_rebuild() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("cli");
+    let p = prefix.as_str();
+    let (code, out) = plant(&server, p, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("job responses in line-1 by state Complete     -> [\"r-1\"]"), "{out}");
+
+    let (code, out) = plant(&server, p, &["verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("| (all) | (all) | none | 0 |"), "{out}");
+
+    // Damage: r-1 disappears from its by-state set; a ghost joins a job order list.
+    let mut con = std::net::TcpStream::connect(server.host_port()).unwrap();
+    use std::io::{Read, Write};
+    let cmd = format!("SREM {p}:jobresponse:bystate:line-1:Complete r-1\r\nZADD {p}:joborder:list:line-1 9 ghost\r\n");
+    con.write_all(cmd.as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let _ = con.read(&mut buf).unwrap();
+
+    let (code, out) = plant(&server, p, &["verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("| jobresponse | by_state | missing | 1 |"), "{out}");
+    assert!(out.contains("| joborder | list | orphan | 1 |"), "{out}");
+
+    let (code, out) = plant(&server, p, &["verify", "--kind", "workmaster"]);
+    assert_eq!(code, 0, "{out}");
+
+    let (_, out) = plant(&server, p, &["rebuild"]);
+    assert!(out.contains("fixed 2 entries"), "{out}");
+    let (code, out) = plant(&server, p, &["verify"]);
+    assert_eq!(code, 0, "{out}");
+
+    let (code, out) = plant(&server, p, &["verify", "--kind", "nonsense"]);
+    assert_eq!(code, 2, "{out}");
+}
