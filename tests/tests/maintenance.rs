@@ -70,7 +70,7 @@ fn response(i: usize, scope: &str) -> JobResponse {
         scope: scope.into(),
         job_order_id: format!("o-{i}"),
         start_time: 1000 + i as i64,
-        state: vec![if i % 2 == 0 { "Running".into() } else { "Held".into() }],
+        state: vec![if i.is_multiple_of(2) { "Running".into() } else { "Held".into() }],
     }
 }
 

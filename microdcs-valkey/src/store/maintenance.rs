@@ -311,10 +311,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let want = |name: &str| opts.index.is_none_or(|i| i == name);
         // Unique keys already reported as holding a wrong id (not orphans too).
         let mut wrong_id_keys: HashSet<String> = HashSet::new();
+        // Documents whose stored index fields differ from the document: the
+        // reverse pass judges entries by those fields, so (when not fixing)
+        // it leaves these documents to the field difference already reported.
+        let mut drifted: HashSet<String> = HashSet::new();
+        // Entries the document pass found present, per list/group key, and
+        // per unique index: if a key holds no more than these, it has no
+        // orphans and the reverse pass need not read its members. (Memory:
+        // one counter per distinct list/group key; past the cap the reverse
+        // pass reads every member instead.)
+        let mut shortcuts = Shortcuts::default();
         let mut fixed = 0u64;
 
         // Pass 1: every document -> its expected entries, checked in one pipeline per batch.
         let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(super::render_err)?;
+        shortcuts.unique_held = vec![0; self.plan.unique.len()];
         let mut cursor = 0;
         loop {
             let (next, keys) = scan_batch(&mut con, cursor, &pattern, "hash", batch).await?;
@@ -390,6 +401,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         let exp = expected.get(f.as_str()).cloned();
                         let found = stored.state.fields.get(i).cloned().flatten();
                         if exp != found {
+                            if !fix {
+                                drifted.insert(id.clone());
+                            }
                             let index = self.field_owner(f).to_owned();
                             diffs.push(Difference {
                                 index,
@@ -451,6 +465,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                             }
                                         }
                                         Some(found) if found != expected => {
+                                            shortcuts.present(&l.key);
                                             diffs.push(Difference {
                                                 index: "list".into(),
                                                 key: l.key.clone(),
@@ -462,7 +477,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                                 n_fixes += 1;
                                             }
                                         }
-                                        Some(_) => {}
+                                        Some(_) => shortcuts.present(&l.key),
                                     },
                                     None if !as_bool(answer) => {
                                         diffs.push(Difference {
@@ -476,7 +491,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                             n_fixes += 1;
                                         }
                                     }
-                                    None => {}
+                                    None => shortcuts.present(&l.key),
                                 }
                             }
                             Check::Unique(n) => {
@@ -504,13 +519,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                             kind: DiffKind::WrongId { found: found.clone() },
                                         });
                                         conflicts.push((*n, e.key.clone(), found));
+                                        shortcuts.unique_held[*n] += 1;
                                     }
-                                    Some(_) => {}
+                                    Some(_) => shortcuts.unique_held[*n] += 1,
                                 }
                             }
                             Check::Group(n) => {
                                 let e = entries.groups[*n].as_ref().expect("checked");
-                                if !as_bool(answer) {
+                                if as_bool(answer) {
+                                    shortcuts.present(&e.key);
+                                } else {
                                     diffs.push(Difference {
                                         index: D::SPEC.groups[*n].name.into(),
                                         key: e.key.clone(),
@@ -575,6 +593,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     &mut report,
                     opts,
                     &wrong_id_keys,
+                    &drifted,
+                    &shortcuts,
                 )
                 .await?;
         }
@@ -593,6 +613,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         &mut report,
                         opts,
                         &wrong_id_keys,
+                        &drifted,
+                        &shortcuts,
                     )
                     .await?;
             }
@@ -612,6 +634,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         &mut report,
                         opts,
                         &wrong_id_keys,
+                        &drifted,
+                        &shortcuts,
                     )
                     .await?;
             }
@@ -683,6 +707,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         report: &mut Report,
         opts: &MaintenanceOptions<'_>,
         wrong_id_keys: &HashSet<String>,
+        drifted: &HashSet<String>,
+        shortcuts: &Shortcuts,
     ) -> Result<u64> {
         let prefix = self.valkey.prefix().clone();
         let values: Vec<Option<&str>> =
@@ -694,6 +720,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Family::Unique(_) => "string",
         };
         let delete_if_equals = Script::new(DELETE_IF_EQUALS);
+        if let (Family::Unique(n), None) = (family, scope) {
+            // Count the keys first: as many as the document pass found held
+            // means no orphans, and no GETs are needed.
+            let mut count = 0u64;
+            let mut c = 0;
+            loop {
+                let (next, keys) = scan_batch(con, c, &pattern, ty, batch).await?;
+                count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
+                c = next;
+                if c == 0 {
+                    break;
+                }
+            }
+            report.entries += count;
+            if count == shortcuts.unique_held[n] {
+                return Ok(0);
+            }
+            report.entries -= count;
+        }
         let mut fixed = 0;
         let mut cursor = 0;
         loop {
@@ -713,7 +758,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     }
                 }
                 Family::List | Family::Group(_) => {
-                    for k in &keys {
+                    let mut cards: Vec<u64> = Vec::new();
+                    if !keys.is_empty() && !shortcuts.overflow {
+                        let mut p = redis::pipe();
+                        for k in &keys {
+                            p.cmd(if ty == "zset" { "ZCARD" } else { "SCARD" }).arg(k);
+                        }
+                        cards = p.query_async(con).await?;
+                    }
+                    for (i, k) in keys.iter().enumerate() {
+                        if let Some(card) = cards.get(i)
+                            && *card == shortcuts.present.get(k).copied().unwrap_or(0)
+                        {
+                            report.entries += card;
+                            continue;
+                        }
                         let mut c = 0u64;
                         loop {
                             let (n, members): (u64, Vec<Value>) =
@@ -741,7 +800,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                         diffs,
                                         report,
                                         wrong_id_keys,
+                                        drifted,
                                         &delete_if_equals,
+                                        scope,
                                     )
                                     .await?;
                             }
@@ -754,7 +815,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
             fixed += self
-                .judge(con, &mut pairs, index, family, fix, diffs, report, wrong_id_keys, &delete_if_equals)
+                .judge(
+                    con,
+                    &mut pairs,
+                    index,
+                    family,
+                    fix,
+                    diffs,
+                    report,
+                    wrong_id_keys,
+                    drifted,
+                    &delete_if_equals,
+                    scope,
+                )
                 .await?;
             if let Some(p) = opts.progress {
                 p(report.documents, report.entries);
@@ -779,58 +852,80 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         diffs: &mut Diffs<'_>,
         report: &mut Report,
         wrong_id_keys: &HashSet<String>,
+        drifted: &HashSet<String>,
         delete_if_equals: &Script,
+        opts_scope: Option<&str>,
     ) -> Result<u64> {
         if pairs.is_empty() {
             return Ok(0);
         }
         report.entries += pairs.len() as u64;
         let prefix = self.valkey.prefix().clone();
-        // Read each distinct document once.
+        // Read what each distinct document's stored index fields say (the
+        // document pass has checked them against the document itself).
         let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
         let mut p = redis::pipe();
-        let mut doc_keys = Vec::with_capacity(ids.len());
         for id in &ids {
-            let key = self.key(id).unwrap_or_default();
-            p.cmd("HGETALL").arg(&key);
-            doc_keys.push(key);
+            p.cmd("HMGET").arg(self.key(id).unwrap_or_default()).arg("v").arg("scope").arg(&self.plan.fields);
         }
-        let maps: Vec<HashMap<String, Vec<u8>>> = p.query_async(con).await?;
-        // None: no document. Some(None): a document that cannot be indexed
-        // (reported as corrupt by the document pass; its entries are kept).
-        let mut expected: HashMap<&str, Option<Option<IndexEntries>>> = HashMap::new();
-        for ((id, key), map) in ids.iter().zip(&doc_keys).zip(maps) {
-            let e = if map.is_empty() || key.is_empty() {
+        let rows: Vec<Vec<Option<String>>> = p.query_async(con).await?;
+        // None: no document. Some(None): a corrupt document or one outside
+        // the scope filter (its entries are left alone). Some(Some(key)): the
+        // key this family should hold for it (None inside: not indexed).
+        let mut claims: HashMap<&str, Option<Option<Option<String>>>> = HashMap::new();
+        for (id, row) in ids.iter().zip(rows) {
+            let mut it = row.into_iter();
+            let (v, scope) = (it.next().flatten(), it.next().flatten());
+            let claim = if v.is_none() && scope.is_none() {
                 None
+            } else if super::parse_version(v.as_deref()).is_none()
+                || scope.is_none()
+                || opts_scope.is_some_and(|s| scope.as_deref() != Some(s))
+            {
+                Some(None)
             } else {
-                Some(self.decode_hash(key, id, map).ok().and_then(|s| s.doc.index_entries(&prefix).ok()))
+                let state = super::ReadState {
+                    exists: true,
+                    version: 0,
+                    scope: scope.clone(),
+                    fields: it.collect(),
+                    ops: String::new(),
+                };
+                let key = match family {
+                    Family::List => self
+                        .plan
+                        .list
+                        .as_ref()
+                        .and_then(|t| t.render(&prefix, &[scope.as_deref().unwrap_or_default()]).ok())
+                        .map(Some),
+                    Family::Unique(n) => self.plan.old_key(&self.plan.unique[n], &self.valkey, id, &state).ok(),
+                    Family::Group(n) => self.plan.old_key(&self.plan.groups[n], &self.valkey, id, &state).ok(),
+                };
+                Some(key)
             };
-            expected.insert(id, e);
+            claims.insert(id, claim);
         }
         let mut fixes: Pipeline = redis::pipe();
         let mut unique_dels: Vec<(String, String)> = Vec::new();
         let mut n_fixes = 0;
         for (key, id) in pairs.iter() {
-            let exp = match expected.get(id.as_str()) {
-                Some(Some(Some(e))) => Some(e),
+            if drifted.contains(id) {
+                continue;
+            }
+            let kind = match claims.get(id.as_str()) {
+                // No document: an orphan (unless scoped: then it cannot be attributed).
+                None | Some(None) if opts_scope.is_some() && matches!(family, Family::Unique(_)) => continue,
+                None | Some(None) => DiffKind::Orphan,
                 Some(Some(None)) => continue,
-                _ => None,
-            };
-            let claimed: Option<Option<&str>> = exp.map(|e| match family {
-                Family::List => e.list.as_ref().map(|l| l.key.as_str()),
-                Family::Unique(n) => e.unique[n].as_ref().map(|x| x.key.as_str()),
-                Family::Group(n) => e.groups[n].as_ref().map(|x| x.key.as_str()),
-            });
-            let kind = match claimed {
-                Some(Some(k)) if k == key => continue,
-                // No document (or it cannot be indexed): an orphan.
-                None => DiffKind::Orphan,
-                Some(other) => match family {
-                    Family::Group(_) => DiffKind::WrongGroup { expected: other.map(str::to_owned) },
-                    Family::Unique(_) if wrong_id_keys.contains(key) => continue,
-                    _ => DiffKind::Orphan,
+                Some(Some(Some(claimed))) => match claimed {
+                    Some(k) if k == key => continue,
+                    other => match family {
+                        Family::Group(_) => DiffKind::WrongGroup { expected: other.clone() },
+                        Family::Unique(_) if wrong_id_keys.contains(key) => continue,
+                        _ => DiffKind::Orphan,
+                    },
                 },
             };
             diffs.push(Difference { index: index.to_owned(), key: key.clone(), id: id.clone(), kind });
@@ -900,6 +995,28 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .filter(|((_, fp), s)| s.as_deref() != Some(fp.as_str()))
             .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
             .collect())
+    }
+}
+
+/// Counts from the document pass that let the reverse pass skip reads.
+#[derive(Debug, Default)]
+struct Shortcuts {
+    present: HashMap<String, u64>,
+    overflow: bool,
+    unique_held: Vec<u64>,
+}
+
+impl Shortcuts {
+    const MAX_KEYS: usize = 100_000;
+
+    fn present(&mut self, key: &str) {
+        if let Some(n) = self.present.get_mut(key) {
+            *n += 1;
+        } else if self.present.len() < Self::MAX_KEYS {
+            self.present.insert(key.to_owned(), 1);
+        } else {
+            self.overflow = true;
+        }
     }
 }
 
