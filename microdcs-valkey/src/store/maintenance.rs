@@ -578,68 +578,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
 
         // Pass 2: every index entry -> does its document exist and claim it?
-        let scope_val = opts.scope;
-        if let (Some(t), true) = (&self.plan.list, want("list")) {
-            fixed += self
-                .orphans_in(
-                    &mut con,
-                    t,
-                    "list",
-                    Family::List,
-                    scope_val,
-                    batch,
-                    fix,
-                    &mut diffs,
-                    &mut report,
-                    opts,
-                    &wrong_id_keys,
-                    &drifted,
-                    &shortcuts,
-                )
-                .await?;
-        }
-        for (n, ix) in self.plan.unique.iter().enumerate() {
-            if want(D::SPEC.unique[n].name) {
-                fixed += self
-                    .orphans_in(
-                        &mut con,
-                        &ix.template,
-                        D::SPEC.unique[n].name,
-                        Family::Unique(n),
-                        scope_val,
-                        batch,
-                        fix,
-                        &mut diffs,
-                        &mut report,
-                        opts,
-                        &wrong_id_keys,
-                        &drifted,
-                        &shortcuts,
-                    )
-                    .await?;
-            }
-        }
-        for (n, ix) in self.plan.groups.iter().enumerate() {
-            if want(D::SPEC.groups[n].name) {
-                fixed += self
-                    .orphans_in(
-                        &mut con,
-                        &ix.template,
-                        D::SPEC.groups[n].name,
-                        Family::Group(n),
-                        scope_val,
-                        batch,
-                        fix,
-                        &mut diffs,
-                        &mut report,
-                        opts,
-                        &wrong_id_keys,
-                        &drifted,
-                        &shortcuts,
-                    )
-                    .await?;
-            }
-        }
+        let mut ctx = Reverse {
+            fix,
+            scope: opts.scope,
+            batch,
+            diffs: &mut diffs,
+            report: &mut report,
+            wrong_id_keys: &wrong_id_keys,
+            drifted: &drifted,
+            shortcuts: &shortcuts,
+            delete_if_equals: Script::new(DELETE_IF_EQUALS),
+            progress: opts.progress,
+        };
+        fixed += self.reverse_pass(&mut con, &mut ctx, &want).await?;
 
         // A document missing from its group and present in another is one
         // difference: "in the wrong group".
@@ -693,174 +644,171 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })
     }
 
-    #[allow(clippy::too_many_arguments, reason = "one pass of one function, split out for each family")]
-    async fn orphans_in(
+    /// The families of `D` the pass covers: (family, template, index name).
+    fn families(&self, want: &dyn Fn(&str) -> bool) -> Vec<(Family, &KeyTemplate, &'static str)> {
+        let mut v = Vec::new();
+        if let (Some(t), true) = (&self.plan.list, want("list")) {
+            v.push((Family::List, t, "list"));
+        }
+        for (n, ix) in self.plan.unique.iter().enumerate() {
+            if want(D::SPEC.unique[n].name) {
+                v.push((Family::Unique(n), &ix.template, D::SPEC.unique[n].name));
+            }
+        }
+        for (n, ix) in self.plan.groups.iter().enumerate() {
+            if want(D::SPEC.groups[n].name) {
+                v.push((Family::Group(n), &ix.template, D::SPEC.groups[n].name));
+            }
+        }
+        v
+    }
+
+    /// Walks each index family with `SCAN ... TYPE` (the server filters by
+    /// type, so a walk returns only that family's keys): list and group keys
+    /// are checked as they come; unique keys are first only counted, and a
+    /// unique family whose count differs from the keys the document pass
+    /// found held is walked again entry by entry.
+    async fn reverse_pass(
         &self,
         con: &mut redis::aio::ConnectionManager,
-        template: &KeyTemplate,
-        index: &str,
-        family: Family,
-        scope: Option<&str>,
-        batch: usize,
-        fix: bool,
-        diffs: &mut Diffs<'_>,
-        report: &mut Report,
-        opts: &MaintenanceOptions<'_>,
-        wrong_id_keys: &HashSet<String>,
-        drifted: &HashSet<String>,
-        shortcuts: &Shortcuts,
+        ctx: &mut Reverse<'_, '_>,
+        want: &dyn Fn(&str) -> bool,
     ) -> Result<u64> {
         let prefix = self.valkey.prefix().clone();
-        let values: Vec<Option<&str>> =
-            template.placeholders().map(|p| if p == "scope" { scope } else { None }).collect();
-        let pattern = template.scan_pattern(&prefix, &values).map_err(super::render_err)?;
-        let ty = match family {
-            Family::List if self.plan.sorted_list => "zset",
-            Family::List | Family::Group(_) => "set",
-            Family::Unique(_) => "string",
-        };
-        let delete_if_equals = Script::new(DELETE_IF_EQUALS);
-        if let (Family::Unique(n), None) = (family, scope) {
-            // Count the keys first: as many as the document pass found held
-            // means no orphans, and no GETs are needed.
-            let mut count = 0u64;
+        let mut fixed = 0;
+        for (family, template, index) in self.families(want) {
+            let values: Vec<Option<&str>> =
+                template.placeholders().map(|p| if p == "scope" { ctx.scope } else { None }).collect();
+            let pattern = template.scan_pattern(&prefix, &values).map_err(super::render_err)?;
+            let ty = match family {
+                Family::List if self.plan.sorted_list => "zset",
+                Family::List | Family::Group(_) => "set",
+                Family::Unique(_) => "string",
+            };
+            if let (Family::Unique(n), None) = (family, ctx.scope) {
+                let mut count = 0u64;
+                let mut c = 0;
+                loop {
+                    let (next, keys) = scan_batch(con, c, &pattern, ty, ctx.batch).await?;
+                    count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
+                    c = next;
+                    if c == 0 {
+                        break;
+                    }
+                }
+                if count == ctx.shortcuts.unique_held[n] {
+                    ctx.report.entries += count;
+                    continue;
+                }
+            }
             let mut c = 0;
             loop {
-                let (next, keys) = scan_batch(con, c, &pattern, ty, batch).await?;
-                count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
+                let (next, keys) = scan_batch(con, c, &pattern, ty, ctx.batch).await?;
+                let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
+                if !keys.is_empty() {
+                    fixed += self.check_keys(con, ctx, keys, family, index).await?;
+                }
+                if let Some(p) = ctx.progress {
+                    p(ctx.report.documents, ctx.report.entries);
+                }
                 c = next;
                 if c == 0 {
                     break;
                 }
             }
-            report.entries += count;
-            if count == shortcuts.unique_held[n] {
-                return Ok(0);
-            }
-            report.entries -= count;
-        }
-        let mut fixed = 0;
-        let mut cursor = 0;
-        loop {
-            let (next, keys) = scan_batch(con, cursor, &pattern, ty, batch).await?;
-            let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
-            // (index key, id) pairs of this batch.
-            let mut pairs: Vec<(String, String)> = Vec::new();
-            match family {
-                Family::Unique(_) => {
-                    if !keys.is_empty() {
-                        let mut p = redis::pipe();
-                        for k in &keys {
-                            p.cmd("GET").arg(k);
-                        }
-                        let ids: Vec<Option<String>> = p.query_async(con).await?;
-                        pairs.extend(keys.iter().cloned().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
-                    }
-                }
-                Family::List | Family::Group(_) => {
-                    let mut cards: Vec<u64> = Vec::new();
-                    if !keys.is_empty() && !shortcuts.overflow {
-                        let mut p = redis::pipe();
-                        for k in &keys {
-                            p.cmd(if ty == "zset" { "ZCARD" } else { "SCARD" }).arg(k);
-                        }
-                        cards = p.query_async(con).await?;
-                    }
-                    for (i, k) in keys.iter().enumerate() {
-                        if let Some(card) = cards.get(i)
-                            && *card == shortcuts.present.get(k).copied().unwrap_or(0)
-                        {
-                            report.entries += card;
-                            continue;
-                        }
-                        let mut c = 0u64;
-                        loop {
-                            let (n, members): (u64, Vec<Value>) =
-                                redis::cmd(if ty == "zset" { "ZSCAN" } else { "SSCAN" })
-                                    .arg(k)
-                                    .arg(c)
-                                    .arg("COUNT")
-                                    .arg(batch)
-                                    .query_async(con)
-                                    .await?;
-                            let step = if ty == "zset" { 2 } else { 1 };
-                            for m in members.iter().step_by(step) {
-                                if let Some(id) = as_str(m) {
-                                    pairs.push((k.clone(), id));
-                                }
-                            }
-                            if pairs.len() >= batch {
-                                fixed += self
-                                    .judge(
-                                        con,
-                                        &mut pairs,
-                                        index,
-                                        family,
-                                        fix,
-                                        diffs,
-                                        report,
-                                        wrong_id_keys,
-                                        drifted,
-                                        &delete_if_equals,
-                                        scope,
-                                    )
-                                    .await?;
-                            }
-                            c = n;
-                            if c == 0 {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            fixed += self
-                .judge(
-                    con,
-                    &mut pairs,
-                    index,
-                    family,
-                    fix,
-                    diffs,
-                    report,
-                    wrong_id_keys,
-                    drifted,
-                    &delete_if_equals,
-                    scope,
-                )
-                .await?;
-            if let Some(p) = opts.progress {
-                p(report.documents, report.entries);
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
         }
         Ok(fixed)
     }
 
+    /// Checks the entries of these index keys of one family.
+    async fn check_keys(
+        &self,
+        con: &mut redis::aio::ConnectionManager,
+        ctx: &mut Reverse<'_, '_>,
+        keys: Vec<String>,
+        family: Family,
+        index: &str,
+    ) -> Result<u64> {
+        let expected_type = match family {
+            Family::List if self.plan.sorted_list => "zset",
+            Family::List | Family::Group(_) => "set",
+            Family::Unique(_) => "string",
+        };
+        let mut fixed = 0;
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        match family {
+            Family::Unique(_) => {
+                if !keys.is_empty() {
+                    let mut p = redis::pipe();
+                    for k in &keys {
+                        p.cmd("GET").arg(k);
+                    }
+                    let ids: Vec<Option<String>> = p.query_async(con).await?;
+                    pairs.extend(keys.iter().cloned().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
+                }
+            }
+            Family::List | Family::Group(_) => {
+                let zset = expected_type == "zset";
+                let mut cards: Vec<u64> = Vec::new();
+                if !keys.is_empty() && !ctx.shortcuts.overflow {
+                    let mut p = redis::pipe();
+                    for k in &keys {
+                        p.cmd(if zset { "ZCARD" } else { "SCARD" }).arg(k);
+                    }
+                    cards = p.query_async(con).await?;
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    if let Some(card) = cards.get(i)
+                        && *card == ctx.shortcuts.present.get(k).copied().unwrap_or(0)
+                    {
+                        ctx.report.entries += card;
+                        continue;
+                    }
+                    let mut c = 0u64;
+                    loop {
+                        let (n, members): (u64, Vec<Value>) = redis::cmd(if zset { "ZSCAN" } else { "SSCAN" })
+                            .arg(k)
+                            .arg(c)
+                            .arg("COUNT")
+                            .arg(ctx.batch)
+                            .query_async(con)
+                            .await?;
+                        for m in members.iter().step_by(if zset { 2 } else { 1 }) {
+                            if let Some(id) = as_str(m) {
+                                pairs.push((k.clone(), id));
+                            }
+                        }
+                        if pairs.len() >= ctx.batch {
+                            fixed += self.judge(con, ctx, &mut pairs, index, family).await?;
+                        }
+                        c = n;
+                        if c == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        fixed += self.judge(con, ctx, &mut pairs, index, family).await?;
+        Ok(fixed)
+    }
+
     /// Checks `(index key, id)` pairs against their documents; drains `pairs`.
-    #[allow(clippy::too_many_arguments, reason = "the state of one pass")]
     async fn judge(
         &self,
         con: &mut redis::aio::ConnectionManager,
+        ctx: &mut Reverse<'_, '_>,
         pairs: &mut Vec<(String, String)>,
         index: &str,
         family: Family,
-        fix: bool,
-        diffs: &mut Diffs<'_>,
-        report: &mut Report,
-        wrong_id_keys: &HashSet<String>,
-        drifted: &HashSet<String>,
-        delete_if_equals: &Script,
-        opts_scope: Option<&str>,
     ) -> Result<u64> {
         if pairs.is_empty() {
             return Ok(0);
         }
-        report.entries += pairs.len() as u64;
+        ctx.report.entries += pairs.len() as u64;
         let prefix = self.valkey.prefix().clone();
+        let opts_scope = ctx.scope;
+        let (fix, wrong_id_keys, drifted) = (ctx.fix, ctx.wrong_id_keys, ctx.drifted);
         // Read what each distinct document's stored index fields say (the
         // document pass has checked them against the document itself).
         let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
@@ -928,7 +876,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     },
                 },
             };
-            diffs.push(Difference { index: index.to_owned(), key: key.clone(), id: id.clone(), kind });
+            ctx.diffs.push(Difference { index: index.to_owned(), key: key.clone(), id: id.clone(), kind });
             if fix {
                 match family {
                     Family::List if self.plan.sorted_list => {
@@ -948,7 +896,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 let _: () = fixes.query_async(con).await?;
             }
             for (key, id) in unique_dels {
-                let _: i64 = delete_if_equals.key(&key).arg(&id).invoke_async(con).await?;
+                let _: i64 = ctx.delete_if_equals.key(&key).arg(&id).invoke_async(con).await?;
             }
         }
         Ok(n_fixes)
@@ -996,6 +944,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
             .collect())
     }
+}
+
+/// The state the reverse pass works with.
+struct Reverse<'a, 'o> {
+    fix: bool,
+    scope: Option<&'a str>,
+    batch: usize,
+    diffs: &'a mut Diffs<'o>,
+    report: &'a mut Report,
+    wrong_id_keys: &'a HashSet<String>,
+    drifted: &'a HashSet<String>,
+    shortcuts: &'a Shortcuts,
+    delete_if_equals: Script,
+    progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
 /// Counts from the document pass that let the reverse pass skip reads.
