@@ -39,7 +39,11 @@ pub(crate) fn builder_fn(name: &Ident, template: &str, doc: &str) -> TokenStream
             }
             match atom {
                 Atom::Literal(l) => lit.push_str(l),
-                Atom::Placeholder(ph) => {
+                Atom::Placeholder(ph) | Atom::HashTag(ph) => {
+                    let tag = matches!(atom, Atom::HashTag(_));
+                    if tag {
+                        lit.push('{');
+                    }
                     if !lit.is_empty() {
                         body.push(quote!(__k.push_str(#lit);));
                         lit.clear();
@@ -49,6 +53,9 @@ pub(crate) fn builder_fn(name: &Ident, template: &str, doc: &str) -> TokenStream
                     body.push(quote! {
                         #p::push_segment(&mut __k, &#p::KeySegment::key_segment(#arg), #template, #ph)?;
                     });
+                    if tag {
+                        lit.push('}');
+                    }
                 }
             }
         }

@@ -95,6 +95,8 @@ pub enum SchemaErrorKind {
         /// Which placeholders it must have.
         expected: &'static str,
     },
+    /// A document family uses a hash-tag placeholder (only declared families may).
+    HashTagInDocument(String),
     /// Two families or indexes share a name.
     DuplicateName(String),
     /// A document refers to a shared family the keyspace does not declare.
@@ -145,6 +147,10 @@ impl fmt::Display for SchemaError {
             }
             K::SharedTemplate { expected } => write!(f, "this template must use exactly {expected}"),
             K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
+            K::HashTagInDocument(p) => write!(
+                f,
+                "hash-tag placeholder `{{#{p}}}` in a document family: documents live on one primary; use `{{{p}}}`"
+            ),
             K::Undeclared { template, key_type } => write!(
                 f,
                 "the keyspace does not declare the {} family `{template}` that this document type uses",
@@ -197,6 +203,18 @@ pub fn check_document(doc: &DocumentSpec<'_>) -> Vec<SchemaError> {
     check_shared(doc, &mut errors);
     let families: Vec<_> = doc.families().collect();
     check_disjoint(&families, &mut errors);
+    for f in &families {
+        if let Ok(t) = KeyTemplate::parse(f.key) {
+            for atom in t.segments().iter().flatten() {
+                if let crate::template::Atom::HashTag(p) = atom {
+                    errors.push(SchemaError {
+                        origin: origin(doc.type_name, Attr::of_role(f.role), Some(p)),
+                        kind: SchemaErrorKind::HashTagInDocument(p.clone()),
+                    });
+                }
+            }
+        }
+    }
     errors
 }
 

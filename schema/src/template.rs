@@ -7,6 +7,10 @@
 //! letters, digits, `_`, `-` and `.`, or a single placeholder `{name}` whose
 //! name is an identifier (`[A-Za-z_][A-Za-z0-9_]*`). A placeholder never shares
 //! an atom with literal text or another placeholder, and appears at most once.
+//! `{#name}` is a hash-tag placeholder: its value is written inside literal
+//! braces (`lease:{#name}:fence` renders `lease:{l-1}:fence`), so all keys
+//! with the same value share a cluster slot. Encoded values never contain a
+//! brace, so the tag is always the whole value.
 //!
 //! Because encoded values never contain `:` or `|` (see [`crate::encode`]),
 //! a rendered key splits back into exactly the template's atoms; two templates
@@ -26,6 +30,9 @@ pub enum Atom {
     Literal(String),
     /// A placeholder, by name.
     Placeholder(String),
+    /// A hash-tag placeholder `{#name}`: the encoded value inside literal
+    /// braces, so every key with the same value maps to one cluster slot.
+    HashTag(String),
 }
 
 /// A parsed, valid key template.
@@ -216,7 +223,7 @@ impl KeyTemplate {
     /// Placeholder names in order of appearance.
     pub fn placeholders(&self) -> impl Iterator<Item = &str> + '_ {
         self.segments.iter().flatten().filter_map(|a| match a {
-            Atom::Placeholder(p) => Some(p.as_str()),
+            Atom::Placeholder(p) | Atom::HashTag(p) => Some(p.as_str()),
             Atom::Literal(_) => None,
         })
     }
@@ -251,13 +258,20 @@ impl KeyTemplate {
                 }
                 match atom {
                     Atom::Literal(l) => out.push_str(l),
-                    Atom::Placeholder(p) => {
+                    Atom::Placeholder(p) | Atom::HashTag(p) => {
                         let v = next.next().expect("arity checked");
+                        let tag = matches!(atom, Atom::HashTag(_));
+                        if tag {
+                            out.push('{');
+                        }
                         encode::encode_into(&mut out, v).map_err(|error| KeyError {
                             template: self.source.clone(),
                             placeholder: p.clone(),
                             error,
                         })?;
+                        if tag {
+                            out.push('}');
+                        }
                     }
                 }
             }
@@ -281,6 +295,10 @@ impl KeyTemplate {
                     Atom::Literal(l) if l == part => {}
                     Atom::Literal(_) => return None,
                     Atom::Placeholder(_) => values.push(encode::decode(part)?.into_owned()),
+                    Atom::HashTag(_) => {
+                        let inner = part.strip_prefix('{')?.strip_suffix('}')?;
+                        values.push(encode::decode(inner)?.into_owned());
+                    }
                 }
             }
             if parts.next().is_some() {
@@ -318,8 +336,19 @@ impl KeyTemplate {
                 }
                 match atom {
                     Atom::Literal(l) => encode::glob_escape_into(&mut out, l),
-                    Atom::Placeholder(p) => match next.next().expect("arity checked") {
+                    Atom::HashTag(p) | Atom::Placeholder(p) => match next.next().expect("arity checked") {
+                        None if matches!(atom, Atom::HashTag(_)) => out.push_str("{*}"),
                         None => out.push('*'),
+                        Some(v) if matches!(atom, Atom::HashTag(_)) => {
+                            let enc = encode::encode(v).map_err(|error| KeyError {
+                                template: self.source.clone(),
+                                placeholder: p.clone(),
+                                error,
+                            })?;
+                            out.push('{');
+                            encode::glob_escape_into(&mut out, &enc);
+                            out.push('}');
+                        }
                         Some(v) => {
                             let enc = encode::encode(v).map_err(|error| KeyError {
                                 template: self.source.clone(),
@@ -344,7 +373,11 @@ fn parse_atom(atom: &str, range: Range<usize>, err: &mut impl FnMut(TemplateErro
             return None;
         };
         let close = open + close_rel;
-        let name = &atom[open + 1..close];
+        let inner = &atom[open + 1..close];
+        let (tag, name) = match inner.strip_prefix('#') {
+            Some(n) => (true, n),
+            None => (false, inner),
+        };
         if !is_identifier(name) {
             err(TemplateErrorKind::BadPlaceholderName(name.to_owned()), range.start + open..range.start + close + 1);
             return None;
@@ -353,7 +386,7 @@ fn parse_atom(atom: &str, range: Range<usize>, err: &mut impl FnMut(TemplateErro
             err(TemplateErrorKind::Glued(name.to_owned()), range);
             return None;
         }
-        return Some(Atom::Placeholder(name.to_owned()));
+        return Some(if tag { Atom::HashTag(name.to_owned()) } else { Atom::Placeholder(name.to_owned()) });
     }
     let mut ok = true;
     for (i, ch) in atom.char_indices() {
@@ -372,7 +405,9 @@ fn parse_atom(atom: &str, range: Range<usize>, err: &mut impl FnMut(TemplateErro
 ///
 /// Both must have the same shape (segments and `|`-parts); where both have a
 /// literal, the literals must be equal. A placeholder can render any literal
-/// (literals only use characters that encode to themselves). This is the one
+/// (literals only use characters that encode to themselves). A hash-tag
+/// placeholder renders text in braces, which neither a literal nor a plain
+/// placeholder can, so it only matches another hash tag. This is the one
 /// implementation of the disjointness rule; it is `const` so a keyspace
 /// declaration can be checked at compile time.
 pub const fn templates_overlap(a: &str, b: &str) -> bool {
@@ -384,6 +419,11 @@ pub const fn templates_overlap(a: &str, b: &str) -> bool {
         let b_end = atom_end(b, j);
         let a_ph = a_end > i && a[i] == b'{';
         let b_ph = b_end > j && b[j] == b'{';
+        let a_tag = a_ph && a_end > i + 1 && a[i + 1] == b'#';
+        let b_tag = b_ph && b_end > j + 1 && b[j + 1] == b'#';
+        if a_tag != b_tag {
+            return false;
+        }
         if !a_ph && !b_ph && !bytes_eq(a, i, a_end, b, j, b_end) {
             return false;
         }
@@ -512,6 +552,21 @@ mod tests {
         assert!(!o("scopes", "changes:{scope}"));
         assert!(!o("sfc:state:{id}", "sfc:work:{scope}"));
         assert!(o("{a}:x", "y:{b}"));
+    }
+
+    #[test]
+    fn hash_tags() {
+        let t = KeyTemplate::parse("lease:{#name}:fence").unwrap();
+        assert_eq!(t.placeholders().collect::<Vec<_>>(), ["name"]);
+        let k = t.render(&p(), &["l:1{x}"]).unwrap();
+        assert_eq!(k, "microdcs:lease:{l%3A1%7Bx%7D}:fence");
+        assert_eq!(t.parse_key(&p(), &k).unwrap(), ["l:1{x}"]);
+        assert_eq!(t.parse_key(&p(), "microdcs:lease:l1:fence"), None);
+        assert_eq!(t.scan_pattern(&p(), &[None]).unwrap(), "microdcs:lease:{*}:fence");
+        assert!(!templates_overlap("lease:{#name}:fence", "lease:{other}:fence"));
+        assert!(!templates_overlap("lease:{#name}:fence", "lease:x:fence"));
+        assert!(templates_overlap("lease:{#name}:fence", "lease:{#n}:fence"));
+        assert!(KeyTemplate::parse("a:{#}").is_err());
     }
 
     #[test]

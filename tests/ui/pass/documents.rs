@@ -45,6 +45,7 @@ keyspace! {
         changes: stream("changes:{scope}"),
         nudge: channel("nudge:{kind}"),
         lease: string("lease:{prefix}|{type}"),
+        tagged: string("lock:{#name}:fence"),
     }
 }
 
@@ -54,6 +55,7 @@ fn main() {
     assert_eq!(Item::key(&p, &7_u64).unwrap(), "microdcs:item:7");
     assert_eq!(Item::by_type_key(&p, "s", "tool").unwrap(), "microdcs:item:bytype:s:tool");
     assert_eq!(Store::lease_key(&p, "x", "y").unwrap(), "microdcs:lease:x|y");
+    assert_eq!(Store::tagged_key(&p, "a:b").unwrap(), "microdcs:lock:{a%3Ab}:fence");
     let item = Item { item_id: 7, area: Cow::Borrowed("s"), external_code: None, owner: "me" };
     let e = item.index_entries(&p).unwrap();
     assert_eq!(e.unique, [None]);

@@ -1,0 +1,269 @@
+//! Dedupe claims of CloudEvents (seed `000` R-2..R-4) and the post-start
+//! lease (R-6), behind traits with an in-memory implementation (one process,
+//! tests) and the Valkey one that replaces it when configured (seed `001`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::Script;
+use sha2::{Digest, Sha256};
+
+use crate::client::Valkey;
+use crate::error::{Error, Result};
+use microdcs_schema::KeyTemplate;
+
+/// The outcome of a dedupe claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The event is ours to process (new, or already claimed with our token).
+    Claimed,
+    /// The event was processed already.
+    Done,
+    /// Another holder is processing it.
+    Busy,
+}
+
+/// Dedupe of CloudEvents by (`source`, `id`).
+pub trait DedupeStore: Send + Sync {
+    /// Claims the event for `token` for the lease time.
+    fn claim(&self, source: &str, id: &str, token: &str) -> impl Future<Output = Result<Claim>> + Send;
+    /// Marks the event done; `done` is kept for the retention time.
+    fn mark_done(&self, source: &str, id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// The time left on whatever the key holds (a claim or `done`), floored at zero (R-4).
+    fn lease_remaining(&self, source: &str, id: &str) -> impl Future<Output = Result<Duration>> + Send;
+}
+
+/// The post-start lease (R-6): one instance runs post-start work per configuration.
+pub trait StartLease: Send + Sync {
+    /// Takes the lease for `lifetime` if nobody holds it; `true` when taken.
+    fn acquire(&self, config_id: &str, lifetime: Duration) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// The dedupe key value: the first 16 bytes of SHA-256 of `source:id`, as hex (R-2).
+pub fn dedupe_hash(source: &str, id: &str) -> String {
+    let d = Sha256::digest(format!("{source}:{id}").as_bytes());
+    d.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+const PROCESSING: &str = "processing:";
+const DONE: &str = "done";
+
+fn decide(held: &str, token: &str) -> Claim {
+    if held == DONE {
+        Claim::Done
+    } else if held.strip_prefix(PROCESSING) == Some(token) {
+        Claim::Claimed
+    } else {
+        Claim::Busy
+    }
+}
+
+/// Claim in one round trip: `SET NX PX`, else read what is held. The
+/// Python version needed three tries of `SET NX` then `GET` because the key
+/// could expire between the two; in a script it cannot.
+const CLAIM: &str = "\
+-- KEYS[1] dedupe key; ARGV[1] 'processing:'..token; ARGV[2] lease in ms.
+-- Returns the value now held (ours when the SET succeeded).
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return ARGV[1] end
+return redis.call('GET', KEYS[1])
+";
+
+/// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}` (or the keyspace's `dedupe` family).
+#[derive(Debug, Clone)]
+pub struct ValkeyDedupe {
+    valkey: Valkey,
+    template: KeyTemplate,
+    lease: Duration,
+    retention: Duration,
+    claim: Script,
+}
+
+fn family_template(valkey: &Valkey, name: &str, default: &str) -> KeyTemplate {
+    let t = valkey.keyspace().and_then(|ks| ks.declared(name)).map_or(default, |f| f.key);
+    KeyTemplate::parse(t).unwrap_or_else(|_| KeyTemplate::parse(default).expect("valid default template"))
+}
+
+impl ValkeyDedupe {
+    /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
+    pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
+        let template = family_template(&valkey, "dedupe", "ce:dedupe:{hash}");
+        ValkeyDedupe { valkey, template, lease, retention, claim: Script::new(CLAIM) }
+    }
+
+    /// The key of an event.
+    ///
+    /// # Errors
+    /// Never for the default template (the hash is always a valid value).
+    pub fn key(&self, source: &str, id: &str) -> Result<String> {
+        self.template.render(self.valkey.prefix(), &[&dedupe_hash(source, id)]).map_err(|e| Error::Protocol {
+            script: "dedupe",
+            reply: e.to_string(),
+        })
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl DedupeStore for ValkeyDedupe {
+    async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
+        let key = self.key(source, id)?;
+        let mut con = self.valkey.connection();
+        let held: Option<String> =
+            self.claim.key(&key).arg(format!("{PROCESSING}{token}")).arg(ms(self.lease)).invoke_async(&mut con).await?;
+        // Nothing held can only mean it expired this very moment: claim again once.
+        match held {
+            Some(h) => Ok(decide(&h, token)),
+            None => {
+                let held: Option<String> = self
+                    .claim
+                    .key(&key)
+                    .arg(format!("{PROCESSING}{token}"))
+                    .arg(ms(self.lease))
+                    .invoke_async(&mut con)
+                    .await?;
+                Ok(held.map_or(Claim::Busy, |h| decide(&h, token)))
+            }
+        }
+    }
+
+    async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
+        let key = self.key(source, id)?;
+        let mut con = self.valkey.connection();
+        let _: () = redis::cmd("SET").arg(&key).arg(DONE).arg("PX").arg(ms(self.retention)).query_async(&mut con).await?;
+        Ok(())
+    }
+
+    async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
+        let key = self.key(source, id)?;
+        let mut con = self.valkey.connection();
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut con).await?;
+        Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
+    }
+}
+
+/// [`StartLease`] on Valkey: `SET NX PX` on `lock:poststart:{config_id}`
+/// (or the keyspace's `start_lock` family).
+#[derive(Debug, Clone)]
+pub struct ValkeyStartLease {
+    valkey: Valkey,
+    template: KeyTemplate,
+}
+
+impl ValkeyStartLease {
+    /// The start lease of this connection's keyspace.
+    pub fn new(valkey: Valkey) -> Self {
+        let template = family_template(&valkey, "start_lock", "lock:poststart:{config_id}");
+        ValkeyStartLease { valkey, template }
+    }
+}
+
+impl StartLease for ValkeyStartLease {
+    async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
+        let key = self.template.render(self.valkey.prefix(), &[config_id]).map_err(|e| match e {
+            microdcs_schema::RenderError::Value(k) => Error::Key(k),
+            other => Error::Protocol { script: "start lease", reply: other.to_string() },
+        })?;
+        let mut con = self.valkey.connection();
+        let set: Option<String> =
+            redis::cmd("SET").arg(&key).arg("1").arg("NX").arg("PX").arg(ms(lifetime)).query_async(&mut con).await?;
+        Ok(set.is_some())
+    }
+}
+
+/// An entry with an expiry, for the in-memory implementations.
+#[derive(Debug, Clone)]
+struct Entry {
+    value: String,
+    expires: Instant,
+}
+
+/// [`DedupeStore`] in memory, for a single process and tests.
+#[derive(Debug)]
+pub struct MemoryDedupe {
+    entries: Mutex<HashMap<String, Entry>>,
+    lease: Duration,
+    retention: Duration,
+}
+
+impl MemoryDedupe {
+    /// In-memory dedupe with these times.
+    pub fn new(lease: Duration, retention: Duration) -> Self {
+        MemoryDedupe { entries: Mutex::new(HashMap::new()), lease, retention }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, Entry>, Instant) -> T) -> T {
+        let mut map = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        map.retain(|_, e| e.expires > now);
+        f(&mut map, now)
+    }
+}
+
+impl DedupeStore for MemoryDedupe {
+    async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
+        let key = dedupe_hash(source, id);
+        Ok(self.with(|map, now| match map.get(&key) {
+            Some(e) => decide(&e.value, token),
+            None => {
+                map.insert(key, Entry { value: format!("{PROCESSING}{token}"), expires: now + self.lease });
+                Claim::Claimed
+            }
+        }))
+    }
+
+    async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
+        let key = dedupe_hash(source, id);
+        self.with(|map, now| map.insert(key, Entry { value: DONE.into(), expires: now + self.retention }));
+        Ok(())
+    }
+
+    async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
+        let key = dedupe_hash(source, id);
+        Ok(self.with(|map, now| map.get(&key).map_or(Duration::ZERO, |e| e.expires.saturating_duration_since(now))))
+    }
+}
+
+/// [`StartLease`] in memory.
+#[derive(Debug, Default)]
+pub struct MemoryStartLease {
+    held: Mutex<HashMap<String, Instant>>,
+}
+
+impl StartLease for MemoryStartLease {
+    async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
+        let mut map = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        match map.get(config_id) {
+            Some(until) if *until > now => Ok(false),
+            _ => {
+                map.insert(config_id.to_owned(), now + lifetime);
+                Ok(true)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_sha256_prefix() {
+        // The key value is the first 16 bytes of SHA-256("source:id") in hex.
+        let h = dedupe_hash("src", "1");
+        assert_eq!(h.len(), 32);
+        let full: String = Sha256::digest(b"src:1").iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(h, full[..32]);
+    }
+
+    #[test]
+    fn decisions() {
+        assert_eq!(decide("done", "t"), Claim::Done);
+        assert_eq!(decide("processing:t", "t"), Claim::Claimed);
+        assert_eq!(decide("processing:u", "t"), Claim::Busy);
+    }
+}
