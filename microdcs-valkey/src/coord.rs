@@ -97,10 +97,9 @@ impl ValkeyDedupe {
     /// # Errors
     /// Never for the default template (the hash is always a valid value).
     pub fn key(&self, source: &str, id: &str) -> Result<String> {
-        self.template.render(self.valkey.prefix(), &[&dedupe_hash(source, id)]).map_err(|e| Error::Protocol {
-            script: "dedupe",
-            reply: e.to_string(),
-        })
+        self.template
+            .render(self.valkey.prefix(), &[&dedupe_hash(source, id)])
+            .map_err(|e| Error::Protocol { script: "dedupe", reply: e.to_string() })
     }
 }
 
@@ -133,7 +132,8 @@ impl DedupeStore for ValkeyDedupe {
     async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
         let key = self.key(source, id)?;
         let mut con = self.valkey.connection();
-        let _: () = redis::cmd("SET").arg(&key).arg(DONE).arg("PX").arg(ms(self.retention)).query_async(&mut con).await?;
+        let _: () =
+            redis::cmd("SET").arg(&key).arg(DONE).arg("PX").arg(ms(self.retention)).query_async(&mut con).await?;
         Ok(())
     }
 

@@ -84,6 +84,46 @@ pub enum Error {
         /// Reads tried.
         attempts: u32,
     },
+    /// The lease expired or was taken over; it cannot be renewed.
+    #[error("lease `{name}` (token {token}) is no longer held")]
+    LeaseLost {
+        /// Lease name.
+        name: String,
+        /// The token of the lost grant.
+        token: u64,
+    },
+    /// Release of a lease this grant does not hold.
+    #[error("lease `{name}` (token {token}) is not held by this grant")]
+    LeaseNotHeld {
+        /// Lease name.
+        name: String,
+        /// The token of the grant.
+        token: u64,
+    },
+    /// A fenced write with a token older than the newest issued.
+    #[error("write to `{name}` with token {token} refused: token {highest} was issued since")]
+    Fenced {
+        /// Lease name.
+        name: String,
+        /// The stale token.
+        token: u64,
+        /// The highest token issued.
+        highest: u64,
+    },
+    /// The lease state is corrupt; nothing was changed (fails closed).
+    #[error("lease `{name}` state is corrupt: {reason}; nothing changed (release cleans it up)")]
+    LeaseCorrupt {
+        /// Lease name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A request id reused with different arguments.
+    #[error("request id `{request_id}` was used before with different arguments")]
+    RequestConflict {
+        /// The request id.
+        request_id: String,
+    },
     /// `update` was given the read of another document.
     #[error("update of `{doc}` with the read of `{read}`: pass the read of the same document")]
     ReadMismatch {

@@ -36,6 +36,7 @@ pub mod config;
 mod connect;
 pub mod coord;
 mod error;
+pub mod lease;
 mod metrics;
 mod store;
 
@@ -45,6 +46,7 @@ pub use config::{ConfigError, MicroDcsConfig, ValkeyConfig};
 pub use connect::{ConnectError, Health, read_password_file};
 pub use coord::{Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease};
 pub use error::{Error, Result};
+pub use lease::{Acquire, Lease, LeaseBackend, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, keyspace};
 pub use microdcs_schema as schema;

@@ -1,0 +1,549 @@
+//! A lease store with fencing tokens (seed `004`): atomic acquire, renew and
+//! compare-and-delete release scripts, a monotonic fencing counter, a
+//! request-id result cache so a retried call returns the original result,
+//! and a fenced write that refuses stale tokens.
+//!
+//! # Keys
+//!
+//! All keys of one lease share the hash tag `{name}`, so a lease also works on
+//! a cluster: `lease:{#name}` (hash: `id`, `owner`, `token`; its TTL is the
+//! lease), `lease:{#name}:fence` (the counter: never expires, never deleted),
+//! `lease:{#name}:req:{request}` (cached results, 10 minutes),
+//! `lease:{#name}:data` (the value the fenced write protects). A keyspace may
+//! declare them under the family names `lease`, `lease_fence`,
+//! `lease_request`, `lease_data`.
+//!
+//! # Assumptions (failover and replication)
+//!
+//! Time is the server's: expiry is a key TTL, never a client clock. Valkey
+//! replication is asynchronous: after a failover a replica may have lost the
+//! last acquire, and a second owner may get a lease while the first still
+//! believes it holds one. The fencing counter is what keeps the protected data
+//! safe then, *if* the promoted replica has seen the counter's last value:
+//! run with `WAIT`/`min-replicas-to-write` or accept that a failover can
+//! reissue a token. Fencing is enforced where the data is written: use
+//! [`LeaseStore::fenced_write`] (or check the token the same way in your own
+//! script) for every write the lease protects. A lease alone is advisory.
+//!
+//! Corrupt state (a record without TTL, a malformed record or counter) fails
+//! closed: acquire and renew return [`Error::LeaseCorrupt`] and leave the
+//! counter untouched; release still deletes the record so the lease can be
+//! taken again.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::{Script, Value};
+
+use crate::client::Valkey;
+use crate::error::{Error, Result, is_unknown_outcome};
+use crate::store::new_op_id;
+use microdcs_schema::KeyTemplate;
+
+/// A held lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Lease name.
+    pub name: String,
+    /// This grant's id.
+    pub id: String,
+    /// Owner.
+    pub owner: String,
+    /// Fencing token: strictly larger for every grant of this name.
+    pub token: u64,
+    /// Lifetime granted.
+    pub ttl: Duration,
+}
+
+/// The outcome of an acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    /// Ours.
+    Acquired(Lease),
+    /// Someone else holds it.
+    Held {
+        /// The holder.
+        owner: String,
+        /// Its remaining lifetime (server time).
+        remaining: Duration,
+    },
+}
+
+/// A lease backend: Valkey ([`LeaseStore`]) or in memory ([`MemoryLeases`]).
+/// `request_id` makes a call idempotent: repeated with the same id and
+/// arguments it returns the first result; with other arguments it fails
+/// with [`Error::RequestConflict`].
+pub trait LeaseBackend: Send + Sync {
+    /// Takes the lease if it is free or expired, with a new fencing token.
+    fn acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+        request_id: &str,
+    ) -> impl Future<Output = Result<Acquire>> + Send;
+    /// Extends a lease still held (same id, owner and token); an expired one
+    /// cannot be revived ([`Error::LeaseLost`]).
+    fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> impl Future<Output = Result<Duration>> + Send;
+    /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`] otherwise).
+    fn release(&self, lease: &Lease, request_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Writes `value` as the protected data of `name` unless a newer token
+    /// was issued ([`Error::Fenced`]).
+    fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> impl Future<Output = Result<()>> + Send;
+    /// The protected data of `name`.
+    fn read_protected(&self, name: &str) -> impl Future<Output = Result<Option<Vec<u8>>>> + Send;
+    /// The highest token issued for `name` (0 if none).
+    fn fence(&self, name: &str) -> impl Future<Output = Result<u64>> + Send;
+}
+
+const CACHE_CHECK: &str = "\
+local cached = redis.call('HMGET', KEYS[REQ], 'fp', 'r1', 'r2', 'r3', 'r4')
+if cached[1] then
+  if cached[1] ~= ARGV[FP] then return {'conflict', '', '', ''} end
+  return {cached[2], cached[3], cached[4], cached[5]}
+end
+";
+
+const CACHE_STORE: &str = "\
+redis.call('HSET', KEYS[REQ], 'fp', ARGV[FP], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
+redis.call('PEXPIRE', KEYS[REQ], ARGV[CACHE_TTL])
+return result
+";
+
+/// Record checks shared by the scripts: `bad` is set for corrupt state.
+const RECORD: &str = "\
+local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
+local pttl = redis.call('PTTL', KEYS[1])
+local bad = nil
+if pttl == -1 then bad = 'the lease record has no TTL'
+elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
+";
+
+fn script(body: &str, req: usize, fp: usize, cache_ttl: usize) -> String {
+    let fill = |s: &str| {
+        s.replace("REQ", &req.to_string()).replace("FP", &fp.to_string()).replace("CACHE_TTL", &cache_ttl.to_string())
+    };
+    format!("{}{}{}{}", fill(CACHE_CHECK), RECORD, body, fill(CACHE_STORE))
+}
+
+fn acquire_script() -> String {
+    let body = "\
+-- KEYS[1] record, KEYS[2] fence, KEYS[3] request cache
+-- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] request fingerprint, ARGV[4] new lease id, ARGV[5] cache ttl ms
+local f = redis.call('GET', KEYS[2])
+if f and not string.find(f, '^%d+$') then bad = 'the fence counter is not a number' end
+if bad then return {'corrupt', bad, '', ''} end
+local result
+if pttl >= 0 then
+  result = {'held', rec[2], tostring(pttl), ''}
+else
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'id', ARGV[4], 'owner', ARGV[1], 'token', token)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  result = {'acquired', ARGV[4], string.format('%d', token), ARGV[2]}
+end
+";
+    format!("-- microdcs lease acquire\n{}", script(body, 3, 3, 5))
+}
+
+fn renew_script() -> String {
+    let body = "\
+-- KEYS[1] record, KEYS[2] request cache
+-- ARGV[1] lease id, ARGV[2] owner, ARGV[3] token, ARGV[4] ttl ms, ARGV[5] fingerprint, ARGV[6] cache ttl ms
+if bad then return {'corrupt', bad, '', ''} end
+local result
+if pttl < 0 or rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] or rec[3] ~= ARGV[3] then
+  result = {'lost', '', '', ''}
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  result = {'renewed', ARGV[4], '', ''}
+end
+";
+    format!("-- microdcs lease renew\n{}", script(body, 2, 5, 6))
+}
+
+fn release_script() -> String {
+    let body = "\
+-- KEYS[1] record, KEYS[2] request cache
+-- ARGV[1] lease id, ARGV[2] owner, ARGV[3] token, ARGV[4] fingerprint, ARGV[5] cache ttl ms
+local result
+if bad then
+  redis.call('DEL', KEYS[1])
+  result = {'released', 'cleaned corrupt state', '', ''}
+elseif pttl >= 0 and rec[1] == ARGV[1] and rec[2] == ARGV[2] and rec[3] == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+  result = {'released', '', '', ''}
+else
+  result = {'notheld', '', '', ''}
+end
+";
+    format!("-- microdcs lease release\n{}", script(body, 2, 4, 5))
+}
+
+const FENCED_WRITE: &str = "\
+-- microdcs fenced write
+-- KEYS[1] fence counter, KEYS[2] protected data; ARGV[1] token, ARGV[2] value
+-- Returns {'written'} or {'fenced', highest token issued}.
+local f = redis.call('GET', KEYS[1]) or '0'
+if not string.find(f, '^%d+$') then return {'corrupt', f} end
+if tonumber(ARGV[1]) < tonumber(f) then return {'fenced', f} end
+redis.call('SET', KEYS[2], ARGV[2])
+return {'written', ''}
+";
+
+const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
+
+/// The lease store on Valkey.
+#[derive(Debug, Clone)]
+pub struct LeaseStore {
+    valkey: Valkey,
+    record: KeyTemplate,
+    fence_t: KeyTemplate,
+    request: KeyTemplate,
+    data: KeyTemplate,
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    fenced: Script,
+}
+
+fn template(valkey: &Valkey, family: &str, default: &str) -> KeyTemplate {
+    let t = valkey.keyspace().and_then(|ks| ks.declared(family)).map_or(default, |f| f.key);
+    KeyTemplate::parse(t).unwrap_or_else(|_| KeyTemplate::parse(default).expect("valid default template"))
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn texts(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                Value::Int(n) => n.to_string(),
+                _ => String::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl LeaseStore {
+    /// The lease store of this connection (its keyspace's lease families, or the defaults).
+    pub fn new(valkey: Valkey) -> Self {
+        LeaseStore {
+            record: template(&valkey, "lease", "lease:{#name}"),
+            fence_t: template(&valkey, "lease_fence", "lease:{#name}:fence"),
+            request: template(&valkey, "lease_request", "lease:{#name}:req:{request}"),
+            data: template(&valkey, "lease_data", "lease:{#name}:data"),
+            acquire: Script::new(&acquire_script()),
+            renew: Script::new(&renew_script()),
+            release: Script::new(&release_script()),
+            fenced: Script::new(FENCED_WRITE),
+            valkey,
+        }
+    }
+
+    fn key(&self, t: &KeyTemplate, values: &[&str]) -> Result<String> {
+        t.render(self.valkey.prefix(), values).map_err(|e| match e {
+            microdcs_schema::RenderError::Value(k) => Error::Key(k),
+            other => Error::Protocol { script: "lease", reply: other.to_string() },
+        })
+    }
+
+    /// Runs a script; after a lost reply runs it again (the request cache
+    /// returns the first result), up to the configured write attempts.
+    async fn run(&self, script: &Script, keys: &[String], args: &[String]) -> Result<Vec<String>> {
+        let opts = self.valkey.write_options();
+        let mut con = self.valkey.connection();
+        let mut attempt = 1;
+        loop {
+            let mut inv = script.prepare_invoke();
+            for k in keys {
+                inv.key(k);
+            }
+            for a in args {
+                inv.arg(a);
+            }
+            match inv.invoke_async::<Value>(&mut con).await {
+                Ok(v) => return Ok(texts(&v)),
+                Err(e) if is_unknown_outcome(&e) && attempt < opts.attempts => {
+                    tracing::warn!(attempt, error = %e, "lease call outcome unknown; retrying with the same request id");
+                    self.valkey.metrics().add_write_retry();
+                    attempt += 1;
+                    tokio::time::sleep(opts.retry_delay).await;
+                }
+                Err(e) => return Err(Error::from_redis(e, keys.first().map_or("", String::as_str))),
+            }
+        }
+    }
+}
+
+fn check_request(request_id: &str) -> Result<()> {
+    if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(request_id.to_owned())) }
+}
+
+fn common(name: &str, r: &[String], request_id: &str) -> Result<()> {
+    match r.first().map(String::as_str) {
+        Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
+        Some("corrupt") => {
+            Err(Error::LeaseCorrupt { name: name.to_owned(), reason: r.get(1).cloned().unwrap_or_default() })
+        }
+        _ => Ok(()),
+    }
+}
+
+impl LeaseBackend for LeaseStore {
+    async fn acquire(&self, name: &str, owner: &str, ttl: Duration, request_id: &str) -> Result<Acquire> {
+        check_request(request_id)?;
+        let keys = vec![
+            self.key(&self.record, &[name])?,
+            self.key(&self.fence_t, &[name])?,
+            self.key(&self.request, &[name, request_id])?,
+        ];
+        let fp = format!("acquire|{owner}|{}", ms(ttl));
+        let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
+        let r = self.run(&self.acquire, &keys, &args).await?;
+        common(name, &r, request_id)?;
+        match r.first().map(String::as_str) {
+            Some("acquired") => Ok(Acquire::Acquired(Lease {
+                name: name.to_owned(),
+                id: r[1].clone(),
+                owner: owner.to_owned(),
+                token: r[2].parse().map_err(|_| Error::Protocol { script: "lease acquire", reply: r[2].clone() })?,
+                ttl,
+            })),
+            Some("held") => {
+                Ok(Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) })
+            }
+            _ => Err(Error::Protocol { script: "lease acquire", reply: format!("{r:?}") }),
+        }
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> Result<Duration> {
+        check_request(request_id)?;
+        let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
+        let fp = format!("renew|{}|{}|{}|{}", lease.id, lease.owner, lease.token, ms(ttl));
+        let args = vec![
+            lease.id.clone(),
+            lease.owner.clone(),
+            lease.token.to_string(),
+            ms(ttl).to_string(),
+            fp,
+            ms(REQUEST_CACHE_TTL).to_string(),
+        ];
+        let r = self.run(&self.renew, &keys, &args).await?;
+        common(&lease.name, &r, request_id)?;
+        match r.first().map(String::as_str) {
+            Some("renewed") => Ok(ttl),
+            Some("lost") => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
+            _ => Err(Error::Protocol { script: "lease renew", reply: format!("{r:?}") }),
+        }
+    }
+
+    async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
+        check_request(request_id)?;
+        let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
+        let fp = format!("release|{}|{}|{}", lease.id, lease.owner, lease.token);
+        let args =
+            vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
+        let r = self.run(&self.release, &keys, &args).await?;
+        match r.first().map(String::as_str) {
+            Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
+            Some("released") => Ok(()),
+            Some("notheld") => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
+            _ => Err(Error::Protocol { script: "lease release", reply: format!("{r:?}") }),
+        }
+    }
+
+    async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        let fence = self.key(&self.fence_t, &[name])?;
+        let data = self.key(&self.data, &[name])?;
+        let mut con = self.valkey.connection();
+        let v: Value = self.fenced.key(&fence).key(&data).arg(token).arg(value).invoke_async(&mut con).await?;
+        let r = texts(&v);
+        match r.first().map(String::as_str) {
+            Some("written") => Ok(()),
+            Some("fenced") => Err(Error::Fenced { name: name.to_owned(), token, highest: r[1].parse().unwrap_or(0) }),
+            Some("corrupt") => {
+                Err(Error::LeaseCorrupt { name: name.to_owned(), reason: "the fence counter is not a number".into() })
+            }
+            _ => Err(Error::Protocol { script: "fenced write", reply: format!("{r:?}") }),
+        }
+    }
+
+    async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let data = self.key(&self.data, &[name])?;
+        let mut con = self.valkey.connection();
+        Ok(redis::cmd("GET").arg(&data).query_async(&mut con).await?)
+    }
+
+    async fn fence(&self, name: &str) -> Result<u64> {
+        let fence = self.key(&self.fence_t, &[name])?;
+        let mut con = self.valkey.connection();
+        let v: Option<String> = redis::cmd("GET").arg(&fence).query_async(&mut con).await?;
+        Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct MemRecord {
+    id: String,
+    owner: String,
+    token: u64,
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+struct MemState {
+    records: HashMap<String, MemRecord>,
+    fences: HashMap<String, u64>,
+    data: HashMap<String, Vec<u8>>,
+    requests: HashMap<(String, String), (String, Vec<String>, Instant)>,
+}
+
+/// [`LeaseBackend`] in memory, for a single process and tests; same
+/// semantics as [`LeaseStore`], with the process clock.
+#[derive(Debug, Default)]
+pub struct MemoryLeases {
+    state: Mutex<MemState>,
+}
+
+impl MemoryLeases {
+    fn cached(
+        &self,
+        st: &mut MemState,
+        name: &str,
+        request_id: &str,
+        fp: &str,
+        now: Instant,
+    ) -> Option<Result<Vec<String>>> {
+        st.requests.retain(|_, (_, _, until)| *until > now);
+        let (cfp, r, _) = st.requests.get(&(name.to_owned(), request_id.to_owned()))?;
+        Some(if cfp == fp { Ok(r.clone()) } else { Err(Error::RequestConflict { request_id: request_id.to_owned() }) })
+    }
+
+    fn remember(st: &mut MemState, name: &str, request_id: &str, fp: String, r: &[String], now: Instant) {
+        st.requests.insert((name.to_owned(), request_id.to_owned()), (fp, r.to_vec(), now + REQUEST_CACHE_TTL));
+    }
+
+    fn live(st: &MemState, name: &str, now: Instant) -> Option<MemRecord> {
+        st.records.get(name).filter(|r| r.until > now).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl LeaseBackend for MemoryLeases {
+    async fn acquire(&self, name: &str, owner: &str, ttl: Duration, request_id: &str) -> Result<Acquire> {
+        check_request(request_id)?;
+        let mut st = self.lock();
+        let now = Instant::now();
+        let fp = format!("acquire|{owner}|{}", ms(ttl));
+        let r = match self.cached(&mut st, name, request_id, &fp, now) {
+            Some(r) => r?,
+            None => {
+                let r = match Self::live(&st, name, now) {
+                    Some(rec) => vec!["held".into(), rec.owner, (rec.until - now).as_millis().to_string()],
+                    None => {
+                        let token = st.fences.get(name).copied().unwrap_or(0) + 1;
+                        st.fences.insert(name.to_owned(), token);
+                        let id = new_op_id();
+                        st.records.insert(
+                            name.to_owned(),
+                            MemRecord { id: id.clone(), owner: owner.into(), token, until: now + ttl },
+                        );
+                        vec!["acquired".into(), id, token.to_string()]
+                    }
+                };
+                Self::remember(&mut st, name, request_id, fp, &r, now);
+                r
+            }
+        };
+        Ok(match r[0].as_str() {
+            "acquired" => Acquire::Acquired(Lease {
+                name: name.into(),
+                id: r[1].clone(),
+                owner: owner.into(),
+                token: r[2].parse().unwrap_or(0),
+                ttl,
+            }),
+            _ => Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) },
+        })
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> Result<Duration> {
+        check_request(request_id)?;
+        let mut st = self.lock();
+        let now = Instant::now();
+        let fp = format!("renew|{}|{}|{}|{}", lease.id, lease.owner, lease.token, ms(ttl));
+        let r = match self.cached(&mut st, &lease.name, request_id, &fp, now) {
+            Some(r) => r?,
+            None => {
+                let r = match Self::live(&st, &lease.name, now) {
+                    Some(rec) if rec.id == lease.id && rec.owner == lease.owner && rec.token == lease.token => {
+                        if let Some(rec) = st.records.get_mut(&lease.name) {
+                            rec.until = now + ttl;
+                        }
+                        vec!["renewed".to_owned()]
+                    }
+                    _ => vec!["lost".to_owned()],
+                };
+                Self::remember(&mut st, &lease.name, request_id, fp, &r, now);
+                r
+            }
+        };
+        if r[0] == "renewed" { Ok(ttl) } else { Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }) }
+    }
+
+    async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
+        check_request(request_id)?;
+        let mut st = self.lock();
+        let now = Instant::now();
+        let fp = format!("release|{}|{}|{}", lease.id, lease.owner, lease.token);
+        let r = match self.cached(&mut st, &lease.name, request_id, &fp, now) {
+            Some(r) => r?,
+            None => {
+                let r = match Self::live(&st, &lease.name, now) {
+                    Some(rec) if rec.id == lease.id && rec.owner == lease.owner && rec.token == lease.token => {
+                        st.records.remove(&lease.name);
+                        vec!["released".to_owned()]
+                    }
+                    _ => vec!["notheld".to_owned()],
+                };
+                Self::remember(&mut st, &lease.name, request_id, fp, &r, now);
+                r
+            }
+        };
+        if r[0] == "released" {
+            Ok(())
+        } else {
+            Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token })
+        }
+    }
+
+    async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        let mut st = self.lock();
+        let highest = st.fences.get(name).copied().unwrap_or(0);
+        if token < highest {
+            return Err(Error::Fenced { name: name.to_owned(), token, highest });
+        }
+        st.data.insert(name.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.lock().data.get(name).cloned())
+    }
+
+    async fn fence(&self, name: &str) -> Result<u64> {
+        Ok(self.lock().fences.get(name).copied().unwrap_or(0))
+    }
+}

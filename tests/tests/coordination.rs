@@ -1,0 +1,332 @@
+//! Dedupe claims, the start lease and the fencing lease store: one contract
+//! suite run against the in-memory and the Valkey implementations, plus the
+//! Valkey-only races, takeovers, cut connections and corrupt state.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use microdcs_tests::{FaultProxy, ValkeyServer, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{
+    Acquire, Claim, DedupeStore, Error, Lease, LeaseBackend, LeaseStore, MemoryDedupe, MemoryLeases, MemoryStartLease,
+    StartLease, Valkey, ValkeyDedupe, ValkeyStartLease, WriteOptions,
+};
+
+const LEASE: Duration = Duration::from_millis(400);
+const RETENTION: Duration = Duration::from_secs(60);
+
+async fn valkey(server: &ValkeyServer, name: &str) -> Valkey {
+    Valkey::connect_url(server.url(), unique_prefix(name), WriteOptions::default())
+        .await
+        .unwrap_or_else(|e| server.fail("connect", &e))
+}
+
+fn server() -> ValkeyServer {
+    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+// ---- dedupe contract ----
+
+async fn dedupe_contract(d: &impl DedupeStore) {
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-a").await.unwrap(), Claim::Claimed);
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-a").await.unwrap(), Claim::Claimed, "own token claims again");
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-b").await.unwrap(), Claim::Busy, "another holder");
+    let left = d.lease_remaining("urn:line-1", "e-1").await.unwrap();
+    assert!(left > Duration::ZERO && left <= LEASE, "{left:?}");
+    d.mark_done("urn:line-1", "e-1").await.unwrap();
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-b").await.unwrap(), Claim::Done);
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-a").await.unwrap(), Claim::Done);
+    let left = d.lease_remaining("urn:line-1", "e-1").await.unwrap();
+    assert!(left > LEASE && left <= RETENTION, "done stays for the retention: {left:?}");
+    // Nothing held: zero, never negative.
+    assert_eq!(d.lease_remaining("urn:line-1", "e-none").await.unwrap(), Duration::ZERO);
+    // An expired claim can be taken by another holder.
+    assert_eq!(d.claim("urn:line-1", "e-2", "tok-a").await.unwrap(), Claim::Claimed);
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    assert_eq!(d.lease_remaining("urn:line-1", "e-2").await.unwrap(), Duration::ZERO);
+    assert_eq!(d.claim("urn:line-1", "e-2", "tok-b").await.unwrap(), Claim::Claimed);
+    // Source and id are hashed together: another source is another event.
+    assert_eq!(d.claim("urn:line-2", "e-1", "tok-b").await.unwrap(), Claim::Claimed);
+}
+
+async fn start_lease_contract(s: &impl StartLease) {
+    assert!(s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap());
+    assert!(!s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap());
+    assert!(s.acquire("cfg-2", Duration::from_millis(300)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap(), "after its lifetime");
+}
+
+#[tokio::test]
+async fn dedupe_and_start_lease_contract_in_memory() {
+    dedupe_contract(&MemoryDedupe::new(LEASE, RETENTION)).await;
+    start_lease_contract(&MemoryStartLease::default()).await;
+}
+
+#[tokio::test]
+async fn dedupe_and_start_lease_contract_on_valkey() {
+    let s = server();
+    let v = valkey(&s, "dedupe").await;
+    let d = ValkeyDedupe::new(v.clone(), LEASE, RETENTION);
+    dedupe_contract(&d).await;
+    start_lease_contract(&ValkeyStartLease::new(v.clone())).await;
+    // The key is the seed's: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
+    let key = d.key("urn:line-1", "e-1").unwrap();
+    assert_eq!(key, format!("{}:ce:dedupe:{}", v.prefix(), microdcs_valkey::coord::dedupe_hash("urn:line-1", "e-1")));
+    let held: String = redis::cmd("GET").arg(&key).query_async(&mut v.connection()).await.unwrap();
+    assert_eq!(held, "done");
+}
+
+#[tokio::test]
+async fn hundred_concurrent_claims_one_winner() {
+    let s = server();
+    let d = Arc::new(ValkeyDedupe::new(valkey(&s, "claims").await, Duration::from_secs(5), RETENTION));
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let d = d.clone();
+        tasks.push(tokio::spawn(async move { d.claim("urn:src", "event-7", &format!("tok-{i}")).await.unwrap() }));
+    }
+    let mut claimed = 0;
+    let mut busy = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Claim::Claimed => claimed += 1,
+            Claim::Busy => busy += 1,
+            Claim::Done => panic!("not done yet"),
+        }
+    }
+    assert_eq!((claimed, busy), (1, 99));
+    d.mark_done("urn:src", "event-7").await.unwrap();
+    assert_eq!(d.claim("urn:src", "event-7", "tok-x").await.unwrap(), Claim::Done);
+}
+
+// ---- lease contract ----
+
+fn acquired(a: Acquire) -> Lease {
+    match a {
+        Acquire::Acquired(l) => l,
+        Acquire::Held { owner, .. } => panic!("held by {owner}"),
+    }
+}
+
+async fn lease_contract(b: &impl LeaseBackend, name: &str) {
+    let ttl = Duration::from_millis(300);
+    let a = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());
+    assert_eq!(a.owner, "alice");
+    assert_eq!(b.fence(name).await.unwrap(), a.token);
+    // Idempotent by request id; a different call with the same id conflicts.
+    assert_eq!(acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap()), a);
+    assert!(matches!(b.acquire(name, "mallory", ttl, "req-a1").await, Err(Error::RequestConflict { .. })));
+    match b.acquire(name, "bob", ttl, "req-b1").await.unwrap() {
+        Acquire::Held { owner, remaining } => {
+            assert_eq!(owner, "alice");
+            assert!(remaining <= ttl);
+        }
+        Acquire::Acquired(_) => panic!("two owners"),
+    }
+    assert_eq!(b.renew(&a, ttl, "req-a2").await.unwrap(), ttl);
+    b.fenced_write(name, a.token, b"v1").await.unwrap();
+    // A forged grant cannot renew or release.
+    let forged = Lease { owner: "bob".into(), ..a.clone() };
+    assert!(matches!(b.renew(&forged, ttl, "req-f1").await, Err(Error::LeaseLost { .. })));
+    assert!(matches!(b.release(&forged, "req-f2").await, Err(Error::LeaseNotHeld { .. })));
+    // Expiry, takeover: strictly larger token; the old holder is fenced out.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    let c = acquired(b.acquire(name, "carol", ttl, "req-c1").await.unwrap());
+    assert!(c.token > a.token);
+    assert!(matches!(b.renew(&a, ttl, "req-a3").await, Err(Error::LeaseLost { .. })), "no revival");
+    assert!(matches!(b.release(&a, "req-a4").await, Err(Error::LeaseNotHeld { .. })));
+    match b.fenced_write(name, a.token, b"stale").await {
+        Err(Error::Fenced { token, highest, .. }) => assert_eq!((token, highest), (a.token, c.token)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.read_protected(name).await.unwrap().as_deref(), Some(b"v1".as_slice()), "byte-identical");
+    b.fenced_write(name, c.token, b"v2").await.unwrap();
+    b.release(&c, "req-c2").await.unwrap();
+    b.release(&c, "req-c2").await.unwrap();
+    let d = acquired(b.acquire(name, "dave", ttl, "req-d1").await.unwrap());
+    assert!(d.token > c.token);
+}
+
+#[tokio::test]
+async fn lease_contract_in_memory() {
+    lease_contract(&MemoryLeases::default(), "printer").await;
+}
+
+#[tokio::test]
+async fn lease_contract_on_valkey() {
+    let s = server();
+    let v = valkey(&s, "leasec").await;
+    let store = LeaseStore::new(v.clone());
+    lease_contract(&store, "printer").await;
+    // Every key of the lease carries the hash tag {printer}; the counter never expires.
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}:lease:*", v.prefix())).query_async(&mut v.connection()).await.unwrap();
+    assert!(!keys.is_empty() && keys.iter().all(|k| k.contains(":lease:{printer}")), "{keys:?}");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("{}:lease:{{printer}}:fence", v.prefix()))
+        .query_async(&mut v.connection())
+        .await
+        .unwrap();
+    assert_eq!(ttl, -1);
+}
+
+#[tokio::test]
+async fn hundred_concurrent_acquires_one_owner_twenty_times() {
+    let s = server();
+    let store = Arc::new(LeaseStore::new(valkey(&s, "race").await));
+    for round in 0..20 {
+        let name = format!("res-{round}");
+        let mut tasks = Vec::new();
+        for i in 0..100 {
+            let (store, name) = (store.clone(), name.clone());
+            tasks.push(tokio::spawn(async move {
+                store
+                    .acquire(&name, &format!("owner-{i}"), Duration::from_secs(30), &format!("r{round}-{i}"))
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut owners = 0;
+        let mut held = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Acquire::Acquired(l) => {
+                    owners += 1;
+                    assert_eq!(l.token, 1, "one token generation");
+                }
+                Acquire::Held { .. } => held += 1,
+            }
+        }
+        assert_eq!((owners, held), (1, 99), "round {round}");
+        assert_eq!(store.fence(&name).await.unwrap(), 1);
+    }
+    // 1,000 tasks over 10 keys: exactly 10 owners.
+    let mut tasks = Vec::new();
+    for i in 0..1000 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .acquire(&format!("key-{}", i % 10), &format!("o-{i}"), Duration::from_secs(30), &format!("k-{i}"))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut names = HashSet::new();
+    for t in tasks {
+        if let Acquire::Acquired(l) = t.await.unwrap() {
+            assert!(names.insert(l.name), "two owners of one key");
+        }
+    }
+    assert_eq!(names.len(), 10);
+}
+
+#[tokio::test]
+async fn fifty_takeovers_give_strictly_increasing_tokens() {
+    let s = server();
+    let store = LeaseStore::new(valkey(&s, "takeover").await);
+    let ttl = Duration::from_millis(150);
+    let mut last = 0;
+    let mut previous: Option<Lease> = None;
+    for i in 0..50 {
+        let owner = if i % 2 == 0 { "even" } else { "odd" };
+        let l = acquired(store.acquire("cell", owner, ttl, &format!("t-{i}")).await.unwrap());
+        assert!(l.token > last, "cycle {i}: {} after {last}", l.token);
+        last = l.token;
+        if let Some(p) = &previous {
+            assert!(matches!(store.fenced_write("cell", p.token, b"old").await, Err(Error::Fenced { .. })));
+        }
+        store.fenced_write("cell", l.token, format!("cycle-{i}").as_bytes()).await.unwrap();
+        previous = Some(l);
+        tokio::time::sleep(ttl + Duration::from_millis(30)).await;
+    }
+    assert_eq!(last, 50);
+}
+
+#[tokio::test]
+async fn acquire_cut_after_sending_is_retried_by_request_id() {
+    let s = server();
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let prefix = unique_prefix("cut");
+    let through = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let direct = LeaseStore::new(Valkey::connect_url(s.url(), prefix, WriteOptions::default()).await.unwrap());
+    let store = LeaseStore::new(through.clone());
+    // Load the script first so the cut hits the acquire itself.
+    let warm = acquired(store.acquire("warm", "w", Duration::from_secs(5), "warm-1").await.unwrap());
+    store.release(&warm, "warm-2").await.unwrap();
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let first = acquired(store.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
+    assert_eq!(proxy.cuts(), 1, "the reply was lost");
+    assert_eq!(through.metrics().write_retries(), 1);
+    // Another explicit retry with the same request id: the same lease.
+    let again = acquired(direct.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
+    assert_eq!(again, first);
+    assert_eq!(direct.fence("press").await.unwrap(), 1, "the fence moved by exactly one");
+}
+
+#[tokio::test]
+async fn corrupt_lease_state_fails_closed() {
+    let s = server();
+    let v = valkey(&s, "corrupt").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let l = acquired(store.acquire("oven", "alice", Duration::from_secs(30), "c-1").await.unwrap());
+    let record = format!("{}:lease:{{oven}}", v.prefix());
+    // A record without TTL.
+    let _: () = redis::cmd("PERSIST").arg(&record).query_async(&mut raw).await.unwrap();
+    let before = store.fence("oven").await.unwrap();
+    assert!(matches!(
+        store.acquire("oven", "bob", Duration::from_secs(1), "c-2").await,
+        Err(Error::LeaseCorrupt { .. })
+    ));
+    assert!(matches!(store.renew(&l, Duration::from_secs(1), "c-3").await, Err(Error::LeaseCorrupt { .. })));
+    assert_eq!(store.fence("oven").await.unwrap(), before, "fence unchanged");
+    // Release still cleans up; then the lease can be taken again.
+    store.release(&l, "c-4").await.unwrap();
+    let exists: bool = redis::cmd("EXISTS").arg(&record).query_async(&mut raw).await.unwrap();
+    assert!(!exists);
+    let m = acquired(store.acquire("oven", "bob", Duration::from_secs(1), "c-5").await.unwrap());
+    assert_eq!(m.token, before + 1);
+    // A malformed record (token not a number).
+    let _: () = redis::cmd("HSET").arg(&record).arg("token").arg("many").query_async(&mut raw).await.unwrap();
+    assert!(matches!(
+        store.acquire("oven", "carol", Duration::from_secs(1), "c-6").await,
+        Err(Error::LeaseCorrupt { .. })
+    ));
+    assert_eq!(store.fence("oven").await.unwrap(), before + 1);
+}
+
+microdcs_valkey::keyspace! {
+    /// The lease families declared like any other (seed 004 in our keyspace):
+    /// one hash tag per lease, checked for overlaps at compile time.
+    Leases {
+        lease: hash("locks:{#name}"),
+        lease_fence: string("locks:{#name}:fence"),
+        lease_request: hash("locks:{#name}:req:{request}"),
+        lease_data: string("locks:{#name}:data"),
+    }
+}
+
+#[tokio::test]
+async fn lease_keys_come_from_the_declared_keyspace() {
+    let s = server();
+    let v = valkey(&s, "declared").await.with_keyspace(&Leases::SPEC);
+    let store = LeaseStore::new(v.clone());
+    let l = acquired(store.acquire("mixer", "alice", Duration::from_secs(5), "d-1").await.unwrap());
+    store.fenced_write("mixer", l.token, b"x").await.unwrap();
+    let mut keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}:*", v.prefix())).query_async(&mut v.connection()).await.unwrap();
+    keys.sort();
+    let p = v.prefix().as_str();
+    assert_eq!(
+        keys,
+        [
+            format!("{p}:locks:{{mixer}}"),
+            format!("{p}:locks:{{mixer}}:data"),
+            format!("{p}:locks:{{mixer}}:fence"),
+            format!("{p}:locks:{{mixer}}:req:d-1")
+        ]
+    );
+    assert_eq!(Leases::lease_fence_key(v.prefix(), "mixer").unwrap(), format!("{p}:locks:{{mixer}}:fence"));
+}
