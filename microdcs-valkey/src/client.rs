@@ -51,6 +51,8 @@ struct Inner {
     tls: bool,
     metrics: Metrics,
     keyspace: std::sync::OnceLock<&'static microdcs_schema::KeyspaceSpec<'static>>,
+    /// A RESP3 client and the manager settings, for the poller's pub/sub connection.
+    resp3: Option<(redis::Client, redis::aio::ConnectionManagerConfig)>,
 }
 
 /// A connection to one Valkey (one island): the multiplexed, reconnecting
@@ -81,6 +83,7 @@ impl Valkey {
                 tls: false,
                 metrics: Metrics::default(),
                 keyspace: std::sync::OnceLock::new(),
+                resp3: None,
             }),
         }
     }
@@ -92,6 +95,19 @@ impl Valkey {
     pub(crate) fn with_poll_options(mut self, poll: PollOptions) -> Self {
         self.inner_mut().poll = poll;
         self
+    }
+
+    pub(crate) fn with_resp3(mut self, client: redis::Client, config: redis::aio::ConnectionManagerConfig) -> Self {
+        self.inner_mut().resp3 = Some((client, config));
+        self
+    }
+
+    pub(crate) fn resp3_client(&self) -> Option<redis::Client> {
+        self.inner.resp3.as_ref().map(|(c, _)| c.clone())
+    }
+
+    pub(crate) fn manager_config(&self) -> redis::aio::ConnectionManagerConfig {
+        self.inner.resp3.as_ref().map_or_else(redis::aio::ConnectionManagerConfig::new, |(_, c)| c.clone())
     }
 
     pub(crate) fn with_tls(mut self, tls: bool) -> Self {
@@ -135,12 +151,17 @@ impl Valkey {
     /// # Errors
     /// The URL is invalid or the server cannot be reached.
     pub async fn connect_url(url: &str, prefix: KeyPrefix, write: WriteOptions) -> Result<Self> {
-        let client = redis::Client::open(url)?;
+        use redis::IntoConnectionInfo;
+        let info = url.into_connection_info()?;
+        let resp3_info =
+            info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP3));
+        let client = redis::Client::open(info)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(5)));
-        let con = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Self::from_manager(con, prefix, write))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(6);
+        let con = ConnectionManager::new_with_config(client, config.clone()).await?;
+        Ok(Self::from_manager(con, prefix, write).with_resp3(redis::Client::open(resp3_info)?, config))
     }
 
     /// A handle on the connection (cheap clone of the multiplexed connection).

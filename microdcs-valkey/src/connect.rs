@@ -151,15 +151,25 @@ impl Valkey {
         if let Some(p) = &ep.password {
             redis_info = redis_info.set_password(p.expose());
         }
-        let info =
-            addr.into_connection_info().map_err(|e| ConnectError::Tls(e.to_string()))?.set_redis_settings(redis_info);
-        let client = match &config.tls_ca_file {
-            Some(ca) => {
-                let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(trust_bundle(ca)?) };
-                redis::Client::build_with_tls(info, certs).map_err(|e| ConnectError::Tls(e.to_string()))?
-            }
-            None => redis::Client::open(info).map_err(|e| ConnectError::Tls(e.to_string()))?,
+        let info = addr
+            .into_connection_info()
+            .map_err(|e| ConnectError::Tls(e.to_string()))?
+            .set_redis_settings(redis_info.clone());
+        let resp3_info = info.clone().set_redis_settings(redis_info.set_protocol(redis::ProtocolVersion::RESP3));
+        let bundle = match &config.tls_ca_file {
+            Some(ca) => Some(trust_bundle(ca)?),
+            None => None,
         };
+        let build = |info: redis::ConnectionInfo| match &bundle {
+            Some(b) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(b.clone()) },
+            )
+            .map_err(|e| ConnectError::Tls(e.to_string())),
+            None => redis::Client::open(info).map_err(|e| ConnectError::Tls(e.to_string())),
+        };
+        let client = build(info)?;
+        let resp3_client = build(resp3_info)?;
         let connect_timeout = ep.connect_timeout.unwrap_or(config.connect_timeout);
         let response_timeout = ep.response_timeout.unwrap_or(config.response_timeout);
         let mut mconfig = ConnectionManagerConfig::new()
@@ -211,7 +221,7 @@ impl Valkey {
             }
         }
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-        let con = match tokio::time::timeout(left, ConnectionManager::new_with_config(client, mconfig)).await {
+        let con = match tokio::time::timeout(left, ConnectionManager::new_with_config(client, mconfig.clone())).await {
             Err(_) => return Err(unreachable("timed out".into())),
             Ok(Err(e)) => return Err(unreachable(e.to_string())),
             Ok(Ok(con)) => con,
@@ -223,7 +233,10 @@ impl Valkey {
         };
         let poll =
             PollOptions { poll_interval: config.poll_interval, scope_refresh_interval: config.scope_refresh_interval };
-        let valkey = Valkey::from_manager(con, prefix, write).with_poll_options(poll).with_tls(tls);
+        let valkey = Valkey::from_manager(con, prefix, write)
+            .with_poll_options(poll)
+            .with_tls(tls)
+            .with_resp3(resp3_client, mconfig);
         // A first PING proves the server answers (and accepted AUTH).
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
         match tokio::time::timeout(left, valkey.ping()).await {

@@ -38,7 +38,9 @@ pub mod coord;
 mod error;
 pub mod lease;
 mod metrics;
+pub mod poller;
 mod store;
+pub mod streams;
 
 pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};
@@ -54,11 +56,13 @@ pub use microdcs_schema::{
     Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType,
     ListEntry, PrefixError, Score, UniqueQuery,
 };
+pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
 pub use store::{
     DeleteOutcome, DiffKind, Difference, Expect, IdPage, MaintenanceOptions, Page, PutOutcome, Report, Store, Stored,
     fingerprints, new_op_id,
 };
+pub use streams::{Entry, Streams};
 
 #[doc(hidden)]
 pub mod __private {

@@ -51,7 +51,6 @@ impl Metrics {
         self.write_already_applied.fetch_add(1, Ordering::Relaxed);
     }
 
-    #[allow(dead_code, reason = "used by the streams helper")]
     pub(crate) fn add_entries_lost(&self, n: u64) {
         self.stream_entries_lost.fetch_add(n, Ordering::Relaxed);
     }

@@ -19,6 +19,8 @@ struct State {
     cuts: AtomicU64,
     commands: AtomicU64,
     cut_done: Notify,
+    /// Every client request seen, upper-cased, for `saw` (bounded).
+    seen: std::sync::Mutex<Vec<u8>>,
 }
 
 /// The proxy; stops accepting when dropped.
@@ -90,6 +92,13 @@ impl FaultProxy {
     /// Cuts done so far.
     pub fn cuts(&self) -> u64 {
         self.state.cuts.load(Ordering::SeqCst)
+    }
+
+    /// Whether any client request so far contained `pattern` (ASCII case-insensitive).
+    pub fn saw(&self, pattern: &[u8]) -> bool {
+        let p: Vec<u8> = pattern.iter().map(u8::to_ascii_uppercase).collect();
+        let seen = self.state.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.windows(p.len()).any(|w| w == p.as_slice())
     }
 
     /// Client requests (RESP commands) forwarded so far.
@@ -198,6 +207,12 @@ async fn pump(client: TcpStream, server: TcpStream, st: Arc<State>) {
                 Ok(n) => n,
             };
             st2.commands.fetch_add(counter.feed(&buf[..n]), Ordering::SeqCst);
+            {
+                let mut seen = st2.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if seen.len() < 64 * 1024 * 1024 {
+                    seen.extend(buf[..n].iter().map(u8::to_ascii_uppercase));
+                }
+            }
             let mut trigger = st2.trigger.lock().await;
             let hit = trigger.as_ref().is_some_and(|p| buf[..n].windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)));
             if hit {

@@ -1,0 +1,370 @@
+//! The poller, one per instance (seed `001`, D-43): reads a scope's stream
+//! at once when a write script publishes a nudge on `{prefix}:nudge:{kind}`,
+//! reads every stream each `PollInterval` because pub/sub can lose messages,
+//! reads again at once after a read that returned entries, refreshes the
+//! scope registry each `ScopeRefreshInterval` and creates consumer groups for
+//! new scopes. No blocking command anywhere: every read returns at once.
+//!
+//! The nudge subscription runs on its own RESP3 connection with automatic
+//! resubscription; when it drops, the poller pings it back to life while the
+//! fallback poll keeps entries flowing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::client::Valkey;
+use crate::error::Result;
+use crate::streams::{Entry, Streams};
+use microdcs_schema::KeyTemplate;
+
+/// A boxed future, for the object-safe consumer and task traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The error a consumer or task reports (it is logged; entries stay pending).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Reads one kind of stream (one per scope) with one consumer group.
+pub trait StreamConsumer: Send + Sync + 'static {
+    /// The nudge kind announcing new entries (`{prefix}:nudge:{kind}`), e.g. `jobresponse`.
+    fn kind(&self) -> &str;
+    /// The stream template with a `{scope}` placeholder, e.g. `changes:{scope}`.
+    fn stream(&self) -> &str;
+    /// The consumer group.
+    fn group(&self) -> &str;
+    /// Entries per read.
+    fn batch(&self) -> usize {
+        100
+    }
+    /// Handles a batch; the entries are acknowledged only when this returns `Ok`.
+    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, std::result::Result<(), BoxError>>;
+}
+
+/// Periodic work run by the poller (for example the SFC sweep).
+pub trait PollerTask: Send + Sync + 'static {
+    /// How often.
+    fn interval(&self) -> Duration;
+    /// One run.
+    fn run(&self) -> BoxFuture<'_, std::result::Result<(), BoxError>>;
+}
+
+/// The poller, built with [`Poller::new`] and started with [`Poller::start`].
+pub struct Poller {
+    valkey: Valkey,
+    consumer_name: String,
+    consumers: Vec<Arc<dyn StreamConsumer>>,
+    tasks: Vec<Arc<dyn PollerTask>>,
+    registry: String,
+}
+
+/// A running poller; stop it with [`PollerHandle::shutdown`].
+pub struct PollerHandle {
+    stop: watch::Sender<bool>,
+    join: JoinHandle<()>,
+}
+
+impl PollerHandle {
+    /// Stops after the batch in hand and waits for the loop to end.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.join.await;
+    }
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poller")
+            .field("consumer_name", &self.consumer_name)
+            .field("consumers", &self.consumers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Plan {
+    consumer: Arc<dyn StreamConsumer>,
+    stream: KeyTemplate,
+    channel: String,
+}
+
+impl Poller {
+    /// A poller reading as `consumer_name` (unique per instance).
+    pub fn new(valkey: Valkey, consumer_name: impl Into<String>) -> Self {
+        let registry = valkey
+            .keyspace()
+            .and_then(|ks| ks.families.iter().find(|f| f.name == "scopes"))
+            .map_or("scopes", |f| f.key)
+            .to_owned();
+        Poller { valkey, consumer_name: consumer_name.into(), consumers: Vec::new(), tasks: Vec::new(), registry }
+    }
+
+    /// Adds a consumer.
+    #[must_use]
+    pub fn consumer(mut self, c: impl StreamConsumer) -> Self {
+        self.consumers.push(Arc::new(c));
+        self
+    }
+
+    /// Adds a periodic task.
+    #[must_use]
+    pub fn task(mut self, t: impl PollerTask) -> Self {
+        self.tasks.push(Arc::new(t));
+        self
+    }
+
+    /// Subscribes, reads the scope registry, creates the groups and starts the loop.
+    ///
+    /// # Errors
+    /// An invalid stream template, or the first registry read or subscription failed.
+    pub async fn start(self) -> Result<PollerHandle> {
+        let prefix = self.valkey.prefix().clone();
+        let mut plans = Vec::new();
+        for c in &self.consumers {
+            let stream = KeyTemplate::parse(c.stream()).map_err(|e| crate::Error::Protocol {
+                script: "poller",
+                reply: format!("stream template `{}`: {e:?}", c.stream()),
+            })?;
+            let channel = format!("{}:nudge:{}", prefix.as_str(), c.kind());
+            plans.push(Plan { consumer: c.clone(), stream, channel });
+        }
+        let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
+        let sub = self.valkey.pubsub_connection(nudge_tx).await?;
+        let mut sub_con = sub.clone();
+        let channels: BTreeSet<String> = plans.iter().map(|p| p.channel.clone()).collect();
+        for ch in &channels {
+            sub_con.subscribe(ch).await?;
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let state = Loop {
+            streams: Streams::new(self.valkey.clone()),
+            registry: format!("{}:{}", prefix.as_str(), self.registry),
+            valkey: self.valkey,
+            consumer_name: self.consumer_name,
+            plans,
+            tasks: self.tasks,
+            scopes: BTreeSet::new(),
+            sub,
+        };
+        let join = tokio::spawn(state.run(nudge_rx, stop_rx));
+        Ok(PollerHandle { stop, join })
+    }
+}
+
+#[derive(Debug)]
+enum Nudge {
+    Scope { channel: String, scope: String },
+    Disconnected,
+}
+
+impl Valkey {
+    /// A RESP3 connection for pub/sub whose push messages (nudges) go to `tx`;
+    /// it resubscribes by itself after a reconnect.
+    async fn pubsub_connection(&self, tx: mpsc::UnboundedSender<Nudge>) -> Result<ConnectionManager> {
+        let client = self.resp3_client().ok_or_else(|| crate::Error::Protocol {
+            script: "poller",
+            reply: "this handle has no client for a pub/sub connection".into(),
+        })?;
+        let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
+            match info.kind {
+                PushKind::Message => {
+                    let text = |v: Option<&Value>| match v {
+                        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                        Some(Value::SimpleString(s)) => s.clone(),
+                        _ => String::new(),
+                    };
+                    let _ = tx.send(Nudge::Scope { channel: text(info.data.first()), scope: text(info.data.get(1)) });
+                }
+                PushKind::Disconnection => {
+                    let _ = tx.send(Nudge::Disconnected);
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        let config = self.manager_config().set_push_sender(sender).set_automatic_resubscription();
+        Ok(ConnectionManager::new_with_config(client, config).await?)
+    }
+}
+
+struct Loop {
+    valkey: Valkey,
+    streams: Streams,
+    registry: String,
+    consumer_name: String,
+    plans: Vec<Plan>,
+    tasks: Vec<Arc<dyn PollerTask>>,
+    scopes: BTreeSet<String>,
+    sub: ConnectionManager,
+}
+
+impl Loop {
+    async fn run(mut self, mut nudges: mpsc::UnboundedReceiver<Nudge>, mut stop: watch::Receiver<bool>) {
+        let opts = self.valkey.poll_options().clone();
+        let mut poll = tokio::time::interval(opts.poll_interval);
+        let mut refresh = tokio::time::interval(opts.scope_refresh_interval);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut task_due: Vec<tokio::time::Instant> =
+            self.tasks.iter().map(|t| tokio::time::Instant::now() + t.interval()).collect();
+        let mut task_tick = tokio::time::interval(Duration::from_millis(50));
+        let mut resubscribing: Option<JoinHandle<()>> = None;
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                _ = refresh.tick() => self.refresh().await,
+                Some(n) = nudges.recv() => match n {
+                    Nudge::Scope { channel, scope } => {
+                        if !self.scopes.contains(&scope) {
+                            self.add_scope(&scope).await;
+                        }
+                        let idx: Vec<usize> = (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
+                        for i in idx {
+                            self.drain(i, &scope).await;
+                        }
+                    }
+                    Nudge::Disconnected => {
+                        tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
+                        if resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
+                            let mut sub = self.sub.clone();
+                            resubscribing = Some(tokio::spawn(async move {
+                                // A command on the dead connection makes the manager reconnect and resubscribe.
+                                for _ in 0..50 {
+                                    let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut sub).await;
+                                    if pong.is_ok() {
+                                        tracing::info!("nudge subscription restored");
+                                        return;
+                                    }
+                                    tokio::time::sleep(Duration::from_millis(100)).await;
+                                }
+                            }));
+                        }
+                    }
+                },
+                _ = poll.tick() => self.poll_all().await,
+                _ = task_tick.tick(), if !self.tasks.is_empty() => {
+                    let now = tokio::time::Instant::now();
+                    for (i, t) in self.tasks.iter().enumerate() {
+                        if now >= task_due[i] {
+                            if let Err(e) = t.run().await {
+                                tracing::warn!(error = %e, "poller task failed");
+                            }
+                            task_due[i] = now + t.interval();
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(h) = resubscribing {
+            h.abort();
+        }
+    }
+
+    async fn refresh(&mut self) {
+        let mut con = self.valkey.connection();
+        let found: redis::RedisResult<Vec<String>> =
+            redis::cmd("SMEMBERS").arg(&self.registry).query_async(&mut con).await;
+        match found {
+            Ok(scopes) => {
+                for s in scopes {
+                    if !self.scopes.contains(&s) {
+                        self.add_scope(&s).await;
+                        for i in 0..self.plans.len() {
+                            self.drain(i, &s).await;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the scope registry"),
+        }
+    }
+
+    async fn add_scope(&mut self, scope: &str) {
+        for p in &self.plans {
+            if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope])
+                && let Err(e) = self.streams.create_group(&key, p.consumer.group()).await
+            {
+                tracing::warn!(stream = key, error = %e, "cannot create the consumer group");
+                return;
+            }
+        }
+        tracing::debug!(scope, "scope discovered");
+        self.scopes.insert(scope.to_owned());
+    }
+
+    async fn poll_all(&mut self) {
+        let scopes: Vec<String> = self.scopes.iter().cloned().collect();
+        for s in &scopes {
+            for i in 0..self.plans.len() {
+                self.drain(i, s).await;
+            }
+        }
+    }
+
+    /// Own pending entries first (a failed batch comes again), then new ones
+    /// until a read returns nothing or the consumer fails.
+    async fn drain(&self, plan: usize, scope: &str) {
+        let p = &self.plans[plan];
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return };
+        let group = p.consumer.group();
+        let batch = p.consumer.batch();
+        let mut pending = true;
+        let mut reads: HashMap<bool, u32> = HashMap::new();
+        loop {
+            let got = if pending {
+                self.streams.read_from(&key, group, &self.consumer_name, batch, "0").await
+            } else {
+                self.streams.read(&key, group, &self.consumer_name, batch).await
+            };
+            *reads.entry(pending).or_default() += 1;
+            let entries = match got {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(stream = key, error = %e, "stream read failed");
+                    return;
+                }
+            };
+            if entries.is_empty() {
+                if pending {
+                    pending = false;
+                    continue;
+                }
+                return;
+            }
+            // A pending entry deleted from the stream comes back without
+            // fields: it is lost, never handed to the consumer.
+            let (entries, lost): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| !e.fields.is_empty());
+            if !lost.is_empty() {
+                let ids: Vec<String> = lost.iter().map(|e| e.id.clone()).collect();
+                tracing::warn!(stream = key, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
+                self.valkey.metrics().add_entries_lost(ids.len() as u64);
+                let _ = self.streams.ack(&key, group, &ids).await;
+                if entries.is_empty() {
+                    continue;
+                }
+            }
+            match p.consumer.handle(scope, &entries).await {
+                Ok(()) => {
+                    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+                    if let Err(e) = self.streams.ack(&key, group, &ids).await {
+                        tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(stream = key, entries = entries.len(), error = %e, "consumer failed; entries stay pending");
+                    return;
+                }
+            }
+            if pending && entries.len() < batch {
+                pending = false;
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The streams helper (seed `001`, "Streams and the poller"): groups,
+//! append, non-blocking group reads, acknowledge, acknowledged-only trim and
+//! autoclaim that counts entries deleted while pending. No blocking command
+//! is used anywhere (D-43): reads return at once, the poller decides when to
+//! read again.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::client::Valkey;
+use crate::error::{Error, Result};
+
+/// One stream entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Entry id (`ms-seq`).
+    pub id: String,
+    /// Fields in order.
+    pub fields: Vec<(String, Vec<u8>)>,
+}
+
+impl Entry {
+    /// The value of a field as text, if present and UTF-8.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(f, _)| f == name).and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+/// The streams helper.
+#[derive(Debug, Clone)]
+pub struct Streams {
+    valkey: Valkey,
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn entries(v: &Value) -> Vec<Entry> {
+    let Value::Array(items) = v else { return Vec::new() };
+    items
+        .iter()
+        .filter_map(|e| {
+            let Value::Array(parts) = e else { return None };
+            let id = text(parts.first()?)?;
+            let fields = match parts.get(1) {
+                Some(Value::Array(kv)) => kv
+                    .chunks(2)
+                    .filter_map(|c| {
+                        let k = text(c.first()?)?;
+                        let v = match c.get(1)? {
+                            Value::BulkString(b) => b.clone(),
+                            other => text(other)?.into_bytes(),
+                        };
+                        Some((k, v))
+                    })
+                    .collect(),
+                Some(Value::Map(kv)) => {
+                    kv.iter().filter_map(|(k, v)| Some((text(k)?, text(v).unwrap_or_default().into_bytes()))).collect()
+                }
+                _ => Vec::new(),
+            };
+            Some(Entry { id, fields })
+        })
+        .collect()
+}
+
+/// `ms-seq` as a pair, for comparing ids.
+fn parse_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+impl Streams {
+    /// The helper on this connection.
+    pub fn new(valkey: Valkey) -> Self {
+        Streams { valkey }
+    }
+
+    /// Creates `group` on `stream` (and the stream) reading from the start;
+    /// an existing group is fine.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
+        let mut con = self.valkey.connection();
+        let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(stream)
+            .arg(group)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut con)
+            .await;
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Err(e) => Err(Error::from_redis(e, stream)),
+        }
+    }
+
+    /// Appends an entry with no length limit (work and outbox streams).
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn append(&self, stream: &str, fields: &[(&str, &[u8])]) -> Result<String> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(stream).arg("*");
+        for (k, v) in fields {
+            cmd.arg(*k).arg(*v);
+        }
+        let mut con = self.valkey.connection();
+        cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// Appends with `MAXLEN ~ max_len` (change streams).
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn append_capped(&self, stream: &str, max_len: u64, fields: &[(&str, &[u8])]) -> Result<String> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(stream).arg("MAXLEN").arg("~").arg(max_len).arg("*");
+        for (k, v) in fields {
+            cmd.arg(*k).arg(*v);
+        }
+        let mut con = self.valkey.connection();
+        cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// Reads up to `count` new entries for `consumer` of `group`, without
+    /// blocking: returns at once, possibly nothing.
+    ///
+    /// # Errors
+    /// Connection errors, a missing group (`NOGROUP`).
+    pub async fn read(&self, stream: &str, group: &str, consumer: &str, count: usize) -> Result<Vec<Entry>> {
+        self.read_from(stream, group, consumer, count, ">").await
+    }
+
+    /// Like [`Streams::read`] from `id`: `>` for new entries, `0` for this
+    /// consumer's own pending entries (delivered, not yet acknowledged).
+    ///
+    /// # Errors
+    /// Connection errors, a missing group (`NOGROUP`).
+    pub async fn read_from(
+        &self,
+        stream: &str,
+        group: &str,
+        consumer: &str,
+        count: usize,
+        id: &str,
+    ) -> Result<Vec<Entry>> {
+        let mut con = self.valkey.connection();
+        let v: Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(group)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(count.max(1))
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(id)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        // RESP2: [[stream, entries]]; RESP3: {stream: entries}; nil when nothing.
+        Ok(match &v {
+            Value::Array(streams) => streams
+                .iter()
+                .flat_map(|s| match s {
+                    Value::Array(pair) if pair.len() == 2 => entries(&pair[1]),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            Value::Map(m) => m.iter().flat_map(|(_, e)| entries(e)).collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    /// Acknowledges entries.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ack(&self, stream: &str, group: &str, ids: &[String]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut con = self.valkey.connection();
+        redis::cmd("XACK")
+            .arg(stream)
+            .arg(group)
+            .arg(ids)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// Removes the entries every group has acknowledged: below the lowest
+    /// pending id of each group and never past what a group has been
+    /// delivered (its last-delivered id). Works without `XACKDEL`. A stream
+    /// without groups is left alone. Returns the number of entries removed.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn trim_acknowledged(&self, stream: &str) -> Result<u64> {
+        let mut con = self.valkey.connection();
+        let groups: Vec<Value> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(stream)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        if groups.is_empty() {
+            return Ok(0);
+        }
+        let mut limit: Option<(u64, u64)> = None;
+        for g in &groups {
+            let fields: Vec<(String, Value)> = match g {
+                Value::Array(kv) => kv.chunks(2).filter_map(|c| Some((text(c.first()?)?, c.get(1)?.clone()))).collect(),
+                Value::Map(kv) => kv.iter().filter_map(|(k, v)| Some((text(k)?, v.clone()))).collect(),
+                _ => continue,
+            };
+            let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            let name = get("name").and_then(|v| text(&v)).unwrap_or_default();
+            let last = get("last-delivered-id").and_then(|v| text(&v)).and_then(|s| parse_id(&s)).unwrap_or((0, 0));
+            // Everything up to last-delivered is delivered; the oldest pending bounds what is acknowledged.
+            let summary: Value = redis::cmd("XPENDING")
+                .arg(stream)
+                .arg(&name)
+                .query_async(&mut con)
+                .await
+                .map_err(|e| Error::from_redis(e, stream))?;
+            let lowest_pending = match &summary {
+                Value::Array(parts) => parts.get(1).and_then(text).and_then(|s| parse_id(&s)),
+                _ => None,
+            };
+            let keep_from = match lowest_pending {
+                Some(p) => p,
+                None => (last.0, last.1.saturating_add(1)),
+            };
+            limit = Some(limit.map_or(keep_from, |l| l.min(keep_from)));
+        }
+        let Some((ms, seq)) = limit else { return Ok(0) };
+        let removed: u64 = redis::cmd("XTRIM")
+            .arg(stream)
+            .arg("MINID")
+            .arg(format!("{ms}-{seq}"))
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        Ok(removed)
+    }
+
+    /// Claims entries pending longer than `min_idle` for `consumer`. Entries
+    /// deleted while pending are never returned: they are logged and counted
+    /// (`microdcs.valkey.stream.entries_lost`).
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn autoclaim(
+        &self,
+        stream: &str,
+        group: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+    ) -> Result<Vec<Entry>> {
+        let mut con = self.valkey.connection();
+        let mut start = "0-0".to_owned();
+        let mut claimed = Vec::new();
+        loop {
+            let v: Value = redis::cmd("XAUTOCLAIM")
+                .arg(stream)
+                .arg(group)
+                .arg(consumer)
+                .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
+                .arg(&start)
+                .arg("COUNT")
+                .arg(count.max(1))
+                .query_async(&mut con)
+                .await
+                .map_err(|e| Error::from_redis(e, stream))?;
+            let Value::Array(parts) = v else { break };
+            let next = parts.first().and_then(text).unwrap_or_else(|| "0-0".to_owned());
+            claimed.extend(entries(parts.get(1).unwrap_or(&Value::Nil)).into_iter().filter(|e| !e.fields.is_empty()));
+            if let Some(Value::Array(deleted)) = parts.get(2)
+                && !deleted.is_empty()
+            {
+                let ids: Vec<String> = deleted.iter().filter_map(text).collect();
+                tracing::warn!(stream, group, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
+                self.valkey.metrics().add_entries_lost(ids.len() as u64);
+            }
+            if next == "0-0" || claimed.len() >= count {
+                break;
+            }
+            start = next;
+        }
+        Ok(claimed)
+    }
+}

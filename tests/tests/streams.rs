@@ -1,0 +1,295 @@
+//! The streams helper and the poller against a real Valkey.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{
+    BoxError, BoxFuture, Document, Entry, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Streams, Valkey,
+    ValkeyConfig,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "jobresponse")]
+struct JobResponse {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
+/// Sends every handled entry (scope, id field) to a channel; fails the first `fail` batches.
+struct Collect {
+    tx: mpsc::UnboundedSender<(String, String, Instant)>,
+    fail: AtomicU32,
+    deliveries: Arc<AtomicU32>,
+}
+
+impl StreamConsumer for Collect {
+    fn kind(&self) -> &str {
+        "jobresponse"
+    }
+    fn stream(&self) -> &str {
+        "changes:{scope}"
+    }
+    fn group(&self) -> &str {
+        "publisher"
+    }
+    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.deliveries.fetch_add(entries.len() as u32, Ordering::SeqCst);
+            if self.fail.load(Ordering::SeqCst) > 0 {
+                self.fail.fetch_sub(1, Ordering::SeqCst);
+                return Err("simulated failure".into());
+            }
+            for e in entries {
+                let _ = self.tx.send((scope.to_owned(), e.field("id").unwrap_or_default().to_owned(), Instant::now()));
+            }
+            Ok(())
+        })
+    }
+}
+
+fn config(hostport: &str, prefix: &str, poll: &str, refresh: &str) -> ValkeyConfig {
+    let mut c = MicroDcsConfig::default();
+    c.set("Valkey:ConnectionString", hostport).unwrap();
+    c.set("Valkey:KeyPrefix", prefix).unwrap();
+    c.set("Valkey:PollInterval", poll).unwrap();
+    c.set("Valkey:ScopeRefreshInterval", refresh).unwrap();
+    c.valkey
+}
+
+fn server() -> ValkeyServer {
+    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn next(
+    rx: &mut mpsc::UnboundedReceiver<(String, String, Instant)>,
+    within: Duration,
+) -> Option<(String, String, Instant)> {
+    tokio::time::timeout(within, rx.recv()).await.ok().flatten()
+}
+
+#[tokio::test]
+async fn a_put_reaches_the_consumer_by_its_nudge() {
+    let s = server();
+    // A long poll interval: an entry arriving quickly came through the nudge.
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("nudge").as_str(), "30s", "30s")).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let store = valkey.store::<JobResponse>();
+    let t0 = Instant::now();
+    assert!(matches!(
+        store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    let (scope, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the nudge");
+    assert_eq!((scope.as_str(), id.as_str()), ("s1", "r-1"));
+    assert!(at.duration_since(t0) < Duration::from_secs(10), "well before the 30 s poll");
+    // A second write to the now known scope.
+    assert!(matches!(
+        store.create(&JobResponse { id: "r-2".into(), scope: "s1".into(), n: 2 }).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-2");
+    poller.shutdown().await;
+}
+
+#[tokio::test]
+async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
+    let s = server();
+    let prefix = unique_prefix("killsub");
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "1s", "30s")).await.unwrap();
+    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .start()
+        .await
+        .unwrap();
+    let store = valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await.unwrap();
+    assert_eq!(next(&mut rx, Duration::from_secs(5)).await.unwrap().1, "r-0");
+    let channel = format!("{}:nudge:jobresponse", prefix.as_str());
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+    assert!(killed >= 1, "the subscriber was killed");
+    // Written while the subscription may be down: the fallback poll delivers it.
+    let t0 = Instant::now();
+    let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
+    let (_, id, at) = next(&mut rx, Duration::from_secs(5)).await.expect("delivered by the fallback poll");
+    assert_eq!(id, "r-1");
+    assert!(
+        at.duration_since(t0) <= Duration::from_millis(2500),
+        "within about one PollInterval: {:?}",
+        at.duration_since(t0)
+    );
+    // The subscription comes back by itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: Vec<redis::Value> =
+            redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
+        if matches!(n.get(1), Some(redis::Value::Int(1))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not resubscribed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    poller.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_new_scope_written_elsewhere_is_discovered() {
+    let s = server();
+    let prefix = unique_prefix("scopes");
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "300ms")).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .start()
+        .await
+        .unwrap();
+    // Another process: registers scope s9 and appends, without any nudge.
+    let mut other = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let p = prefix.as_str();
+    let _: () = redis::cmd("XADD")
+        .arg(format!("{p}:changes:s9"))
+        .arg("*")
+        .arg("id")
+        .arg("x-1")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SADD").arg(format!("{p}:scopes")).arg("s9").query_async(&mut other).await.unwrap();
+    let t0 = Instant::now();
+    let (scope, id, at) = next(&mut rx, Duration::from_secs(5)).await.expect("discovered");
+    assert_eq!((scope.as_str(), id.as_str()), ("s9", "x-1"));
+    assert!(at.duration_since(t0) < Duration::from_secs(2), "within about one ScopeRefreshInterval");
+    poller.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failing_consumer_gets_its_entries_again() {
+    let s = server();
+    let valkey =
+        Valkey::connect(&config(&s.host_port(), unique_prefix("fail").as_str(), "200ms", "30s")).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let deliveries = Arc::new(AtomicU32::new(0));
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(2), deliveries: deliveries.clone() })
+        .start()
+        .await
+        .unwrap();
+    let store = valkey.store::<JobResponse>();
+    let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
+    let (_, id, _) = next(&mut rx, Duration::from_secs(5)).await.expect("delivered after two failures");
+    assert_eq!(id, "r-1");
+    assert_eq!(deliveries.load(Ordering::SeqCst), 3, "handed over three times, acknowledged once");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rx.try_recv().is_err(), "acknowledged entries do not come again");
+    let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(format!("{}:changes:s1", valkey.prefix()))
+        .arg("publisher")
+        .query_async(&mut valkey.connection())
+        .await
+        .unwrap();
+    assert_eq!(pending.first(), Some(&redis::Value::Int(0)));
+    poller.shutdown().await;
+}
+
+#[tokio::test]
+async fn autoclaim_counts_entries_deleted_while_pending() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("claim").as_str(), "1s", "5s")).await.unwrap();
+    let streams = Streams::new(valkey.clone());
+    let key = format!("{}:sfc:work:s1", valkey.prefix());
+    streams.create_group(&key, "engine").await.unwrap();
+    streams.create_group(&key, "engine").await.unwrap(); // an existing group is fine
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(streams.append(&key, &[("step", format!("{i}").as_bytes())]).await.unwrap());
+    }
+    let got = streams.read(&key, "engine", "dead-worker", 10).await.unwrap();
+    assert_eq!(got.len(), 3);
+    let _: i64 = redis::cmd("XDEL").arg(&key).arg(&ids[1]).query_async(&mut valkey.connection()).await.unwrap();
+    let claimed = streams.autoclaim(&key, "engine", "live-worker", Duration::ZERO, 10).await.unwrap();
+    let claimed_ids: Vec<&str> = claimed.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(claimed_ids, [ids[0].as_str(), ids[2].as_str()], "the deleted entry is never handed out");
+    assert_eq!(valkey.metrics().stream_entries_lost(), 1);
+    // Work streams have no length limit.
+    let len: u64 = redis::cmd("XLEN").arg(&key).query_async(&mut valkey.connection()).await.unwrap();
+    assert_eq!(len, 2);
+}
+
+#[tokio::test]
+async fn trim_keeps_what_a_lagging_group_has_not_seen() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("trim").as_str(), "1s", "5s")).await.unwrap();
+    let streams = Streams::new(valkey.clone());
+    let key = format!("{}:sfc:work:s1", valkey.prefix());
+    streams.create_group(&key, "fast").await.unwrap();
+    streams.create_group(&key, "slow").await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..600 {
+        ids.push(streams.append(&key, &[("n", format!("{i}").as_bytes())]).await.unwrap());
+    }
+    let fast = streams.read(&key, "fast", "f", 1000).await.unwrap();
+    assert_eq!(fast.len(), 600);
+    streams.ack(&key, "fast", &ids).await.unwrap();
+    let slow = streams.read(&key, "slow", "s", 100).await.unwrap();
+    assert_eq!(slow.len(), 100);
+    // The slow group acknowledges 90 of its 100: 10 stay pending.
+    streams.ack(&key, "slow", &ids[..90]).await.unwrap();
+    let removed = streams.trim_acknowledged(&key).await.unwrap();
+    assert_eq!(removed, 90, "only what every group acknowledged");
+    let left: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut valkey.connection()).await.unwrap();
+    let left: Vec<&str> = left.iter().map(|(id, _)| id.as_str()).collect();
+    let expected: Vec<&str> = ids[90..].iter().map(String::as_str).collect();
+    assert_eq!(left, expected, "none of the 500 undelivered entries, none of the 10 pending");
+    // Without groups nothing is trimmed.
+    let lone = format!("{}:sfc:work:s2", valkey.prefix());
+    streams.append(&lone, &[("n", b"1")]).await.unwrap();
+    assert_eq!(streams.trim_acknowledged(&lone).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn the_poller_never_sends_a_blocking_command() {
+    let s = server();
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let addr = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    let valkey = Valkey::connect(&config(&addr, unique_prefix("poll-only").as_str(), "100ms", "100ms")).await.unwrap();
+    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .start()
+        .await
+        .unwrap();
+    let store = valkey.store::<JobResponse>();
+    for i in 0..5 {
+        let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
+    }
+    for _ in 0..5 {
+        next(&mut rx, Duration::from_secs(5)).await.expect("delivered");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    poller.shutdown().await;
+    assert!(proxy.commands() > 10, "the traffic went through the proxy");
+    assert!(proxy.saw(b"XREADGROUP"), "the proxy sees the poller's reads");
+    assert!(!proxy.saw(b"$5\r\nBLOCK\r\n"), "a read with BLOCK was sent");
+    let calls = command_calls(&mut admin).await;
+    for blocking in
+        ["blpop", "brpop", "blmove", "brpoplpush", "bzpopmin", "bzpopmax", "blmpop", "bzmpop", "wait", "waitaof"]
+    {
+        assert!(!calls.contains_key(blocking), "{blocking} was called");
+    }
+    assert!(calls.get("xreadgroup").copied().unwrap_or(0) > 0);
+}
