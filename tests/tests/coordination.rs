@@ -13,7 +13,7 @@ use microdcs_valkey::{
     StartLease, Valkey, ValkeyDedupe, ValkeyStartLease, WriteOptions,
 };
 
-const LEASE: Duration = Duration::from_millis(400);
+const LEASE: Duration = Duration::from_secs(1);
 const RETENTION: Duration = Duration::from_secs(60);
 
 async fn valkey(server: &ValkeyServer, name: &str) -> Valkey {
