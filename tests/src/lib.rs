@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fixtures;
 mod inspect;
 mod proxy;
 mod server;

@@ -8,27 +8,7 @@ use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{Document, MaintenanceOptions, PutOutcome, Report, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(
-    kind = "jobresponse",
-    key = "jobresponse:{id}",
-    list(key = "jobresponse:list:{scope}", score = start_time),
-    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
-    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
-)]
-struct JobResponse {
-    id: String,
-    scope: String,
-    job_order_id: String,
-    start_time: i64,
-    state: Vec<String>,
-}
-
-impl JobResponse {
-    fn normalized_state(&self) -> String {
-        self.state.join("_")
-    }
-}
+use microdcs_tests::fixtures::{JobResponse, WorkMaster};
 
 /// The same documents before the by-state index existed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
@@ -44,14 +24,6 @@ struct JobResponseV1 {
     job_order_id: String,
     start_time: i64,
     state: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
-struct WorkMaster {
-    id: String,
-    scope: String,
-    name: String,
 }
 
 microdcs_valkey::keyspace! {

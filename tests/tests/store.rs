@@ -8,47 +8,8 @@ use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Codec, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
 };
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(
-    kind = "jobresponse",
-    key = "jobresponse:{id}",
-    list(key = "jobresponse:list:{scope}", score = start_time),
-    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
-    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
-)]
-struct JobResponse {
-    id: String,
-    scope: String,
-    job_order_id: String,
-    start_time: i64,
-    state: Vec<String>,
-}
-
-impl JobResponse {
-    fn normalized_state(&self) -> String {
-        self.state.join("_")
-    }
-
-    fn new(id: &str, scope: &str, order: &str, state: &[&str]) -> Self {
-        JobResponse {
-            id: id.into(),
-            scope: scope.into(),
-            job_order_id: order.into(),
-            start_time: 1000,
-            state: state.iter().map(|s| (*s).to_owned()).collect(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
-struct WorkMaster {
-    id: String,
-    scope: String,
-    name: String,
-}
+use microdcs_tests::fixtures::{JobResponse, WorkMaster};
 
 /// A document whose stored text is exactly one field, to test byte-exact storage.
 #[derive(Debug, Clone, PartialEq, Document)]
