@@ -107,7 +107,8 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
 async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let s = server();
     let prefix = unique_prefix("killsub");
-    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "1s", "30s")).await.unwrap();
+    // PollInterval 3 s: within one interval by the fallback poll; much sooner only by a nudge.
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "3s", "30s")).await.unwrap();
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
@@ -142,6 +143,16 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
         assert!(Instant::now() < deadline, "not resubscribed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Nudges work again: delivered well inside the 3 s PollInterval.
+    let mut best = Duration::MAX;
+    for i in 2..5 {
+        let t0 = Instant::now();
+        let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
+        let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered");
+        assert_eq!(id, format!("r-{i}"));
+        best = best.min(at.duration_since(t0));
+    }
+    assert!(best < Duration::from_millis(1500), "no delivery faster than the fallback poll: {best:?}");
     poller.shutdown().await;
 }
 
@@ -292,4 +303,32 @@ async fn the_poller_never_sends_a_blocking_command() {
         assert!(!calls.contains_key(blocking), "{blocking} was called");
     }
     assert!(calls.get("xreadgroup").copied().unwrap_or(0) > 0);
+}
+
+struct Tick(Arc<AtomicU32>);
+
+impl microdcs_valkey::PollerTask for Tick {
+    fn interval(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn run(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn periodic_tasks_run_and_stop_on_shutdown() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("task").as_str(), "1s", "5s")).await.unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let poller = Poller::new(valkey, "instance-1").task(Tick(runs.clone())).start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    poller.shutdown().await;
+    let after = runs.load(Ordering::SeqCst);
+    assert!(after >= 2, "ran {after} times");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), after, "nothing runs after shutdown");
 }
