@@ -124,6 +124,9 @@ pub enum Error {
         /// The request id.
         request_id: String,
     },
+    /// An argument outside its allowed range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// `update` was given the read of another document.
     #[error("update of `{doc}` with the read of `{read}`: pass the read of the same document")]
     ReadMismatch {

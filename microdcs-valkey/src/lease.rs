@@ -284,6 +284,27 @@ impl LeaseStore {
     }
 }
 
+/// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
+/// counter moved): 30 days.
+pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        Err(Error::InvalidArgument(format!("lease ttl {ttl:?} must be between 1 ms and 30 days")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A request fingerprint with every field length-prefixed (unambiguous).
+fn fingerprint(op: &str, fields: &[&str]) -> String {
+    let mut s = op.to_owned();
+    for f in fields {
+        s.push_str(&format!("|{}:{f}", f.len()));
+    }
+    s
+}
+
 fn check_request(request_id: &str) -> Result<()> {
     if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(request_id.to_owned())) }
 }
@@ -306,7 +327,8 @@ impl LeaseBackend for LeaseStore {
             self.key(&self.fence_t, &[name])?,
             self.key(&self.request, &[name, request_id])?,
         ];
-        let fp = format!("acquire|{owner}|{}", ms(ttl));
+        check_ttl(ttl)?;
+        let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.acquire, &keys, &args).await?;
         common(name, &r, request_id)?;
@@ -328,7 +350,8 @@ impl LeaseBackend for LeaseStore {
     async fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> Result<Duration> {
         check_request(request_id)?;
         let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
-        let fp = format!("renew|{}|{}|{}|{}", lease.id, lease.owner, lease.token, ms(ttl));
+        check_ttl(ttl)?;
+        let fp = fingerprint("renew", &[&lease.id, &lease.owner, &lease.token.to_string(), &ms(ttl).to_string()]);
         let args = vec![
             lease.id.clone(),
             lease.owner.clone(),
@@ -349,7 +372,7 @@ impl LeaseBackend for LeaseStore {
     async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
         check_request(request_id)?;
         let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
-        let fp = format!("release|{}|{}|{}", lease.id, lease.owner, lease.token);
+        let fp = fingerprint("release", &[&lease.id, &lease.owner, &lease.token.to_string()]);
         let args =
             vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.release, &keys, &args).await?;
@@ -446,7 +469,8 @@ impl LeaseBackend for MemoryLeases {
         check_request(request_id)?;
         let mut st = self.lock();
         let now = Instant::now();
-        let fp = format!("acquire|{owner}|{}", ms(ttl));
+        check_ttl(ttl)?;
+        let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let r = match self.cached(&mut st, name, request_id, &fp, now) {
             Some(r) => r?,
             None => {
@@ -483,7 +507,8 @@ impl LeaseBackend for MemoryLeases {
         check_request(request_id)?;
         let mut st = self.lock();
         let now = Instant::now();
-        let fp = format!("renew|{}|{}|{}|{}", lease.id, lease.owner, lease.token, ms(ttl));
+        check_ttl(ttl)?;
+        let fp = fingerprint("renew", &[&lease.id, &lease.owner, &lease.token.to_string(), &ms(ttl).to_string()]);
         let r = match self.cached(&mut st, &lease.name, request_id, &fp, now) {
             Some(r) => r?,
             None => {
@@ -507,7 +532,7 @@ impl LeaseBackend for MemoryLeases {
         check_request(request_id)?;
         let mut st = self.lock();
         let now = Instant::now();
-        let fp = format!("release|{}|{}|{}", lease.id, lease.owner, lease.token);
+        let fp = fingerprint("release", &[&lease.id, &lease.owner, &lease.token.to_string()]);
         let r = match self.cached(&mut st, &lease.name, request_id, &fp, now) {
             Some(r) => r?,
             None => {
@@ -545,5 +570,24 @@ impl LeaseBackend for MemoryLeases {
 
     async fn fence(&self, name: &str) -> Result<u64> {
         Ok(self.lock().fences.get(name).copied().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_unambiguous() {
+        assert_ne!(fingerprint("renew", &["a|b", "c"]), fingerprint("renew", &["a", "b|c"]));
+        assert_eq!(fingerprint("release", &["id", "o"]), "release|2:id|1:o");
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(check_ttl(Duration::from_millis(1)).is_ok());
+        assert!(check_ttl(MAX_TTL).is_ok());
+        assert!(matches!(check_ttl(Duration::ZERO), Err(Error::InvalidArgument(_))));
+        assert!(matches!(check_ttl(MAX_TTL + Duration::from_secs(1)), Err(Error::InvalidArgument(_))));
     }
 }

@@ -9,7 +9,7 @@
 //! resubscription; when it drops, the poller pings it back to life while the
 //! fallback poll keeps entries flowing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -219,34 +219,6 @@ impl Loop {
                 biased;
                 _ = stop.changed() => break,
                 _ = refresh.tick() => self.refresh().await,
-                Some(n) = nudges.recv() => match n {
-                    Nudge::Scope { channel, scope } => {
-                        if !self.scopes.contains(&scope) {
-                            self.add_scope(&scope).await;
-                        }
-                        let idx: Vec<usize> = (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
-                        for i in idx {
-                            self.drain(i, &scope).await;
-                        }
-                    }
-                    Nudge::Disconnected => {
-                        tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
-                        if resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
-                            let mut sub = self.sub.clone();
-                            resubscribing = Some(tokio::spawn(async move {
-                                // A command on the dead connection makes the manager reconnect and resubscribe.
-                                for _ in 0..50 {
-                                    let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut sub).await;
-                                    if pong.is_ok() {
-                                        tracing::info!("nudge subscription restored");
-                                        return;
-                                    }
-                                    tokio::time::sleep(Duration::from_millis(100)).await;
-                                }
-                            }));
-                        }
-                    }
-                },
                 _ = poll.tick() => self.poll_all().await,
                 _ = task_tick.tick(), if !self.tasks.is_empty() => {
                     let now = tokio::time::Instant::now();
@@ -256,6 +228,55 @@ impl Loop {
                                 tracing::warn!(error = %e, "poller task failed");
                             }
                             task_due[i] = now + t.interval();
+                        }
+                    }
+                }
+                Some(first) = nudges.recv() => {
+                    // Coalesce the nudges waiting now: one drain per (channel, scope).
+                    let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+                    let mut disconnected = false;
+                    let mut next = Some(first);
+                    while let Some(n) = next {
+                        match n {
+                            Nudge::Scope { channel, scope } => {
+                                wanted.insert((channel, scope));
+                            }
+                            Nudge::Disconnected => disconnected = true,
+                        }
+                        next = nudges.try_recv().ok();
+                    }
+                    if disconnected && resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
+                        tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
+                        let mut sub = self.sub.clone();
+                        let mut stop = stop.clone();
+                        resubscribing = Some(tokio::spawn(async move {
+                            // A command on the dead connection makes the manager
+                            // reconnect and resubscribe; keep trying until it does.
+                            let mut delay = Duration::from_millis(100);
+                            loop {
+                                let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut sub).await;
+                                if pong.is_ok() {
+                                    tracing::info!("nudge subscription restored");
+                                    return;
+                                }
+                                tokio::select! {
+                                    _ = stop.changed() => return,
+                                    () = tokio::time::sleep(delay) => {}
+                                }
+                                delay = (delay * 2).min(Duration::from_secs(5));
+                            }
+                        }));
+                    }
+                    for (channel, scope) in wanted {
+                        if !self.scopes.contains(&scope) {
+                            if !self.registered(&scope).await {
+                                tracing::debug!(scope, "nudge for a scope the registry does not list; ignored");
+                                continue;
+                            }
+                            self.add_scope(&scope).await;
+                        }
+                        for i in (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel) {
+                            self.drain(i, &scope).await;
                         }
                     }
                 }
@@ -285,6 +306,14 @@ impl Loop {
         }
     }
 
+    /// Whether the scope registry lists `scope` (nudges name scopes; only registered ones are read).
+    async fn registered(&self, scope: &str) -> bool {
+        let mut con = self.valkey.connection();
+        let r: redis::RedisResult<bool> =
+            redis::cmd("SISMEMBER").arg(&self.registry).arg(scope).query_async(&mut con).await;
+        r.unwrap_or(false)
+    }
+
     async fn add_scope(&mut self, scope: &str) {
         for p in &self.plans {
             if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope])
@@ -298,10 +327,24 @@ impl Loop {
         self.scopes.insert(scope.to_owned());
     }
 
+    /// Every stream of every scope: first take over entries another
+    /// consumer left pending for long (a crashed instance), then drain.
     async fn poll_all(&mut self) {
+        let min_idle = (self.valkey.poll_options().poll_interval * 10).max(Duration::from_secs(30));
         let scopes: Vec<String> = self.scopes.iter().cloned().collect();
         for s in &scopes {
             for i in 0..self.plans.len() {
+                let p = &self.plans[i];
+                if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
+                    // Claimed entries become our pending entries; the drain handles them.
+                    if let Err(e) = self
+                        .streams
+                        .autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, p.consumer.batch())
+                        .await
+                    {
+                        tracing::warn!(stream = key, error = %e, "autoclaim failed");
+                    }
+                }
                 self.drain(i, s).await;
             }
         }
@@ -315,14 +358,19 @@ impl Loop {
         let group = p.consumer.group();
         let batch = p.consumer.batch();
         let mut pending = true;
-        let mut reads: HashMap<bool, u32> = HashMap::new();
+        // At most this many batches per call, so one busy stream cannot hold
+        // the loop (the rest comes with the next nudge or poll).
+        let mut budget = 16u32;
         loop {
+            if budget == 0 {
+                return;
+            }
+            budget -= 1;
             let got = if pending {
                 self.streams.read_from(&key, group, &self.consumer_name, batch, "0").await
             } else {
                 self.streams.read(&key, group, &self.consumer_name, batch).await
             };
-            *reads.entry(pending).or_default() += 1;
             let entries = match got {
                 Ok(e) => e,
                 Err(e) => {
@@ -339,12 +387,16 @@ impl Loop {
             }
             // A pending entry deleted from the stream comes back without
             // fields: it is lost, never handed to the consumer.
+            let read_len = entries.len();
             let (entries, lost): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| !e.fields.is_empty());
             if !lost.is_empty() {
                 let ids: Vec<String> = lost.iter().map(|e| e.id.clone()).collect();
                 tracing::warn!(stream = key, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
                 self.valkey.metrics().add_entries_lost(ids.len() as u64);
-                let _ = self.streams.ack(&key, group, &ids).await;
+                if let Err(e) = self.streams.ack(&key, group, &ids).await {
+                    tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
+                    return;
+                }
                 if entries.is_empty() {
                     continue;
                 }
@@ -362,7 +414,7 @@ impl Loop {
                     return;
                 }
             }
-            if pending && entries.len() < batch {
+            if pending && read_len < batch {
                 pending = false;
             }
         }

@@ -27,6 +27,40 @@ impl Entry {
     }
 }
 
+/// Trim to what every group has acknowledged, atomically (a group created
+/// between reading the groups and trimming cannot lose entries).
+const TRIM_ACKNOWLEDGED: &str = "\
+-- KEYS[1] stream. Returns the number of entries removed.
+-- Keeps everything from the lowest, over all groups, of: the oldest pending
+-- id, or (no pending) the id after the last delivered one.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+if #groups == 0 then return 0 end
+local best_ms, best_seq = nil, nil
+for _, g in ipairs(groups) do
+  local name, last = nil, nil
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i + 1] end
+    if g[i] == 'last-delivered-id' then last = g[i + 1] end
+  end
+  local ms, seq
+  local pending = redis.call('XPENDING', KEYS[1], name)
+  if pending[1] > 0 then
+    ms, seq = parse(pending[2])
+  else
+    ms, seq = parse(last or '0-0')
+    seq = seq + 1
+  end
+  if best_ms == nil or ms < best_ms or (ms == best_ms and seq < best_seq) then
+    best_ms, best_seq = ms, seq
+  end
+end
+return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d-%d', best_ms, best_seq))
+";
+
 /// The streams helper.
 #[derive(Debug, Clone)]
 pub struct Streams {
@@ -69,12 +103,6 @@ fn entries(v: &Value) -> Vec<Entry> {
             Some(Entry { id, fields })
         })
         .collect()
-}
-
-/// `ms-seq` as a pair, for comparing ids.
-fn parse_id(id: &str) -> Option<(u64, u64)> {
-    let (ms, seq) = id.split_once('-')?;
-    Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
 impl Streams {
@@ -209,48 +237,9 @@ impl Streams {
     /// Connection errors.
     pub async fn trim_acknowledged(&self, stream: &str) -> Result<u64> {
         let mut con = self.valkey.connection();
-        let groups: Vec<Value> = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(stream)
-            .query_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, stream))?;
-        if groups.is_empty() {
-            return Ok(0);
-        }
-        let mut limit: Option<(u64, u64)> = None;
-        for g in &groups {
-            let fields: Vec<(String, Value)> = match g {
-                Value::Array(kv) => kv.chunks(2).filter_map(|c| Some((text(c.first()?)?, c.get(1)?.clone()))).collect(),
-                Value::Map(kv) => kv.iter().filter_map(|(k, v)| Some((text(k)?, v.clone()))).collect(),
-                _ => continue,
-            };
-            let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-            let name = get("name").and_then(|v| text(&v)).unwrap_or_default();
-            let last = get("last-delivered-id").and_then(|v| text(&v)).and_then(|s| parse_id(&s)).unwrap_or((0, 0));
-            // Everything up to last-delivered is delivered; the oldest pending bounds what is acknowledged.
-            let summary: Value = redis::cmd("XPENDING")
-                .arg(stream)
-                .arg(&name)
-                .query_async(&mut con)
-                .await
-                .map_err(|e| Error::from_redis(e, stream))?;
-            let lowest_pending = match &summary {
-                Value::Array(parts) => parts.get(1).and_then(text).and_then(|s| parse_id(&s)),
-                _ => None,
-            };
-            let keep_from = match lowest_pending {
-                Some(p) => p,
-                None => (last.0, last.1.saturating_add(1)),
-            };
-            limit = Some(limit.map_or(keep_from, |l| l.min(keep_from)));
-        }
-        let Some((ms, seq)) = limit else { return Ok(0) };
-        let removed: u64 = redis::cmd("XTRIM")
-            .arg(stream)
-            .arg("MINID")
-            .arg(format!("{ms}-{seq}"))
-            .query_async(&mut con)
+        let removed: u64 = redis::Script::new(TRIM_ACKNOWLEDGED)
+            .key(stream)
+            .invoke_async(&mut con)
             .await
             .map_err(|e| Error::from_redis(e, stream))?;
         Ok(removed)

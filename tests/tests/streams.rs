@@ -125,11 +125,11 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     // Written while the subscription may be down: the fallback poll delivers it.
     let t0 = Instant::now();
     let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
-    let (_, id, at) = next(&mut rx, Duration::from_secs(5)).await.expect("delivered by the fallback poll");
+    let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the fallback poll");
     assert_eq!(id, "r-1");
     assert!(
-        at.duration_since(t0) <= Duration::from_millis(2500),
-        "within about one PollInterval: {:?}",
+        at.duration_since(t0) <= Duration::from_millis(3500),
+        "within one PollInterval (3 s) and a little: {:?}",
         at.duration_since(t0)
     );
     // The subscription comes back by itself.
