@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use microdcs_examples::plant::{Plant, SfcState};
-use microdcs_valkey::{Codec, Document, Json, MaintenanceOptions, Report, Store};
+use microdcs_valkey::{Codec, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_tests::ValkeyServer;
@@ -201,11 +201,6 @@ where
         report.differences.len() as u64 + report.truncated
     ));
     Ok((kind, report))
-}
-
-#[allow(dead_code, reason = "keeps the JSON codec import used in every build")]
-fn _codec() -> Json {
-    Json
 }
 
 fn show(out: &mut String, what: &str, outcome: PutOutcome) {
