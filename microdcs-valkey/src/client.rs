@@ -128,6 +128,14 @@ impl Valkey {
         self.inner.keyspace.get().copied()
     }
 
+    /// The template of the keyspace's family `name`, or `default` when the
+    /// keyspace does not declare it.
+    pub(crate) fn family_template(&self, name: &str, default: &str) -> microdcs_schema::KeyTemplate {
+        let t = self.keyspace().and_then(|ks| ks.declared(name)).map_or(default, |f| f.key);
+        microdcs_schema::KeyTemplate::parse(t)
+            .unwrap_or_else(|_| microdcs_schema::KeyTemplate::parse(default).expect("valid default template"))
+    }
+
     /// The key of the keyspace's `fingerprints` hash family, if declared.
     pub(crate) fn fingerprint_key(&self) -> Option<String> {
         let t = crate::store::fingerprint_family(self.keyspace()?)?;
@@ -196,4 +204,9 @@ impl Valkey {
     pub fn store_with<D: Document, C: crate::Codec<D>>(&self, codec: C) -> Store<D, C> {
         Store::new(self.clone(), codec)
     }
+}
+
+/// A duration in whole milliseconds for `PX`/`PEXPIRE`, at least 1.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::Script;
 use sha2::{Digest, Sha256};
 
-use crate::client::Valkey;
+use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use microdcs_schema::KeyTemplate;
 
@@ -80,15 +80,10 @@ pub struct ValkeyDedupe {
     claim: Script,
 }
 
-fn family_template(valkey: &Valkey, name: &str, default: &str) -> KeyTemplate {
-    let t = valkey.keyspace().and_then(|ks| ks.declared(name)).map_or(default, |f| f.key);
-    KeyTemplate::parse(t).unwrap_or_else(|_| KeyTemplate::parse(default).expect("valid default template"))
-}
-
 impl ValkeyDedupe {
     /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
     pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
-        let template = family_template(&valkey, "dedupe", "ce:dedupe:{hash}");
+        let template = valkey.family_template("dedupe", "ce:dedupe:{hash}");
         ValkeyDedupe { valkey, template, lease, retention, claim: Script::new(CLAIM) }
     }
 
@@ -101,10 +96,6 @@ impl ValkeyDedupe {
             .render(self.valkey.prefix(), &[&dedupe_hash(source, id)])
             .map_err(|e| Error::Protocol { script: "dedupe", reply: e.to_string() })
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 impl DedupeStore for ValkeyDedupe {
@@ -156,17 +147,14 @@ pub struct ValkeyStartLease {
 impl ValkeyStartLease {
     /// The start lease of this connection's keyspace.
     pub fn new(valkey: Valkey) -> Self {
-        let template = family_template(&valkey, "start_lock", "lock:poststart:{config_id}");
+        let template = valkey.family_template("start_lock", "lock:poststart:{config_id}");
         ValkeyStartLease { valkey, template }
     }
 }
 
 impl StartLease for ValkeyStartLease {
     async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
-        let key = self.template.render(self.valkey.prefix(), &[config_id]).map_err(|e| match e {
-            microdcs_schema::RenderError::Value(k) => Error::Key(k),
-            other => Error::Protocol { script: "start lease", reply: other.to_string() },
-        })?;
+        let key = self.template.render(self.valkey.prefix(), &[config_id]).map_err(crate::store::render_err)?;
         let mut con = self.valkey.connection();
         let set: Option<String> =
             redis::cmd("SET").arg(&key).arg("1").arg("NX").arg("PX").arg(ms(lifetime)).query_async(&mut con).await?;

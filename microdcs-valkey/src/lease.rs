@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Script, Value};
 
-use crate::client::Valkey;
+use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result, is_unknown_outcome};
 use crate::store::new_op_id;
 use microdcs_schema::KeyTemplate;
@@ -209,15 +209,6 @@ pub struct LeaseStore {
     fenced: Script,
 }
 
-fn template(valkey: &Valkey, family: &str, default: &str) -> KeyTemplate {
-    let t = valkey.keyspace().and_then(|ks| ks.declared(family)).map_or(default, |f| f.key);
-    KeyTemplate::parse(t).unwrap_or_else(|_| KeyTemplate::parse(default).expect("valid default template"))
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 fn texts(v: &Value) -> Vec<String> {
     match v {
         Value::Array(items) => items
@@ -237,10 +228,10 @@ impl LeaseStore {
     /// The lease store of this connection (its keyspace's lease families, or the defaults).
     pub fn new(valkey: Valkey) -> Self {
         LeaseStore {
-            record: template(&valkey, "lease", "lease:{#name}"),
-            fence_t: template(&valkey, "lease_fence", "lease:{#name}:fence"),
-            request: template(&valkey, "lease_request", "lease:{#name}:req:{request}"),
-            data: template(&valkey, "lease_data", "lease:{#name}:data"),
+            record: valkey.family_template("lease", "lease:{#name}"),
+            fence_t: valkey.family_template("lease_fence", "lease:{#name}:fence"),
+            request: valkey.family_template("lease_request", "lease:{#name}:req:{request}"),
+            data: valkey.family_template("lease_data", "lease:{#name}:data"),
             acquire: Script::new(&acquire_script()),
             renew: Script::new(&renew_script()),
             release: Script::new(&release_script()),
@@ -250,10 +241,7 @@ impl LeaseStore {
     }
 
     fn key(&self, t: &KeyTemplate, values: &[&str]) -> Result<String> {
-        t.render(self.valkey.prefix(), values).map_err(|e| match e {
-            microdcs_schema::RenderError::Value(k) => Error::Key(k),
-            other => Error::Protocol { script: "lease", reply: other.to_string() },
-        })
+        t.render(self.valkey.prefix(), values).map_err(crate::store::render_err)
     }
 
     /// Runs a script; after a lost reply runs it again (the request cache

@@ -865,7 +865,7 @@ fn fill_new(
     }
 }
 
-fn render_err(e: microdcs_schema::RenderError) -> Error {
+pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
     match e {
         microdcs_schema::RenderError::Value(k) => Error::Key(k),
         other => Error::Protocol { script: "render", reply: other.to_string() },
