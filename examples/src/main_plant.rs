@@ -17,8 +17,8 @@ use microdcs_examples::plant::{Plant, SfcState};
 use microdcs_valkey::{Codec, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
-use microdcs_tests::ValkeyServer;
 use microdcs_valkey::redis;
+use microdcs_valkey::testing::ValkeyServer;
 use microdcs_valkey::{Expect, MicroDcsConfig, Page, PutOutcome, Valkey};
 
 /// The plant demo and index maintenance.

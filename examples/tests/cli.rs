@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_valkey::testing::{ValkeyServer, unique_prefix};
 
 fn plant(server: &ValkeyServer, prefix: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_plant"))

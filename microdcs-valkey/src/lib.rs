@@ -41,6 +41,8 @@ mod metrics;
 pub mod poller;
 mod store;
 pub mod streams;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};

@@ -1,6 +1,9 @@
 //! Property tests for the key encoding and the disjointness rule.
+//!
+//! Each property runs proptest's default number of cases (256); set
+//! `PROPTEST_CASES` to run deeper, e.g. `PROPTEST_CASES=10000`.
 
-use microdcs_schema::{KeyPrefix, KeyTemplate, MAX_VALUE_LEN, templates_overlap};
+use microdcs_schema::{Atom, KeyPrefix, KeyTemplate, MAX_VALUE_LEN, templates_overlap};
 use proptest::prelude::*;
 
 /// Any text, with a bias towards the characters that matter for keys.
@@ -61,8 +64,6 @@ fn template() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(10_000))]
-
     #[test]
     fn render_parse_round_trip(a in value(), b in value(), c in value()) {
         let prefix = KeyPrefix::default();
@@ -89,8 +90,6 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3_000))]
-
     #[test]
     fn disjoint_families_never_collide(
         ta in template(),
@@ -119,10 +118,37 @@ proptest! {
             prop_assert_eq!(b.parse_key(&prefix, &ka), None);
             prop_assert_eq!(a.parse_key(&prefix, &kb), None);
         }
-        // The overlap rule is also complete: when it says "overlap", the
-        // placeholders can be filled to produce the same key.
+        // The overlap rule is also complete: when it says "overlap", values
+        // exist that make both templates render the same key. Build them
+        // atom by atom: a placeholder facing a literal takes that literal,
+        // two facing placeholders take one shared value.
         if templates_overlap(&ta, &tb) {
-            prop_assert_eq!(a.segments().len(), b.segments().len());
+            let (wa, wb) = witness(&a, &b);
+            let wa: Vec<&str> = wa.iter().map(String::as_str).collect();
+            let wb: Vec<&str> = wb.iter().map(String::as_str).collect();
+            let ka = a.render(&prefix, &wa).unwrap();
+            let kb = b.render(&prefix, &wb).unwrap();
+            prop_assert_eq!(&ka, &kb, "{} and {} said to overlap", ta, tb);
+            prop_assert_eq!(b.parse_key(&prefix, &ka), Some(wb.iter().map(|s| (*s).to_owned()).collect()));
         }
     }
+}
+
+/// Placeholder values for `a` and `b` (same shape) that render one key.
+fn witness(a: &KeyTemplate, b: &KeyTemplate) -> (Vec<String>, Vec<String>) {
+    let (mut va, mut vb) = (Vec::new(), Vec::new());
+    for (sa, sb) in a.segments().iter().zip(b.segments()) {
+        for (xa, xb) in sa.iter().zip(sb) {
+            match (xa, xb) {
+                (Atom::Literal(_), Atom::Literal(_)) => {}
+                (Atom::Literal(l), _) => vb.push(l.clone()),
+                (_, Atom::Literal(l)) => va.push(l.clone()),
+                _ => {
+                    va.push("shared".to_owned());
+                    vb.push("shared".to_owned());
+                }
+            }
+        }
+    }
+    (va, vb)
 }

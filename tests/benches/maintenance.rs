@@ -14,28 +14,7 @@ use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{Document, MaintenanceOptions, PutOutcome, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(
-    kind = "jobresponse",
-    key = "jobresponse:{id}",
-    list(key = "jobresponse:list:{scope}", score = start_time),
-    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
-    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
-)]
-struct JobResponse {
-    id: String,
-    scope: String,
-    job_order_id: String,
-    start_time: i64,
-    state: Vec<String>,
-    data: String,
-}
-
-impl JobResponse {
-    fn normalized_state(&self) -> String {
-        self.state.join("_")
-    }
-}
+use microdcs_tests::fixtures::PaddedJobResponse as JobResponse;
 
 fn peak_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -12,28 +12,7 @@ use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
 use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(
-    kind = "jobresponse",
-    key = "jobresponse:{id}",
-    list(key = "jobresponse:list:{scope}", score = start_time),
-    unique(key = "jobresponse:byorder:{order}", order = job_order_id),
-    group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
-)]
-struct JobResponse {
-    id: String,
-    scope: String,
-    job_order_id: String,
-    start_time: i64,
-    state: Vec<String>,
-    data: String,
-}
-
-impl JobResponse {
-    fn normalized_state(&self) -> String {
-        self.state.join("_")
-    }
-}
+use microdcs_tests::fixtures::PaddedJobResponse as JobResponse;
 
 fn doc(i: usize, step: u64) -> JobResponse {
     JobResponse {

@@ -1,11 +1,16 @@
-//! Document types shared by the integration tests: the seed's job response
-//! (sorted-set list, unique by-order index, group by-state index) and work
-//! master (plain-set list).
+//! Document types shared by the integration tests, the benches and the demo:
+//! the plant keyspace's job response (sorted-set list, unique by-order index,
+//! group by-state index) and work master (plain-set list). One declaration,
+//! so a test and the demo can never drift apart.
+
+pub use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
 
 use microdcs_valkey::Document;
 use serde::{Deserialize, Serialize};
 
-/// A job response with every index kind.
+/// The job response of the benches: the plant job response's key schema
+/// (same families, same indexes) with a `data` payload, so a document is
+/// about the size the benchmark reports claim (around 300 bytes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "jobresponse",
@@ -14,7 +19,7 @@ use serde::{Deserialize, Serialize};
     unique(key = "jobresponse:byorder:{order}", order = job_order_id),
     group(key = "jobresponse:bystate:{scope}:{state}", state = normalized_state())
 )]
-pub struct JobResponse {
+pub struct PaddedJobResponse {
     /// Id.
     pub id: String,
     /// Scope.
@@ -23,36 +28,15 @@ pub struct JobResponse {
     pub job_order_id: String,
     /// Start time (list score).
     pub start_time: i64,
-    /// State texts (group index, joined with `_`; empty: not indexed).
+    /// State texts (group index).
     pub state: Vec<String>,
+    /// Payload.
+    pub data: String,
 }
 
-impl JobResponse {
-    /// The seed's normalized state.
+impl PaddedJobResponse {
+    /// The state texts joined with `_`, as the plant job response does.
     pub fn normalized_state(&self) -> String {
         self.state.join("_")
     }
-
-    /// A response started at 1000.
-    pub fn new(id: &str, scope: &str, order: &str, state: &[&str]) -> Self {
-        JobResponse {
-            id: id.into(),
-            scope: scope.into(),
-            job_order_id: order.into(),
-            start_time: 1000,
-            state: state.iter().map(|s| (*s).to_owned()).collect(),
-        }
-    }
-}
-
-/// A work master, listed per scope in a plain set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(kind = "workmaster", key = "workmaster:{id}", list(key = "workmaster:list:{scope}"))]
-pub struct WorkMaster {
-    /// Id.
-    pub id: String,
-    /// Scope.
-    pub scope: String,
-    /// Name.
-    pub name: String,
 }

@@ -1,5 +1,6 @@
-//! Test support for microdcs: a real `valkey-server` per test, unique key
-//! prefixes, a fault-injecting proxy, and keyspace inspection.
+//! Test support for the microdcs integration tests: the library's own test
+//! helpers (`microdcs_valkey::testing`), the shared fixtures, and keyspace
+//! inspection through raw commands (for assertions only).
 //!
 //! ```no_run
 //! let server = microdcs_tests::ValkeyServer::start().unwrap();
@@ -10,9 +11,31 @@
 
 pub mod fixtures;
 mod inspect;
-mod proxy;
-mod server;
 
 pub use inspect::{command_calls, command_usec, snapshot, stream_entries};
-pub use proxy::FaultProxy;
-pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix};
+pub use microdcs_valkey::testing::{
+    FaultProxy, HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix,
+};
+
+use microdcs_valkey::{Codec, Document, PutOutcome, Store};
+
+/// The server of one test: `MICRODCS_VALKEY_URL`, else a new local one.
+/// A missing binary or a failed start fails the test with the reason and
+/// the server's log (never a skip).
+///
+/// # Panics
+/// When no server can be provided.
+pub fn server() -> ValkeyServer {
+    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Creates `doc` and asserts it was written; returns its version.
+///
+/// # Panics
+/// On an error or any outcome other than `Written`.
+pub async fn created<D: Document, C: Codec<D>>(store: &Store<D, C>, doc: &D) -> u64 {
+    match store.create(doc).await {
+        Ok(PutOutcome::Written { version }) => version,
+        other => panic!("create of `{}` should write, got {other:?}", doc.id()),
+    }
+}

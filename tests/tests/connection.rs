@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_tests::{ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{ConnectError, Document, Health, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
 use serde::{Deserialize, Serialize};
@@ -97,10 +97,6 @@ impl tracing::Subscriber for Dispatch {
     fn exit(&self, i: &tracing::span::Id) {
         self.0.exit(i);
     }
-}
-
-fn server() -> ValkeyServer {
-    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn config(cs: &str, prefix: &str) -> ValkeyConfig {

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use microdcs_tests::{FaultProxy, ValkeyServer, unique_prefix};
+use microdcs_tests::{FaultProxy, ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Acquire, Claim, DedupeStore, Error, Lease, LeaseBackend, LeaseStore, MemoryDedupe, MemoryLeases, MemoryStartLease,
@@ -20,10 +20,6 @@ async fn valkey(server: &ValkeyServer, name: &str) -> Valkey {
     Valkey::connect_url(server.url(), unique_prefix(name), WriteOptions::default())
         .await
         .unwrap_or_else(|e| server.fail("connect", &e))
-}
-
-fn server() -> ValkeyServer {
-    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
 // ---- dedupe contract ----

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_tests::{ValkeyServer, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Document, MaintenanceOptions, PutOutcome, Report, Valkey, WriteOptions};
+use microdcs_valkey::{Document, MaintenanceOptions, Report, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
 use microdcs_tests::fixtures::{JobResponse, WorkMaster};
@@ -61,13 +61,13 @@ async fn env(server: &ValkeyServer, name: &str) -> Env {
     let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
     let responses = valkey.store::<JobResponse>();
     for i in 0..6 {
-        assert!(matches!(responses.create(&response(i, "s1")).await.unwrap(), PutOutcome::Written { .. }));
+        created(&responses, &response(i, "s1")).await;
     }
-    assert!(matches!(responses.create(&response(9, "s2")).await.unwrap(), PutOutcome::Written { .. }));
+    created(&responses, &response(9, "s2")).await;
     let masters = valkey.store::<WorkMaster>();
     for i in 0..3 {
         let wm = WorkMaster { id: format!("wm-{i}"), scope: "s1".into(), name: "x".into() };
-        assert!(matches!(masters.create(&wm).await.unwrap(), PutOutcome::Written { .. }));
+        created(&masters, &wm).await;
     }
     Env { valkey, raw, p: prefix.as_str().to_owned() }
 }
@@ -111,10 +111,6 @@ where
     let after = store.verify(&opts).await.unwrap();
     let left: Vec<_> = after.differences.iter().filter(|d| d.kind.name() != "corrupt").collect();
     assert!(left.is_empty(), "{name}: after rebuild: {left:#?}");
-}
-
-fn server() -> ValkeyServer {
-    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::test]
@@ -298,7 +294,7 @@ async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
             start_time: r.start_time,
             state: r.state,
         };
-        assert!(matches!(v1.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        created(&v1, &doc).await;
     }
     assert_eq!(v1.needs_rebuild().await.unwrap(), ["list", "by_order"], "never rebuilt");
     assert!(v1.rebuild(&MaintenanceOptions::default()).await.unwrap().is_clean());

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, snapshot, stream_entries, unique_prefix};
+use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, created, snapshot, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Codec, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
@@ -552,7 +552,7 @@ async fn round_trips_per_operation() {
 
     let r = JobResponse::new("r-1", "s1", "o-1", &["A"]);
     let (n, _) = measure(&proxy, &mut raw, async {
-        assert!(matches!(store.create(&r).await.unwrap(), PutOutcome::Written { .. }));
+        created(&store, &r).await;
     })
     .await;
     assert_eq!(n, 1, "create");
@@ -612,7 +612,7 @@ async fn lists_and_queries_page() {
     for i in 0..25 {
         let mut r = JobResponse::new(&format!("r-{i:02}"), "s1", &format!("o-{i}"), &["Running"]);
         r.start_time = 100 - i;
-        assert!(matches!(responses.create(&r).await.unwrap(), PutOutcome::Written { .. }));
+        created(&responses, &r).await;
     }
     let mut page = Some(Page::first(10));
     let mut ids = Vec::new();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, unique_prefix};
+use microdcs_tests::{FaultProxy, command_calls, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     BoxError, BoxFuture, Document, Entry, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Streams, Valkey,
@@ -60,10 +60,6 @@ fn config(hostport: &str, prefix: &str, poll: &str, refresh: &str) -> ValkeyConf
     c.set("Valkey:PollInterval", poll).unwrap();
     c.set("Valkey:ScopeRefreshInterval", refresh).unwrap();
     c.valkey
-}
-
-fn server() -> ValkeyServer {
-    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn next(

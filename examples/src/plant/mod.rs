@@ -25,7 +25,8 @@ pub struct JobOrder {
 }
 
 /// A job response: listed by start time, found by its job order (unique) and
-/// by scope plus normalized state (group; an empty state is not indexed, R-13).
+/// by scope plus normalized state (group; an empty state is not indexed, so
+/// a response that has not reported a state yet is in no state group).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "jobresponse",
@@ -48,9 +49,20 @@ pub struct JobResponse {
 }
 
 impl JobResponse {
-    /// The seed's `normalize_state`: texts joined with `_`; empty means not indexed.
+    /// The state texts joined with `_`; empty means not indexed.
     pub fn normalized_state(&self) -> String {
         self.state.join("_")
+    }
+
+    /// A response to `order` in `scope`, started at 1000, in `state`.
+    pub fn new(id: &str, scope: &str, order: &str, state: &[&str]) -> Self {
+        JobResponse {
+            id: id.into(),
+            scope: scope.into(),
+            job_order_id: order.into(),
+            start_time: 1000,
+            state: state.iter().map(|s| (*s).to_owned()).collect(),
+        }
     }
 }
 

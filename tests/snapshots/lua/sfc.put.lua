@@ -1,0 +1,66 @@
+-- microdcs put script for `SfcState` (kind `sfc`). Generated; do not edit.
+-- KEYS[1] document hash `sfc:state:{id}`
+-- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
+-- KEYS[3] scope registry `scopes` (set)
+-- ARGV[1] expected version: `create`, `any` or the version number
+-- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[3] document id
+-- ARGV[4] scope
+-- ARGV[5] document text, stored as is in `doc`
+-- ARGV[6] kind (change entries)
+-- ARGV[7] nudge channel (PUBLISH scope)
+-- ARGV[8] change stream approximate max length
+-- Returns:
+--   {1, version}          written; `version` is the new version
+--   {0, current}          the expected version does not match (create of an existing document)
+--   {2}                   update of a missing document
+--   {3, stored_scope}     the id belongs to another scope; nothing written
+--   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
+--   {5}                   stored index fields differ from the caller's read; read again
+--   {6, field}            corrupt hash (`v` not a positive integer, `scope` or `doc` missing)
+--   {7, version}          this operation id was already applied, producing `version`
+local doc_key = KEYS[1]
+local id = ARGV[3]
+local scope = ARGV[4]
+local op = ARGV[2]
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops')
+local exists = cur[1] ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {6, 'v'} end
+  v = tonumber(cur[1])
+  if cur[2] == false then return {6, 'scope'} end
+  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
+  if cur[2] ~= scope then return {3, cur[2]} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {6, 'v'}
+end
+if exists and cur[3] then
+  local hist = cur[3] .. ' '
+  local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
+  if e then return {7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))} end
+end
+local expect = ARGV[1]
+if expect == 'create' then
+  if exists then return {0, v} end
+elseif expect ~= 'any' then
+  if not exists then return {2} end
+  if v ~= tonumber(expect) then return {0, v} end
+end
+-- validation reads (a wrong type aborts here, before any write)
+if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
+-- writes
+local newv = v + 1
+local newv_s = string.format('%d', newv)
+local change = 'updated'
+if not exists then change = 'created' end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
+local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
+while #ops > 1536 do
+  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
+end
+local h = {'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[5]}
+redis.call('HSET', doc_key, unpack(h))
+if not exists then redis.call('SADD', KEYS[3], scope) end
+redis.call('PUBLISH', ARGV[7], scope)
+return {1, newv}

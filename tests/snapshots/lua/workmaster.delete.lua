@@ -1,0 +1,46 @@
+-- microdcs delete script for `WorkMaster` (kind `workmaster`). Generated; do not edit.
+-- KEYS[1] document hash `workmaster:{id}`
+-- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
+-- KEYS[3] scope registry `scopes` (set)
+-- KEYS[4] list `workmaster:list:{scope}` (set)
+-- ARGV[1] expected version: `any` or the version number
+-- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[3] document id
+-- ARGV[4] scope
+-- ARGV[5] kind (change entries)
+-- ARGV[6] nudge channel (PUBLISH scope)
+-- ARGV[7] change stream approximate max length
+-- Returns:
+--   {1, version}          deleted; `version` was the last version
+--   {0, current}          the expected version does not match
+--   {2}                   no such document
+--   {3, stored_scope}     the id belongs to another scope; nothing deleted
+--   {5}                   stored index fields differ from the caller's read; read again
+--   {6, field}            corrupt hash
+local doc_key = KEYS[1]
+local id = ARGV[3]
+local scope = ARGV[4]
+local op = ARGV[2]
+local cur = redis.call('HMGET', doc_key, 'v', 'scope')
+local exists = cur[1] ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {6, 'v'} end
+  v = tonumber(cur[1])
+  if cur[2] == false then return {6, 'scope'} end
+  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
+  if cur[2] ~= scope then return {3, cur[2]} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {6, 'v'}
+end
+if not exists then return {2} end
+local expect = ARGV[1]
+if expect ~= 'any' and v ~= tonumber(expect) then return {0, v} end
+-- validation reads (a wrong type aborts here, before any write)
+redis.call('SISMEMBER', KEYS[4], id)
+-- writes
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])
+redis.call('SREM', KEYS[4], id)
+redis.call('DEL', doc_key)
+redis.call('PUBLISH', ARGV[6], scope)
+return {1, v}

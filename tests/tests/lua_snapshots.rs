@@ -1,0 +1,75 @@
+//! The generated Lua is reviewed like code: the put, delete and find scripts
+//! of every document type of the plant keyspace (the types the tests and the
+//! demo use) are committed under `tests/snapshots/lua/<kind>.<op>.lua`, and
+//! this test fails when the generator's output differs from them. After an
+//! intended generator change, rewrite them with
+//! `BLESS=1 cargo test -p microdcs-tests --test lua_snapshots` and review the
+//! Lua diff in the commit.
+
+use std::path::{Path, PathBuf};
+
+use microdcs_tests::fixtures::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
+use microdcs_valkey::Document;
+
+/// `(kind, op, text)` for one document type.
+fn scripts<D: Document>() -> [(&'static str, &'static str, &'static str); 3] {
+    let kind = D::SPEC.kind;
+    [(kind, "put", D::PUT_SCRIPT), (kind, "delete", D::DELETE_SCRIPT), (kind, "find", D::FIND_SCRIPT)]
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots").join("lua")
+}
+
+#[test]
+fn generated_lua_matches_the_committed_snapshots() {
+    let all: Vec<_> = [scripts::<JobOrder>(), scripts::<JobResponse>(), scripts::<WorkMaster>(), scripts::<SfcState>()]
+        .into_iter()
+        .flatten()
+        .collect();
+    // Every document type of the keyspace is covered (a type added to the
+    // keyspace must be added here, so its scripts are reviewed too).
+    let mut covered: Vec<&str> = all.iter().map(|(k, _, _)| *k).collect();
+    covered.dedup();
+    let mut declared: Vec<&str> = Plant::SPEC.documents.iter().map(|d| d.kind).collect();
+    declared.sort_unstable();
+    covered.sort_unstable();
+    assert_eq!(covered, declared, "snapshot list and the plant keyspace differ");
+
+    let bless = std::env::var_os("BLESS").is_some_and(|v| v != "0");
+    let mut stale = Vec::new();
+    for (kind, op, text) in &all {
+        assert!(!text.is_empty(), "{kind}.{op}: empty script");
+        let path = dir().join(format!("{kind}.{op}.lua"));
+        if bless {
+            std::fs::create_dir_all(dir()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(committed) if committed == *text => {}
+            Ok(committed) => {
+                let line = committed
+                    .lines()
+                    .zip(text.lines())
+                    .position(|(a, b)| a != b)
+                    .map_or_else(|| committed.lines().count().min(text.lines().count()) + 1, |i| i + 1);
+                stale.push(format!("{} differs from the generator from line {line}", path.display()));
+            }
+            Err(e) => stale.push(format!("{}: {e}", path.display())),
+        }
+    }
+    // No snapshot without a script: a removed type or operation must take its file along.
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if !all.iter().any(|(k, op, _)| name == format!("{k}.{op}.lua")) {
+            stale.push(format!("{name}: no document type generates it"));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated Lua differs from tests/snapshots/lua:\n  {}\nreview the change, then bless it with \
+         `BLESS=1 cargo test -p microdcs-tests --test lua_snapshots`",
+        stale.join("\n  ")
+    );
+}
