@@ -1,0 +1,168 @@
+//! The rules for one document type.
+
+use super::error::{Attr, SchemaError, SchemaErrorKind, origin};
+use super::keyspace::{conflict, overlap_error};
+use crate::spec::{DocumentSpec, Family, RESERVED_FIELDS, Source};
+use crate::template::KeyTemplate;
+
+/// Parses a template, turning syntax errors into schema errors.
+pub(super) fn parse_at(src: &str, owner: &str, attr: &Attr, errors: &mut Vec<SchemaError>) -> Option<KeyTemplate> {
+    match KeyTemplate::parse(src) {
+        Ok(t) => Some(t),
+        Err(es) => {
+            errors.extend(es.into_iter().map(|e| SchemaError {
+                origin: origin(owner, attr.clone(), None),
+                kind: SchemaErrorKind::Template(e.kind),
+            }));
+            None
+        }
+    }
+}
+
+/// Checks one document type: template syntax, the id in the document key,
+/// list placeholders, index bindings and hash fields, and that its own
+/// families are pairwise disjoint.
+pub fn check_document(doc: &DocumentSpec<'_>) -> Vec<SchemaError> {
+    let mut errors = Vec::new();
+    check_kind(doc, &mut errors);
+    check_document_key(doc, &mut errors);
+    check_list(doc, &mut errors);
+    check_indexes(doc, &mut errors);
+    check_shared(doc, &mut errors);
+    let families: Vec<_> = doc.families().collect();
+    check_disjoint(&families, &mut errors);
+    for f in &families {
+        if let Ok(t) = KeyTemplate::parse(f.key) {
+            for atom in t.segments().iter().flatten() {
+                if let crate::template::Atom::HashTag(p) = atom {
+                    errors.push(SchemaError {
+                        origin: origin(doc.type_name, Attr::of_role(f.role), Some(p)),
+                        kind: SchemaErrorKind::HashTagInDocument(p.clone()),
+                    });
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// The kind names channels and change entries: a lower-case identifier.
+fn check_kind(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let k = doc.kind.as_bytes();
+    let ok = !k.is_empty()
+        && k[0].is_ascii_lowercase()
+        && k.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_');
+    if !ok {
+        errors.push(SchemaError {
+            origin: origin(doc.type_name, Attr::Kind, None),
+            kind: SchemaErrorKind::BadKind(doc.kind.to_owned()),
+        });
+    }
+}
+
+/// The document key contains `{id}` and nothing else.
+fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let Some(t) = parse_at(doc.key, doc.type_name, &Attr::Key, errors) else { return };
+    if !t.has_placeholder("id") {
+        errors
+            .push(SchemaError { origin: origin(doc.type_name, Attr::Key, None), kind: SchemaErrorKind::KeyWithoutId });
+    }
+    for p in t.placeholders().filter(|p| *p != "id") {
+        errors.push(SchemaError {
+            origin: origin(doc.type_name, Attr::Key, Some(p)),
+            kind: SchemaErrorKind::KeyExtraPlaceholder(p.to_owned()),
+        });
+    }
+}
+
+/// The list key has exactly `{scope}`.
+fn check_list(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let Some(list) = doc.list else { return };
+    let Some(t) = parse_at(list.key, doc.type_name, &Attr::List, errors) else { return };
+    if !t.has_placeholder("scope") {
+        errors.push(SchemaError {
+            origin: origin(doc.type_name, Attr::List, None),
+            kind: SchemaErrorKind::ListPlaceholder(None),
+        });
+    }
+    for p in t.placeholders().filter(|p| *p != "scope") {
+        errors.push(SchemaError {
+            origin: origin(doc.type_name, Attr::List, Some(p)),
+            kind: SchemaErrorKind::ListPlaceholder(Some(p.to_owned())),
+        });
+    }
+}
+
+/// Index bindings cover every placeholder, name no missing one, and the hash
+/// fields they store (one per field or method placeholder) do not collide.
+fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let mut names: Vec<&str> = Vec::new();
+    let mut fields: Vec<(&str, Source<'_>, &str)> = Vec::new();
+    let all = doc.unique.iter().enumerate().map(|(i, x)| (Attr::Unique(i), x));
+    let all = all.chain(doc.groups.iter().enumerate().map(|(i, x)| (Attr::Group(i), x)));
+    for (attr, ix) in all {
+        let err = |kind, p: Option<&str>| SchemaError { origin: origin(doc.type_name, attr.clone(), p), kind };
+        if names.contains(&ix.name) {
+            errors.push(err(SchemaErrorKind::DuplicateName(ix.name.to_owned()), None));
+        }
+        names.push(ix.name);
+        let Some(t) = parse_at(ix.key, doc.type_name, &attr, errors) else { continue };
+        for p in t.placeholders() {
+            if ix.binding(p).is_none() {
+                errors.push(err(SchemaErrorKind::Unbound(p.to_owned()), Some(p)));
+            }
+        }
+        for b in ix.bindings {
+            if !t.has_placeholder(b.placeholder) {
+                errors.push(err(SchemaErrorKind::UnusedBinding(b.placeholder.to_owned()), Some(b.placeholder)));
+                continue;
+            }
+            if matches!(b.source, Source::Id | Source::Scope) {
+                continue;
+            }
+            if RESERVED_FIELDS.contains(&b.placeholder) {
+                errors.push(err(SchemaErrorKind::ReservedField(b.placeholder.to_owned()), Some(b.placeholder)));
+            }
+            match fields.iter().find(|(f, _, _)| *f == b.placeholder) {
+                Some((_, src, other)) if *src != b.source => errors.push(err(
+                    SchemaErrorKind::FieldClash { field: b.placeholder.to_owned(), other: (*other).to_owned() },
+                    Some(b.placeholder),
+                )),
+                Some(_) => {}
+                None => fields.push((b.placeholder, b.source, ix.name)),
+            }
+        }
+    }
+}
+
+/// `changes` uses exactly `{scope}`, `nudge` exactly `{kind}`, `registry` none.
+fn check_shared(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let rules: [(&str, Attr, &[&str], &'static str); 3] = [
+        (doc.changes, Attr::Changes, &["scope"], "the placeholder `{scope}`"),
+        (doc.nudge, Attr::Nudge, &["kind"], "the placeholder `{kind}`"),
+        (doc.registry, Attr::Registry, &[], "no placeholder"),
+    ];
+    for (src, attr, want, expected) in rules {
+        let Some(t) = parse_at(src, doc.type_name, &attr, errors) else { continue };
+        if !t.placeholders().eq(want.iter().copied()) {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, attr, None),
+                kind: SchemaErrorKind::SharedTemplate { expected },
+            });
+        }
+    }
+}
+
+/// No two families of one document type can render the same key (the rule
+/// of [`conflict`]). Families whose template does not parse are skipped:
+/// their syntax error is reported on its own.
+fn check_disjoint(families: &[Family<'_>], errors: &mut Vec<SchemaError>) {
+    let valid: Vec<&Family<'_>> = families.iter().filter(|f| KeyTemplate::parse(f.key).is_ok()).collect();
+    for (i, a) in valid.iter().enumerate() {
+        for b in &valid[i + 1..] {
+            if conflict(a, b) {
+                errors.push(overlap_error(a, b));
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! What a schema problem is and where it comes from.
+
+use std::fmt;
+
+use crate::spec::{KeyType, RESERVED_FIELDS, Role};
+use crate::template::TemplateErrorKind;
+
+/// Which attribute of a document type (or entry of a keyspace) a problem is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attr {
+    /// `kind = ...`
+    Kind,
+    /// `key = ...` (the document key)
+    Key,
+    /// `list(...)`
+    List,
+    /// `unique(...)` number n.
+    Unique(usize),
+    /// `group(...)` number n.
+    Group(usize),
+    /// `changes = ...`
+    Changes,
+    /// `nudge = ...`
+    Nudge,
+    /// `registry = ...`
+    Registry,
+    /// A family declared in a keyspace, by name.
+    Family(String),
+    /// A document type listed in a keyspace, by type name.
+    Document(String),
+}
+
+impl Attr {
+    pub(crate) fn of_role(role: Role<'_>) -> Attr {
+        match role {
+            Role::Document => Attr::Key,
+            Role::List => Attr::List,
+            Role::Unique(i) => Attr::Unique(i),
+            Role::Group(i) => Attr::Group(i),
+            Role::Declared(n) => Attr::Family(n.to_owned()),
+        }
+    }
+}
+
+/// Where a problem comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// Document type or keyspace name.
+    pub owner: String,
+    /// Attribute.
+    pub attr: Attr,
+    /// Placeholder concerned, if any.
+    pub placeholder: Option<String>,
+}
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaErrorKind {
+    /// Template syntax.
+    Template(TemplateErrorKind),
+    /// The kind is not a lower-case identifier.
+    BadKind(String),
+    /// The document key has no `{id}`.
+    KeyWithoutId,
+    /// The document key uses a placeholder other than `{id}`.
+    KeyExtraPlaceholder(String),
+    /// The list key uses a placeholder other than `{scope}`, or lacks `{scope}`.
+    ListPlaceholder(Option<String>),
+    /// A placeholder has no binding.
+    Unbound(String),
+    /// A binding names a placeholder the template does not have.
+    UnusedBinding(String),
+    /// An index placeholder would be stored in a reserved hash field.
+    ReservedField(String),
+    /// Two indexes store different values in the same hash field.
+    FieldClash {
+        /// Hash field name.
+        field: String,
+        /// The other index.
+        other: String,
+    },
+    /// Two families can render the same key.
+    Overlap {
+        /// Description of the first family.
+        first: String,
+        /// Description of the second family.
+        second: String,
+    },
+    /// A shared template (`changes`, `nudge`, `registry`) has the wrong placeholders.
+    SharedTemplate {
+        /// Which placeholders it must have.
+        expected: &'static str,
+    },
+    /// A document family uses a hash-tag placeholder (only declared families may).
+    HashTagInDocument(String),
+    /// Two families or indexes share a name.
+    DuplicateName(String),
+    /// A document refers to a shared family the keyspace does not declare.
+    Undeclared {
+        /// Template referred to.
+        template: String,
+        /// Expected type.
+        key_type: KeyType,
+    },
+}
+
+/// A problem with a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError {
+    /// Where.
+    pub origin: Origin,
+    /// What.
+    pub kind: SchemaErrorKind,
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use SchemaErrorKind as K;
+        match &self.kind {
+            K::Template(t) => write!(f, "{t}"),
+            K::BadKind(k) => write!(f, "kind `{k}` must be a lower-case identifier ([a-z][a-z0-9_]*)"),
+            K::KeyWithoutId => write!(f, "the document key must contain `{{id}}`"),
+            K::KeyExtraPlaceholder(p) => {
+                write!(f, "the document key may only use `{{id}}` (a document is found by its id alone), not `{{{p}}}`")
+            }
+            K::ListPlaceholder(Some(p)) => {
+                write!(f, "the list key may only use `{{scope}}`, not `{{{p}}}` (one list per scope)")
+            }
+            K::ListPlaceholder(None) => write!(f, "the list key must contain `{{scope}}` (one list per scope)"),
+            K::Unbound(p) => write!(f, "placeholder `{{{p}}}` is not bound to a field or method"),
+            K::UnusedBinding(p) => write!(f, "`{p}` is bound but the key template has no `{{{p}}}`"),
+            K::ReservedField(p) => write!(
+                f,
+                "placeholder `{{{p}}}` would be stored in the reserved hash field `{p}` (reserved: {})",
+                RESERVED_FIELDS.join(", ")
+            ),
+            K::FieldClash { field, other } => write!(
+                f,
+                "placeholder `{{{field}}}` is bound to a different source in index `{other}`; both would be stored in hash field `{field}`"
+            ),
+            K::Overlap { first, second } => {
+                write!(f, "key families overlap: {first} and {second} can render the same key")
+            }
+            K::SharedTemplate { expected } => write!(f, "this template must use exactly {expected}"),
+            K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
+            K::HashTagInDocument(p) => write!(
+                f,
+                "hash-tag placeholder `{{#{p}}}` in a document family: documents live on one primary; use `{{{p}}}`"
+            ),
+            K::Undeclared { template, key_type } => write!(
+                f,
+                "the keyspace does not declare the {} family `{template}` that this document type uses",
+                key_type.type_name()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+pub(crate) fn origin(owner: &str, attr: Attr, placeholder: Option<&str>) -> Origin {
+    Origin { owner: owner.to_owned(), attr, placeholder: placeholder.map(str::to_owned) }
+}

@@ -1,0 +1,88 @@
+//! Text built in constant evaluation, for the keyspace check that
+//! `keyspace!` runs at compile time.
+
+use crate::spec::{Family, Role};
+
+/// A message built at compile time (in a `const`), for keyspace checks that
+/// run as constant evaluation. Holds up to 512 bytes; longer text is cut at a
+/// whole-piece boundary and ends with `...`.
+#[derive(Debug, Clone, Copy)]
+pub struct ConstMessage {
+    buf: [u8; 512],
+    len: usize,
+    full: bool,
+}
+
+impl ConstMessage {
+    /// An empty message.
+    pub const fn new() -> Self {
+        ConstMessage { buf: [0; 512], len: 0, full: false }
+    }
+
+    /// Appends `s` if it fits, else marks the message as cut.
+    pub const fn push(mut self, s: &str) -> Self {
+        let b = s.as_bytes();
+        if self.full || self.len + b.len() + 3 > self.buf.len() {
+            if !self.full {
+                self.full = true;
+                let mut k = 0;
+                while k < 3 {
+                    self.buf[self.len] = b'.';
+                    self.len += 1;
+                    k += 1;
+                }
+            }
+            return self;
+        }
+        let mut k = 0;
+        while k < b.len() {
+            self.buf[self.len + k] = b[k];
+            k += 1;
+        }
+        self.len += b.len();
+        self
+    }
+
+    /// Whether nothing was written.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The text.
+    pub const fn as_str(&self) -> &str {
+        let (head, _) = self.buf.split_at(self.len);
+        match core::str::from_utf8(head) {
+            Ok(s) => s,
+            Err(_) => "keyspace check failed (message not printable)",
+        }
+    }
+
+    /// Appends the description of a family (the one text used by both the
+    /// compile-time and the run-time checks).
+    pub(crate) const fn family(self, f: &Family<'_>) -> Self {
+        match f.role {
+            Role::Document => self.push("document key `").push(f.key).push("` of `").push(f.owner).push("`"),
+            Role::List => self.push("list `").push(f.key).push("` of `").push(f.owner).push("`"),
+            Role::Unique(_) => self
+                .push("unique index `")
+                .push(f.name)
+                .push("` (`")
+                .push(f.key)
+                .push("`) of `")
+                .push(f.owner)
+                .push("`"),
+            Role::Group(_) => {
+                self.push("group index `").push(f.name).push("` (`").push(f.key).push("`) of `").push(f.owner).push("`")
+            }
+            Role::Declared(n) => {
+                self.push("family `").push(n).push("` (`").push(f.key).push("`) of keyspace `").push(f.owner).push("`")
+            }
+        }
+    }
+}
+
+impl Default for ConstMessage {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,142 @@
+use super::*;
+use crate::spec::{Binding, FamilySpec, IndexSpec, ListSpec};
+use crate::spec::{DocumentSpec, KeyType, KeyspaceSpec, Source};
+
+const BY_ORDER: [Binding<'static>; 1] = [Binding { placeholder: "order", source: Source::Field("job_order_id") }];
+const BY_STATE: [Binding<'static>; 2] = [
+    Binding { placeholder: "scope", source: Source::Scope },
+    Binding { placeholder: "state", source: Source::Method("normalized_state") },
+];
+const UNIQUE: [IndexSpec<'static>; 1] =
+    [IndexSpec { name: "by_order", key: "jobresponse:byorder:{order}", bindings: &BY_ORDER }];
+const GROUPS: [IndexSpec<'static>; 1] =
+    [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE }];
+
+const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {
+    DocumentSpec {
+        type_name,
+        kind,
+        key,
+        id_field: "id",
+        scope_field: "scope",
+        list: None,
+        unique: &[],
+        groups: &[],
+        changes: "changes:{scope}",
+        nudge: "nudge:{kind}",
+        registry: "scopes",
+    }
+}
+
+const JOB_RESPONSE: DocumentSpec<'static> = DocumentSpec {
+    list: Some(ListSpec { key: "jobresponse:list:{scope}", score: Some(Source::Field("start_time")) }),
+    unique: &UNIQUE,
+    groups: &GROUPS,
+    ..doc("JobResponse", "jobresponse", "jobresponse:{id}")
+};
+
+const SHARED: [FamilySpec<'static>; 3] = [
+    FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },
+    FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel },
+    FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set },
+];
+
+#[test]
+fn job_response_is_valid() {
+    assert_eq!(check_document(&JOB_RESPONSE), []);
+    let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_RESPONSE], families: &SHARED };
+    assert_eq!(check_keyspace(&ks), []);
+    assert!(keyspace_problem(&ks).is_empty());
+}
+
+#[test]
+fn document_rules() {
+    let kinds = |d: &DocumentSpec<'_>| check_document(d).into_iter().map(|e| e.kind).collect::<Vec<_>>();
+    assert_eq!(
+        kinds(&doc("A", "a", "a:{x}")),
+        [SchemaErrorKind::KeyWithoutId, SchemaErrorKind::KeyExtraPlaceholder("x".into())]
+    );
+    assert_eq!(kinds(&doc("A", "Bad Kind", "a:{id}")), [SchemaErrorKind::BadKind("Bad Kind".into())]);
+    let list = DocumentSpec { list: Some(ListSpec { key: "a:list:{id}", score: None }), ..doc("A", "a", "a:{id}") };
+    assert_eq!(
+        kinds(&list),
+        [SchemaErrorKind::ListPlaceholder(None), SchemaErrorKind::ListPlaceholder(Some("id".into()))]
+    );
+    // A list that overlaps the document key.
+    let list = DocumentSpec { list: Some(ListSpec { key: "a:{scope}", score: None }), ..doc("A", "a", "a:{id}") };
+    let errs = check_document(&list);
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].origin.attr, Attr::List);
+    assert!(errs[0].to_string().contains("document key `a:{id}` of `A`"), "{}", errs[0]);
+    assert!(errs[0].to_string().contains("list `a:{scope}` of `A`"), "{}", errs[0]);
+}
+
+#[test]
+fn index_rules() {
+    const UNBOUND: [IndexSpec<'static>; 1] = [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[] }];
+    const RESERVED: [IndexSpec<'static>; 1] = [IndexSpec {
+        name: "by_v",
+        key: "a:byv:{v}",
+        bindings: &[Binding { placeholder: "v", source: Source::Field("v") }],
+    }];
+    const CLASH: [IndexSpec<'static>; 2] = [
+        IndexSpec {
+            name: "one",
+            key: "a:one:{x}",
+            bindings: &[Binding { placeholder: "x", source: Source::Field("f") }],
+        },
+        IndexSpec {
+            name: "two",
+            key: "a:two:{x}",
+            bindings: &[Binding { placeholder: "x", source: Source::Field("g") }],
+        },
+    ];
+    let d = DocumentSpec { unique: &UNBOUND, ..doc("A", "a", "a:{id}") };
+    assert_eq!(check_document(&d)[0].kind, SchemaErrorKind::Unbound("x".into()));
+    let d = DocumentSpec { unique: &RESERVED, ..doc("A", "a", "a:{id}") };
+    assert_eq!(check_document(&d)[0].kind, SchemaErrorKind::ReservedField("v".into()));
+    let d = DocumentSpec { groups: &CLASH, ..doc("A", "a", "a:{id}") };
+    let e = check_document(&d);
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].origin.attr, Attr::Group(1));
+}
+
+#[test]
+fn keyspace_overlap_names_both() {
+    const A: DocumentSpec<'static> = doc("JobOrder", "joborder", "joborder:{id}");
+    const B: DocumentSpec<'static> = DocumentSpec {
+        list: Some(ListSpec { key: "joborder:{scope}", score: None }),
+        ..doc("Other", "other", "other:{id}")
+    };
+    let ks = KeyspaceSpec { name: "Plant", documents: &[A, B], families: &SHARED };
+    let errs = check_keyspace(&ks);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    let msg = keyspace_problem(&ks);
+    assert_eq!(
+        msg.as_str(),
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
+    );
+    assert_eq!(
+        errs[0].to_string(),
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
+    );
+}
+
+#[test]
+fn keyspace_requires_shared_families() {
+    const A: DocumentSpec<'static> = doc("JobOrder", "joborder", "joborder:{id}");
+    let ks = KeyspaceSpec { name: "Plant", documents: &[A], families: &SHARED[1..] };
+    let errs = check_keyspace(&ks);
+    assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));
+    assert_eq!(
+        keyspace_problem(&ks).as_str(),
+        "document type `JobOrder` uses the stream `changes:{scope}`, which keyspace `Plant` does not declare"
+    );
+}
+
+#[test]
+fn const_message_truncates() {
+    let long = "x".repeat(600);
+    let m = ConstMessage::new().push("a").push(&long).push("b");
+    assert_eq!(m.as_str(), "a...");
+}
