@@ -55,8 +55,8 @@ pub use metrics::Metrics;
 pub use microdcs_derive::{Document, keyspace};
 pub use microdcs_schema as schema;
 pub use microdcs_schema::{
-    Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType,
-    ListEntry, PrefixError, Score, UniqueQuery,
+    Document, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment,
+    KeyType, ListEntry, PrefixError, Score, UniqueQuery,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;

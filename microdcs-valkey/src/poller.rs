@@ -1,5 +1,6 @@
-//! The poller, one per instance (seed `001`, D-43): reads a scope's stream
-//! at once when a write script publishes a nudge on `{prefix}:nudge:{kind}`,
+//! The poller, one per instance: reads a scope's stream at once when a write
+//! script publishes a nudge on the feed's channel (`{prefix}:nudge:{kind}` by
+//! default),
 //! reads every stream each `PollInterval` because pub/sub can lose messages,
 //! reads again at once after a read that returned entries, refreshes the
 //! scope registry each `ScopeRefreshInterval` and creates consumer groups for
@@ -9,7 +10,7 @@
 //! resubscription; when it drops, the poller pings it back to life while the
 //! fallback poll keeps entries flowing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::client::Valkey;
 use crate::error::Result;
 use crate::streams::{Entry, Streams};
-use microdcs_schema::KeyTemplate;
+use microdcs_schema::{Feed, KeyTemplate};
 
 /// A boxed future, for the object-safe consumer and task traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,11 +33,14 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Reads one kind of stream (one per scope) with one consumer group.
+///
+/// The streams, the nudge channel and the scope registry come from a
+/// [`Feed`]: `JobResponse::SPEC.feed()` for a document type's change stream
+/// (whatever `changes`, `nudge` and `registry` it declares), or
+/// [`Feed::new`] for another stream on the shared channel and registry.
 pub trait StreamConsumer: Send + Sync + 'static {
-    /// The nudge kind announcing new entries (`{prefix}:nudge:{kind}`), e.g. `jobresponse`.
-    fn kind(&self) -> &str;
-    /// The stream template with a `{scope}` placeholder, e.g. `changes:{scope}`.
-    fn stream(&self) -> &str;
+    /// Where the entries are and how the poller learns of new ones.
+    fn feed(&self) -> Feed<'_>;
     /// The consumer group.
     fn group(&self) -> &str;
     /// Entries per read.
@@ -61,7 +65,6 @@ pub struct Poller {
     consumer_name: String,
     consumers: Vec<Arc<dyn StreamConsumer>>,
     tasks: Vec<Arc<dyn PollerTask>>,
-    registry: String,
 }
 
 /// A running poller; stop it with [`PollerHandle::shutdown`].
@@ -90,18 +93,16 @@ impl std::fmt::Debug for Poller {
 struct Plan {
     consumer: Arc<dyn StreamConsumer>,
     stream: KeyTemplate,
+    /// The rendered nudge channel.
     channel: String,
+    /// The rendered scope registry key.
+    registry: String,
 }
 
 impl Poller {
     /// A poller reading as `consumer_name` (unique per instance).
     pub fn new(valkey: Valkey, consumer_name: impl Into<String>) -> Self {
-        let registry = valkey
-            .keyspace()
-            .and_then(|ks| ks.families.iter().find(|f| f.name == "scopes"))
-            .map_or("scopes", |f| f.key)
-            .to_owned();
-        Poller { valkey, consumer_name: consumer_name.into(), consumers: Vec::new(), tasks: Vec::new(), registry }
+        Poller { valkey, consumer_name: consumer_name.into(), consumers: Vec::new(), tasks: Vec::new() }
     }
 
     /// Adds a consumer.
@@ -121,20 +122,41 @@ impl Poller {
     /// Subscribes, reads the scope registry, creates the groups and starts the loop.
     ///
     /// # Errors
-    /// An invalid stream template, or the first registry read or subscription failed.
+    /// A feed template that does not parse or render
+    /// ([`crate::Error::InvalidArgument`]), or the subscription failed.
     pub async fn start(self) -> Result<PollerHandle> {
         let prefix = self.valkey.prefix().clone();
         let mut plans = Vec::new();
         for c in &self.consumers {
-            let stream = KeyTemplate::parse(c.stream()).map_err(|e| crate::Error::Protocol {
-                script: "poller",
-                reply: format!("stream template `{}`: {e:?}", c.stream()),
-            })?;
-            let channel = format!("{}:nudge:{}", prefix.as_str(), c.kind());
-            plans.push(Plan { consumer: c.clone(), stream, channel });
+            let feed = c.feed();
+            let template = |what: &str, t: &str| {
+                KeyTemplate::parse(t).map_err(|e| {
+                    let why: Vec<String> = e.iter().map(ToString::to_string).collect();
+                    crate::Error::InvalidArgument(format!(
+                        "{what} template `{t}` of feed `{}`: {}",
+                        feed.kind,
+                        why.join("; ")
+                    ))
+                })
+            };
+            let stream = template("stream", feed.stream)?;
+            let render = |what: &str, t: &KeyTemplate, values: &[&str]| {
+                t.render(&prefix, values).map_err(|e| {
+                    crate::Error::InvalidArgument(format!("{what} template `{t}` of feed `{}`: {e}", feed.kind))
+                })
+            };
+            if stream.placeholders().ne(["scope"]) {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "stream template `{stream}` of feed `{}` must have exactly the placeholder `{{scope}}`",
+                    feed.kind
+                )));
+            }
+            let channel = render("nudge", &template("nudge", feed.nudge)?, &[feed.kind])?;
+            let registry = render("registry", &template("registry", feed.registry)?, &[])?;
+            plans.push(Plan { consumer: c.clone(), stream, channel, registry });
         }
         let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
-        let sub = self.valkey.pubsub_connection(nudge_tx).await?;
+        let sub = self.valkey.pubsub_connection(nudge_tx.clone()).await?;
         let mut sub_con = sub.clone();
         let channels: BTreeSet<String> = plans.iter().map(|p| p.channel.clone()).collect();
         for ch in &channels {
@@ -143,13 +165,13 @@ impl Poller {
         let (stop, stop_rx) = watch::channel(false);
         let state = Loop {
             streams: Streams::new(self.valkey.clone()),
-            registry: format!("{}:{}", prefix.as_str(), self.registry),
             valkey: self.valkey,
             consumer_name: self.consumer_name,
             plans,
             tasks: self.tasks,
-            scopes: BTreeSet::new(),
+            scopes: BTreeMap::new(),
             sub,
+            events: nudge_tx,
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join })
@@ -158,8 +180,14 @@ impl Poller {
 
 #[derive(Debug)]
 enum Nudge {
-    Scope { channel: String, scope: String },
+    Scope {
+        channel: String,
+        scope: String,
+    },
     Disconnected,
+    /// The subscription is back: nudges sent while it was down are lost, so
+    /// every known stream is read once at once instead of at the next poll.
+    Resubscribed,
 }
 
 impl Valkey {
@@ -195,12 +223,14 @@ impl Valkey {
 struct Loop {
     valkey: Valkey,
     streams: Streams,
-    registry: String,
     consumer_name: String,
     plans: Vec<Plan>,
     tasks: Vec<Arc<dyn PollerTask>>,
-    scopes: BTreeSet<String>,
+    /// Known scopes per registry key.
+    scopes: BTreeMap<String, BTreeSet<String>>,
     sub: ConnectionManager,
+    /// For the resubscription task to report back.
+    events: mpsc::UnboundedSender<Nudge>,
 }
 
 impl Loop {
@@ -235,6 +265,7 @@ impl Loop {
                     // Coalesce the nudges waiting now: one drain per (channel, scope).
                     let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
                     let mut disconnected = false;
+                    let mut resubscribed = false;
                     let mut next = Some(first);
                     while let Some(n) = next {
                         match n {
@@ -242,13 +273,18 @@ impl Loop {
                                 wanted.insert((channel, scope));
                             }
                             Nudge::Disconnected => disconnected = true,
+                            Nudge::Resubscribed => resubscribed = true,
                         }
                         next = nudges.try_recv().ok();
+                    }
+                    if resubscribed {
+                        self.drain_all().await;
                     }
                     if disconnected && resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
                         tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
                         let mut sub = self.sub.clone();
                         let mut stop = stop.clone();
+                        let events = self.events.clone();
                         resubscribing = Some(tokio::spawn(async move {
                             // A command on the dead connection makes the manager
                             // reconnect and resubscribe; keep trying until it does.
@@ -257,6 +293,7 @@ impl Loop {
                                 let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut sub).await;
                                 if pong.is_ok() {
                                     tracing::info!("nudge subscription restored");
+                                    let _ = events.send(Nudge::Resubscribed);
                                     return;
                                 }
                                 tokio::select! {
@@ -268,14 +305,17 @@ impl Loop {
                         }));
                     }
                     for (channel, scope) in wanted {
-                        if !self.scopes.contains(&scope) {
-                            if !self.registered(&scope).await {
-                                tracing::debug!(scope, "nudge for a scope the registry does not list; ignored");
-                                continue;
+                        let matching: Vec<usize> =
+                            (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
+                        for i in matching {
+                            let registry = self.plans[i].registry.clone();
+                            if !self.knows(&registry, &scope) {
+                                if !self.registered(&registry, &scope).await {
+                                    tracing::debug!(scope, "nudge for a scope the registry does not list; ignored");
+                                    continue;
+                                }
+                                self.add_scope(&registry, &scope).await;
                             }
-                            self.add_scope(&scope).await;
-                        }
-                        for i in (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel) {
                             self.drain(i, &scope).await;
                         }
                     }
@@ -287,35 +327,48 @@ impl Loop {
         }
     }
 
+    fn knows(&self, registry: &str, scope: &str) -> bool {
+        self.scopes.get(registry).is_some_and(|s| s.contains(scope))
+    }
+
+    /// The registry keys the plans use, each once.
+    fn registries(&self) -> BTreeSet<String> {
+        self.plans.iter().map(|p| p.registry.clone()).collect()
+    }
+
     async fn refresh(&mut self) {
-        let mut con = self.valkey.connection();
-        let found: redis::RedisResult<Vec<String>> =
-            redis::cmd("SMEMBERS").arg(&self.registry).query_async(&mut con).await;
-        match found {
-            Ok(scopes) => {
-                for s in scopes {
-                    if !self.scopes.contains(&s) {
-                        self.add_scope(&s).await;
-                        for i in 0..self.plans.len() {
-                            self.drain(i, &s).await;
+        for registry in self.registries() {
+            let mut con = self.valkey.connection();
+            let found: redis::RedisResult<Vec<String>> =
+                redis::cmd("SMEMBERS").arg(&registry).query_async(&mut con).await;
+            match found {
+                Ok(scopes) => {
+                    for s in scopes {
+                        if !self.knows(&registry, &s) {
+                            self.add_scope(&registry, &s).await;
+                            let on_registry: Vec<usize> =
+                                (0..self.plans.len()).filter(|i| self.plans[*i].registry == registry).collect();
+                            for i in on_registry {
+                                self.drain(i, &s).await;
+                            }
                         }
                     }
                 }
+                Err(e) => tracing::warn!(error = %e, "cannot read the scope registry"),
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read the scope registry"),
         }
     }
 
     /// Whether the scope registry lists `scope` (nudges name scopes; only registered ones are read).
-    async fn registered(&self, scope: &str) -> bool {
+    async fn registered(&self, registry: &str, scope: &str) -> bool {
         let mut con = self.valkey.connection();
-        let r: redis::RedisResult<bool> =
-            redis::cmd("SISMEMBER").arg(&self.registry).arg(scope).query_async(&mut con).await;
+        let r: redis::RedisResult<bool> = redis::cmd("SISMEMBER").arg(registry).arg(scope).query_async(&mut con).await;
         r.unwrap_or(false)
     }
 
-    async fn add_scope(&mut self, scope: &str) {
-        for p in &self.plans {
+    /// Creates the groups of every plan on `registry` for a new scope.
+    async fn add_scope(&mut self, registry: &str, scope: &str) {
+        for p in self.plans.iter().filter(|p| p.registry == registry) {
             if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope])
                 && let Err(e) = self.streams.create_group(&key, p.consumer.group()).await
             {
@@ -324,16 +377,28 @@ impl Loop {
             }
         }
         tracing::debug!(scope, "scope discovered");
-        self.scopes.insert(scope.to_owned());
+        self.scopes.entry(registry.to_owned()).or_default().insert(scope.to_owned());
+    }
+
+    /// Every stream of every known scope, once (after a resubscription).
+    async fn drain_all(&self) {
+        for i in 0..self.plans.len() {
+            let scopes: Vec<String> =
+                self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+            for s in &scopes {
+                self.drain(i, s).await;
+            }
+        }
     }
 
     /// Every stream of every scope: first take over entries another
     /// consumer left pending for long (a crashed instance), then drain.
     async fn poll_all(&mut self) {
         let min_idle = (self.valkey.poll_options().poll_interval * 10).max(Duration::from_secs(30));
-        let scopes: Vec<String> = self.scopes.iter().cloned().collect();
-        for s in &scopes {
-            for i in 0..self.plans.len() {
+        for i in 0..self.plans.len() {
+            let scopes: Vec<String> =
+                self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+            for s in &scopes {
                 let p = &self.plans[i];
                 if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
                     // Claimed entries become our pending entries; the drain handles them.

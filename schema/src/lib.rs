@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod builtin;
 pub mod check;
 pub mod document;
 pub mod encode;
@@ -36,5 +37,7 @@ pub use document::{
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, PrefixError};
-pub use spec::{Binding, DocumentSpec, Family, FamilySpec, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source};
+pub use spec::{
+    Binding, DocumentSpec, Family, FamilySpec, Feed, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source,
+};
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

@@ -180,6 +180,35 @@ impl<'a> DocumentSpec<'a> {
     pub fn families(&self) -> impl Iterator<Item = Family<'a>> + '_ {
         (0..self.family_count()).map(|i| self.family(i))
     }
+
+    /// Where this type's change entries go and how readers learn of them.
+    pub const fn feed(&self) -> Feed<'a> {
+        Feed { kind: self.kind, stream: self.changes, nudge: self.nudge, registry: self.registry }
+    }
+}
+
+/// A stream per scope that a consumer reads, with the nudge channel that
+/// announces new entries and the registry that lists the scopes: everything
+/// the poller needs to find and wake a consumer, taken from a spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feed<'a> {
+    /// The value of the nudge channel's `{kind}` placeholder.
+    pub kind: &'a str,
+    /// Stream template; its only placeholder is `{scope}`.
+    pub stream: &'a str,
+    /// Nudge channel template; its only placeholder is `{kind}`.
+    pub nudge: &'a str,
+    /// Scope registry key template (a set of scopes, no placeholder).
+    pub registry: &'a str,
+}
+
+impl<'a> Feed<'a> {
+    /// A feed on the runtime's shared nudge channel and scope registry (for
+    /// streams that are not a document type's change stream, such as a work
+    /// stream).
+    pub const fn new(kind: &'a str, stream: &'a str) -> Self {
+        Feed { kind, stream, nudge: crate::builtin::NUDGE.key, registry: crate::builtin::SCOPES.key }
+    }
 }
 
 /// A non-document key family declared in a keyspace.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Entry, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Valkey,
+    BoxError, BoxFuture, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Valkey,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -21,11 +21,8 @@ struct JobResponse {
 struct Timed(mpsc::UnboundedSender<(String, Instant)>);
 
 impl StreamConsumer for Timed {
-    fn kind(&self) -> &str {
-        "jobresponse"
-    }
-    fn stream(&self) -> &str {
-        "changes:{scope}"
+    fn feed(&self) -> Feed<'_> {
+        JobResponse::SPEC.feed()
     }
     fn group(&self) -> &str {
         "bench"

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{FaultProxy, command_calls, server, unique_prefix};
+use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Entry, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Streams, Valkey,
+    BoxError, BoxFuture, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Streams, Valkey,
     ValkeyConfig,
 };
 use serde::{Deserialize, Serialize};
@@ -26,14 +26,12 @@ struct Collect {
     tx: mpsc::UnboundedSender<(String, String, Instant)>,
     fail: AtomicU32,
     deliveries: Arc<AtomicU32>,
+    feed: Feed<'static>,
 }
 
 impl StreamConsumer for Collect {
-    fn kind(&self) -> &str {
-        "jobresponse"
-    }
-    fn stream(&self) -> &str {
-        "changes:{scope}"
+    fn feed(&self) -> Feed<'_> {
+        self.feed
     }
     fn group(&self) -> &str {
         "publisher"
@@ -76,7 +74,7 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
     let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("nudge").as_str(), "30s", "30s")).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
         .start()
         .await
         .unwrap();
@@ -99,6 +97,60 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
     poller.shutdown().await;
 }
 
+/// A document type with its own change stream, nudge channel and registry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "alarm",
+    changes = "alarms:changes:{scope}",
+    nudge = "alarms:wake:{kind}",
+    registry = "alarms:scopes"
+)]
+struct Alarm {
+    id: String,
+    scope: String,
+}
+
+#[tokio::test]
+async fn custom_change_stream_nudge_and_registry_are_honoured_end_to_end() {
+    let s = server();
+    // Polls far apart: only the custom nudge channel can deliver in time.
+    let prefix = unique_prefix("custom-feed");
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let feed = Alarm::SPEC.feed();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
+        .start()
+        .await
+        .unwrap();
+    let mut con = valkey.connection();
+    let channel = format!("{}:alarms:wake:alarm", prefix.as_str());
+    let (subscribers,): (Vec<(String, u64)>,) =
+        redis::pipe().cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut con).await.unwrap();
+    assert_eq!(subscribers[0].1, 1, "the poller listens on the declared nudge channel");
+    let t0 = Instant::now();
+    created(&valkey.store::<Alarm>(), &Alarm { id: "a-1".into(), scope: "s1".into() }).await;
+    let (scope, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the custom nudge");
+    assert_eq!((scope.as_str(), id.as_str()), ("s1", "a-1"));
+    assert!(at.duration_since(t0) < Duration::from_secs(10), "well before the 30 s poll");
+    // The entry went to the declared stream and the scope to the declared
+    // registry, and nothing to the defaults.
+    let stream_len: u64 =
+        redis::cmd("XLEN").arg(format!("{}:alarms:changes:s1", prefix.as_str())).query_async(&mut con).await.unwrap();
+    assert_eq!(stream_len, 1);
+    let registered: bool = redis::cmd("SISMEMBER")
+        .arg(format!("{}:alarms:scopes", prefix.as_str()))
+        .arg("s1")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(registered);
+    let default_keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}:changes:*", prefix.as_str())).query_async(&mut con).await.unwrap();
+    assert!(default_keys.is_empty(), "{default_keys:?}");
+    poller.shutdown().await;
+}
+
 #[tokio::test]
 async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let s = server();
@@ -108,7 +160,7 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
         .start()
         .await
         .unwrap();
@@ -159,7 +211,7 @@ async fn a_new_scope_written_elsewhere_is_discovered() {
     let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "300ms")).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
         .start()
         .await
         .unwrap();
@@ -190,7 +242,12 @@ async fn a_failing_consumer_gets_its_entries_again() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let deliveries = Arc::new(AtomicU32::new(0));
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(2), deliveries: deliveries.clone() })
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(2),
+            deliveries: deliveries.clone(),
+            feed: JobResponse::SPEC.feed(),
+        })
         .start()
         .await
         .unwrap();
@@ -276,7 +333,7 @@ async fn the_poller_never_sends_a_blocking_command() {
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default() })
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
         .start()
         .await
         .unwrap();

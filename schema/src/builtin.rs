@@ -1,0 +1,74 @@
+//! The key families the runtime's own services use, as constants: the
+//! shared families every document type writes by default (change stream,
+//! nudge channel, scope registry), the dedupe and start-lock keys, the lease
+//! keys and the index-layout fingerprints.
+//!
+//! Services take their keys from these specs, never from a family looked up
+//! by name. Declare the ones your application uses in its keyspace with the
+//! same template (the plant example does) so the compile-time overlap check
+//! covers them.
+
+use crate::spec::{FamilySpec, KeyType};
+
+/// The change stream of a scope (`changes:{scope}`), the default of every
+/// document type's `changes`.
+pub const CHANGES: FamilySpec<'static> =
+    FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream };
+
+/// The nudge channel of a kind (`nudge:{kind}`), the default of every
+/// document type's `nudge`.
+pub const NUDGE: FamilySpec<'static> = FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel };
+
+/// The scope registry (`scopes`), the default of every document type's
+/// `registry`.
+pub const SCOPES: FamilySpec<'static> = FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set };
+
+/// A dedupe claim: `{hash}` is a digest of the event's source and id.
+pub const DEDUPE: FamilySpec<'static> =
+    FamilySpec { name: "dedupe", key: "ce:dedupe:{hash}", key_type: KeyType::String };
+
+/// The start lease of one configuration.
+pub const START_LOCK: FamilySpec<'static> =
+    FamilySpec { name: "start_lock", key: "lock:poststart:{config_id}", key_type: KeyType::String };
+
+/// A fencing lease record (hash tag: all keys of one lease share a slot).
+pub const LEASE: FamilySpec<'static> = FamilySpec { name: "lease", key: "lease:{#name}", key_type: KeyType::Hash };
+
+/// The fence counter of a lease (never expires).
+pub const LEASE_FENCE: FamilySpec<'static> =
+    FamilySpec { name: "lease_fence", key: "lease:{#name}:fence", key_type: KeyType::String };
+
+/// The cached result of one lease request id.
+pub const LEASE_REQUEST: FamilySpec<'static> =
+    FamilySpec { name: "lease_request", key: "lease:{#name}:req:{request}", key_type: KeyType::Hash };
+
+/// The value a lease protects (written only with the current fence).
+pub const LEASE_DATA: FamilySpec<'static> =
+    FamilySpec { name: "lease_data", key: "lease:{#name}:data", key_type: KeyType::String };
+
+/// Index-layout fingerprints of the document types (verify and rebuild).
+pub const FINGERPRINTS: FamilySpec<'static> =
+    FamilySpec { name: "fingerprints", key: "schema:fingerprints", key_type: KeyType::Hash };
+
+/// Every family above.
+pub const ALL: [FamilySpec<'static>; 10] =
+    [CHANGES, NUDGE, SCOPES, DEDUPE, START_LOCK, LEASE, LEASE_FENCE, LEASE_REQUEST, LEASE_DATA, FINGERPRINTS];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::KeyTemplate;
+
+    #[test]
+    fn builtins_are_valid_and_disjoint() {
+        for f in ALL {
+            assert!(KeyTemplate::parse(f.key).is_ok(), "{}", f.name);
+        }
+        for (i, a) in ALL.iter().enumerate() {
+            for b in &ALL[i + 1..] {
+                let channels = (a.key_type == KeyType::Channel) == (b.key_type == KeyType::Channel);
+                assert!(!(channels && crate::templates_overlap(a.key, b.key)), "{} and {}", a.name, b.name);
+            }
+        }
+    }
+}
