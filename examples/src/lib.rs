@@ -1,4 +1,4 @@
-//! Runnable microdcs programs. [`plant`] is the seed's plant keyspace, used by
+//! Runnable microdcs programs. [`plant`] is the reference plant keyspace, used by
 //! the `plant` binary (the main demo) and by the tests.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

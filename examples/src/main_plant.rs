@@ -1,4 +1,4 @@
-//! The main demo: the seed's plant keyspace against a real Valkey.
+//! The main demo: the plant keyspace (our reference keyspace) against a real Valkey.
 //!
 //! Connects to `APP_MicroDcs__Valkey__ConnectionString` when set, otherwise
 //! starts its own `valkey-server` through the test harness. Prints the key
@@ -23,7 +23,7 @@ use microdcs_valkey::{Expect, MicroDcsConfig, Page, PutOutcome, Valkey};
 
 /// The plant demo and index maintenance.
 #[derive(Parser)]
-#[command(name = "plant", about = "The seed's plant keyspace on Valkey: demo, verify, rebuild")]
+#[command(name = "plant", about = "The plant keyspace on Valkey: demo, verify, rebuild")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

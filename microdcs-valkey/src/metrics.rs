@@ -1,4 +1,5 @@
-//! Counters of the runtime, by the names the seed gives them. Read them with
+//! Counters of the runtime, under stable names (`microdcs.valkey.*`) that
+//! dashboards can rely on. Read them with
 //! [`Metrics::snapshot`] and export them to any metrics system.
 
 use std::sync::atomic::{AtomicU64, Ordering};

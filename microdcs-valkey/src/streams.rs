@@ -1,8 +1,9 @@
-//! The streams helper (seed `001`, "Streams and the poller"): groups,
-//! append, non-blocking group reads, acknowledge, acknowledged-only trim and
-//! autoclaim that counts entries deleted while pending. No blocking command
-//! is used anywhere (D-43): reads return at once, the poller decides when to
-//! read again.
+//! The streams helper: groups, append, non-blocking group reads,
+//! acknowledge, acknowledged-only trim and autoclaim that counts entries
+//! deleted while pending. No blocking command is used anywhere: a blocked
+//! read would hold a connection of the shared multiplexed client and stall
+//! every other call behind it, so reads return at once and the poller
+//! decides when to read again.
 
 use std::time::Duration;
 

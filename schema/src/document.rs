@@ -75,7 +75,8 @@ int_segment!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
 /// A value an index placeholder can take: any [`KeySegment`] (indexed unless
 /// empty) or an `Option` of one (`None` means not indexed).
 ///
-/// "Empty means not indexed" follows the seed's normalized state.
+/// "Empty means not indexed": a document whose state has not been reported
+/// yet (an empty normalized state) belongs to no state group.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be an index value",
     label = "bound to an index placeholder",

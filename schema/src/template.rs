@@ -475,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_seed_templates() {
+    fn parses_reference_templates() {
         let t = KeyTemplate::parse("jobresponse:bystate:{scope}:{state}").unwrap();
         assert_eq!(t.placeholders().collect::<Vec<_>>(), ["scope", "state"]);
         let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();

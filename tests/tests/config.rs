@@ -14,7 +14,7 @@ fn tmp_file(name: &str, content: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn defaults_match_the_seed_table() {
+fn defaults_match_the_documented_table() {
     let c = MicroDcsConfig::default();
     let v = &c.valkey;
     assert_eq!(v.connection_string.expose(), "localhost:6379");

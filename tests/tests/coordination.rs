@@ -35,7 +35,7 @@ async fn dedupe_contract(d: &impl DedupeStore) {
     assert_eq!(d.claim("urn:line-1", "e-1", "tok-a").await.unwrap(), Claim::Done);
     let left = d.lease_remaining("urn:line-1", "e-1").await.unwrap();
     assert!(left > LEASE && left <= RETENTION, "done stays for the retention: {left:?}");
-    // Nothing held: zero, never negative.
+    // Nothing held: zero, never negative (a caller sleeps for it).
     assert_eq!(d.lease_remaining("urn:line-1", "e-none").await.unwrap(), Duration::ZERO);
     // An expired claim can be taken by another holder.
     assert_eq!(d.claim("urn:line-1", "e-2", "tok-a").await.unwrap(), Claim::Claimed);
@@ -67,7 +67,7 @@ async fn dedupe_and_start_lease_contract_on_valkey() {
     let d = ValkeyDedupe::new(v.clone(), LEASE, RETENTION);
     dedupe_contract(&d).await;
     start_lease_contract(&ValkeyStartLease::new(v.clone())).await;
-    // The key is the seed's: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
+    // The reference key: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
     let key = d.key("urn:line-1", "e-1").unwrap();
     assert_eq!(key, format!("{}:ce:dedupe:{}", v.prefix(), microdcs_valkey::coord::dedupe_hash("urn:line-1", "e-1")));
     let held: String = redis::cmd("GET").arg(&key).query_async(&mut v.connection()).await.unwrap();
@@ -294,7 +294,7 @@ async fn corrupt_lease_state_fails_closed() {
 }
 
 microdcs_valkey::keyspace! {
-    /// The lease families declared like any other (seed 004 in our keyspace):
+    /// The lease families declared like any other (the fencing lease keys in our keyspace):
     /// one hash tag per lease, checked for overlaps at compile time.
     Leases {
         lease: hash("locks:{#name}"),

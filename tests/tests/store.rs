@@ -134,7 +134,7 @@ async fn create_update_overwrite_stale_delete_with_exact_indexes() {
     assert_eq!(store.put(&r, Expect::Version(1)).await.unwrap(), PutOutcome::Conflict { current: 2 });
     assert_eq!(e.snapshot().await, before);
 
-    // overwrite without a read (reads the index fields first), state emptied: not indexed
+    // overwrite without a read (reads the index fields first), state emptied: not indexed
     let mut r3 = r2.clone();
     r3.state.clear();
     assert_eq!(store.put(&r3, Expect::Any).await.unwrap(), PutOutcome::Written { version: 3 });

@@ -1,4 +1,6 @@
-//! The plant keyspace of the seed's key schema table (`seeds/000`): job
+//! The plant keyspace, our reference keyspace (its key table is the one a
+//! plant data layer of this kind has always used, checked key by key in
+//! `examples/tests/seed_keys.rs`): job
 //! orders, job responses, work masters and SFC states, plus every
 //! non-document family (dedupe, locks, reference lists, streams, counters,
 //! cursors, heartbeat, the nudge channel).
@@ -92,7 +94,7 @@ pub struct SfcState {
 }
 
 keyspace! {
-    /// The seed's plant keyspace: every family of the key schema table.
+    /// The plant keyspace: every family of the reference key table.
     pub Plant {
         documents: [JobOrder, JobResponse, WorkMaster, SfcState],
         dedupe: string("ce:dedupe:{hash}"),
@@ -110,7 +112,7 @@ keyspace! {
         sfc_waits: zset("sfc:waits:{scope}:{type_id}"),
         sfc_event: string("sfc:event:{scope}:{source}|{id}"),
         nudge: channel("nudge:{kind}"),
-        // Not in the seed table: index layout fingerprints (verify/rebuild).
+        // Ours, beyond the reference table: index layout fingerprints (verify/rebuild).
         fingerprints: hash("schema:fingerprints"),
     }
 }

@@ -1,13 +1,14 @@
-//! The plant keyspace renders exactly the key names of the seed's key schema
-//! table (`seeds/000`, "Key schema"), family by family, with prefix `microdcs`.
+//! The plant keyspace renders exactly the key names of the reference key
+//! table (the key names existing plant deployments use, copied verbatim
+//! below), family by family, with prefix `microdcs`.
 
 use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster, key_table};
 use microdcs_valkey::schema::check_keyspace;
 use microdcs_valkey::{Document, KeyPrefix};
 
-/// (seed table template, Valkey type, sample values substituted in order,
-/// expected key). The templates are copied from the seed table verbatim.
-const SEED: &[(&str, &str, &str)] = &[
+/// (reference template, Valkey type, expected key with the sample values
+/// substituted in order). The templates are copied from the reference table verbatim.
+const REFERENCE: &[(&str, &str, &str)] = &[
     ("ce:dedupe:{hash}", "string", "microdcs:ce:dedupe:0123456789abcdef0123456789abcdef"),
     ("lock:poststart:{configId}", "string", "microdcs:lock:poststart:cfg-1"),
     ("joborder:{id}", "hash", "microdcs:joborder:o-1"),
@@ -34,7 +35,7 @@ const SEED: &[(&str, &str, &str)] = &[
     ("nudge:{kind}", "channel", "microdcs:nudge:jobresponse"),
 ];
 
-/// Placeholder names differ between the seed (`{configId}`) and Rust
+/// Placeholder names differ between the reference table (`{configId}`) and Rust
 /// (`{config_id}`); the shape must not.
 fn shape(t: &str) -> String {
     let mut out = String::new();
@@ -54,20 +55,24 @@ fn shape(t: &str) -> String {
 }
 
 #[test]
-fn every_seed_family_renders_the_seed_key() {
+fn every_reference_family_renders_the_reference_key() {
     let rows = key_table(&KeyPrefix::default()).unwrap();
-    // Families we add to the seed's table, each for a stated reason.
+    // Families we add to the reference table, each for a stated reason.
     const ADDED: &[(&str, &str)] = &[("schema:fingerprints", "microdcs:schema:fingerprints")];
-    assert_eq!(rows.len(), SEED.len() + ADDED.len(), "one family per row of the seed table, plus our additions");
+    assert_eq!(
+        rows.len(),
+        REFERENCE.len() + ADDED.len(),
+        "one family per row of the reference table, plus our additions"
+    );
     for (template, key) in ADDED {
         let row = rows.iter().find(|r| r.template == *template).expect("added family present");
         assert_eq!(row.key, *key);
     }
-    for (template, ty, expected) in SEED {
+    for (template, ty, expected) in REFERENCE {
         let row = rows
             .iter()
             .find(|r| shape(r.template) == shape(template))
-            .unwrap_or_else(|| panic!("no family for seed row `{template}`"));
+            .unwrap_or_else(|| panic!("no family for reference row `{template}`"));
         assert_eq!(row.key_type, *ty, "type of `{template}` ({})", row.family);
         assert_eq!(row.key, *expected, "key of `{template}` ({})", row.family);
     }
@@ -117,7 +122,7 @@ fn index_entries_follow_the_fields() {
     assert_eq!(g.key, "microdcs:jobresponse:bystate:s1:Running_Held");
     assert_eq!(g.fields, [("state", "Running_Held".to_owned())]);
 
-    // Empty normalized state: not in the by-state index.
+    // Empty normalized state: not in the by-state index (no reported state, no state group).
     r.state.clear();
     let e = r.index_entries(&p).unwrap();
     assert_eq!(e.groups, [None]);
