@@ -33,33 +33,53 @@ impl Entry {
 const TRIM_ACKNOWLEDGED: &str = "\
 -- KEYS[1] stream. Returns the number of entries removed.
 -- Keeps everything from the lowest, over all groups, of: the oldest pending
--- id, or (no pending) the id after the last delivered one.
+-- id, and the id after the last delivered one. Both bounds count: after
+-- XGROUP SETID rewinds a group, its pending list can start above what the
+-- group will be handed again.
+-- Ids are compared as digit strings (never as Lua numbers, which lose
+-- precision above 2^53), so any valid id is handled exactly.
 local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
+  return string.match(id, '^(%d+)-(%d+)$')
+end
+local function num_lt(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local function id_lt(ams, aseq, bms, bseq)
+  if ams ~= bms then return num_lt(ams, bms) end
+  return num_lt(aseq, bseq)
+end
+-- Decimal digit string plus one.
+local function succ(d)
+  local i = #d
+  while i > 0 and string.sub(d, i, i) == '9' do i = i - 1 end
+  if i == 0 then return '1' .. string.rep('0', #d) end
+  return string.sub(d, 1, i - 1) .. string.char(string.byte(d, i) + 1) .. string.rep('0', #d - i)
 end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
 if #groups == 0 then return 0 end
 local best_ms, best_seq = nil, nil
+local function keep(ms, seq)
+  if ms == nil then return false end
+  if best_ms == nil or id_lt(ms, seq, best_ms, best_seq) then
+    best_ms, best_seq = ms, seq
+  end
+  return true
+end
 for _, g in ipairs(groups) do
   local name, last = nil, nil
   for i = 1, #g, 2 do
     if g[i] == 'name' then name = g[i + 1] end
     if g[i] == 'last-delivered-id' then last = g[i + 1] end
   end
-  local ms, seq
+  local ms, seq = parse(last or '0-0')
+  if not keep(ms, seq and succ(seq)) then return 0 end
   local pending = redis.call('XPENDING', KEYS[1], name)
   if pending[1] > 0 then
-    ms, seq = parse(pending[2])
-  else
-    ms, seq = parse(last or '0-0')
-    seq = seq + 1
-  end
-  if best_ms == nil or ms < best_ms or (ms == best_ms and seq < best_seq) then
-    best_ms, best_seq = ms, seq
+    if not keep(parse(pending[2])) then return 0 end
   end
 end
-return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d-%d', best_ms, best_seq))
+return redis.call('XTRIM', KEYS[1], 'MINID', best_ms .. '-' .. best_seq)
 ";
 
 /// The streams helper.

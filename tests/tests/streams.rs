@@ -325,6 +325,32 @@ async fn trim_keeps_what_a_lagging_group_has_not_seen() {
 }
 
 #[tokio::test]
+async fn trim_never_passes_a_rewound_group() {
+    let s = server();
+    let valkey =
+        Valkey::connect(&config(&s.host_port(), unique_prefix("trim-rewind").as_str(), "1s", "5s")).await.unwrap();
+    let streams = Streams::new(valkey.clone());
+    let key = format!("{}:sfc:work:s1", valkey.prefix());
+    streams.create_group(&key, "g").await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(streams.append(&key, &[("n", format!("{i}").as_bytes())]).await.unwrap());
+    }
+    assert_eq!(streams.read(&key, "g", "c", 100).await.unwrap().len(), 10);
+    streams.ack(&key, "g", &ids[..6]).await.unwrap();
+    // Entries 6..9 stay pending; the group is rewound to entry 2, so entries
+    // 3.. will be handed out again.
+    let mut con = valkey.connection();
+    let () = redis::cmd("XGROUP").arg("SETID").arg(&key).arg("g").arg(&ids[2]).query_async(&mut con).await.unwrap();
+    let removed = streams.trim_acknowledged(&key).await.unwrap();
+    assert_eq!(removed, 3, "only entries 0..2, which the rewound group will not see again");
+    let again = streams.read(&key, "g", "c", 100).await.unwrap();
+    let again: Vec<&str> = again.iter().map(|e| e.id.as_str()).collect();
+    let expected: Vec<&str> = ids[3..].iter().map(String::as_str).collect();
+    assert_eq!(again, expected, "the rewound group gets entries 3..9 again");
+}
+
+#[tokio::test]
 async fn the_poller_never_sends_a_blocking_command() {
     let s = server();
     let proxy = FaultProxy::start(s.host_port()).await;
