@@ -282,3 +282,182 @@ impl Resolver<'_> {
 fn default_index_name(template: &KeyTemplate) -> Option<String> {
     template.placeholders().filter(|p| *p != "scope").last().map(|p| format!("by_{p}"))
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use quote::ToTokens;
+    use syn::parse_quote;
+
+    use super::{Document, Index, Source, Value};
+    use crate::ctxt::Ctxt;
+
+    /// The IR of `input` and the messages of the errors found on the way.
+    pub(crate) fn parse(input: &syn::DeriveInput) -> (Document, Vec<String>) {
+        let mut cx = Ctxt::new();
+        let doc = Document::from_ast(&mut cx, input);
+        let errors = cx.check().err().map(|e| e.into_iter().map(|e| e.to_string()).collect()).unwrap_or_default();
+        (doc, errors)
+    }
+
+    /// `placeholder=source` per binding, the source as `id`, `scope`,
+    /// `field:<name>:<type or ?>` or `method:<name>`.
+    fn bindings(ix: &Index) -> Vec<String> {
+        let value = |v: &Value| match v {
+            Value::Field(m, ty) => {
+                let ty = ty.as_ref().map_or_else(|| "?".to_owned(), |t| t.to_token_stream().to_string());
+                format!("field:{}:{ty}", m.name)
+            }
+            Value::Method(m) => format!("method:{}", m.name),
+        };
+        ix.bindings
+            .iter()
+            .map(|b| {
+                let src = match &b.source {
+                    Source::Id => "id".to_owned(),
+                    Source::Scope => "scope".to_owned(),
+                    Source::Value(v) => value(v),
+                };
+                format!("{}={src}", b.placeholder)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn id_scope_and_same_named_fields_bind_implicitly() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(key = "order:bystate:{scope}:{state}:{id}"))]
+            struct Order { id: String, scope: String, state: u8 }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(bindings(&doc.groups[0]), ["scope=scope", "state=field:state:u8", "id=id"]);
+    }
+
+    #[test]
+    fn explicit_bindings_come_first_and_win() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(unique(key = "o:{code}:{state}:{owner}", state = state_text(), code = external_code, owner = nobody))]
+            struct Order { id: String, scope: String, external_code: Option<String>, state: u8, owner: String }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(
+            bindings(&doc.unique[0]),
+            [
+                "state=method:state_text",
+                "code=field:external_code:Option < String >",
+                // Not a field: left to rustc, which reports it at the name.
+                "owner=field:nobody:?",
+            ]
+        );
+    }
+
+    #[test]
+    fn id_and_scope_cannot_be_rebound() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(key = "o:{scope}:{x}", scope = area, x = x))]
+            struct Order { id: String, scope: String, area: String, x: String }
+        });
+        assert_eq!(errors, ["`{scope}` always binds to the document's scope and cannot be rebound"]);
+        // The implicit binding stands in for the rejected one.
+        assert_eq!(bindings(&doc.groups[0]), ["x=field:x:String", "scope=scope"]);
+    }
+
+    #[test]
+    fn unknown_placeholder_suggests_a_field() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(key = "o:{scope}:{stat}"))]
+            struct Order { id: String, scope: String, state: String }
+        });
+        assert_eq!(
+            errors,
+            [
+                "unknown placeholder `{stat}`: `Order` has no field `stat` and the index has no binding `stat = field` or `stat = method()`; did you mean `state`?"
+            ]
+        );
+        assert_eq!(bindings(&doc.groups[0]), ["scope=scope"]);
+    }
+
+    #[test]
+    fn index_name_defaults_to_last_placeholder_but_scope() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(
+                group(key = "o:bystate:{scope}:{state}"),
+                group(key = "o:byowner:{owner}:{scope}"),
+                unique(key = "o:bycode:{code}:{id}"),
+                unique(name = "lookup", key = "o:lookup:{code}"),
+            )]
+            struct Order { id: String, scope: String, state: String, owner: String, code: String }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        let names = |v: &[Index]| v.iter().map(|ix| ix.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&doc.groups), ["by_state", "by_owner"]);
+        assert_eq!(names(&doc.unique), ["by_id", "lookup"]);
+    }
+
+    #[test]
+    fn index_of_only_the_scope_needs_a_name() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(key = "o:all:{scope}"))]
+            struct Order { id: String, scope: String }
+        });
+        assert_eq!(errors, ["this index has no value placeholder to name it after; add `name = \"...\"`"]);
+        assert_eq!(doc.groups[0].name, "index");
+    }
+
+    #[test]
+    fn index_name_must_be_an_identifier() {
+        let (_, errors) = parse(&parse_quote! {
+            #[microdcs(group(name = "by state", key = "o:{state}"))]
+            struct Order { id: String, scope: String, state: String }
+        });
+        assert_eq!(errors, ["index name `by state` must be a Rust identifier"]);
+    }
+
+    #[test]
+    fn index_without_key_is_left_out() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(name = "a"), group(key = "o:{state}"))]
+            struct Order { id: String, scope: String, state: String }
+        });
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].starts_with("an index needs `key = \"...\"`"), "{errors:?}");
+        assert_eq!(doc.groups.len(), 1);
+        assert_eq!(doc.groups[0].name, "by_state");
+    }
+
+    #[test]
+    fn id_and_scope_are_the_marked_or_same_named_fields() {
+        let (doc, errors) = parse(&parse_quote! {
+            struct Order { #[microdcs(id)] number: u64, id: String, scope: String }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(doc.id.map(|f| f.ident.to_string()).as_deref(), Some("number"));
+        assert_eq!(doc.scope.map(|f| f.ident.to_string()).as_deref(), Some("scope"));
+    }
+
+    #[test]
+    fn missing_id_and_scope_are_reported_even_without_fields() {
+        let (doc, errors) = parse(&parse_quote! { struct Order {} });
+        assert_eq!(
+            errors,
+            [
+                "`Order` has no id field: name a field `id` or mark one with `#[microdcs(id)]`",
+                "`Order` has no scope field: name a field `scope` or mark one with `#[microdcs(scope)]`",
+            ]
+        );
+        assert!(doc.id.is_none() && doc.scope.is_none());
+    }
+
+    #[test]
+    fn two_marked_ids_are_reported() {
+        let (_, errors) = parse(&parse_quote! {
+            struct Order { #[microdcs(id)] a: String, #[microdcs(id)] b: String, scope: String }
+        });
+        assert_eq!(errors, ["only one field can be the id"]);
+    }
+
+    #[test]
+    fn tuple_struct_reports_only_its_shape() {
+        let (_, errors) = parse(&parse_quote! { struct Order(String, String); });
+        assert_eq!(errors, ["#[derive(Document)] needs a struct with named fields"]);
+    }
+}

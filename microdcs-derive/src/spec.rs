@@ -90,3 +90,91 @@ fn value_source(v: &Value) -> Source<'_> {
         Value::Method(m) => Source::Method(&m.name),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use microdcs_schema::{Binding, ListSpec, Source};
+    use syn::parse_quote;
+
+    use super::{Texts, with_spec};
+    use crate::ast::tests::parse;
+
+    #[test]
+    fn defaults_follow_the_type_name() {
+        let (doc, errors) = parse(&parse_quote! { struct JobOrder { id: String, scope: String } });
+        assert_eq!(errors, Vec::<String>::new());
+        with_spec(&doc, &Texts::of(&doc), |spec| {
+            assert_eq!(spec.type_name, "JobOrder");
+            assert_eq!(spec.kind, "joborder");
+            assert_eq!(spec.key, "joborder:{id}");
+            assert_eq!((spec.id_field, spec.scope_field), ("id", "scope"));
+            assert_eq!((spec.changes, spec.nudge, spec.registry), ("changes:{scope}", "nudge:{kind}", "scopes"));
+            assert_eq!(spec.list, None);
+            assert!(spec.unique.is_empty() && spec.groups.is_empty());
+        });
+    }
+
+    #[test]
+    fn default_key_uses_the_given_kind() {
+        let (doc, _) = parse(&parse_quote! {
+            #[microdcs(kind = "order")]
+            struct JobOrder { #[microdcs(id)] number: u64, #[microdcs(scope)] area: String }
+        });
+        with_spec(&doc, &Texts::of(&doc), |spec| {
+            assert_eq!((spec.kind, spec.key), ("order", "order:{id}"));
+            assert_eq!((spec.id_field, spec.scope_field), ("number", "area"));
+        });
+    }
+
+    #[test]
+    fn attributes_override_defaults() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(
+                kind = "item",
+                key = "things:{id}",
+                list(key = "things:list:{scope}", score = rank()),
+                changes = "ch:{scope}",
+                nudge = "nu:{kind}",
+                registry = "reg",
+            )]
+            struct Item { id: String, scope: String }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        with_spec(&doc, &Texts::of(&doc), |spec| {
+            assert_eq!((spec.kind, spec.key), ("item", "things:{id}"));
+            assert_eq!(spec.list, Some(ListSpec { key: "things:list:{scope}", score: Some(Source::Method("rank")) }));
+            assert_eq!((spec.changes, spec.nudge, spec.registry), ("ch:{scope}", "nu:{kind}", "reg"));
+        });
+    }
+
+    #[test]
+    fn index_bindings_become_spec_sources() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(group(key = "o:{scope}:{state}:{code}", state = state_text()))]
+            struct Order { id: String, scope: String, code: String }
+        });
+        assert_eq!(errors, Vec::<String>::new());
+        with_spec(&doc, &Texts::of(&doc), |spec| {
+            let ix = spec.groups[0];
+            assert_eq!((ix.name, ix.key), ("by_code", "o:{scope}:{state}:{code}"));
+            assert_eq!(
+                ix.bindings,
+                [
+                    Binding { placeholder: "state", source: Source::Method("state_text") },
+                    Binding { placeholder: "scope", source: Source::Scope },
+                    Binding { placeholder: "code", source: Source::Field("code") },
+                ]
+            );
+        });
+    }
+
+    #[test]
+    fn a_list_without_key_is_left_out_of_the_spec() {
+        let (doc, errors) = parse(&parse_quote! {
+            #[microdcs(list(score = n))]
+            struct Order { id: String, scope: String, n: u8 }
+        });
+        assert_eq!(errors.len(), 1);
+        with_spec(&doc, &Texts::of(&doc), |spec| assert_eq!(spec.list, None));
+    }
+}
