@@ -16,14 +16,6 @@ pub(crate) enum Bind {
     Method(Ident),
 }
 
-impl Bind {
-    pub(crate) fn ident(&self) -> &Ident {
-        match self {
-            Bind::Field(i) | Bind::Method(i) => i,
-        }
-    }
-}
-
 /// `list(key = "...", score = field)`.
 pub(crate) struct ListAttr {
     pub(crate) span: Span,

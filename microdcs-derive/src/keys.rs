@@ -25,13 +25,12 @@ pub(crate) fn builder_fn(name: &Ident, template: &str, doc: &str) -> TokenStream
     let Ok(t) = KeyTemplate::parse(template) else {
         return TokenStream::new();
     };
-    let params: Vec<Ident> = t.placeholders().map(param_ident).collect();
+    // One parameter per placeholder, in order, named as it is met.
+    let mut params: Vec<Ident> = Vec::new();
     let mut body = Vec::new();
     // Literal runs are merged into one push_str.
     let mut lit = String::new();
-    let mut idx = 0;
-    for (i, seg) in t.segments().iter().enumerate() {
-        let _ = i;
+    for seg in t.segments() {
         lit.push(':');
         for (j, atom) in seg.iter().enumerate() {
             if j > 0 {
@@ -48,11 +47,11 @@ pub(crate) fn builder_fn(name: &Ident, template: &str, doc: &str) -> TokenStream
                         body.push(quote!(__k.push_str(#lit);));
                         lit.clear();
                     }
-                    let arg = &params[idx];
-                    idx += 1;
+                    let arg = param_ident(ph);
                     body.push(quote! {
                         #p::push_segment(&mut __k, &#p::KeySegment::key_segment(#arg), #template, #ph)?;
                     });
+                    params.push(arg);
                     if tag {
                         lit.push('}');
                     }

@@ -84,7 +84,7 @@ impl Parse for KeyspaceInput {
 }
 
 pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
-    let mut cx = Ctxt::default();
+    let mut cx = Ctxt::new();
     for f in &input.families {
         if f.key_type.is_none() {
             let hint = microdcs_schema::suggest(&f.ty.to_string(), TYPES.iter().copied())

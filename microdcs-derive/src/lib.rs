@@ -8,11 +8,15 @@
 //! Parsing maps syn into the `microdcs-schema` model; every rule lives there.
 #![forbid(unsafe_code)]
 
+mod ast;
 mod attr;
+mod check;
 mod ctxt;
-mod document;
+mod expand;
+mod fallback;
 mod keys;
 mod keyspace;
+mod spec;
 
 use proc_macro::TokenStream;
 
@@ -20,7 +24,7 @@ use proc_macro::TokenStream;
 #[proc_macro_derive(Document, attributes(microdcs))]
 pub fn derive_document(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    document::expand(&input).into()
+    expand::derive(&input).into()
 }
 
 /// Declares a keyspace. See the `microdcs-valkey` docs.

@@ -1,0 +1,42 @@
+//! Runs the schema checks on the spec and reports each problem at the
+//! attribute (or bound placeholder) it is about.
+
+use proc_macro2::Span;
+use syn::LitStr;
+
+use microdcs_schema::{Attr, DocumentSpec, SchemaErrorKind, check_document};
+
+use crate::ast::{Document, Index};
+use crate::ctxt::Ctxt;
+
+pub(crate) fn schema(cx: &mut Ctxt, doc: &Document, spec: &DocumentSpec<'_>) {
+    // Unbound placeholders were reported while resolving, with a suggestion.
+    for e in check_document(spec).into_iter().filter(|e| !matches!(e.kind, SchemaErrorKind::Unbound(_))) {
+        cx.error_at(span_of(doc, &e.origin.attr, e.origin.placeholder.as_deref()), &e);
+    }
+}
+
+/// The tokens an error is about: the literal of the attribute, or for an
+/// index the explicit binding of the placeholder concerned; the type name
+/// when the attribute was not written (its default is at fault).
+fn span_of(doc: &Document, attr: &Attr, placeholder: Option<&str>) -> Span {
+    let ident = doc.ident.span();
+    let lit_or = |l: Option<&LitStr>| l.map_or(ident, LitStr::span);
+    let index = |ix: Option<&Index>| {
+        let Some(ix) = ix else { return ident };
+        placeholder
+            .and_then(|p| ix.written.iter().find(|i| *i == p))
+            .map_or_else(|| ix.key.span(), proc_macro2::Ident::span)
+    };
+    match attr {
+        Attr::Kind => lit_or(doc.kind.as_ref()),
+        Attr::Key => lit_or(doc.key.as_ref()),
+        Attr::List => doc.list.as_ref().map_or(ident, |l| l.key.as_ref().map_or(l.span, LitStr::span)),
+        Attr::Unique(i) => index(doc.unique.get(*i)),
+        Attr::Group(i) => index(doc.groups.get(*i)),
+        Attr::Changes => lit_or(doc.changes.as_ref()),
+        Attr::Nudge => lit_or(doc.nudge.as_ref()),
+        Attr::Registry => lit_or(doc.registry.as_ref()),
+        Attr::Family(_) | Attr::Document(_) => ident,
+    }
+}
