@@ -312,8 +312,10 @@ fn list_entry(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
             let type_name = spec.type_name;
             quote! {{
                 let __s: f64 = #e;
-                if __s.is_nan() {
-                    return ::core::result::Result::Err(#p::IndexError::NanScore { type_name: #type_name });
+                // A sorted set takes `inf`, but the JSON document cannot hold
+                // it (it would read back as `null`), and NaN has no order.
+                if !__s.is_finite() {
+                    return ::core::result::Result::Err(#p::IndexError::NonFiniteScore { type_name: #type_name, score: __s });
                 }
                 ::core::option::Option::Some(__s)
             }}

@@ -137,11 +137,15 @@ pub enum IndexError {
     /// The id, the scope or an index value cannot be written into a key.
     #[error(transparent)]
     Key(#[from] KeyError),
-    /// The list score is NaN.
-    #[error("the list score of `{type_name}` is NaN")]
-    NanScore {
+    /// The list score is NaN or infinite: a sorted set cannot order NaN, and
+    /// an infinite score would be indexed while the document text cannot
+    /// store it, so nothing is written.
+    #[error("the list score of `{type_name}` is {score}; a score must be a finite number")]
+    NonFiniteScore {
         /// Document type.
         type_name: &'static str,
+        /// The score.
+        score: f64,
     },
 }
 
@@ -205,7 +209,7 @@ pub trait Document {
     ///
     /// # Errors
     /// An id, scope or index value that cannot be a key segment (empty id,
-    /// too long), or a NaN score.
+    /// too long), or a score that is not a finite number.
     fn index_entries(&self, prefix: &KeyPrefix) -> Result<IndexEntries, IndexError>;
 }
 

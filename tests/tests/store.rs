@@ -752,3 +752,32 @@ async fn update_in_place_loops_without_rereading() {
     assert_eq!(e.get("jobresponse:byorder:o-3x").await.as_deref(), Some("r-1"));
     assert_eq!(e.get("jobresponse:byorder:o-0x").await, None);
 }
+
+/// A reading listed by its value, a floating-point score.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, Document)]
+#[microdcs(kind = "reading", list(key = "reading:list:{scope}", score = value))]
+struct Reading {
+    id: String,
+    scope: String,
+    value: f64,
+}
+
+#[tokio::test]
+async fn non_finite_scores_are_refused_before_anything_is_written() {
+    let mut e = env("nonfinite").await;
+    let store = e.valkey.store::<Reading>();
+    for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+        let r = Reading { id: "x-1".into(), scope: "s1".into(), value: bad };
+        let got = store.create(&r).await;
+        assert!(
+            matches!(got, Err(Error::Index(microdcs_valkey::IndexError::NonFiniteScore { type_name: "Reading", .. }))),
+            "{bad}: {got:?}"
+        );
+        let got = store.put(&r, Expect::Any).await;
+        assert!(matches!(got, Err(Error::Index(_))), "{bad}: {got:?}");
+    }
+    assert!(e.snapshot().await.is_empty(), "nothing was written");
+    // A finite score is written and reads back.
+    created(&store, &Reading { id: "x-1".into(), scope: "s1".into(), value: -1.5e300 }).await;
+    assert_eq!(store.get("x-1").await.unwrap().unwrap().doc.value, -1.5e300);
+}
