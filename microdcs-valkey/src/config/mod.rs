@@ -392,6 +392,20 @@ impl ValkeyConfig {
             .map_err(|e| ConfigError::one(&setting("ConnectionString"), e))
     }
 
+    /// The write options these settings give.
+    pub(crate) fn write_options(&self) -> crate::WriteOptions {
+        crate::WriteOptions {
+            attempts: self.write_attempts,
+            retry_delay: self.write_retry_delay,
+            change_stream_max_len: self.change_stream_max_length,
+        }
+    }
+
+    /// The poll options these settings give.
+    pub(crate) fn poll_options(&self) -> crate::PollOptions {
+        crate::PollOptions { poll_interval: self.poll_interval, scope_refresh_interval: self.scope_refresh_interval }
+    }
+
     /// The validated key prefix.
     ///
     /// # Errors
