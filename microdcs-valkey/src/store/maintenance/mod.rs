@@ -1,4 +1,4 @@
-//! Index verification and rebuild (seed `001`, "Indexes").
+//! Index verification and rebuild.
 //!
 //! Indexes are derived data. [`Store::verify`] compares every index of a
 //! document type with a scan of its documents, using the same generated
@@ -12,168 +12,22 @@
 //! active. It uses plain commands in pipelines plus one tiny compare-and-delete
 //! script, so no script runs long enough to make other clients wait (`BUSY`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use redis::{Pipeline, Script, Value};
-use sha2::{Digest, Sha256};
 
-use microdcs_schema::{Document, DocumentSpec, IndexEntries, KeyTemplate, KeyType, KeyspaceSpec};
+use microdcs_schema::{Document, IndexEntries, KeyTemplate};
 
 use super::{Store, Stored};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 
-/// What is wrong with one index entry.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum DiffKind {
-    /// The document should have this entry and does not.
-    Missing,
-    /// The entry points at no document, or at one that does not qualify for it.
-    Orphan,
-    /// The id is in this group, but the document belongs in `expected` (or in none).
-    WrongGroup {
-        /// The group the document belongs in, if any.
-        expected: Option<String>,
-    },
-    /// The list score differs from the document's.
-    WrongScore {
-        /// From the document.
-        expected: f64,
-        /// Stored.
-        found: f64,
-    },
-    /// The unique key holds another id.
-    WrongId {
-        /// Another document's id found at the key.
-        found: String,
-    },
-    /// A hash field an index keeps differs from the document's value.
-    Field {
-        /// Field name.
-        field: String,
-        /// From the document (`None`: should be absent).
-        expected: Option<String>,
-        /// Stored.
-        found: Option<String>,
-    },
-    /// The document cannot be indexed (corrupt hash, codec failure, invalid
-    /// index value).
-    Corrupt {
-        /// Why.
-        reason: String,
-    },
-}
+mod fingerprint;
+mod report;
 
-impl DiffKind {
-    /// Short name for summaries.
-    pub fn name(&self) -> &'static str {
-        match self {
-            DiffKind::Missing => "missing",
-            DiffKind::Orphan => "orphan",
-            DiffKind::WrongGroup { .. } => "wrong group",
-            DiffKind::WrongScore { .. } => "wrong score",
-            DiffKind::WrongId { .. } => "wrong id",
-            DiffKind::Field { .. } => "field",
-            DiffKind::Corrupt { .. } => "corrupt",
-        }
-    }
-}
-
-/// One difference between an index and the documents.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    /// `list`, an index name, or `document`.
-    pub index: String,
-    /// The key concerned.
-    pub key: String,
-    /// The document id concerned.
-    pub id: String,
-    /// What is wrong.
-    pub kind: DiffKind,
-}
-
-impl fmt::Display for Difference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} `{}` at `{}`", self.index, self.kind.name(), self.id, self.key)?;
-        match &self.kind {
-            DiffKind::WrongGroup { expected } => write!(f, " (belongs in {expected:?})"),
-            DiffKind::WrongScore { expected, found } => write!(f, " (score {found}, expected {expected})"),
-            DiffKind::WrongId { found } => write!(f, " (holds `{found}`)"),
-            DiffKind::Field { field, expected, found } => {
-                write!(f, " (field `{field}` {found:?}, expected {expected:?})")
-            }
-            DiffKind::Corrupt { reason } => write!(f, " ({reason})"),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// What a verify or rebuild found (and, for rebuild, fixed).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Report {
-    /// Documents scanned.
-    pub documents: u64,
-    /// Index entries scanned in the reverse (orphan) pass.
-    pub entries: u64,
-    /// The differences (for rebuild: found, and fixed unless `Corrupt` or a conflict).
-    pub differences: Vec<Difference>,
-    /// More differences than `max_differences` were found; the rest were counted only.
-    pub truncated: u64,
-    /// Fixes applied (rebuild only).
-    pub fixed: u64,
-    /// Wall time.
-    pub elapsed: Duration,
-}
-
-impl Report {
-    /// Differences counted per (index, kind).
-    pub fn summary(&self) -> BTreeMap<(String, &'static str), u64> {
-        let mut m = BTreeMap::new();
-        for d in &self.differences {
-            *m.entry((d.index.clone(), d.kind.name())).or_insert(0) += 1;
-        }
-        m
-    }
-
-    /// Whether nothing differs.
-    pub fn is_clean(&self) -> bool {
-        self.differences.is_empty() && self.truncated == 0
-    }
-}
-
-/// Options of [`Store::verify`] and [`Store::rebuild`].
-#[derive(Clone)]
-pub struct MaintenanceOptions<'a> {
-    /// Only documents (and index keys) of this scope.
-    pub scope: Option<&'a str>,
-    /// Only this index (`list` or an index name); the others are not touched.
-    pub index: Option<&'a str>,
-    /// Keys per `SCAN` batch and per pipeline.
-    pub batch: usize,
-    /// Differences kept in the report (the rest are counted).
-    pub max_differences: usize,
-    /// Called after each batch with the documents and entries scanned so far.
-    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
-}
-
-impl Default for MaintenanceOptions<'_> {
-    fn default() -> Self {
-        MaintenanceOptions { scope: None, index: None, batch: 500, max_differences: 100_000, progress: None }
-    }
-}
-
-impl fmt::Debug for MaintenanceOptions<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MaintenanceOptions")
-            .field("scope", &self.scope)
-            .field("index", &self.index)
-            .field("batch", &self.batch)
-            .finish_non_exhaustive()
-    }
-}
+pub use fingerprint::{fingerprint_family, fingerprints};
+pub use report::{DiffKind, Difference, MaintenanceOptions, Report};
 
 /// Deletes a unique key only if it still holds the given id.
 const DELETE_IF_EQUALS: &str = "\
@@ -901,49 +755,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         Ok(n_fixes)
     }
-
-    /// Hash field of the fingerprint family holding `D`'s layout fingerprint.
-    fn fingerprint_fields(&self) -> Vec<(String, String)> {
-        fingerprints(&D::SPEC)
-    }
-
-    async fn record_fingerprint(&self, only: Option<&str>) -> Result<()> {
-        let Some(key) = self.valkey.fingerprint_key() else { return Ok(()) };
-        let fields: Vec<(String, String)> = self
-            .fingerprint_fields()
-            .into_iter()
-            .filter(|(f, _)| only.is_none_or(|i| f.ends_with(&format!(":{i}"))))
-            .collect();
-        if fields.is_empty() {
-            return Ok(());
-        }
-        let mut con = self.valkey.connection();
-        let _: () = redis::cmd("HSET").arg(&key).arg(fields).query_async(&mut con).await?;
-        Ok(())
-    }
-
-    /// The indexes of `D` whose layout changed since the last rebuild (or
-    /// that were never rebuilt), from the keyspace's fingerprint family.
-    /// Empty when the keyspace declares none (see [`crate::Valkey::with_keyspace`]).
-    ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
-        let Some(key) = self.valkey.fingerprint_key() else { return Ok(Vec::new()) };
-        let want = self.fingerprint_fields();
-        if want.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut con = self.valkey.connection();
-        let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
-        let stored: Vec<Option<String>> = redis::cmd("HMGET").arg(&key).arg(&names).query_async(&mut con).await?;
-        Ok(want
-            .iter()
-            .zip(stored)
-            .filter(|((_, fp), s)| s.as_deref() != Some(fp.as_str()))
-            .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
-            .collect())
-    }
 }
 
 /// The state the reverse pass works with.
@@ -994,33 +805,4 @@ enum Family {
     List,
     Unique(usize),
     Group(usize),
-}
-
-/// `(field, fingerprint)` per index of a document type: field
-/// `{kind}:{index}`, value the first 16 hex digits of SHA-256 over the
-/// index's template, type and bindings (and the list's score source).
-pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let hash = |text: String| {
-        let d = Sha256::digest(text.as_bytes());
-        d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
-    };
-    if let Some(l) = spec.list {
-        out.push((format!("{}:list", spec.kind), hash(format!("list|{}|{:?}|{}", l.key, l.score, spec.key))));
-    }
-    for (what, ixs) in [("unique", spec.unique), ("group", spec.groups)] {
-        for ix in ixs {
-            out.push((
-                format!("{}:{}", spec.kind, ix.name),
-                hash(format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, spec.key)),
-            ));
-        }
-    }
-    out
-}
-
-/// The fingerprint family of a keyspace: the declared hash family named
-/// `fingerprints`.
-pub fn fingerprint_family<'a>(ks: &KeyspaceSpec<'a>) -> Option<&'a str> {
-    ks.families.iter().find(|f| f.name == "fingerprints" && f.key_type == KeyType::Hash).map(|f| f.key)
 }
