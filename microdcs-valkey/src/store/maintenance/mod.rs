@@ -479,7 +479,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .map_or("document", |ix| ix.name)
     }
 
-    fn field_owner_wanted(&self, field: &str, want: &dyn Fn(&str) -> bool) -> bool {
+    fn field_owner_wanted(&self, field: &str, want: &(dyn Fn(&str) -> bool + Sync)) -> bool {
         let spec = &D::SPEC;
         spec.unique
             .iter()
@@ -499,7 +499,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// The families of `D` the pass covers: (family, template, index name).
-    fn families(&self, want: &dyn Fn(&str) -> bool) -> Vec<(Family, &KeyTemplate, &'static str)> {
+    fn families(&self, want: &(dyn Fn(&str) -> bool + Sync)) -> Vec<(Family, &KeyTemplate, &'static str)> {
         let mut v = Vec::new();
         if let (Some(t), true) = (&self.plan.list, want("list")) {
             v.push((Family::List, t, "list"));
@@ -526,7 +526,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         &self,
         con: &mut redis::aio::ConnectionManager,
         ctx: &mut Reverse<'_, '_>,
-        want: &dyn Fn(&str) -> bool,
+        want: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<u64> {
         let prefix = self.valkey.prefix().clone();
         let mut fixed = 0;
@@ -805,4 +805,24 @@ enum Family {
     List,
     Unique(usize),
     Group(usize),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: T) {}
+
+    /// Never run: it only has to compile. A maintenance run can take long,
+    /// so callers hand it to `tokio::spawn`, which needs `Send` futures for
+    /// any document type and codec that are themselves `Send`.
+    #[allow(dead_code)]
+    fn maintenance_futures_are_send<D: Document + Send, C: Codec<D>>(
+        store: &Store<D, C>,
+        opts: &MaintenanceOptions<'_>,
+    ) {
+        assert_send(store.verify(opts));
+        assert_send(store.rebuild(opts));
+        assert_send(store.needs_rebuild());
+    }
 }
