@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
+use crate::config::defaults;
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::{Document, Json, KeyPrefix, Store};
 
-/// How writes behave (seed `001` configuration: `WriteAttempts`,
-/// `WriteRetryDelay`, `ChangeStreamMaxLength`).
+/// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
+/// `ChangeStreamMaxLength`; defaults from [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Attempts of a write whose outcome is unknown after a connection error (default 4).
@@ -24,11 +25,16 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { attempts: 4, retry_delay: Duration::from_millis(100), change_stream_max_len: 5000 }
+        WriteOptions {
+            attempts: defaults::WRITE_ATTEMPTS,
+            retry_delay: defaults::WRITE_RETRY_DELAY,
+            change_stream_max_len: defaults::CHANGE_STREAM_MAX_LENGTH,
+        }
     }
 }
 
-/// How the poller reads (seed `001`: `PollInterval`, `ScopeRefreshInterval`).
+/// How the poller reads (settings `PollInterval`, `ScopeRefreshInterval`;
+/// defaults from [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollOptions {
     /// Fallback read of all streams when no nudge arrives (default 1 s).
@@ -39,7 +45,7 @@ pub struct PollOptions {
 
 impl Default for PollOptions {
     fn default() -> Self {
-        PollOptions { poll_interval: Duration::from_secs(1), scope_refresh_interval: Duration::from_secs(5) }
+        PollOptions { poll_interval: defaults::POLL_INTERVAL, scope_refresh_interval: defaults::SCOPE_REFRESH_INTERVAL }
     }
 }
 
@@ -153,8 +159,8 @@ impl Valkey {
     }
 
     /// Connects to `url` (`redis://host:port/`) with a reconnecting
-    /// connection manager, without a configuration (tests, tools). Prefer
-    /// [`Valkey::connect`].
+    /// connection manager, without a configuration (tests, tools), with the
+    /// default timeouts and reconnect attempts. Prefer [`Valkey::connect`].
     ///
     /// # Errors
     /// The URL is invalid or the server cannot be reached.
@@ -165,9 +171,9 @@ impl Valkey {
             info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP3));
         let client = redis::Client::open(info)?;
         let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(6);
+            .set_connection_timeout(Some(defaults::CONNECT_TIMEOUT))
+            .set_response_timeout(Some(defaults::RESPONSE_TIMEOUT))
+            .set_number_of_retries(defaults::RECONNECT_RETRIES);
         let con = ConnectionManager::new_with_config(client, config.clone()).await?;
         Ok(Self::from_manager(con, prefix, write).with_resp3(redis::Client::open(resp3_info)?, config))
     }
@@ -209,4 +215,17 @@ impl Valkey {
 /// A duration in whole milliseconds for `PX`/`PEXPIRE`, at least 1.
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ValkeyConfig;
+
+    #[test]
+    fn option_defaults_are_the_config_defaults() {
+        let config = ValkeyConfig::default();
+        assert_eq!(WriteOptions::default(), config.write_options());
+        assert_eq!(PollOptions::default(), config.poll_options());
+    }
 }

@@ -1,5 +1,8 @@
-//! Connecting at start (seed D-27: a failure ends the process), the password
-//! file, TLS, and health.
+//! Connecting at start, the password file, TLS, and health.
+//!
+//! A failure to connect at start is an error the application ends on: a
+//! service that cannot reach its store has nothing useful to do, and
+//! failing loudly beats running without one.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -9,8 +12,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult};
 
-use crate::client::{PollOptions, Valkey, WriteOptions};
-use crate::config::{ConfigError, ValkeyConfig};
+use crate::client::Valkey;
+use crate::config::{ConfigError, ValkeyConfig, defaults};
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +71,8 @@ pub fn read_password_file(path: &Path) -> std::io::Result<String> {
 }
 
 /// Credentials re-read from the password file whenever a connection is
-/// made, so a rotated password reaches the next reconnect (seed D-49).
+/// made, so a rotated password reaches the next reconnect without a
+/// restart.
 struct PasswordFileCredentials {
     user: String,
     path: PathBuf,
@@ -131,7 +135,8 @@ impl Valkey {
     /// # Errors
     /// [`ConnectError`]: invalid configuration (every problem named), an
     /// unreadable password or CA file, an unreachable server, refused
-    /// credentials. An application ends on it (seed D-27).
+    /// credentials. An application ends on it rather than run without its
+    /// store.
     pub async fn connect(config: &ValkeyConfig) -> Result<Valkey, ConnectError> {
         config.validate()?;
         let ep = config.endpoint()?;
@@ -175,9 +180,9 @@ impl Valkey {
         let mut mconfig = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(Some(response_timeout))
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_secs(5))
-            .set_number_of_retries(6);
+            .set_min_delay(defaults::RECONNECT_MIN_DELAY)
+            .set_max_delay(defaults::RECONNECT_MAX_DELAY)
+            .set_number_of_retries(defaults::RECONNECT_RETRIES);
         if let Some(path) = &config.password_file {
             // Fail at start on an unreadable file, with the setting's name.
             read_password_file(path)
@@ -226,15 +231,8 @@ impl Valkey {
             Ok(Err(e)) => return Err(unreachable(e.to_string())),
             Ok(Ok(con)) => con,
         };
-        let write = WriteOptions {
-            attempts: config.write_attempts,
-            retry_delay: config.write_retry_delay,
-            change_stream_max_len: config.change_stream_max_length,
-        };
-        let poll =
-            PollOptions { poll_interval: config.poll_interval, scope_refresh_interval: config.scope_refresh_interval };
-        let valkey = Valkey::from_manager(con, prefix, write)
-            .with_poll_options(poll)
+        let valkey = Valkey::from_manager(con, prefix, config.write_options())
+            .with_poll_options(config.poll_options())
             .with_tls(tls)
             .with_resp3(resp3_client, mconfig);
         // A first PING proves the server answers (and accepted AUTH).

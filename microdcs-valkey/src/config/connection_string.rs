@@ -1,0 +1,192 @@
+//! `ConnectionString`: `host:port`, a `redis://`-style URL, or a
+//! StackExchange.Redis string, parsed into one [`Endpoint`].
+
+use std::fmt;
+use std::time::Duration;
+
+use super::parse_bool;
+use super::secret::Secret;
+
+/// Where and how to connect, parsed from `ConnectionString`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// TLS requested by the string (`rediss://`, `ssl=true`).
+    pub tls: bool,
+    /// ACL user from the string.
+    pub user: Option<String>,
+    /// Password from the string.
+    pub password: Option<Secret>,
+    /// Database number.
+    pub db: i64,
+    /// `connectTimeout=` of a StackExchange string.
+    pub connect_timeout: Option<Duration>,
+    /// `syncTimeout=`/`asyncTimeout=` of a StackExchange string.
+    pub response_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+/// StackExchange.Redis options that change nothing here (accepted, ignored).
+const IGNORED_OPTIONS: &[&str] = &[
+    "abortconnect",
+    "allowadmin",
+    "connectretry",
+    "keepalive",
+    "resolvedns",
+    "tiebreaker",
+    "version",
+    "checkcertificaterevocation",
+    "configcheckseconds",
+    "name",
+];
+
+/// Parses a connection string (see [`super::ValkeyConfig::connection_string`]).
+///
+/// # Errors
+/// What is wrong, never quoting a password.
+pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
+    let cs = cs.trim();
+    if cs.is_empty() {
+        return Err("empty; write `host:port`".into());
+    }
+    let lower = cs.to_ascii_lowercase();
+    if ["redis://", "rediss://", "valkey://", "valkeys://"].iter().any(|s| lower.starts_with(s)) {
+        return parse_url(cs);
+    }
+    if lower.contains("://") {
+        return Err("unknown URL scheme; use redis://, rediss://, valkey:// or valkeys://".into());
+    }
+    let mut ep = Endpoint {
+        host: String::new(),
+        port: 6379,
+        tls: false,
+        user: None,
+        password: None,
+        db: 0,
+        connect_timeout: None,
+        response_timeout: None,
+    };
+    let mut endpoints = 0;
+    for part in cs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((key, value)) = part.split_once('=') {
+            let key = key.trim().to_ascii_lowercase();
+            let value = value.trim();
+            let ms = |v: &str| -> Result<Duration, String> {
+                v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("`{key}` must be milliseconds"))
+            };
+            match key.as_str() {
+                "user" => ep.user = Some(value.to_owned()),
+                "password" => ep.password = Some(Secret::new(value)),
+                "ssl" => ep.tls = parse_bool(value).map_err(|e| format!("ssl: {e}"))?,
+                "defaultdatabase" => {
+                    ep.db = value.parse().map_err(|_| "defaultDatabase must be a number".to_owned())?
+                }
+                "connecttimeout" => ep.connect_timeout = Some(ms(value)?),
+                "synctimeout" | "asynctimeout" => ep.response_timeout = Some(ms(value)?),
+                k if IGNORED_OPTIONS.contains(&k) => {}
+                "servicename" => return Err("Sentinel (serviceName) is not supported: one Valkey per island".into()),
+                other => return Err(format!("unknown option `{other}`")),
+            }
+        } else {
+            endpoints += 1;
+            if endpoints > 1 {
+                return Err("more than one endpoint; an island has one Valkey (no cluster)".into());
+            }
+            let (host, port) = split_host_port(part)?;
+            ep.host = host;
+            ep.port = port;
+        }
+    }
+    if endpoints == 0 {
+        return Err("no `host:port` endpoint".into());
+    }
+    Ok(ep)
+}
+
+fn split_host_port(part: &str) -> Result<(String, u16), String> {
+    // [::1]:6379, host:6379, host
+    if let Some(rest) = part.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or("unclosed `[` in the host")?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| format!("port `{p}` is not a number"))?,
+            None => 6379,
+        };
+        return Ok((host.to_owned(), port));
+    }
+    match part.rsplit_once(':') {
+        Some((host, port)) => {
+            if host.is_empty() {
+                return Err("no host before `:`".into());
+            }
+            Ok((host.to_owned(), port.parse().map_err(|_| format!("port `{port}` is not a number"))?))
+        }
+        None => Ok((part.to_owned(), 6379)),
+    }
+}
+
+fn parse_url(cs: &str) -> Result<Endpoint, String> {
+    use redis::IntoConnectionInfo;
+    let info = cs.into_connection_info().map_err(|e| {
+        // redis-rs does not put the password in its URL errors, but be sure.
+        let msg = e.to_string();
+        if msg.contains(cs) { "not a valid URL".to_owned() } else { format!("not a valid URL: {msg}") }
+    })?;
+    let (host, port, tls) = match info.addr() {
+        redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p, false),
+        redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port, true),
+        _ => return Err("unix sockets are not supported".into()),
+    };
+    let r = info.redis_settings();
+    Ok(Endpoint {
+        host,
+        port,
+        tls,
+        user: r.username().map(str::to_owned),
+        password: r.password().map(Secret::new),
+        db: r.db(),
+        connect_timeout: None,
+        response_timeout: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_strings() {
+        let ep = parse_connection_string("localhost:6379").unwrap();
+        assert_eq!((ep.host.as_str(), ep.port, ep.tls), ("localhost", 6379, false));
+        let ep = parse_connection_string(
+            "cache.local,user=app,password=s3cret,ssl=true,abortConnect=false,connectTimeout=2000",
+        )
+        .unwrap();
+        assert_eq!((ep.host.as_str(), ep.port, ep.tls), ("cache.local", 6379, true));
+        assert_eq!(ep.user.as_deref(), Some("app"));
+        assert_eq!(ep.password.as_ref().map(Secret::expose), Some("s3cret"));
+        assert_eq!(ep.connect_timeout, Some(Duration::from_secs(2)));
+        assert!(!format!("{ep:?}").contains("s3cret"));
+        let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
+        assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));
+        assert_eq!(ep.password.as_ref().map(Secret::expose), Some("p@ss"));
+        assert!(parse_connection_string("a:1,b:2").unwrap_err().contains("more than one endpoint"));
+        assert!(parse_connection_string("h:1,bogus=2").unwrap_err().contains("unknown option `bogus`"));
+        assert!(parse_connection_string("h:x").unwrap_err().contains("port"));
+        assert!(parse_connection_string("http://h").unwrap_err().contains("scheme"));
+    }
+}

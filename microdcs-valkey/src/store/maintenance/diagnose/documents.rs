@@ -1,0 +1,223 @@
+//! The document pass: every document -> the entries its indexes should hold,
+//! checked in one pipeline per batch.
+
+use std::collections::HashMap;
+
+use redis::Value;
+use redis::aio::ConnectionManager;
+
+use microdcs_schema::{Document, IndexEntries};
+
+use super::super::{DiffKind, Family, Finding, Pass, as_bool, as_f64, as_str, scan_batch};
+use super::expected_fields;
+use crate::codec::Codec;
+use crate::error::Result;
+use crate::store::{Store, render_err};
+
+/// What the document pass makes of one document hash.
+enum Examined {
+    /// Deleted since the scan, or outside the scope filter: not this run's business.
+    Skipped,
+    /// Cannot be indexed, and why.
+    Corrupt(String),
+    /// Readable: its stored index fields (aligned with the store's field
+    /// list) and the entries its indexes should hold.
+    Indexed(Vec<Option<String>>, IndexEntries),
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Scans every document key and diagnoses the documents batch by batch.
+    pub(in crate::store::maintenance) async fn document_pass(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+    ) -> Result<()> {
+        let prefix = self.valkey.prefix().clone();
+        let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scan_batch(con, cursor, &pattern, "hash", pass.batch).await?;
+            // The parse-back drops keys that only look like documents (`joborder:list:s1`).
+            let docs: Vec<(String, String)> = keys
+                .into_iter()
+                .filter_map(|k| self.plan.doc.parse_key(&prefix, &k).map(|mut v| (k, v.remove(0))))
+                .collect();
+            if !docs.is_empty() {
+                let (findings, documents) = self.diagnose_documents(con, pass, docs).await?;
+                self.settle(con, pass, findings, &documents).await?;
+            }
+            pass.report_progress();
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one batch of `(key, id)` documents and checks each one's index
+    /// fields and index entries. Returns the findings and the documents that
+    /// could be indexed, with their expected entries.
+    async fn diagnose_documents(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+        docs: Vec<(String, String)>,
+    ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
+        let mut p = redis::pipe();
+        for (k, _) in &docs {
+            p.cmd("HGETALL").arg(k);
+        }
+        let maps: Vec<HashMap<String, Vec<u8>>> = p.query_async(con).await?;
+        let mut found = Vec::new();
+        let mut checks = redis::pipe();
+        let mut pending: Vec<(usize, Family)> = Vec::new();
+        let mut documents: Vec<(String, IndexEntries)> = Vec::new();
+        for ((key, id), map) in docs.into_iter().zip(maps) {
+            let (stored_fields, entries) = match self.examine(pass, &key, &id, map) {
+                Examined::Skipped => continue,
+                Examined::Corrupt(reason) => {
+                    found.push(Finding::new(None, "document", &key, &id, DiffKind::Corrupt { reason }));
+                    continue;
+                }
+                Examined::Indexed(fields, entries) => (fields, entries),
+            };
+            self.check_fields(pass, &key, &id, &stored_fields, &entries, &mut found);
+            // One check per entry the document should have, answered in one pipeline.
+            if let (Some(l), true) = (&entries.list, pass.filter.wants("list")) {
+                match l.score {
+                    Some(_) => checks.cmd("ZSCORE").arg(&l.key).arg(&id),
+                    None => checks.cmd("SISMEMBER").arg(&l.key).arg(&id),
+                };
+                pending.push((documents.len(), Family::List));
+            }
+            for (n, e) in entries.unique.iter().enumerate() {
+                if let (Some(e), true) = (e, pass.filter.wants(D::SPEC.unique[n].name)) {
+                    checks.cmd("GET").arg(&e.key);
+                    pending.push((documents.len(), Family::Unique(n)));
+                }
+            }
+            for (n, e) in entries.groups.iter().enumerate() {
+                if let (Some(e), true) = (e, pass.filter.wants(D::SPEC.groups[n].name)) {
+                    checks.cmd("SISMEMBER").arg(&e.key).arg(&id);
+                    pending.push((documents.len(), Family::Group(n)));
+                }
+            }
+            documents.push((id, entries));
+        }
+        if !pending.is_empty() {
+            let answers: Vec<Value> = checks.query_async(con).await?;
+            for ((doc, family), answer) in pending.iter().zip(&answers) {
+                let (id, entries) = &documents[*doc];
+                if let Some((key, kind)) = self.judge_entry(pass, id, entries, *family, answer) {
+                    found.push(Finding::new(Some(*family), self.family_name(*family), key, id, kind));
+                }
+            }
+        }
+        Ok((found, documents))
+    }
+
+    /// Decodes one document hash and computes its expected index entries.
+    fn examine(&self, pass: &mut Pass<'_>, key: &str, id: &str, map: HashMap<String, Vec<u8>>) -> Examined {
+        if map.is_empty() {
+            return Examined::Skipped; // deleted since the scan
+        }
+        let stored = match self.decode_hash(key, id, map) {
+            Ok(s) => s,
+            // Under a scope filter an undecodable document's scope is unknown.
+            Err(_) if pass.scope.is_some() => return Examined::Skipped,
+            Err(e) => return Examined::Corrupt(e.to_string()),
+        };
+        if pass.scope.is_some_and(|s| s != stored.scope) {
+            return Examined::Skipped;
+        }
+        pass.report.documents += 1;
+        match stored.doc.index_entries(self.valkey.prefix()) {
+            Ok(e) if e.id == id && e.scope == stored.scope => Examined::Indexed(stored.state.fields, e),
+            Ok(e) => Examined::Corrupt(format!(
+                "the document says id `{}` scope `{}`, the hash id `{id}` scope `{}`",
+                e.id, e.scope, stored.scope
+            )),
+            Err(e) => Examined::Corrupt(e.to_string()),
+        }
+    }
+
+    /// Compares the hash fields kept for the indexes with the document's values.
+    fn check_fields(
+        &self,
+        pass: &Pass<'_>,
+        key: &str,
+        id: &str,
+        stored_fields: &[Option<String>],
+        entries: &IndexEntries,
+        found: &mut Vec<Finding>,
+    ) {
+        let expected = expected_fields(entries);
+        for (i, f) in self.plan.fields.iter().enumerate() {
+            if !self.field_owner_wanted(f, pass.filter) {
+                continue;
+            }
+            let exp = expected.get(f.as_str()).cloned();
+            let stored_value = stored_fields.get(i).cloned().flatten();
+            if exp != stored_value {
+                let kind = DiffKind::Field { field: f.clone(), expected: exp, found: stored_value };
+                found.push(Finding::new(None, self.field_owner(f), key, id, kind));
+            }
+        }
+    }
+
+    /// Judges the answer to one entry check: the entry's key and what is
+    /// wrong with it, or `None` if it is right. Counts what it finds present.
+    fn judge_entry<'e>(
+        &self,
+        pass: &mut Pass<'_>,
+        id: &str,
+        entries: &'e IndexEntries,
+        family: Family,
+        answer: &Value,
+    ) -> Option<(&'e str, DiffKind)> {
+        match family {
+            Family::List => {
+                let l = entries.list.as_ref().expect("checked");
+                let kind = match l.score {
+                    Some(expected) => match as_f64(answer) {
+                        None => Some(DiffKind::Missing),
+                        Some(found) => {
+                            pass.shortcuts.present(&l.key);
+                            (found != expected).then_some(DiffKind::WrongScore { expected, found })
+                        }
+                    },
+                    None if as_bool(answer) => {
+                        pass.shortcuts.present(&l.key);
+                        None
+                    }
+                    None => Some(DiffKind::Missing),
+                };
+                kind.map(|k| (l.key.as_str(), k))
+            }
+            Family::Unique(n) => {
+                let e = entries.unique[n].as_ref().expect("checked");
+                let kind = match as_str(answer) {
+                    None => Some(DiffKind::Missing),
+                    Some(holder) => {
+                        pass.shortcuts.unique_held[n] += 1;
+                        (holder != id).then(|| {
+                            pass.wrong_id_keys.insert(e.key.clone());
+                            DiffKind::WrongId { found: holder }
+                        })
+                    }
+                };
+                kind.map(|k| (e.key.as_str(), k))
+            }
+            Family::Group(n) => {
+                let e = entries.groups[n].as_ref().expect("checked");
+                if as_bool(answer) {
+                    pass.shortcuts.present(&e.key);
+                    None
+                } else {
+                    Some((e.key.as_str(), DiffKind::Missing))
+                }
+            }
+        }
+    }
+}

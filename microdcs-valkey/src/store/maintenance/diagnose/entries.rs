@@ -1,0 +1,280 @@
+//! The entry pass: every index entry -> does its document exist and claim
+//! it? Finds orphans and documents listed in the wrong group.
+
+use std::collections::HashMap;
+
+use redis::Value;
+use redis::aio::ConnectionManager;
+
+use microdcs_schema::{Document, KeyTemplate};
+
+use super::super::{DiffKind, Family, Finding, IndexFilter, Pass, as_str, scan_batch};
+use crate::codec::Codec;
+use crate::error::Result;
+use crate::store::{ReadState, Store, parse_version, render_err};
+
+/// What the document an index entry names says about that entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Claim {
+    /// No document has this id.
+    NoDocument,
+    /// The document cannot be judged: it is corrupt, outside the scope
+    /// filter, or its stored index fields cannot form a key. Its entries are
+    /// left alone.
+    Unjudged,
+    /// The document is not indexed in this family.
+    NotIndexed,
+    /// The key of this family that should hold the document.
+    Key(String),
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// The families of `D` the run covers: (family, template, index name).
+    fn families(&self, filter: IndexFilter<'_>) -> Vec<(Family, &KeyTemplate, &'static str)> {
+        let mut v = Vec::new();
+        if let (Some(t), true) = (&self.plan.list, filter.wants("list")) {
+            v.push((Family::List, t, "list"));
+        }
+        for (n, ix) in self.plan.unique.iter().enumerate() {
+            if filter.wants(D::SPEC.unique[n].name) {
+                v.push((Family::Unique(n), &ix.template, D::SPEC.unique[n].name));
+            }
+        }
+        for (n, ix) in self.plan.groups.iter().enumerate() {
+            if filter.wants(D::SPEC.groups[n].name) {
+                v.push((Family::Group(n), &ix.template, D::SPEC.groups[n].name));
+            }
+        }
+        v
+    }
+
+    /// Walks each index family with `SCAN ... TYPE` (the server filters by
+    /// type, so a walk returns only that family's keys): list and group keys
+    /// are checked as they come; unique keys are first only counted, and a
+    /// unique family whose count differs from the keys the document pass
+    /// found held is walked again entry by entry.
+    pub(in crate::store::maintenance) async fn entry_pass(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+    ) -> Result<()> {
+        let prefix = self.valkey.prefix().clone();
+        for (family, template, index) in self.families(pass.filter) {
+            let values: Vec<Option<&str>> =
+                template.placeholders().map(|p| if p == "scope" { pass.scope } else { None }).collect();
+            let pattern = template.scan_pattern(&prefix, &values).map_err(render_err)?;
+            let ty = self.family_type(family);
+            if let (Family::Unique(n), None) = (family, pass.scope) {
+                let mut count = 0u64;
+                let mut c = 0;
+                loop {
+                    let (next, keys) = scan_batch(con, c, &pattern, ty, pass.batch).await?;
+                    count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
+                    c = next;
+                    if c == 0 {
+                        break;
+                    }
+                }
+                if count == pass.shortcuts.unique_held[n] {
+                    pass.report.entries += count;
+                    continue;
+                }
+            }
+            let mut c = 0;
+            loop {
+                let (next, keys) = scan_batch(con, c, &pattern, ty, pass.batch).await?;
+                let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
+                if !keys.is_empty() {
+                    self.check_keys(con, pass, keys, family, index).await?;
+                }
+                pass.report_progress();
+                c = next;
+                if c == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the entries of these index keys of one family.
+    async fn check_keys(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+        keys: Vec<String>,
+        family: Family,
+        index: &str,
+    ) -> Result<()> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        match family {
+            Family::Unique(_) => {
+                let mut p = redis::pipe();
+                for k in &keys {
+                    p.cmd("GET").arg(k);
+                }
+                let ids: Vec<Option<String>> = p.query_async(con).await?;
+                pairs.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
+            }
+            Family::List | Family::Group(_) => {
+                let zset = self.family_type(family) == "zset";
+                let mut cards: Vec<u64> = Vec::new();
+                if !pass.shortcuts.overflow {
+                    let mut p = redis::pipe();
+                    for k in &keys {
+                        p.cmd(if zset { "ZCARD" } else { "SCARD" }).arg(k);
+                    }
+                    cards = p.query_async(con).await?;
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    // As many members as documents found present: no orphans here.
+                    if let Some(card) = cards.get(i)
+                        && *card == pass.shortcuts.present.get(k).copied().unwrap_or(0)
+                    {
+                        pass.report.entries += card;
+                        continue;
+                    }
+                    let mut c = 0u64;
+                    loop {
+                        let (n, members): (u64, Vec<Value>) = redis::cmd(if zset { "ZSCAN" } else { "SSCAN" })
+                            .arg(k)
+                            .arg(c)
+                            .arg("COUNT")
+                            .arg(pass.batch)
+                            .query_async(con)
+                            .await?;
+                        // A sorted set's scan interleaves members and scores.
+                        for m in members.iter().step_by(if zset { 2 } else { 1 }) {
+                            if let Some(id) = as_str(m) {
+                                pairs.push((k.clone(), id));
+                            }
+                        }
+                        if pairs.len() >= pass.batch {
+                            self.judge_and_settle(con, pass, &mut pairs, index, family).await?;
+                        }
+                        c = n;
+                        if c == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.judge_and_settle(con, pass, &mut pairs, index, family).await
+    }
+
+    /// Judges `(index key, id)` pairs and settles the findings; drains `pairs`.
+    async fn judge_and_settle(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+        pairs: &mut Vec<(String, String)>,
+        index: &str,
+        family: Family,
+    ) -> Result<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let findings = self.judge(con, pass, pairs, index, family).await?;
+        pairs.clear();
+        self.settle(con, pass, findings, &[]).await
+    }
+
+    /// Checks `(index key, id)` pairs against their documents.
+    async fn judge(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+        pairs: &[(String, String)],
+        index: &str,
+        family: Family,
+    ) -> Result<Vec<Finding>> {
+        pass.report.entries += pairs.len() as u64;
+        let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let claims = self.read_claims(con, pass.scope, &ids, family).await?;
+        let claims: HashMap<&str, Claim> = ids.into_iter().zip(claims).collect();
+        let mut found = Vec::new();
+        for (key, id) in pairs {
+            if pass.drifted.contains(id) {
+                continue;
+            }
+            let kind = match claims.get(id.as_str()) {
+                // A unique key has no scope: under a scope filter an entry
+                // without a document cannot be attributed to the scope.
+                None | Some(Claim::NoDocument) if pass.scope.is_some() && matches!(family, Family::Unique(_)) => {
+                    continue;
+                }
+                None | Some(Claim::NoDocument) => DiffKind::Orphan,
+                Some(Claim::Unjudged) => continue,
+                Some(Claim::Key(k)) if k == key => continue,
+                Some(claim) => match family {
+                    Family::Group(_) => DiffKind::WrongGroup {
+                        expected: match claim {
+                            Claim::Key(k) => Some(k.clone()),
+                            _ => None,
+                        },
+                    },
+                    // Already reported as the wrong id of its rightful document.
+                    Family::Unique(_) if pass.wrong_id_keys.contains(key) => continue,
+                    _ => DiffKind::Orphan,
+                },
+            };
+            found.push(Finding::new(Some(family), index, key, id, kind));
+        }
+        Ok(found)
+    }
+
+    /// Reads what each document's stored index fields say (the document pass
+    /// has checked them against the document itself): per id, its claim on
+    /// this family.
+    async fn read_claims(
+        &self,
+        con: &mut ConnectionManager,
+        scope_filter: Option<&str>,
+        ids: &[&str],
+        family: Family,
+    ) -> Result<Vec<Claim>> {
+        let prefix = self.valkey.prefix();
+        let mut p = redis::pipe();
+        for id in ids {
+            p.cmd("HMGET").arg(self.key(id).unwrap_or_default()).arg("v").arg("scope").arg(&self.plan.fields);
+        }
+        let rows: Vec<Vec<Option<String>>> = p.query_async(con).await?;
+        let mut claims = Vec::with_capacity(rows.len());
+        for (id, row) in ids.iter().zip(rows) {
+            let mut it = row.into_iter();
+            let (v, scope) = (it.next().flatten(), it.next().flatten());
+            if v.is_none() && scope.is_none() {
+                claims.push(Claim::NoDocument);
+                continue;
+            }
+            if parse_version(v.as_deref()).is_none()
+                || scope.is_none()
+                || scope_filter.is_some_and(|s| scope.as_deref() != Some(s))
+            {
+                claims.push(Claim::Unjudged);
+                continue;
+            }
+            let state =
+                ReadState { exists: true, version: 0, scope: scope.clone(), fields: it.collect(), ops: String::new() };
+            let claim_by = |ix| match self.plan.old_key(ix, &self.valkey, id, &state) {
+                Ok(Some(k)) => Claim::Key(k),
+                Ok(None) => Claim::NotIndexed,
+                Err(_) => Claim::Unjudged,
+            };
+            claims.push(match family {
+                Family::List => {
+                    match self.plan.list.as_ref().map(|t| t.render(prefix, &[scope.as_deref().unwrap_or_default()])) {
+                        Some(Ok(k)) => Claim::Key(k),
+                        _ => Claim::Unjudged,
+                    }
+                }
+                Family::Unique(n) => claim_by(&self.plan.unique[n]),
+                Family::Group(n) => claim_by(&self.plan.groups[n]),
+            });
+        }
+        Ok(claims)
+    }
+}

@@ -1,0 +1,98 @@
+//! Finding the differences between the indexes and the documents, in two
+//! passes: [`documents`] reads every document and checks the entries it
+//! should have; [`entries`] walks every index entry and checks that its
+//! document exists and claims it (orphans and entries in the wrong place).
+
+use std::collections::HashMap;
+
+use microdcs_schema::{Document, IndexEntries};
+
+use super::{Family, IndexFilter};
+use crate::codec::Codec;
+use crate::store::Store;
+
+mod documents;
+mod entries;
+
+/// Counts from the document pass that let the entry pass skip reads: a key
+/// that holds no more entries than the documents were found in has no
+/// orphans, so its members need not be read.
+#[derive(Debug, Default)]
+pub(super) struct Shortcuts {
+    /// Entries found present, per list or group key. Memory: one counter per
+    /// distinct key; past the cap the entry pass reads every member instead.
+    present: HashMap<String, u64>,
+    /// The cap was reached: `present` is incomplete.
+    overflow: bool,
+    /// Keys found held (by the right or a wrong id), per unique index.
+    unique_held: Vec<u64>,
+}
+
+impl Shortcuts {
+    const MAX_KEYS: usize = 100_000;
+
+    pub(super) fn new(unique_indexes: usize) -> Self {
+        Shortcuts { unique_held: vec![0; unique_indexes], ..Shortcuts::default() }
+    }
+
+    fn present(&mut self, key: &str) {
+        if let Some(n) = self.present.get_mut(key) {
+            *n += 1;
+        } else if self.present.len() < Self::MAX_KEYS {
+            self.present.insert(key.to_owned(), 1);
+        } else {
+            self.overflow = true;
+        }
+    }
+}
+
+/// The expected hash fields of a document's index entries, by field name.
+fn expected_fields(entries: &IndexEntries) -> HashMap<&'static str, String> {
+    let mut m = HashMap::new();
+    for e in entries.unique.iter().chain(&entries.groups).flatten() {
+        for (f, v) in &e.fields {
+            m.insert(*f, v.clone());
+        }
+    }
+    m
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// The name of a family's index, as reports and filters use it.
+    fn family_name(&self, family: Family) -> &'static str {
+        match family {
+            Family::List => "list",
+            Family::Unique(n) => D::SPEC.unique[n].name,
+            Family::Group(n) => D::SPEC.groups[n].name,
+        }
+    }
+
+    /// The Valkey type of a family's keys.
+    fn family_type(&self, family: Family) -> &'static str {
+        match family {
+            Family::List if self.plan.sorted_list => "zset",
+            Family::List | Family::Group(_) => "set",
+            Family::Unique(_) => "string",
+        }
+    }
+
+    /// The hash field's index, for reporting.
+    fn field_owner(&self, field: &str) -> &'static str {
+        let spec = &D::SPEC;
+        spec.unique
+            .iter()
+            .chain(spec.groups)
+            .find(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
+            .map_or("document", |ix| ix.name)
+    }
+
+    /// Whether the run covers an index that keeps this hash field.
+    fn field_owner_wanted(&self, field: &str, filter: IndexFilter<'_>) -> bool {
+        let spec = &D::SPEC;
+        spec.unique
+            .iter()
+            .chain(spec.groups)
+            .filter(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
+            .any(|ix| filter.wants(ix.name))
+    }
+}

@@ -1,0 +1,86 @@
+//! Layout fingerprints: a hash of each index's key template, type and
+//! bindings, recorded by a rebuild, so an application can tell at start which
+//! indexes changed shape (or are new) and need a rebuild before use.
+
+use microdcs_schema::{Document, DocumentSpec, KeyType, KeyspaceSpec};
+use sha2::{Digest, Sha256};
+
+use crate::codec::Codec;
+use crate::error::Result;
+use crate::store::Store;
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Hash field of the fingerprint family holding `D`'s layout fingerprint.
+    fn fingerprint_fields(&self) -> Vec<(String, String)> {
+        fingerprints(&D::SPEC)
+    }
+
+    /// Records the fingerprints of the indexes just rebuilt (all of them, or
+    /// only `only`), so [`Store::needs_rebuild`] stops flagging them.
+    pub(super) async fn record_fingerprint(&self, only: Option<&str>) -> Result<()> {
+        let Some(key) = self.valkey.fingerprint_key() else { return Ok(()) };
+        let fields: Vec<(String, String)> = self
+            .fingerprint_fields()
+            .into_iter()
+            .filter(|(f, _)| only.is_none_or(|i| f.ends_with(&format!(":{i}"))))
+            .collect();
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let mut con = self.valkey.connection();
+        let _: () = redis::cmd("HSET").arg(&key).arg(fields).query_async(&mut con).await?;
+        Ok(())
+    }
+
+    /// The indexes of `D` whose layout changed since the last rebuild (or
+    /// that were never rebuilt), from the keyspace's fingerprint family.
+    /// Empty when the keyspace declares none (see [`crate::Valkey::with_keyspace`]).
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
+        let Some(key) = self.valkey.fingerprint_key() else { return Ok(Vec::new()) };
+        let want = self.fingerprint_fields();
+        if want.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut con = self.valkey.connection();
+        let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
+        let stored: Vec<Option<String>> = redis::cmd("HMGET").arg(&key).arg(&names).query_async(&mut con).await?;
+        Ok(want
+            .iter()
+            .zip(stored)
+            .filter(|((_, fp), s)| s.as_deref() != Some(fp.as_str()))
+            .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
+            .collect())
+    }
+}
+
+/// `(field, fingerprint)` per index of a document type: field
+/// `{kind}:{index}`, value the first 16 hex digits of SHA-256 over the
+/// index's template, type and bindings (and the list's score source).
+pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let hash = |text: String| {
+        let d = Sha256::digest(text.as_bytes());
+        d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    if let Some(l) = spec.list {
+        out.push((format!("{}:list", spec.kind), hash(format!("list|{}|{:?}|{}", l.key, l.score, spec.key))));
+    }
+    for (what, ixs) in [("unique", spec.unique), ("group", spec.groups)] {
+        for ix in ixs {
+            out.push((
+                format!("{}:{}", spec.kind, ix.name),
+                hash(format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, spec.key)),
+            ));
+        }
+    }
+    out
+}
+
+/// The fingerprint family of a keyspace: the declared hash family named
+/// `fingerprints`.
+pub fn fingerprint_family<'a>(ks: &KeyspaceSpec<'a>) -> Option<&'a str> {
+    ks.families.iter().find(|f| f.name == "fingerprints" && f.key_type == KeyType::Hash).map(|f| f.key)
+}

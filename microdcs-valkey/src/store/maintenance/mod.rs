@@ -1,0 +1,363 @@
+//! Index verification and rebuild.
+//!
+//! Indexes are derived data. [`Store::verify`] compares every index of a
+//! document type with a scan of its documents, using the same generated
+//! index-entry code the writes use, and returns the differences;
+//! [`Store::rebuild`] repairs them. Both scan with `SCAN` (escaped `MATCH`,
+//! `TYPE`, and a parse-back filter so `joborder:list:*` never counts as a
+//! document) in batches of `batch` keys, so memory is bounded by the batch
+//! size and the number of differences, not by the keyspace.
+//!
+//! This is maintenance, not a hot path: run `rebuild` while no writer is
+//! active. It uses plain commands in pipelines plus one tiny compare-and-delete
+//! script, so no script runs long enough to make other clients wait (`BUSY`).
+//!
+//! The work is cut in three: [`diagnose`] finds the differences (a pass over
+//! the documents, then a pass over the index entries), [`repair`] turns
+//! differences into repairs and applies them, and [`fingerprint`] records
+//! which index layouts a rebuild has covered. A verify is diagnosis alone; a
+//! rebuild is the same diagnosis with each batch's differences repaired
+//! before the next batch is read, so the entry pass judges the fixed state
+//! and memory stays bounded by the batch.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Instant;
+
+use redis::Value;
+use redis::aio::ConnectionManager;
+
+use microdcs_schema::{Document, IndexEntries};
+
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+mod diagnose;
+mod fingerprint;
+mod repair;
+mod report;
+
+pub use fingerprint::{fingerprint_family, fingerprints};
+pub use report::{DiffKind, Difference, MaintenanceOptions, Report};
+
+use diagnose::Shortcuts;
+
+/// Whether a run only reports, or also repairs what it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Verify,
+    Rebuild,
+}
+
+/// The indexes a run covers: all of them, or the one named in the options.
+#[derive(Debug, Clone, Copy)]
+struct IndexFilter<'a> {
+    only: Option<&'a str>,
+}
+
+impl IndexFilter<'_> {
+    fn wants(self, index: &str) -> bool {
+        self.only.is_none_or(|i| i == index)
+    }
+}
+
+/// One index family of a document type: its list, or its n-th unique or
+/// group index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    List,
+    Unique(usize),
+    Group(usize),
+}
+
+/// A difference, with the index family of the entry it is about (`None` when
+/// it is about the document's own hash: a corrupt document or an index field
+/// that differs from the document). Repairs need the family; the report does
+/// not.
+#[derive(Debug)]
+struct Finding {
+    family: Option<Family>,
+    diff: Difference,
+}
+
+impl Finding {
+    fn new(family: Option<Family>, index: &str, key: &str, id: &str, kind: DiffKind) -> Self {
+        Finding { family, diff: Difference { index: index.to_owned(), key: key.to_owned(), id: id.to_owned(), kind } }
+    }
+}
+
+/// The differences kept for the report: those of the covered indexes (and of
+/// the documents themselves), up to the maximum; the rest are only counted.
+struct Diffs<'o> {
+    out: Vec<Difference>,
+    truncated: u64,
+    max: usize,
+    filter: IndexFilter<'o>,
+}
+
+impl Diffs<'_> {
+    fn push(&mut self, d: Difference) {
+        if d.index != "document" && !self.filter.wants(&d.index) {
+            return;
+        }
+        if self.out.len() >= self.max {
+            self.truncated += 1;
+        } else {
+            self.out.push(d);
+        }
+    }
+}
+
+/// The state of one verify or rebuild run, shared by its two passes.
+struct Pass<'o> {
+    mode: Mode,
+    filter: IndexFilter<'o>,
+    /// Only documents (and index keys) of this scope.
+    scope: Option<&'o str>,
+    /// Keys per `SCAN` batch and per pipeline.
+    batch: usize,
+    progress: Option<&'o (dyn Fn(u64, u64) + Sync)>,
+    report: Report,
+    diffs: Diffs<'o>,
+    /// Unique keys already reported as holding a wrong id (not orphans too).
+    wrong_id_keys: HashSet<String>,
+    /// Documents whose stored index fields differ from the document: the
+    /// entry pass judges entries by those fields, so a verify leaves these
+    /// documents to the field difference already reported (a rebuild has
+    /// rewritten the fields by then, so it judges them normally).
+    drifted: HashSet<String>,
+    /// Counts from the document pass that let the entry pass skip reads.
+    shortcuts: Shortcuts,
+    delete_if_equals: redis::Script,
+}
+
+impl<'o> Pass<'o> {
+    fn new(opts: &MaintenanceOptions<'o>, mode: Mode, unique_indexes: usize) -> Self {
+        let filter = IndexFilter { only: opts.index };
+        Pass {
+            mode,
+            filter,
+            scope: opts.scope,
+            batch: opts.batch.max(1),
+            progress: opts.progress,
+            report: Report::default(),
+            diffs: Diffs { out: Vec::new(), truncated: 0, max: opts.max_differences, filter },
+            wrong_id_keys: HashSet::new(),
+            drifted: HashSet::new(),
+            shortcuts: Shortcuts::new(unique_indexes),
+            delete_if_equals: repair::delete_if_equals(),
+        }
+    }
+
+    fn report_progress(&self) {
+        if let Some(p) = self.progress {
+            p(self.report.documents, self.report.entries);
+        }
+    }
+
+    fn finish(self, start: Instant) -> Report {
+        let mut report = self.report;
+        report.differences = merge_moved(self.diffs.out);
+        report.truncated = self.diffs.truncated;
+        report.elapsed = start.elapsed();
+        report
+    }
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Compares every index of `D` with the documents and returns the
+    /// differences. Read-only.
+    ///
+    /// # Errors
+    /// Connection errors. Damaged documents are differences, not errors.
+    pub async fn verify(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
+        self.run_maintenance(opts, Mode::Verify).await
+    }
+
+    /// Rewrites the indexes of `D` (or only `opts.index`) from the
+    /// documents: adds what is missing, removes orphans and wrong entries,
+    /// corrects scores and index hash fields, in batches of plain commands.
+    /// Idempotent; after an interruption run it again. Records the index
+    /// layout's fingerprint when done (see [`Store::needs_rebuild`]).
+    /// Maintenance: run it while no writer is active.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn rebuild(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
+        let report = self.run_maintenance(opts, Mode::Rebuild).await?;
+        self.record_fingerprint(opts.index).await?;
+        Ok(report)
+    }
+
+    fn index_names(&self) -> Vec<&'static str> {
+        let spec = &D::SPEC;
+        let mut v = Vec::new();
+        if spec.list.is_some() {
+            v.push("list");
+        }
+        v.extend(spec.unique.iter().map(|i| i.name));
+        v.extend(spec.groups.iter().map(|i| i.name));
+        v
+    }
+
+    async fn run_maintenance(&self, opts: &MaintenanceOptions<'_>, mode: Mode) -> Result<Report> {
+        let start = Instant::now();
+        if let Some(i) = opts.index
+            && !self.index_names().contains(&i)
+        {
+            return Err(Error::Protocol {
+                script: "rebuild",
+                reply: format!(
+                    "`{}` has no index `{i}` (indexes: {})",
+                    D::SPEC.type_name,
+                    self.index_names().join(", ")
+                ),
+            });
+        }
+        let mut pass = Pass::new(opts, mode, self.plan.unique.len());
+        let mut con = self.valkey.connection();
+        // Every document -> its expected entries; then every index entry ->
+        // does its document exist and claim it?
+        self.document_pass(&mut con, &mut pass).await?;
+        self.entry_pass(&mut con, &mut pass).await?;
+        Ok(pass.finish(start))
+    }
+
+    /// Hands on one batch's findings: a rebuild repairs them at once (so the
+    /// reads that follow see the fixed state), and the report keeps them.
+    /// `documents` are the batch's readable documents with their expected
+    /// entries (empty for the entry pass).
+    async fn settle(
+        &self,
+        con: &mut ConnectionManager,
+        pass: &mut Pass<'_>,
+        findings: Vec<Finding>,
+        documents: &[(String, IndexEntries)],
+    ) -> Result<()> {
+        match pass.mode {
+            Mode::Rebuild => {
+                let repairs = self.plan_repairs(&findings, documents).await?;
+                pass.report.fixed += repair::apply(con, &pass.delete_if_equals, repairs).await?;
+            }
+            Mode::Verify => {
+                let drifted = findings.iter().filter(|f| matches!(f.diff.kind, DiffKind::Field { .. }));
+                pass.drifted.extend(drifted.map(|f| f.diff.id.clone()));
+            }
+        }
+        for f in findings {
+            pass.diffs.push(f.diff);
+        }
+        Ok(())
+    }
+}
+
+/// A document missing from its group and present in another is one
+/// difference, "in the wrong group": drops the `Missing` of such a document.
+fn merge_moved(mut out: Vec<Difference>) -> Vec<Difference> {
+    let moved: BTreeSet<(String, String, String)> = out
+        .iter()
+        .filter_map(|d| match &d.kind {
+            DiffKind::WrongGroup { expected: Some(expected) } => {
+                Some((d.index.clone(), d.id.clone(), expected.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    if !moved.is_empty() {
+        out.retain(|d| {
+            !(d.kind == DiffKind::Missing && moved.contains(&(d.index.clone(), d.id.clone(), d.key.clone())))
+        });
+    }
+    out
+}
+
+async fn scan_batch(
+    con: &mut ConnectionManager,
+    cursor: u64,
+    pattern: &str,
+    ty: &str,
+    count: usize,
+) -> Result<(u64, Vec<String>)> {
+    Ok(redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(count)
+        .arg("TYPE")
+        .arg(ty)
+        .query_async(con)
+        .await?)
+}
+
+fn as_str(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Double(d) => Some(*d),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+fn as_bool(v: &Value) -> bool {
+    matches!(v, Value::Int(1) | Value::Boolean(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: T) {}
+
+    /// Never run: it only has to compile. A maintenance run can take long,
+    /// so callers hand it to `tokio::spawn`, which needs `Send` futures for
+    /// any document type and codec that are themselves `Send`.
+    #[allow(dead_code)]
+    fn maintenance_futures_are_send<D: Document + Send, C: Codec<D>>(
+        store: &Store<D, C>,
+        opts: &MaintenanceOptions<'_>,
+    ) {
+        assert_send(store.verify(opts));
+        assert_send(store.rebuild(opts));
+        assert_send(store.needs_rebuild());
+    }
+
+    fn diff(index: &str, key: &str, id: &str, kind: DiffKind) -> Difference {
+        Difference { index: index.into(), key: key.into(), id: id.into(), kind }
+    }
+
+    #[test]
+    fn a_moved_document_is_one_difference() {
+        let out = merge_moved(vec![
+            diff("by_state", "g:Running", "r-0", DiffKind::Missing),
+            diff("by_state", "g:Held", "r-0", DiffKind::WrongGroup { expected: Some("g:Running".into()) }),
+            diff("by_state", "g:Running", "r-1", DiffKind::Missing),
+            diff("list", "g:Running", "r-0", DiffKind::Missing),
+        ]);
+        let ids: Vec<(&str, &str, &str)> =
+            out.iter().map(|d| (d.index.as_str(), d.id.as_str(), d.kind.name())).collect();
+        assert_eq!(
+            ids,
+            [("by_state", "r-0", "wrong group"), ("by_state", "r-1", "missing"), ("list", "r-0", "missing")]
+        );
+    }
+
+    #[test]
+    fn kept_differences_are_filtered_and_capped() {
+        let mut diffs = Diffs { out: Vec::new(), truncated: 0, max: 2, filter: IndexFilter { only: Some("by_state") } };
+        diffs.push(diff("list", "k", "a", DiffKind::Missing));
+        diffs.push(diff("document", "k", "b", DiffKind::Corrupt { reason: "x".into() }));
+        diffs.push(diff("by_state", "k", "c", DiffKind::Missing));
+        diffs.push(diff("by_state", "k", "d", DiffKind::Missing));
+        let ids: Vec<&str> = diffs.out.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!((ids.as_slice(), diffs.truncated), (["b", "c"].as_slice(), 1));
+    }
+}

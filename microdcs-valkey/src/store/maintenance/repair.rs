@@ -1,0 +1,161 @@
+//! Turning differences into repairs, and applying them.
+//!
+//! A rebuild diagnoses exactly as a verify does; each batch's findings are
+//! then mapped to [`Repair`]s and applied in one pipeline (plus one small
+//! compare-and-delete script call per released unique key) before the next
+//! batch is read.
+
+use std::collections::HashMap;
+
+use redis::Script;
+use redis::aio::ConnectionManager;
+
+use microdcs_schema::{Document, IndexEntries};
+
+use super::{DiffKind, Family, Finding};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// Deletes a unique key only if it still holds the given id.
+const DELETE_IF_EQUALS: &str = "\
+-- KEYS[1] unique index key; ARGV[1] the id it must hold. Returns 1 if deleted.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// The script of [`Repair::UniqueRelease`].
+pub(super) fn delete_if_equals() -> Script {
+    Script::new(DELETE_IF_EQUALS)
+}
+
+/// One change that brings an index, or a hash field an index keeps, in line
+/// with the documents.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Repair {
+    /// Write the hash field an index keeps on the document, or remove it (`None`).
+    SetField { key: String, field: String, value: Option<String> },
+    /// Add the id to a sorted list with its score, or correct its score.
+    SortedAdd { key: String, id: String, score: f64 },
+    /// Add the id to a plain set: an unsorted list or a group.
+    SetAdd { key: String, id: String },
+    /// Remove the id from a sorted list.
+    SortedRemove { key: String, id: String },
+    /// Remove the id from a plain set.
+    SetRemove { key: String, id: String },
+    /// Point a free unique key at the id; a key taken meanwhile is left alone.
+    UniqueClaim { key: String, id: String },
+    /// Give a unique key to the document that claims it, replacing a holder
+    /// that does not.
+    UniqueReassign { key: String, id: String },
+    /// Delete a unique key, but only if it still holds the id it was judged
+    /// by: a document may have taken it since.
+    UniqueRelease { key: String, id: String },
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// The repairs of one batch's findings, in the order found. `documents`
+    /// are the batch's readable documents and their expected entries: a
+    /// missing list entry needs its score, and a unique key held by another
+    /// id goes to the batch's document that claims it, unless the holder
+    /// claims it too (a real conflict, left as reported).
+    pub(super) async fn plan_repairs(
+        &self,
+        findings: &[Finding],
+        documents: &[(String, IndexEntries)],
+    ) -> Result<Vec<Repair>> {
+        let by_id: HashMap<&str, &IndexEntries> = documents.iter().map(|(id, e)| (id.as_str(), e)).collect();
+        let mut repairs = Vec::with_capacity(findings.len());
+        let mut conflicts: Vec<(usize, &str, &str)> = Vec::new();
+        for Finding { family, diff } in findings {
+            let (key, id) = (diff.key.clone(), diff.id.clone());
+            let repair = match (*family, &diff.kind) {
+                (_, DiffKind::Corrupt { .. }) => continue,
+                (_, DiffKind::Field { field, expected, .. }) => {
+                    Repair::SetField { key, field: field.clone(), value: expected.clone() }
+                }
+                (Some(Family::List), DiffKind::Missing) => {
+                    match by_id.get(id.as_str()).and_then(|e| e.list.as_ref()).and_then(|l| l.score) {
+                        Some(score) => Repair::SortedAdd { key, id, score },
+                        None => Repair::SetAdd { key, id },
+                    }
+                }
+                (Some(Family::List), DiffKind::WrongScore { expected, .. }) => {
+                    Repair::SortedAdd { key, id, score: *expected }
+                }
+                (Some(Family::Group(_)), DiffKind::Missing) => Repair::SetAdd { key, id },
+                (Some(Family::Unique(_)), DiffKind::Missing) => Repair::UniqueClaim { key, id },
+                (Some(Family::Unique(n)), DiffKind::WrongId { found }) => {
+                    conflicts.push((n, &diff.key, found));
+                    continue;
+                }
+                (Some(Family::List), DiffKind::Orphan) if self.plan.sorted_list => Repair::SortedRemove { key, id },
+                (Some(Family::List | Family::Group(_)), DiffKind::Orphan | DiffKind::WrongGroup { .. }) => {
+                    Repair::SetRemove { key, id }
+                }
+                (Some(Family::Unique(_)), DiffKind::Orphan) => Repair::UniqueRelease { key, id },
+                // Diagnosis reports no other combination.
+                _ => continue,
+            };
+            repairs.push(repair);
+        }
+        for (n, key, holder) in conflicts {
+            let holder_claims = match self.expected_entries(holder).await? {
+                Some(e) => e.unique[n].as_ref().is_some_and(|x| x.key == key),
+                None => false,
+            };
+            if holder_claims {
+                continue;
+            }
+            let rightful = documents.iter().find(|(_, e)| e.unique[n].as_ref().is_some_and(|x| x.key == key));
+            if let Some((id, _)) = rightful {
+                repairs.push(Repair::UniqueReassign { key: key.to_owned(), id: id.clone() });
+            }
+        }
+        Ok(repairs)
+    }
+
+    /// The expected entries of the document `id`, or `None` if it is missing
+    /// or cannot be indexed.
+    async fn expected_entries(&self, id: &str) -> Result<Option<IndexEntries>> {
+        Ok(match self.get_once(id).await {
+            Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
+            Ok(None) | Err(Error::Corrupt { .. } | Error::Codec(_) | Error::WrongType { .. } | Error::Key(_)) => None,
+            Err(e) => return Err(e),
+        })
+    }
+}
+
+/// Applies repairs: one pipeline of plain commands, then the unique-key
+/// releases. Returns how many repairs were applied.
+pub(super) async fn apply(con: &mut ConnectionManager, delete_if_equals: &Script, repairs: Vec<Repair>) -> Result<u64> {
+    let count = repairs.len() as u64;
+    let mut pipe = redis::pipe();
+    let mut queued = 0;
+    let mut releases = Vec::new();
+    for repair in repairs {
+        match repair {
+            Repair::SetField { key, field, value: Some(v) } => pipe.cmd("HSET").arg(key).arg(field).arg(v),
+            Repair::SetField { key, field, value: None } => pipe.cmd("HDEL").arg(key).arg(field),
+            Repair::SortedAdd { key, id, score } => pipe.cmd("ZADD").arg(key).arg(score).arg(id),
+            Repair::SetAdd { key, id } => pipe.cmd("SADD").arg(key).arg(id),
+            Repair::SortedRemove { key, id } => pipe.cmd("ZREM").arg(key).arg(id),
+            Repair::SetRemove { key, id } => pipe.cmd("SREM").arg(key).arg(id),
+            Repair::UniqueClaim { key, id } => pipe.cmd("SET").arg(key).arg(id).arg("NX"),
+            Repair::UniqueReassign { key, id } => pipe.cmd("SET").arg(key).arg(id),
+            Repair::UniqueRelease { key, id } => {
+                releases.push((key, id));
+                continue;
+            }
+        }
+        .ignore();
+        queued += 1;
+    }
+    if queued > 0 {
+        let _: () = pipe.query_async(con).await?;
+    }
+    for (key, id) in releases {
+        let _: i64 = delete_if_equals.key(&key).arg(&id).invoke_async(con).await?;
+    }
+    Ok(count)
+}
