@@ -1,32 +1,4 @@
-//! # microdcs-valkey
-//!
-//! The runtime of microdcs. Document types declared with
-//! `#[derive(Document)]` get typed key builders with compile-time key
-//! checks, and a [`Store`] that writes each document, its indexes, its change
-//! entry, the scope registry and a nudge in one generated Lua script.
-//!
-//! ```no_run
-//! use microdcs_valkey::{Document, Expect, KeyPrefix, PutOutcome, Valkey, WriteOptions};
-//!
-//! #[derive(Debug, serde::Serialize, serde::Deserialize, Document)]
-//! #[microdcs(list(key = "joborder:list:{scope}", score = priority))]
-//! struct JobOrder {
-//!     id: String,
-//!     scope: String,
-//!     priority: i64,
-//! }
-//!
-//! # async fn demo() -> Result<(), microdcs_valkey::Error> {
-//! let valkey = Valkey::connect_url("redis://127.0.0.1:6379/", KeyPrefix::default(), WriteOptions::default()).await?;
-//! let orders = valkey.store::<JobOrder>();
-//! let order = JobOrder { id: "o-1".into(), scope: "s1".into(), priority: 5 };
-//! assert_eq!(orders.create(&order).await?, PutOutcome::Written { version: 1 });
-//! let read = orders.get("o-1").await?.expect("just written");
-//! let changed = JobOrder { priority: 7, ..read.doc };
-//! # let read = orders.get("o-1").await?.unwrap();
-//! orders.update(&read, &changed).await?;
-//! # Ok(()) }
-//! ```
+#![doc = include_str!("../../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
