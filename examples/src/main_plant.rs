@@ -242,6 +242,7 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
         job_order_id: "o-1".into(),
         start_time: 1_700_000_000_000,
         state: vec!["Idle".into()],
+        data: "setpoint=42".into(),
     };
     show(&mut out, "create job response r-1 for o-1 [Idle]", responses.create(&r1).await?);
     let r2 = JobResponse {
@@ -250,6 +251,7 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
         job_order_id: "o-2".into(),
         start_time: 1_700_000_060_000,
         state: vec!["Running".into()],
+        data: String::new(),
     };
     show(&mut out, "create job response r-2 for o-2 [Running]", responses.create(&r2).await?);
 

@@ -107,6 +107,7 @@ fn index_entries_follow_the_fields() {
         job_order_id: "o-1".into(),
         start_time: 1_700_000_000_000,
         state: vec!["Running".into(), "Held".into()],
+        data: String::new(),
     };
     let e = r.index_entries(&p).unwrap();
     assert_eq!(e.key, "microdcs:jobresponse:r-1");

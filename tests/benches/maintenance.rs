@@ -11,10 +11,9 @@ use std::time::Instant;
 
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Document, MaintenanceOptions, PutOutcome, Valkey, WriteOptions};
-use serde::{Deserialize, Serialize};
+use microdcs_valkey::{MaintenanceOptions, PutOutcome, Valkey, WriteOptions};
 
-use microdcs_tests::fixtures::PaddedJobResponse as JobResponse;
+use microdcs_tests::fixtures::JobResponse;
 
 fn peak_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix};
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
 use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
-use serde::{Deserialize, Serialize};
 
-use microdcs_tests::fixtures::PaddedJobResponse as JobResponse;
+use microdcs_tests::fixtures::JobResponse;
 
 fn doc(i: usize, step: u64) -> JobResponse {
     JobResponse {

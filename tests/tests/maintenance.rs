@@ -43,6 +43,7 @@ fn response(i: usize, scope: &str) -> JobResponse {
         job_order_id: format!("o-{i}"),
         start_time: 1000 + i as i64,
         state: vec![if i.is_multiple_of(2) { "Running".into() } else { "Held".into() }],
+        data: String::new(),
     }
 }
 

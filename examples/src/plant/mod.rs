@@ -48,6 +48,10 @@ pub struct JobResponse {
     pub start_time: i64,
     /// State texts, e.g. `["Running", "Held"]`.
     pub state: Vec<String>,
+    /// Response data reported by the equipment (parameters, results); part
+    /// of the document only, never indexed.
+    #[serde(default)]
+    pub data: String,
 }
 
 impl JobResponse {
@@ -64,6 +68,7 @@ impl JobResponse {
             job_order_id: order.into(),
             start_time: 1000,
             state: state.iter().map(|s| (*s).to_owned()).collect(),
+            data: String::new(),
         }
     }
 }
