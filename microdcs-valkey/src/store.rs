@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::{Script, Value};
 
-use microdcs_schema::lua::{self, PutLayout, ret};
+use microdcs_schema::lua::{self, DeleteLayout, PutLayout, ret};
 use microdcs_schema::{Document, GroupQuery, IndexEntry, KeyTemplate, Source, UniqueQuery};
 
 mod maintenance;
@@ -153,7 +153,7 @@ struct Plan {
     delete: Script,
     find: Script,
     put_layout: PutLayout,
-    delete_layout: PutLayout,
+    delete_layout: DeleteLayout,
     doc: KeyTemplate,
     list: Option<KeyTemplate>,
     sorted_list: bool,
@@ -194,8 +194,8 @@ impl Plan {
             put: Script::new(D::PUT_SCRIPT),
             delete: Script::new(D::DELETE_SCRIPT),
             find: Script::new(D::FIND_SCRIPT),
-            put_layout: PutLayout::new(spec, false),
-            delete_layout: PutLayout::new(spec, true),
+            put_layout: PutLayout::new(spec),
+            delete_layout: DeleteLayout::new(spec),
             doc: parse(spec.key),
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
@@ -527,25 +527,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let prefix = self.valkey.prefix();
         for _ in 0..MAX_REREADS {
             let mut keys = vec![String::new(); l.num_keys];
-            keys[l.doc_key - 1] = key.to_owned();
-            keys[l.changes_key - 1] = plan.changes.render(prefix, &[&entries.scope]).map_err(render_err)?;
-            keys[l.registry_key - 1] = plan.registry_key.clone();
-            if let (Some(k), Some(list)) = (l.list_key, &entries.list) {
+            keys[l.common.doc_key - 1] = key.to_owned();
+            keys[l.common.changes_key - 1] = plan.changes.render(prefix, &[&entries.scope]).map_err(render_err)?;
+            keys[l.common.registry_key - 1] = plan.registry_key.clone();
+            if let (Some(k), Some(list)) = (l.common.list_key, &entries.list) {
                 keys[k - 1] = list.key.clone();
             }
             let mut args: Vec<Arg<'_>> = (0..l.num_args).map(|_| Arg::Static("")).collect();
-            args[l.expect - 1] = match expect {
+            args[l.common.expect - 1] = match expect {
                 Expect::Create => Arg::Static("create"),
                 Expect::Any => Arg::Static("any"),
                 Expect::Version(n) => Arg::Owned(n.to_string()),
             };
-            args[l.op - 1] = Arg::Borrowed(&op);
-            args[l.id - 1] = Arg::Borrowed(&entries.id);
-            args[l.scope - 1] = Arg::Borrowed(&entries.scope);
+            args[l.common.op - 1] = Arg::Borrowed(&op);
+            args[l.common.id - 1] = Arg::Borrowed(&entries.id);
+            args[l.common.scope - 1] = Arg::Borrowed(&entries.scope);
             args[l.doc - 1] = Arg::Borrowed(&text);
-            args[l.kind - 1] = Arg::Static(D::SPEC.kind);
-            args[l.channel - 1] = Arg::Borrowed(&plan.channel);
-            args[l.maxlen - 1] = Arg::Owned(self.valkey.write_options().change_stream_max_len.to_string());
+            args[l.common.kind - 1] = Arg::Static(D::SPEC.kind);
+            args[l.common.channel - 1] = Arg::Borrowed(&plan.channel);
+            args[l.common.maxlen - 1] = Arg::Owned(self.valkey.write_options().change_stream_max_len.to_string());
             if let (Some(s), Some(list)) = (l.score, &entries.list) {
                 args[s - 1] = Arg::Owned(list.score.map_or_else(String::new, |x| x.to_string()));
             }
@@ -557,14 +557,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     Some(s) => plan.old_key(ix, &self.valkey, &entries.id, s)?,
                     None => None,
                 };
-                keys[slots.old_key - 1] = old_key.clone().unwrap_or_else(|| key.to_owned());
-                args[slots.old_flag - 1] = flag(old_key.is_some());
+                keys[slots.index.old.key - 1] = old_key.clone().unwrap_or_else(|| key.to_owned());
+                args[slots.index.old.flag - 1] = flag(old_key.is_some());
                 for (i, fpos) in ix.fields.iter().enumerate() {
                     let v = state
                         .as_ref()
                         .and_then(|s| s.fields.get(*fpos).cloned().flatten())
                         .filter(|_| old_key.is_some());
-                    args[slots.old_flag + i] = v.map_or(Arg::Static(""), Arg::Owned);
+                    args[slots.index.old.value(i) - 1] = v.map_or(Arg::Static(""), Arg::Owned);
                 }
             }
             let reply = self.run(&plan.put, &keys, &args, key).await?;
@@ -590,8 +590,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     let slots = l.indexes.get(idx);
                     return Err(Error::UniqueViolation {
                         type_name: D::SPEC.type_name,
-                        index: slots.map(|s| s.name.clone()).unwrap_or_default(),
-                        key: slots.map(|s| keys[s.new_key - 1].clone()).unwrap_or_default(),
+                        index: slots.map(|s| s.index.name.clone()).unwrap_or_default(),
+                        key: slots.map(|s| keys[s.new.key - 1].clone()).unwrap_or_default(),
                         holder: str_at("put", rest, 1)?,
                     });
                 }
@@ -639,10 +639,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             let scope = state.scope.clone().unwrap_or_default();
             let mut keys = vec![String::new(); l.num_keys];
-            keys[l.doc_key - 1] = key.clone();
-            keys[l.changes_key - 1] = plan.changes.render(prefix, &[&scope]).map_err(render_err)?;
-            keys[l.registry_key - 1] = plan.registry_key.clone();
-            if let (Some(k), Some(t)) = (l.list_key, &plan.list) {
+            keys[l.common.doc_key - 1] = key.clone();
+            keys[l.common.changes_key - 1] = plan.changes.render(prefix, &[&scope]).map_err(render_err)?;
+            keys[l.common.registry_key - 1] = plan.registry_key.clone();
+            if let (Some(k), Some(t)) = (l.common.list_key, &plan.list) {
                 keys[k - 1] = t.render(prefix, &[&scope]).map_err(render_err)?;
             }
             let mut args: Vec<Arg<'_>> = (0..l.num_args).map(|_| Arg::Static("")).collect();
@@ -654,20 +654,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
             }
-            args[l.expect - 1] = Arg::Owned(state.version.to_string());
-            args[l.op - 1] = Arg::Borrowed(&op);
-            args[l.id - 1] = Arg::Borrowed(id);
-            args[l.scope - 1] = Arg::Owned(scope.clone());
-            args[l.kind - 1] = Arg::Static(D::SPEC.kind);
-            args[l.channel - 1] = Arg::Borrowed(&plan.channel);
-            args[l.maxlen - 1] = Arg::Owned(self.valkey.write_options().change_stream_max_len.to_string());
+            args[l.common.expect - 1] = Arg::Owned(state.version.to_string());
+            args[l.common.op - 1] = Arg::Borrowed(&op);
+            args[l.common.id - 1] = Arg::Borrowed(id);
+            args[l.common.scope - 1] = Arg::Owned(scope.clone());
+            args[l.common.kind - 1] = Arg::Static(D::SPEC.kind);
+            args[l.common.channel - 1] = Arg::Borrowed(&plan.channel);
+            args[l.common.maxlen - 1] = Arg::Owned(self.valkey.write_options().change_stream_max_len.to_string());
             for (slots, ix) in l.indexes.iter().zip(plan.unique.iter().chain(&plan.groups)) {
                 let old_key = plan.old_key(ix, &self.valkey, id, &state)?;
-                keys[slots.old_key - 1] = old_key.clone().unwrap_or_else(|| key.clone());
-                args[slots.old_flag - 1] = flag(old_key.is_some());
+                keys[slots.old.key - 1] = old_key.clone().unwrap_or_else(|| key.clone());
+                args[slots.old.flag - 1] = flag(old_key.is_some());
                 for (i, fpos) in ix.fields.iter().enumerate() {
                     let v = state.fields.get(*fpos).cloned().flatten().filter(|_| old_key.is_some());
-                    args[slots.old_flag + i] = v.map_or(Arg::Static(""), Arg::Owned);
+                    args[slots.old.value(i) - 1] = v.map_or(Arg::Static(""), Arg::Owned);
                 }
             }
             let reply = self.run(&plan.delete, &keys, &args, &key).await?;
@@ -853,15 +853,15 @@ struct Reply {
 fn fill_new(
     keys: &mut [String],
     args: &mut [Arg<'_>],
-    slots: &lua::IndexSlots,
+    slots: &lua::PutIndexSlots,
     new: Option<&IndexEntry>,
     doc_key: &str,
 ) {
-    keys[slots.new_key - 1] = new.map_or_else(|| doc_key.to_owned(), |e| e.key.clone());
-    args[slots.new_flag - 1] = flag(new.is_some());
-    for (i, f) in slots.fields.iter().enumerate() {
-        let v = new.and_then(|e| e.fields.iter().find(|(n, _)| n == f)).map(|(_, v)| v.clone());
-        args[slots.new_flag + i] = v.map_or(Arg::Static(""), Arg::Owned);
+    keys[slots.new.key - 1] = new.map_or_else(|| doc_key.to_owned(), |e| e.key.clone());
+    args[slots.new.flag - 1] = flag(new.is_some());
+    for (i, f) in slots.index.fields.iter().enumerate() {
+        let v = new.and_then(|e| e.fields.iter().find(|(n, _)| *n == f.name)).map(|(_, v)| v.clone());
+        args[slots.new.value(i) - 1] = v.map_or(Arg::Static(""), Arg::Owned);
     }
 }
 
