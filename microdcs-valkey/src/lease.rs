@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 use redis::{Script, Value};
 
 use crate::client::{Valkey, millis as ms};
-use crate::error::{Error, Result, is_unknown_outcome};
+use crate::error::{Error, Result};
+use crate::retry;
 use crate::store::new_op_id;
 use microdcs_schema::KeyTemplate;
 
@@ -244,30 +245,21 @@ impl LeaseStore {
         t.render(self.valkey.prefix(), values).map_err(crate::store::render_err)
     }
 
-    /// Runs a script; after a lost reply runs it again (the request cache
-    /// returns the first result), up to the configured write attempts.
+    /// Runs a script under the shared retry rule: after a lost reply it
+    /// runs again with the same request id, and the request cache returns
+    /// the first result.
     async fn run(&self, script: &Script, keys: &[String], args: &[String]) -> Result<Vec<String>> {
-        let opts = self.valkey.write_options();
-        let mut con = self.valkey.connection();
-        let mut attempt = 1;
-        loop {
-            let mut inv = script.prepare_invoke();
-            for k in keys {
-                inv.key(k);
-            }
-            for a in args {
-                inv.arg(a);
-            }
-            match inv.invoke_async::<Value>(&mut con).await {
-                Ok(v) => return Ok(texts(&v)),
-                Err(e) if is_unknown_outcome(&e) && attempt < opts.attempts => {
-                    tracing::warn!(attempt, error = %e, "lease call outcome unknown; retrying with the same request id");
-                    self.valkey.metrics().add_write_retry();
-                    attempt += 1;
-                    tokio::time::sleep(opts.retry_delay).await;
-                }
-                Err(e) => return Err(Error::from_redis(e, keys.first().map_or("", String::as_str))),
-            }
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        for a in args {
+            inv.arg(a);
+        }
+        let key = keys.first().map_or("", String::as_str);
+        match retry::invoke(&self.valkey, &inv, "lease call", key).await {
+            Ok(reply) => Ok(texts(&reply.value)),
+            Err(failure) => Err(Error::from_redis(failure.into_source(), key)),
         }
     }
 }
