@@ -1,6 +1,6 @@
-//! Dedupe claims of CloudEvents (seed `000` R-2..R-4) and the post-start
-//! lease (R-6), behind traits with an in-memory implementation (one process,
-//! tests) and the Valkey one that replaces it when configured (seed `001`).
+//! Dedupe claims of CloudEvents and the post-start lease, behind traits with
+//! an in-memory implementation (one process, tests) and the Valkey one that
+//! replaces it when configured, so several instances share them.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,17 +31,19 @@ pub trait DedupeStore: Send + Sync {
     fn claim(&self, source: &str, id: &str, token: &str) -> impl Future<Output = Result<Claim>> + Send;
     /// Marks the event done; `done` is kept for the retention time.
     fn mark_done(&self, source: &str, id: &str) -> impl Future<Output = Result<()>> + Send;
-    /// The time left on whatever the key holds (a claim or `done`), floored at zero (R-4).
+    /// The time left on whatever the key holds (a claim or `done`), floored
+    /// at zero (a missing or expired key has no time left).
     fn lease_remaining(&self, source: &str, id: &str) -> impl Future<Output = Result<Duration>> + Send;
 }
 
-/// The post-start lease (R-6): one instance runs post-start work per configuration.
+/// The post-start lease: one instance runs post-start work per configuration.
 pub trait StartLease: Send + Sync {
     /// Takes the lease for `lifetime` if nobody holds it; `true` when taken.
     fn acquire(&self, config_id: &str, lifetime: Duration) -> impl Future<Output = Result<bool>> + Send;
 }
 
-/// The dedupe key value: the first 16 bytes of SHA-256 of `source:id`, as hex (R-2).
+/// The dedupe key value: the first 16 bytes of SHA-256 of `source:id`, as
+/// hex, so the key has one short, safe shape whatever the source and id.
 pub fn dedupe_hash(source: &str, id: &str) -> String {
     let d = Sha256::digest(format!("{source}:{id}").as_bytes());
     d.iter().take(16).map(|b| format!("{b:02x}")).collect()
@@ -63,12 +65,7 @@ fn decide(held: &str, token: &str) -> Claim {
 /// Claim in one round trip: `SET NX PX`, else read what is held. The
 /// Python version needed three tries of `SET NX` then `GET` because the key
 /// could expire between the two; in a script it cannot.
-const CLAIM: &str = "\
--- KEYS[1] dedupe key; ARGV[1] 'processing:'..token; ARGV[2] lease in ms.
--- Returns the value now held (ours when the SET succeeded).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return ARGV[1] end
-return redis.call('GET', KEYS[1])
-";
+const CLAIM: &str = include_str!("coord/claim.lua");
 
 /// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}` (or the keyspace's `dedupe` family).
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! A lease store with fencing tokens (seed `004`): atomic acquire, renew and
+//! A lease store with fencing tokens: atomic acquire, renew and
 //! compare-and-delete release scripts, a monotonic fencing counter, a
 //! request-id result cache so a retried call returns the original result,
 //! and a fenced write that refuses stale tokens.
@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 use redis::{Script, Value};
 
 use crate::client::{Valkey, millis as ms};
-use crate::error::{Error, Result, is_unknown_outcome};
+use crate::error::{Error, Result};
+use crate::retry;
 use crate::store::new_op_id;
 use microdcs_schema::KeyTemplate;
 
@@ -98,100 +99,16 @@ pub trait LeaseBackend: Send + Sync {
     fn fence(&self, name: &str) -> impl Future<Output = Result<u64>> + Send;
 }
 
-const CACHE_CHECK: &str = "\
-local cached = redis.call('HMGET', KEYS[REQ], 'fp', 'r1', 'r2', 'r3', 'r4')
-if cached[1] then
-  if cached[1] ~= ARGV[FP] then return {'conflict', '', '', ''} end
-  return {cached[2], cached[3], cached[4], cached[5]}
-end
-";
-
-const CACHE_STORE: &str = "\
-redis.call('HSET', KEYS[REQ], 'fp', ARGV[FP], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
-redis.call('PEXPIRE', KEYS[REQ], ARGV[CACHE_TTL])
-return result
-";
-
-/// Record checks shared by the scripts: `bad` is set for corrupt state.
-const RECORD: &str = "\
-local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
-local pttl = redis.call('PTTL', KEYS[1])
-local bad = nil
-if pttl == -1 then bad = 'the lease record has no TTL'
-elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
-";
-
-fn script(body: &str, req: usize, fp: usize, cache_ttl: usize) -> String {
-    let fill = |s: &str| {
-        s.replace("REQ", &req.to_string()).replace("FP", &fp.to_string()).replace("CACHE_TTL", &cache_ttl.to_string())
-    };
-    format!("{}{}{}{}", fill(CACHE_CHECK), RECORD, body, fill(CACHE_STORE))
-}
-
-fn acquire_script() -> String {
-    let body = "\
--- KEYS[1] record, KEYS[2] fence, KEYS[3] request cache
--- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] request fingerprint, ARGV[4] new lease id, ARGV[5] cache ttl ms
-local f = redis.call('GET', KEYS[2])
-if f and not string.find(f, '^%d+$') then bad = 'the fence counter is not a number' end
-if bad then return {'corrupt', bad, '', ''} end
-local result
-if pttl >= 0 then
-  result = {'held', rec[2], tostring(pttl), ''}
-else
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'id', ARGV[4], 'owner', ARGV[1], 'token', token)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  result = {'acquired', ARGV[4], string.format('%d', token), ARGV[2]}
-end
-";
-    format!("-- microdcs lease acquire\n{}", script(body, 3, 3, 5))
-}
-
-fn renew_script() -> String {
-    let body = "\
--- KEYS[1] record, KEYS[2] request cache
--- ARGV[1] lease id, ARGV[2] owner, ARGV[3] token, ARGV[4] ttl ms, ARGV[5] fingerprint, ARGV[6] cache ttl ms
-if bad then return {'corrupt', bad, '', ''} end
-local result
-if pttl < 0 or rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] or rec[3] ~= ARGV[3] then
-  result = {'lost', '', '', ''}
-else
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  result = {'renewed', ARGV[4], '', ''}
-end
-";
-    format!("-- microdcs lease renew\n{}", script(body, 2, 5, 6))
-}
-
-fn release_script() -> String {
-    let body = "\
--- KEYS[1] record, KEYS[2] request cache
--- ARGV[1] lease id, ARGV[2] owner, ARGV[3] token, ARGV[4] fingerprint, ARGV[5] cache ttl ms
-local result
-if bad then
-  redis.call('DEL', KEYS[1])
-  result = {'released', 'cleaned corrupt state', '', ''}
-elseif pttl >= 0 and rec[1] == ARGV[1] and rec[2] == ARGV[2] and rec[3] == ARGV[3] then
-  redis.call('DEL', KEYS[1])
-  result = {'released', '', '', ''}
-else
-  result = {'notheld', '', '', ''}
-end
-";
-    format!("-- microdcs lease release\n{}", script(body, 2, 4, 5))
-}
-
-const FENCED_WRITE: &str = "\
--- microdcs fenced write
--- KEYS[1] fence counter, KEYS[2] protected data; ARGV[1] token, ARGV[2] value
--- Returns {'written'} or {'fenced', highest token issued}.
-local f = redis.call('GET', KEYS[1]) or '0'
-if not string.find(f, '^%d+$') then return {'corrupt', f} end
-if tonumber(ARGV[1]) < tonumber(f) then return {'fenced', f} end
-redis.call('SET', KEYS[2], ARGV[2])
-return {'written', ''}
-";
+// The scripts. Each starts with a header describing its KEYS, ARGV and
+// replies. Acquire, renew and release first answer a repeated request id
+// from its cache (or refuse it when the arguments differ), so running one
+// again after a lost reply is safe; then they check the record, failing
+// closed on corrupt state (release deletes it instead, so the lease can be
+// taken again), act, and cache the result.
+const ACQUIRE: &str = include_str!("lease/acquire.lua");
+const RENEW: &str = include_str!("lease/renew.lua");
+const RELEASE: &str = include_str!("lease/release.lua");
+const FENCED_WRITE: &str = include_str!("lease/fenced_write.lua");
 
 const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
 
@@ -232,9 +149,9 @@ impl LeaseStore {
             fence_t: valkey.family_template("lease_fence", "lease:{#name}:fence"),
             request: valkey.family_template("lease_request", "lease:{#name}:req:{request}"),
             data: valkey.family_template("lease_data", "lease:{#name}:data"),
-            acquire: Script::new(&acquire_script()),
-            renew: Script::new(&renew_script()),
-            release: Script::new(&release_script()),
+            acquire: Script::new(ACQUIRE),
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
             fenced: Script::new(FENCED_WRITE),
             valkey,
         }
@@ -244,30 +161,21 @@ impl LeaseStore {
         t.render(self.valkey.prefix(), values).map_err(crate::store::render_err)
     }
 
-    /// Runs a script; after a lost reply runs it again (the request cache
-    /// returns the first result), up to the configured write attempts.
+    /// Runs a script under the shared retry rule: after a lost reply it
+    /// runs again with the same request id, and the request cache returns
+    /// the first result.
     async fn run(&self, script: &Script, keys: &[String], args: &[String]) -> Result<Vec<String>> {
-        let opts = self.valkey.write_options();
-        let mut con = self.valkey.connection();
-        let mut attempt = 1;
-        loop {
-            let mut inv = script.prepare_invoke();
-            for k in keys {
-                inv.key(k);
-            }
-            for a in args {
-                inv.arg(a);
-            }
-            match inv.invoke_async::<Value>(&mut con).await {
-                Ok(v) => return Ok(texts(&v)),
-                Err(e) if is_unknown_outcome(&e) && attempt < opts.attempts => {
-                    tracing::warn!(attempt, error = %e, "lease call outcome unknown; retrying with the same request id");
-                    self.valkey.metrics().add_write_retry();
-                    attempt += 1;
-                    tokio::time::sleep(opts.retry_delay).await;
-                }
-                Err(e) => return Err(Error::from_redis(e, keys.first().map_or("", String::as_str))),
-            }
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        for a in args {
+            inv.arg(a);
+        }
+        let key = keys.first().map_or("", String::as_str);
+        match retry::invoke(&self.valkey, &inv, "lease call", key).await {
+            Ok(reply) => Ok(texts(&reply.value)),
+            Err(failure) => Err(Error::from_redis(failure.into_source(), key)),
         }
     }
 }

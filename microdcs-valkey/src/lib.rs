@@ -11,6 +11,7 @@ mod error;
 pub mod lease;
 mod metrics;
 pub mod poller;
+mod retry;
 mod store;
 pub mod streams;
 #[cfg(feature = "testing")]

@@ -1,0 +1,40 @@
+-- microdcs lease acquire
+-- KEYS[1] lease record (hash: id, owner, token; its TTL is the lease)
+-- KEYS[2] fencing counter (never expires)
+-- KEYS[3] request cache of this request id
+-- ARGV[1] owner
+-- ARGV[2] ttl in ms
+-- ARGV[3] request fingerprint
+-- ARGV[4] new lease id
+-- ARGV[5] request cache ttl in ms
+-- Returns {status, a, b, c}:
+--   {'acquired', lease id, token, ttl ms}  taken, with a new fencing token
+--   {'held', owner, remaining ms, ''}      someone holds it
+--   {'corrupt', reason, '', ''}            corrupt record or counter; nothing changed
+--   {'conflict', '', '', ''}               the request id was used with other arguments
+-- A repeated request id with the same fingerprint returns the cached result.
+local cached = redis.call('HMGET', KEYS[3], 'fp', 'r1', 'r2', 'r3', 'r4')
+if cached[1] then
+  if cached[1] ~= ARGV[3] then return {'conflict', '', '', ''} end
+  return {cached[2], cached[3], cached[4], cached[5]}
+end
+local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
+local pttl = redis.call('PTTL', KEYS[1])
+local bad = nil
+if pttl == -1 then bad = 'the lease record has no TTL'
+elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
+local f = redis.call('GET', KEYS[2])
+if f and not string.find(f, '^%d+$') then bad = 'the fence counter is not a number' end
+if bad then return {'corrupt', bad, '', ''} end
+local result
+if pttl >= 0 then
+  result = {'held', rec[2], tostring(pttl), ''}
+else
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'id', ARGV[4], 'owner', ARGV[1], 'token', token)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  result = {'acquired', ARGV[4], string.format('%d', token), ARGV[2]}
+end
+redis.call('HSET', KEYS[3], 'fp', ARGV[3], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+return result

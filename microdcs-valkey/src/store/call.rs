@@ -1,0 +1,242 @@
+//! One write-script call: its KEYS and ARGV, filled from the operation's
+//! layout, run with the shared retry rule, and its reply taken apart.
+//!
+//! Put and delete fill the same shared positions and the same "caller's
+//! read" entries; a put adds its document text, list score and new entries.
+
+use redis::{Script, Value};
+
+use microdcs_schema::IndexEntry;
+use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
+
+use super::plan::Plan;
+use super::render_err;
+use super::types::ReadState;
+use crate::client::Valkey;
+use crate::error::{Error, Result, short};
+use crate::retry::{self, Failure, Invoked};
+
+/// One script argument.
+pub(super) enum Arg<'a> {
+    Static(&'static str),
+    Owned(String),
+    Borrowed(&'a str),
+}
+
+impl Arg<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Arg::Static(s) => s.as_bytes(),
+            Arg::Owned(s) => s.as_bytes(),
+            Arg::Borrowed(s) => s.as_bytes(),
+        }
+    }
+}
+
+fn flag(b: bool) -> Arg<'static> {
+    Arg::Static(if b { "1" } else { "0" })
+}
+
+/// What every write call says about its document.
+pub(super) struct Target<'a> {
+    /// The document key.
+    pub(super) key: &'a str,
+    /// The document id.
+    pub(super) id: &'a str,
+    /// The scope the write acts in.
+    pub(super) scope: &'a str,
+    /// The list key, when the type has a list.
+    pub(super) list_key: Option<String>,
+    /// The expected version as the script takes it.
+    pub(super) expect: Arg<'a>,
+    /// The operation id.
+    pub(super) op: &'a str,
+}
+
+/// The KEYS and ARGV of one write-script call.
+pub(super) struct Call<'a> {
+    keys: Vec<String>,
+    args: Vec<Arg<'a>>,
+}
+
+impl<'a> Call<'a> {
+    /// A call with the shared positions filled.
+    fn new(
+        slots: &CommonSlots,
+        (num_keys, num_args): (usize, usize),
+        plan: &'a Plan,
+        valkey: &Valkey,
+        kind: &'static str,
+        t: Target<'a>,
+    ) -> Result<Self> {
+        let mut call =
+            Call { keys: vec![String::new(); num_keys], args: (0..num_args).map(|_| Arg::Static("")).collect() };
+        call.set_key(slots.doc_key, t.key.to_owned());
+        call.set_key(slots.changes_key, plan.changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
+        call.set_key(slots.registry_key, plan.registry_key.clone());
+        if let (Some(k), Some(list)) = (slots.list_key, t.list_key) {
+            call.set_key(k, list);
+        }
+        call.set_arg(slots.expect, t.expect);
+        call.set_arg(slots.op, Arg::Borrowed(t.op));
+        call.set_arg(slots.id, Arg::Borrowed(t.id));
+        call.set_arg(slots.scope, Arg::Borrowed(t.scope));
+        call.set_arg(slots.kind, Arg::Static(kind));
+        call.set_arg(slots.channel, Arg::Borrowed(&plan.channel));
+        call.set_arg(slots.maxlen, Arg::Owned(valkey.write_options().change_stream_max_len.to_string()));
+        Ok(call)
+    }
+
+    /// A put call: the shared positions, the document text and the list
+    /// score; the index entries are filled by [`Call::new_entries`] and
+    /// [`Call::reads`].
+    pub(super) fn put(
+        l: &PutLayout,
+        plan: &'a Plan,
+        valkey: &Valkey,
+        kind: &'static str,
+        t: Target<'a>,
+        doc: &'a str,
+        score: Option<String>,
+    ) -> Result<Self> {
+        let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
+        call.set_arg(l.doc, Arg::Borrowed(doc));
+        if let (Some(s), Some(score)) = (l.score, score) {
+            call.set_arg(s, Arg::Owned(score));
+        }
+        Ok(call)
+    }
+
+    /// A delete call: the shared positions; the caller's reads are filled by [`Call::reads`].
+    pub(super) fn delete(
+        l: &DeleteLayout,
+        plan: &'a Plan,
+        valkey: &Valkey,
+        kind: &'static str,
+        t: Target<'a>,
+    ) -> Result<Self> {
+        Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)
+    }
+
+    fn set_key(&mut self, pos: usize, key: String) {
+        self.keys[pos - 1] = key;
+    }
+
+    fn set_arg(&mut self, pos: usize, arg: Arg<'a>) {
+        self.args[pos - 1] = arg;
+    }
+
+    /// The key at KEYS position `pos`.
+    pub(super) fn key(&self, pos: usize) -> &str {
+        pos.checked_sub(1).and_then(|i| self.keys.get(i)).map_or("", String::as_str)
+    }
+
+    /// One index entry: its key (the document key when absent), its flag
+    /// and its field values (empty when absent).
+    fn entry(&mut self, slots: &EntrySlots, key: Option<String>, values: Vec<Option<String>>, doc_key: &str) {
+        self.set_arg(slots.flag, flag(key.is_some()));
+        self.set_key(slots.key, key.unwrap_or_else(|| doc_key.to_owned()));
+        for (k, v) in values.into_iter().enumerate() {
+            self.set_arg(slots.value(k), v.map_or(Arg::Static(""), Arg::Owned));
+        }
+    }
+
+    /// The entries the put writes, one per index (`None`: not indexed).
+    pub(super) fn new_entries<'e>(
+        &mut self,
+        slots: &[PutIndexSlots],
+        entries: impl Iterator<Item = &'e Option<IndexEntry>>,
+        doc_key: &str,
+    ) {
+        for (s, new) in slots.iter().zip(entries) {
+            let new = new.as_ref();
+            let values = s
+                .index
+                .fields
+                .iter()
+                .map(|f| new.and_then(|e| e.fields.iter().find(|(n, _)| *n == f.name)).map(|(_, v)| v.clone()))
+                .collect();
+            self.entry(&s.new, new.map(|e| e.key.clone()), values, doc_key);
+        }
+    }
+
+    /// The caller's read of every index, from `state` (`None`: nothing read,
+    /// so no index entry to replace).
+    pub(super) fn reads<'s>(
+        &mut self,
+        slots: impl Iterator<Item = &'s IndexSlots>,
+        plan: &Plan,
+        valkey: &Valkey,
+        id: &str,
+        state: Option<&ReadState>,
+        doc_key: &str,
+    ) -> Result<()> {
+        for (s, ix) in slots.zip(plan.indexes()) {
+            let old_key = match state {
+                Some(st) => plan.old_key(ix, valkey, id, st)?,
+                None => None,
+            };
+            let values = s
+                .fields
+                .iter()
+                .map(|f| state.and_then(|st| st.fields.get(f.at).cloned().flatten()).filter(|_| old_key.is_some()))
+                .collect();
+            self.entry(&s.old, old_key, values, doc_key);
+        }
+        Ok(())
+    }
+
+    /// Runs `script` with these arguments under the shared retry rule: the
+    /// scripts recognise an applied operation id, so running one again after
+    /// an unknown outcome is safe.
+    pub(super) async fn invoke(&self, valkey: &Valkey, script: &Script, key: &str) -> Result<Invoked> {
+        let mut inv = script.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k.as_str());
+        }
+        for a in &self.args {
+            inv.arg(a.bytes());
+        }
+        retry::invoke(valkey, &inv, "write", key).await.map_err(|f| match f {
+            Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
+            Failure::Failed(e) => Error::from_redis(e, key),
+        })
+    }
+}
+
+/// The return code and the rest of a `{code, ...}` reply.
+pub(super) fn split_reply<'a>(script: &'static str, v: &'a Value) -> Result<(i64, &'a [Value])> {
+    if let Value::Array(items) = v
+        && let Some(Value::Int(code)) = items.first()
+    {
+        return Ok((*code, &items[1..]));
+    }
+    Err(Error::Protocol { script, reply: short(v) })
+}
+
+/// The non-negative integer at `i` of a reply's rest.
+pub(super) fn int_at(script: &'static str, rest: &[Value], i: usize) -> Result<u64> {
+    match rest.get(i) {
+        Some(Value::Int(n)) if *n >= 0 => Ok(*n as u64),
+        other => Err(Error::Protocol { script, reply: short(&other) }),
+    }
+}
+
+/// The string at `i` of a reply's rest.
+pub(super) fn str_at(script: &'static str, rest: &[Value], i: usize) -> Result<String> {
+    match rest.get(i) {
+        Some(Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Ok(s.clone()),
+        other => Err(Error::Protocol { script, reply: short(&other) }),
+    }
+}
+
+/// The error for a `{6, field}` (corrupt hash) reply.
+pub(super) fn corrupt_reply(key: &str, rest: &[Value]) -> Error {
+    let field = str_at("put", rest, 0).unwrap_or_default();
+    let reason = match field.as_str() {
+        "v" => "`v` is not a positive integer".to_owned(),
+        f => format!("`{f}` is missing"),
+    };
+    Error::Corrupt { key: key.to_owned(), reason }
+}

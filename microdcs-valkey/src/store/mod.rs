@@ -1,0 +1,83 @@
+//! The typed document store: one generated script per write, one command per read.
+//!
+//! - `types`: what the store takes and returns ([`Expect`], the outcomes, pages, [`Stored`]).
+//! - `plan`: the scripts, layouts and templates of one document type.
+//! - `call`: the KEYS/ARGV of one write-script call, filled from its layout.
+//! - `read` and `write`: the operations.
+//! - `maintenance`: index verification and rebuild.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use microdcs_schema::Document;
+
+mod call;
+mod maintenance;
+mod plan;
+mod read;
+mod types;
+mod write;
+
+pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprint_family, fingerprints};
+pub use types::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
+pub use write::new_op_id;
+
+// Reached as `super::...` by the maintenance module.
+use plan::Plan;
+use types::{ReadState, parse_version};
+
+use crate::client::Valkey;
+use crate::codec::{Codec, Json};
+use crate::error::{Error, Result};
+
+/// The typed store of document type `D`, made by [`Valkey::store`].
+///
+/// Every single-document operation is one round trip in the steady state:
+/// `get` is one `HGETALL`, `create`/`update`/`delete` one `EVALSHA` of the
+/// generated script, `find` one `EVALSHA` of the lookup script. Only `put`
+/// with `Expect::Any` or `Expect::Version` (without a prior read) of a type
+/// with indexes reads the index fields first.
+pub struct Store<D, C = Json> {
+    valkey: Valkey,
+    plan: Arc<Plan>,
+    codec: Arc<C>,
+    _doc: PhantomData<fn() -> D>,
+}
+
+impl<D, C> Clone for Store<D, C> {
+    fn clone(&self) -> Self {
+        Store { valkey: self.valkey.clone(), plan: self.plan.clone(), codec: self.codec.clone(), _doc: PhantomData }
+    }
+}
+
+impl<D, C> fmt::Debug for Store<D, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store").field("type", &std::any::type_name::<D>()).finish_non_exhaustive()
+    }
+}
+
+/// How many times a write re-reads after the script saw index fields change.
+const MAX_REREADS: u32 = 8;
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
+        let plan = Arc::new(Plan::new::<D>(&valkey));
+        Store { valkey, plan, codec: Arc::new(codec), _doc: PhantomData }
+    }
+
+    /// The document key of `id`.
+    ///
+    /// # Errors
+    /// An empty or over-long id.
+    pub fn key(&self, id: &str) -> Result<String> {
+        self.plan.doc.render(self.valkey.prefix(), &[id]).map_err(render_err)
+    }
+}
+
+pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
+    match e {
+        microdcs_schema::RenderError::Value(k) => Error::Key(k),
+        other => Error::Protocol { script: "render", reply: other.to_string() },
+    }
+}

@@ -1,0 +1,123 @@
+//! The per-type plan: scripts, layouts and key templates, derived from
+//! `D::SPEC` once per store.
+
+use redis::Script;
+
+use microdcs_schema::lua::{self, DeleteLayout, PutLayout};
+use microdcs_schema::{Document, IndexSpec, KeyTemplate, Source};
+
+use super::types::ReadState;
+use crate::client::Valkey;
+use crate::error::{Error, Result};
+
+/// Where an index placeholder's value comes from at run time.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Ph {
+    Id,
+    Scope,
+    /// Position in `Plan::fields`.
+    Field(usize),
+}
+
+#[derive(Debug)]
+pub(super) struct IndexPlan {
+    pub(super) template: KeyTemplate,
+    pub(super) placeholders: Vec<Ph>,
+}
+
+/// Everything derived from `D::SPEC` once per store.
+pub(super) struct Plan {
+    pub(super) put: Script,
+    pub(super) delete: Script,
+    pub(super) find: Script,
+    pub(super) put_layout: PutLayout,
+    pub(super) delete_layout: DeleteLayout,
+    pub(super) doc: KeyTemplate,
+    pub(super) list: Option<KeyTemplate>,
+    pub(super) sorted_list: bool,
+    pub(super) changes: KeyTemplate,
+    pub(super) registry_key: String,
+    pub(super) channel: String,
+    /// The distinct index hash fields, in layout order.
+    pub(super) fields: Vec<String>,
+    pub(super) unique: Vec<IndexPlan>,
+    pub(super) groups: Vec<IndexPlan>,
+}
+
+fn parse(t: &str) -> KeyTemplate {
+    // Checked at compile time by the derive.
+    KeyTemplate::parse(t).unwrap_or_else(|e| panic!("template `{t}` passed the derive but not the parser: {e:?}"))
+}
+
+impl Plan {
+    pub(super) fn new<D: Document>(valkey: &Valkey) -> Self {
+        let spec = &D::SPEC;
+        let prefix = valkey.prefix();
+        let fields = lua::all_index_fields(spec);
+        let index_plan = |ix: &IndexSpec<'_>| {
+            let template = parse(ix.key);
+            let placeholders = template
+                .placeholders()
+                .map(|p| match ix.binding(p).map(|b| b.source) {
+                    Some(Source::Id) => Ph::Id,
+                    Some(Source::Scope) => Ph::Scope,
+                    _ => Ph::Field(fields.iter().position(|f| f == p).expect("index field listed")),
+                })
+                .collect();
+            IndexPlan { template, placeholders }
+        };
+        let kind_channel = parse(spec.nudge);
+        Plan {
+            put: Script::new(D::PUT_SCRIPT),
+            delete: Script::new(D::DELETE_SCRIPT),
+            find: Script::new(D::FIND_SCRIPT),
+            put_layout: PutLayout::new(spec),
+            delete_layout: DeleteLayout::new(spec),
+            doc: parse(spec.key),
+            list: spec.list.map(|l| parse(l.key)),
+            sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
+            changes: parse(spec.changes),
+            registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
+            channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),
+            unique: spec.unique.iter().map(index_plan).collect(),
+            groups: spec.groups.iter().map(index_plan).collect(),
+            fields,
+        }
+    }
+
+    pub(super) fn has_indexes(&self) -> bool {
+        !self.unique.is_empty() || !self.groups.is_empty()
+    }
+
+    /// Unique indexes, then groups: the order of the layouts' indexes.
+    pub(super) fn indexes(&self) -> impl Iterator<Item = &IndexPlan> {
+        self.unique.iter().chain(&self.groups)
+    }
+
+    /// The old key of an index from a read state, or `None` if not indexed.
+    pub(super) fn old_key(&self, ix: &IndexPlan, valkey: &Valkey, id: &str, st: &ReadState) -> Result<Option<String>> {
+        if !st.exists {
+            return Ok(None);
+        }
+        let scope = st.scope.as_deref().unwrap_or_default();
+        let mut values: Vec<&str> = Vec::with_capacity(ix.placeholders.len());
+        for ph in &ix.placeholders {
+            match ph {
+                Ph::Id => values.push(id),
+                Ph::Scope => values.push(scope),
+                Ph::Field(i) => match st.fields.get(*i).and_then(Option::as_deref) {
+                    Some(v) => values.push(v),
+                    None => return Ok(None),
+                },
+            }
+        }
+        match ix.template.render(valkey.prefix(), &values) {
+            Ok(k) => Ok(Some(k)),
+            // We never store a value that cannot be a key segment.
+            Err(e) => Err(Error::Corrupt {
+                key: self.doc.render(valkey.prefix(), &[id]).unwrap_or_else(|_| id.to_owned()),
+                reason: format!("stored index field cannot form its key: {e}"),
+            }),
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Reads: `get`, `find`, `ids`, `list`, and the read of what a write needs.
+
+use std::collections::HashMap;
+
+use microdcs_schema::{Document, GroupQuery, UniqueQuery};
+
+use super::Store;
+use super::plan::Ph;
+use super::render_err;
+use super::types::{IdPage, Page, ReadState, Stored, parse_version};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Reads a document (one `HGETALL`).
+    ///
+    /// # Errors
+    /// Invalid id, connection errors, a corrupt hash, a key of the wrong type,
+    /// or a document text the codec rejects.
+    pub async fn get(&self, id: &str) -> Result<Option<Stored<D>>> {
+        self.read(|| self.get_once(id)).await
+    }
+
+    /// Runs a read; after a lost connection runs it once more (a read is
+    /// safe to repeat, and the connection manager reconnects in between).
+    async fn read<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match f().await {
+            Err(e) if e.is_connection_error() => {
+                tracing::debug!(error = %e, "read lost its connection; reading again");
+                tokio::time::sleep(self.valkey.write_options().retry_delay).await;
+                f().await
+            }
+            other => other,
+        }
+    }
+
+    pub(super) async fn get_once(&self, id: &str) -> Result<Option<Stored<D>>> {
+        let key = self.key(id)?;
+        let mut con = self.valkey.connection();
+        let map: HashMap<String, Vec<u8>> =
+            redis::cmd("HGETALL").arg(&key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
+        if map.is_empty() {
+            return Ok(None);
+        }
+        self.decode_hash(&key, id, map).map(Some)
+    }
+
+    pub(super) fn decode_hash(&self, key: &str, id: &str, mut map: HashMap<String, Vec<u8>>) -> Result<Stored<D>> {
+        let corrupt = |reason: &str| Error::Corrupt { key: key.to_owned(), reason: reason.to_owned() };
+        let text = |map: &mut HashMap<String, Vec<u8>>, f: &str| -> Result<Option<String>> {
+            match map.remove(f) {
+                None => Ok(None),
+                Some(b) => String::from_utf8(b).map(Some).map_err(|_| corrupt(&format!("field `{f}` is not UTF-8"))),
+            }
+        };
+        let version = parse_version(text(&mut map, "v")?.as_deref())
+            .ok_or_else(|| corrupt("`v` is missing or not a positive integer"))?;
+        let scope = text(&mut map, "scope")?.ok_or_else(|| corrupt("`scope` is missing"))?;
+        let doc_text = text(&mut map, "doc")?.ok_or_else(|| corrupt("`doc` is missing"))?;
+        let ops = text(&mut map, "ops")?.unwrap_or_default();
+        let mut fields = Vec::with_capacity(self.plan.fields.len());
+        for f in &self.plan.fields {
+            fields.push(text(&mut map, f)?);
+        }
+        let doc = self.codec.decode(&doc_text).map_err(Error::codec)?;
+        Ok(Stored {
+            doc,
+            version,
+            id: id.to_owned(),
+            scope: scope.clone(),
+            state: ReadState { exists: true, version, scope: Some(scope), fields, ops },
+        })
+    }
+
+    /// Reads what a write needs: version, scope, op history and index fields (one `HMGET`).
+    pub(super) async fn read_state(&self, key: &str) -> Result<ReadState> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(key).arg("v").arg("scope").arg("ops");
+        for f in &self.plan.fields {
+            cmd.arg(f);
+        }
+        let mut con = self.valkey.connection();
+        let vals: Vec<Option<String>> = cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))?;
+        let mut it = vals.into_iter();
+        let v = it.next().flatten();
+        let scope = it.next().flatten();
+        let ops = it.next().flatten().unwrap_or_default();
+        let fields: Vec<Option<String>> = it.collect();
+        if v.is_none() && scope.is_none() {
+            return Ok(ReadState::missing(self.plan.fields.len()));
+        }
+        let version = parse_version(v.as_deref()).ok_or_else(|| Error::Corrupt {
+            key: key.to_owned(),
+            reason: "`v` is missing or not a positive integer".into(),
+        })?;
+        Ok(ReadState { exists: true, version, scope, fields, ops })
+    }
+
+    /// Finds the document through a unique index (one round trip).
+    ///
+    /// # Errors
+    /// Invalid values, connection errors, a corrupt document.
+    pub async fn find(&self, query: UniqueQuery<D>) -> Result<Option<Stored<D>>> {
+        self.read(|| self.find_once(&query)).await
+    }
+
+    async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
+        let ix = self.plan.unique.get(query.index).ok_or_else(|| Error::Protocol {
+            script: "find",
+            reply: format!("no unique index {} on {}", query.index, D::SPEC.type_name),
+        })?;
+        let values: Vec<&str> = query.values.iter().map(String::as_str).collect();
+        let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
+        let mut con = self.valkey.connection();
+        let reply: Option<Vec<Option<Vec<u8>>>> = self
+            .plan
+            .find
+            .key(&ukey)
+            .arg(self.valkey.prefix().as_str())
+            .invoke_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, &ukey))?;
+        let Some(row) = reply else { return Ok(None) };
+        let mut it = row.into_iter();
+        let id = it.next().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let mut map = HashMap::new();
+        for (name, v) in
+            ["v", "scope", "doc"].into_iter().map(str::to_owned).chain(self.plan.fields.iter().cloned()).zip(it)
+        {
+            if let Some(v) = v {
+                map.insert(name, v);
+            }
+        }
+        if map.is_empty() {
+            tracing::warn!(index_key = %ukey, id, "unique index points at a missing document");
+            return Ok(None);
+        }
+        let key = self.key(&id)?;
+        let stored = self.decode_hash(&key, &id, map)?;
+        // The entry must describe the document it points at (else it is stale).
+        let matches = ix.placeholders.iter().zip(&query.values).all(|(ph, want)| match ph {
+            Ph::Id => stored.id == *want,
+            Ph::Scope => stored.scope == *want,
+            Ph::Field(i) => stored.state.fields.get(*i).and_then(Option::as_deref) == Some(want.as_str()),
+        });
+        if !matches {
+            tracing::warn!(index_key = %ukey, id, "unique index entry is stale: the document has other values");
+            return Ok(None);
+        }
+        Ok(Some(stored))
+    }
+
+    /// A page of ids from a group index (`SSCAN`; the page size is a hint, an
+    /// id may appear twice if the set is resized between pages).
+    ///
+    /// # Errors
+    /// Invalid values, connection errors, a key of the wrong type.
+    pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
+        let ix = self.plan.groups.get(query.index).ok_or_else(|| Error::Protocol {
+            script: "ids",
+            reply: format!("no group index {} on {}", query.index, D::SPEC.type_name),
+        })?;
+        let values: Vec<&str> = query.values.iter().map(String::as_str).collect();
+        let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
+        self.read(|| self.sscan(&key, page)).await
+    }
+
+    /// A page of the per-scope list: by rank for a sorted-set list (ascending
+    /// score), by `SSCAN` for a plain set.
+    ///
+    /// # Errors
+    /// The type has no list, invalid scope, connection errors.
+    pub async fn list(&self, scope: &str, page: Page) -> Result<IdPage> {
+        let t = self
+            .plan
+            .list
+            .as_ref()
+            .ok_or_else(|| Error::Protocol { script: "list", reply: format!("{} has no list", D::SPEC.type_name) })?;
+        let key = t.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+        if !self.plan.sorted_list {
+            return self.read(|| self.sscan(&key, page)).await;
+        }
+        self.read(|| self.zrange(&key, page)).await
+    }
+
+    async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {
+        let count = page.count.max(1) as u64;
+        let stop = page.cursor + count - 1;
+        let mut con = self.valkey.connection();
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(page.cursor)
+            .arg(stop)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        let next = (ids.len() as u64 == count).then_some(Page { cursor: stop + 1, count: page.count });
+        Ok(IdPage { ids, next })
+    }
+
+    async fn sscan(&self, key: &str, page: Page) -> Result<IdPage> {
+        let mut con = self.valkey.connection();
+        let (cursor, ids): (u64, Vec<String>) = redis::cmd("SSCAN")
+            .arg(key)
+            .arg(page.cursor)
+            .arg("COUNT")
+            .arg(page.count.max(1))
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        Ok(IdPage { ids, next: (cursor != 0).then_some(Page { cursor, count: page.count }) })
+    }
+}

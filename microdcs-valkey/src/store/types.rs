@@ -1,0 +1,138 @@
+//! The values the store takes and returns.
+
+use std::fmt;
+
+/// What the writer expects to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The document must not exist yet.
+    Create,
+    /// The stored version must be this one.
+    Version(u64),
+    /// Overwrite whatever is stored (still within the document's scope).
+    Any,
+}
+
+/// The outcome of a put. Errors (wrong scope, unique violation, corrupt
+/// hash) are [`Error`](crate::Error)s; these are the expected outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum PutOutcome {
+    /// Written; the document now has this version.
+    Written {
+        /// The new version (1 after a create).
+        version: u64,
+    },
+    /// The expected version did not match; nothing was written.
+    Conflict {
+        /// The stored version.
+        current: u64,
+    },
+    /// `Expect::Version` of a document that does not exist.
+    NotFound,
+}
+
+/// The outcome of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum DeleteOutcome {
+    /// Deleted; this was its last version.
+    Deleted {
+        /// The version the document had.
+        version: u64,
+    },
+    /// The expected version did not match; nothing was deleted.
+    Conflict {
+        /// The stored version.
+        current: u64,
+    },
+    /// No such document.
+    NotFound,
+}
+
+/// A page request: start at `cursor` (0 for the first page), about `count` ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Rank offset for sorted lists, `SSCAN` cursor for sets; 0 to start.
+    pub cursor: u64,
+    /// Page size (for sets a hint to `SSCAN COUNT`).
+    pub count: usize,
+}
+
+impl Page {
+    /// The first page of `count` ids.
+    pub fn first(count: usize) -> Self {
+        Page { cursor: 0, count }
+    }
+}
+
+/// A page of ids and the request for the next one (`None` at the end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdPage {
+    /// Ids in this page.
+    pub ids: Vec<String>,
+    /// The next page, if there is one.
+    pub next: Option<Page>,
+}
+
+/// What was read of a stored document: enough to update or delete it in one
+/// round trip (its version and the index fields the next write must remove).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct ReadState {
+    pub(super) exists: bool,
+    pub(super) version: u64,
+    pub(super) scope: Option<String>,
+    /// Aligned with `Plan::fields`.
+    pub(super) fields: Vec<Option<String>>,
+    pub(super) ops: String,
+}
+
+impl ReadState {
+    /// The state of a document that does not exist, with `fields` index fields.
+    pub(super) fn missing(fields: usize) -> Self {
+        ReadState { fields: vec![None; fields], ..ReadState::default() }
+    }
+}
+
+/// A document as read from the store.
+#[derive(Clone, PartialEq)]
+pub struct Stored<D> {
+    /// The document.
+    pub doc: D,
+    /// Its version.
+    pub version: u64,
+    /// Its id.
+    pub id: String,
+    /// Its scope.
+    pub scope: String,
+    pub(super) state: ReadState,
+}
+
+impl<D: fmt::Debug> fmt::Debug for Stored<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stored")
+            .field("id", &self.id)
+            .field("scope", &self.scope)
+            .field("version", &self.version)
+            .field("doc", &self.doc)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored version: a positive integer.
+pub(super) fn parse_version(v: Option<&str>) -> Option<u64> {
+    v?.parse::<u64>().ok().filter(|v| *v >= 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version(Some("3")), Some(3));
+        assert_eq!(parse_version(Some("0")), None);
+        assert_eq!(parse_version(Some("x")), None);
+        assert_eq!(parse_version(None), None);
+    }
+}

@@ -1,0 +1,307 @@
+//! Writes: `create`, `update`, `put` and `delete`, one generated script call
+//! each in the steady state.
+
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use microdcs_schema::Document;
+use microdcs_schema::lua::{self, ret};
+
+use super::call::{Arg, Call, Target, corrupt_reply, int_at, split_reply, str_at};
+use super::types::{DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
+use super::{MAX_REREADS, Store};
+use crate::codec::Codec;
+use crate::error::{Error, Result, short};
+
+/// A new operation id: 32 hex digits, unique per process and time.
+pub fn new_op_id() -> String {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(seed ^ n);
+    h.write_u64(t);
+    format!("{:016x}{:016x}", seed ^ t.rotate_left(17), h.finish() ^ n)
+}
+
+/// The version an op id produced, from an `ops` history (` op=v op=v ...`).
+fn applied_version(ops: &str, op: &str) -> Option<u64> {
+    ops.split(' ').find_map(|e| e.strip_prefix(op)?.strip_prefix('=')?.parse().ok())
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Creates a document that must not exist yet (one round trip).
+    ///
+    /// # Errors
+    /// See [`Store::put`].
+    pub async fn create(&self, doc: &D) -> Result<PutOutcome> {
+        self.put_inner(doc, Expect::Create, None, None, None).await
+    }
+
+    /// Updates a document you read, expecting its version unchanged (one
+    /// round trip: the read tells which index entries to replace).
+    ///
+    /// # Errors
+    /// See [`Store::put`].
+    pub async fn update(&self, read: &Stored<D>, doc: &D) -> Result<PutOutcome> {
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None).await
+    }
+
+    /// Updates a document you read and, when written, moves `read` to the
+    /// new version and document, so a loop of updates needs no re-read (one
+    /// round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
+    pub async fn update_in_place(&self, read: &mut Stored<D>, doc: D) -> Result<PutOutcome> {
+        let out = self
+            .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None)
+            .await?;
+        if let PutOutcome::Written { version } = out {
+            let entries = doc.index_entries(self.valkey.prefix())?;
+            let mut fields = vec![None; self.plan.fields.len()];
+            for e in entries.unique.iter().chain(&entries.groups).flatten() {
+                for (name, value) in &e.fields {
+                    if let Some(i) = self.plan.fields.iter().position(|f| f == name) {
+                        fields[i] = Some(value.clone());
+                    }
+                }
+            }
+            read.state =
+                ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: String::new() };
+            read.version = version;
+            read.doc = doc;
+        }
+        Ok(out)
+    }
+
+    /// Like [`Store::update`] with your own operation id, so a retry in a
+    /// later call is recognised as the same write.
+    ///
+    /// # Errors
+    /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
+    pub async fn update_with_op(&self, read: &Stored<D>, doc: &D, op: &str) -> Result<PutOutcome> {
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), Some(op))
+            .await
+    }
+
+    /// Writes a document with any expectation. `Expect::Create` is one round
+    /// trip; `Expect::Version` and `Expect::Any` read the index fields first
+    /// when the type has indexes (prefer [`Store::update`] after a read).
+    ///
+    /// # Errors
+    /// [`Error::WrongScope`] and [`Error::UniqueViolation`] (nothing written),
+    /// [`Error::Corrupt`] or [`Error::WrongType`] for a damaged hash,
+    /// [`Error::Codec`], [`Error::Index`] for an invalid id or index value,
+    /// [`Error::UnknownOutcome`] when every attempt lost the connection.
+    pub async fn put(&self, doc: &D, expect: Expect) -> Result<PutOutcome> {
+        self.put_inner(doc, expect, None, None, None).await
+    }
+
+    /// Like [`Store::put`] with your own operation id.
+    ///
+    /// # Errors
+    /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
+    pub async fn put_with_op(&self, doc: &D, expect: Expect, op: &str) -> Result<PutOutcome> {
+        self.put_inner(doc, expect, None, None, Some(op)).await
+    }
+
+    async fn put_inner(
+        &self,
+        doc: &D,
+        expect: Expect,
+        read: Option<ReadState>,
+        read_id: Option<&str>,
+        op: Option<&str>,
+    ) -> Result<PutOutcome> {
+        let op = match op {
+            Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
+            Some(op) => op.to_owned(),
+            None => new_op_id(),
+        };
+        let plan = &*self.plan;
+        let entries = doc.index_entries(self.valkey.prefix())?;
+        if let Some(read_id) = read_id.filter(|r| *r != entries.id) {
+            return Err(Error::ReadMismatch { read: read_id.to_owned(), doc: entries.id.clone() });
+        }
+        let text = self.codec.encode(doc).map_err(Error::codec)?;
+        let key = entries.key.as_str();
+        // The state the script will check the stored index fields against.
+        let mut state = match (read, expect) {
+            (Some(s), _) => Some(s),
+            (None, Expect::Create) => Some(ReadState::missing(plan.fields.len())),
+            (None, _) if !plan.has_indexes() => None,
+            (None, _) => Some(self.read_state(key).await?),
+        };
+        if let (Some(s), Expect::Version(n)) = (&state, expect)
+            && s.exists
+            && s.version != n
+        {
+            // Our own earlier write (same op id, unknown outcome) counts as done.
+            if let Some(v) = applied_version(&s.ops, &op) {
+                self.valkey.metrics().add_already_applied();
+                return Ok(PutOutcome::Written { version: v });
+            }
+            return Ok(PutOutcome::Conflict { current: s.version });
+        }
+        let l = &plan.put_layout;
+        for _ in 0..MAX_REREADS {
+            let target = Target {
+                key,
+                id: &entries.id,
+                scope: &entries.scope,
+                list_key: entries.list.as_ref().map(|list| list.key.clone()),
+                expect: match expect {
+                    Expect::Create => Arg::Static("create"),
+                    Expect::Any => Arg::Static("any"),
+                    Expect::Version(n) => Arg::Owned(n.to_string()),
+                },
+                op: &op,
+            };
+            let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
+            let mut call = Call::put(l, plan, &self.valkey, D::SPEC.kind, target, &text, score)?;
+            call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
+            call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
+            let reply = call.invoke(&self.valkey, &plan.put, key).await?;
+            let (code, rest) = split_reply("put", &reply.value)?;
+            match code {
+                ret::WRITTEN => return Ok(PutOutcome::Written { version: int_at("put", rest, 0)? }),
+                ret::ALREADY_APPLIED => {
+                    self.valkey.metrics().add_already_applied();
+                    return Ok(PutOutcome::Written { version: int_at("put", rest, 0)? });
+                }
+                ret::CONFLICT => return Ok(PutOutcome::Conflict { current: int_at("put", rest, 0)? }),
+                ret::NOT_FOUND => return Ok(PutOutcome::NotFound),
+                ret::WRONG_SCOPE => {
+                    return Err(Error::WrongScope {
+                        id: entries.id.clone(),
+                        stored: str_at("put", rest, 0)?,
+                        given: entries.scope.clone(),
+                    });
+                }
+                ret::UNIQUE_VIOLATION => {
+                    let n = usize::try_from(int_at("put", rest, 0)?).unwrap_or(0);
+                    let slots = l.indexes.get(n.saturating_sub(1));
+                    return Err(Error::UniqueViolation {
+                        type_name: D::SPEC.type_name,
+                        index: slots.map(|s| s.index.name.clone()).unwrap_or_default(),
+                        key: slots.map(|s| call.key(s.new.key).to_owned()).unwrap_or_default(),
+                        holder: str_at("put", rest, 1)?,
+                    });
+                }
+                ret::CORRUPT => return Err(corrupt_reply(key, rest)),
+                ret::RETRY => {
+                    state = Some(self.read_state(key).await?);
+                }
+                _ => return Err(Error::Protocol { script: "put", reply: short(&reply.value) }),
+            }
+        }
+        Err(Error::Contention { key: key.to_owned(), attempts: MAX_REREADS })
+    }
+
+    /// Deletes a document you read, expecting its version unchanged (one round trip).
+    ///
+    /// # Errors
+    /// See [`Store::delete_id`].
+    pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
+        self.delete_inner(&read.id, Expect::Version(read.version), Some(read.state.clone())).await
+    }
+
+    /// Deletes by id (`Expect::Any` or `Expect::Version`); reads the document's
+    /// scope and index fields first.
+    ///
+    /// # Errors
+    /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
+    pub async fn delete_id(&self, id: &str, expect: Expect) -> Result<DeleteOutcome> {
+        self.delete_inner(id, expect, None).await
+    }
+
+    async fn delete_inner(&self, id: &str, expect: Expect, read: Option<ReadState>) -> Result<DeleteOutcome> {
+        let plan = &*self.plan;
+        let key = self.key(id)?;
+        let op = new_op_id();
+        let mut state = match read {
+            Some(s) => s,
+            None => self.read_state(&key).await?,
+        };
+        let l = &plan.delete_layout;
+        let mut unknown_before = false;
+        for _ in 0..MAX_REREADS {
+            if !state.exists {
+                return Ok(DeleteOutcome::NotFound);
+            }
+            let scope = state.scope.clone().unwrap_or_default();
+            let list_key = match &plan.list {
+                Some(t) => Some(t.render(self.valkey.prefix(), &[&scope]).map_err(super::render_err)?),
+                None => None,
+            };
+            // Always the version read: a retry after a lost reply then never
+            // deletes a document re-created in between (unless it reached the
+            // same version); `Expect::Any` re-reads on a conflict instead.
+            let expect_read = Arg::Owned(state.version.to_string());
+            let target = Target { key: &key, id, scope: &scope, list_key, expect: expect_read, op: &op };
+            let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target)?;
+            if let Expect::Version(n) = expect
+                && n != state.version
+            {
+                return Ok(DeleteOutcome::Conflict { current: state.version });
+            }
+            call.reads(l.indexes.iter(), plan, &self.valkey, id, Some(&state), &key)?;
+            let reply = call.invoke(&self.valkey, &plan.delete, &key).await?;
+            unknown_before |= reply.after_unknown;
+            let (code, rest) = split_reply("delete", &reply.value)?;
+            match code {
+                ret::WRITTEN => return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? }),
+                ret::CONFLICT if expect == Expect::Any => state = self.read_state(&key).await?,
+                ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
+                ret::NOT_FOUND if unknown_before => {
+                    // The attempt whose reply was lost deleted it.
+                    self.valkey.metrics().add_already_applied();
+                    return Ok(DeleteOutcome::Deleted { version: state.version });
+                }
+                ret::NOT_FOUND => return Ok(DeleteOutcome::NotFound),
+                ret::WRONG_SCOPE => {
+                    return Err(Error::WrongScope {
+                        id: id.to_owned(),
+                        stored: str_at("delete", rest, 0)?,
+                        given: scope,
+                    });
+                }
+                ret::CORRUPT => return Err(corrupt_reply(&key, rest)),
+                ret::RETRY => state = self.read_state(&key).await?,
+                _ => return Err(Error::Protocol { script: "delete", reply: short(&reply.value) }),
+            }
+        }
+        Err(Error::Contention { key, attempts: MAX_REREADS })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_history_lookup() {
+        let ops = " a1=3 b2=4 a=5";
+        assert_eq!(applied_version(ops, "a1"), Some(3));
+        assert_eq!(applied_version(ops, "a"), Some(5));
+        assert_eq!(applied_version(ops, "b"), None);
+    }
+
+    #[test]
+    fn op_ids_are_valid_and_unique() {
+        let a = new_op_id();
+        let b = new_op_id();
+        assert_ne!(a, b);
+        assert!(lua::valid_op_id(&a), "{a}");
+        assert_eq!(a.len(), 32);
+    }
+}

@@ -1,0 +1,138 @@
+//! What the put and delete scripts share: the hash read with its
+//! corruption and scope checks, the check of the caller's read of each
+//! index, and the description of the positions both use.
+
+use std::fmt::Write as _;
+
+use super::layout::{CommonSlots, IndexSlots};
+use super::text::{Described, lua_str};
+use crate::spec::DocumentSpec;
+
+/// The HMGET positions (1-based) of the values a write script reads.
+pub(super) struct Slots {
+    /// Position of the first distinct index field; the others follow in
+    /// layout order.
+    first_field: usize,
+    /// Position of the stored `score`, for a sorted-set list (put only).
+    pub(super) score: Option<usize>,
+    /// The HMGET field list as Lua literals.
+    hmget: String,
+}
+
+impl Slots {
+    /// Reads `v`, `scope`, then `ops` (when the script checks the op
+    /// history), `score` (when it compares the list score), then `fields`.
+    pub(super) fn new(fields: &[String], with_ops: bool, with_score: bool) -> Self {
+        let mut names = vec!["v", "scope"];
+        if with_ops {
+            names.push("ops");
+        }
+        let score = with_score.then(|| {
+            names.push("score");
+            names.len()
+        });
+        let first_field = names.len() + 1;
+        let hmget = names.into_iter().chain(fields.iter().map(String::as_str)).map(lua_str).collect::<Vec<_>>();
+        Slots { first_field, score, hmget: hmget.join(", ") }
+    }
+
+    /// The position of the distinct index field at `at` in the layout's `fields`.
+    pub(super) fn field(&self, at: usize) -> usize {
+        self.first_field + at
+    }
+}
+
+/// Reads the hash and checks corruption and scope.
+pub(super) fn prologue(out: &mut String, slots: &Slots, c: &CommonSlots) {
+    let _ = write!(
+        out,
+        "\
+local doc_key = KEYS[{dk}]
+local id = ARGV[{id}]
+local scope = ARGV[{scope}]
+local op = ARGV[{op}]
+local cur = redis.call('HMGET', doc_key, {hmget})
+local exists = cur[1] ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {{6, 'v'}} end
+  v = tonumber(cur[1])
+  if cur[2] == false then return {{6, 'scope'}} end
+  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {{6, 'doc'}} end
+  if cur[2] ~= scope then return {{3, cur[2]}} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {{6, 'v'}}
+end
+",
+        dk = c.doc_key,
+        id = c.id,
+        scope = c.scope,
+        op = c.op,
+        hmget = slots.hmget,
+    );
+}
+
+/// Index `n` (1-based): compares the caller's read with the stored fields
+/// (`{5}` on a difference) and defines `was_n`.
+pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSlots) {
+    let what = if ix.unique { "unique" } else { "group" };
+    let _ = writeln!(out, "-- index {n}: {what} `{}`", ix.name);
+    let mut was = String::from("exists");
+    for f in &ix.fields {
+        let _ = write!(was, " and cur[{}] ~= false", slots.field(f.at));
+    }
+    let _ = writeln!(out, "local was_{n} = {was}");
+    let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {{5}} end", ix.old.flag);
+    if !ix.fields.is_empty() {
+        let diffs: Vec<String> = ix
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(k, f)| format!("cur[{}] ~= ARGV[{}]", slots.field(f.at), ix.old.value(k)))
+            .collect();
+        let _ = writeln!(out, "if was_{n} and ({}) then return {{5}} end", diffs.join(" or "));
+    }
+}
+
+/// The KEYS both scripts use: document, change stream, registry, list.
+pub(super) fn describe_common_keys(spec: &DocumentSpec<'_>, c: &CommonSlots) -> Vec<Described> {
+    let mut keys = vec![
+        (c.doc_key, format!("document hash `{}`", spec.key)),
+        (c.changes_key, format!("change stream `{}` (XADD MAXLEN ~)", spec.changes)),
+        (c.registry_key, format!("scope registry `{}` (set)", spec.registry)),
+    ];
+    if let (Some(k), Some(list)) = (c.list_key, spec.list) {
+        let t = if list.score.is_some() { "sorted set" } else { "set" };
+        keys.push((k, format!("list `{}` ({t})", list.key)));
+    }
+    keys
+}
+
+/// The ARGV both scripts use; `expect` describes the accepted expectations.
+pub(super) fn describe_common_argv(c: &CommonSlots, expect: &str) -> Vec<Described> {
+    vec![
+        (c.expect, expect.to_owned()),
+        (c.op, "operation id (kept in `op` and the `ops` history)".into()),
+        (c.id, "document id".into()),
+        (c.scope, "scope".into()),
+        (c.kind, "kind (change entries)".into()),
+        (c.channel, "nudge channel (PUBLISH scope)".into()),
+        (c.maxlen, "change stream approximate max length".into()),
+    ]
+}
+
+/// The KEYS and ARGV of the caller's read of one index.
+pub(super) fn describe_read(ix: &IndexSlots) -> (Described, Described) {
+    let what = if ix.unique { "unique" } else { "group" };
+    let fields = ix.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+    (
+        (ix.old.key, format!("{what} `{}`: old key as the caller read it (KEYS[1] when not indexed)", ix.name)),
+        (
+            ix.old.flag,
+            format!(
+                "`{}`: `1` if the caller read an indexed document, else `0`; then the values read of: {fields}",
+                ix.name
+            ),
+        ),
+    )
+}

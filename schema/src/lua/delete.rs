@@ -1,0 +1,93 @@
+//! The delete script.
+
+use std::fmt::Write as _;
+
+use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
+use super::layout::DeleteLayout;
+use super::text::header;
+use crate::spec::DocumentSpec;
+
+const DELETE_RETURNS: &str = "\
+--   {1, version}          deleted; `version` was the last version
+--   {0, current}          the expected version does not match
+--   {2}                   no such document
+--   {3, stored_scope}     the id belongs to another scope; nothing deleted
+--   {5}                   stored index fields differ from the caller's read; read again
+--   {6, field}            corrupt hash
+";
+
+/// The delete script of `spec`, with its layout. Same order as the put
+/// script: checks, validation reads, then writes starting with the change entry.
+pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
+    let l = DeleteLayout::new(spec);
+    let c = &l.common;
+    let slots = Slots::new(&l.fields, false, false);
+    let mut out = String::new();
+    let mut keys = describe_common_keys(spec, c);
+    let mut argv = describe_common_argv(c, "expected version: `any` or the version number");
+    for ix in &l.indexes {
+        let (key, arg) = describe_read(ix);
+        keys.push(key);
+        argv.push(arg);
+    }
+    header(&mut out, "delete", spec, keys, argv, DELETE_RETURNS);
+    prologue(&mut out, &slots, c);
+    let _ = write!(
+        out,
+        "\
+if not exists then return {{2}} end
+local expect = ARGV[{expect}]
+if expect ~= 'any' and v ~= tonumber(expect) then return {{0, v}} end
+",
+        expect = c.expect
+    );
+    for (i, ix) in l.indexes.iter().enumerate() {
+        check_read(&mut out, &slots, i + 1, ix);
+    }
+    out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let (n, old_key) = (i + 1, ix.old.key);
+        if ix.unique {
+            let _ = writeln!(out, "local drop_{n} = was_{n} and redis.call('GET', KEYS[{old_key}]) == id");
+        } else {
+            let _ = writeln!(out, "if was_{n} then redis.call('SISMEMBER', KEYS[{old_key}], id) end");
+        }
+    }
+    let list_remove = match (c.list_key, spec.list) {
+        (Some(k), Some(list)) => {
+            let (check, rm) = if list.score.is_some() { ("ZSCORE", "ZREM") } else { ("SISMEMBER", "SREM") };
+            let _ = writeln!(out, "redis.call('{check}', KEYS[{k}], id)");
+            format!("redis.call('{rm}', KEYS[{k}], id)\n")
+        }
+        _ => String::new(),
+    };
+    let _ = write!(
+        out,
+        "\
+-- writes
+redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[{kind}])
+",
+        changes = c.changes_key,
+        maxlen = c.maxlen,
+        kind = c.kind,
+    );
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let (n, old_key) = (i + 1, ix.old.key);
+        if ix.unique {
+            let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
+        } else {
+            let _ = writeln!(out, "if was_{n} then redis.call('SREM', KEYS[{old_key}], id) end");
+        }
+    }
+    out.push_str(&list_remove);
+    let _ = write!(
+        out,
+        "\
+redis.call('DEL', doc_key)
+redis.call('PUBLISH', ARGV[{channel}], scope)
+return {{1, v}}
+",
+        channel = c.channel,
+    );
+    (out, l)
+}

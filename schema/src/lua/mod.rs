@@ -1,0 +1,110 @@
+//! Lua generation: one put script and one delete script per document type,
+//! plus a read script for unique lookups, with their KEYS/ARGV layout.
+//!
+//! Pure functions from a [`DocumentSpec`](crate::DocumentSpec). The layout
+//! types ([`PutLayout`], [`DeleteLayout`]) are the single description of
+//! argument positions: the generated text and the runtime's argument
+//! assembly both read them. Scripts never build keys (except the read-only
+//! unique lookup, see [`find_script`]), never build or parse JSON, and
+//! report outcomes as `{code, ...}` arrays (see [`ret`]).
+//!
+//! - [`layout`]: the KEYS/ARGV contract.
+//! - `put`, `delete`, `find`: one script each.
+//! - `common`: what the put and delete scripts share (the hash read, the
+//!   corruption and scope checks, the check of the caller's read).
+//! - `text`: Lua text helpers.
+
+mod common;
+mod delete;
+mod find;
+pub mod layout;
+mod put;
+mod text;
+
+pub use delete::delete_script;
+pub use find::find_script;
+pub use layout::{
+    CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, PutIndexSlots, PutLayout, all_index_fields,
+    index_fields,
+};
+pub use put::put_script;
+pub use text::lua_escape_class;
+
+/// Return codes: the first element of every script reply.
+pub mod ret {
+    /// `{0, current}`: the expected version does not match.
+    pub const CONFLICT: i64 = 0;
+    /// `{1, version}`: written (put) or deleted (delete; `version` was the last one).
+    pub const WRITTEN: i64 = 1;
+    /// `{2}`: no such document.
+    pub const NOT_FOUND: i64 = 2;
+    /// `{3, stored_scope}`: the id belongs to another scope; nothing written.
+    pub const WRONG_SCOPE: i64 = 3;
+    /// `{4, index_position, holder_id}`: a unique key is held by another id; nothing written.
+    pub const UNIQUE_VIOLATION: i64 = 4;
+    /// `{5}`: stored index fields differ from what the caller read; read again.
+    pub const RETRY: i64 = 5;
+    /// `{6, field}`: the hash is corrupt (`v` not a positive integer, `doc` or `scope` missing).
+    pub const CORRUPT: i64 = 6;
+    /// `{7, version}`: this operation id was already applied and produced `version`.
+    pub const ALREADY_APPLIED: i64 = 7;
+}
+
+/// How many bytes of recent operation ids a document hash keeps (field
+/// `ops`, entries ` op=version`). With the longest op ids (64 bytes) that is
+/// at least 16 writes; with generated ids (32 hex digits) about 40.
+pub const OP_HISTORY_BYTES: usize = 1536;
+
+/// The longest operation id accepted.
+pub const MAX_OP_ID_LEN: usize = 64;
+
+/// Whether `op` is a valid operation id: 1 to 64 of `[A-Za-z0-9_.:-]`
+/// (no space or `=`, which delimit the `ops` history).
+pub fn valid_op_id(op: &str) -> bool {
+    !op.is_empty()
+        && op.len() <= MAX_OP_ID_LEN
+        && op.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_ids() {
+        assert!(valid_op_id("0f3a-77:retry.1_x"));
+        assert!(!valid_op_id(""));
+        assert!(!valid_op_id("a b"));
+        assert!(!valid_op_id("a=b"));
+        assert!(!valid_op_id(&"x".repeat(65)));
+    }
+}
+
+/// The document type the unit tests of this module generate scripts for.
+#[cfg(test)]
+mod tests_spec {
+    use crate::spec::{Binding, DocumentSpec, IndexSpec, ListSpec, Source};
+
+    const BY_ORDER: [Binding<'static>; 1] = [Binding { placeholder: "order", source: Source::Field("job_order_id") }];
+    const BY_STATE: [Binding<'static>; 2] = [
+        Binding { placeholder: "scope", source: Source::Scope },
+        Binding { placeholder: "state", source: Source::Method("normalized_state") },
+    ];
+    const UNIQUE: [IndexSpec<'static>; 1] =
+        [IndexSpec { name: "by_order", key: "jobresponse:byorder:{order}", bindings: &BY_ORDER }];
+    const GROUPS: [IndexSpec<'static>; 1] =
+        [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE }];
+    pub(super) const SPEC: DocumentSpec<'static> = DocumentSpec {
+        type_name: "JobResponse",
+        kind: "jobresponse",
+        key: "jobresponse:{id}",
+        id_field: "id",
+        scope_field: "scope",
+        list: Some(ListSpec { key: "jobresponse:list:{scope}", score: Some(Source::Field("start_time")) }),
+        unique: &UNIQUE,
+        groups: &GROUPS,
+        changes: "changes:{scope}",
+        nudge: "nudge:{kind}",
+        registry: "scopes",
+    };
+}

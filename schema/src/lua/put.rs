@@ -1,0 +1,242 @@
+//! The put (compare-and-set) script.
+
+use std::fmt::Write as _;
+
+use super::OP_HISTORY_BYTES;
+use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
+use super::layout::PutLayout;
+use super::text::{Described, header, lua_str};
+use crate::spec::DocumentSpec;
+
+const PUT_RETURNS: &str = "\
+--   {1, version}          written; `version` is the new version
+--   {0, current}          the expected version does not match (create of an existing document)
+--   {2}                   update of a missing document
+--   {3, stored_scope}     the id belongs to another scope; nothing written
+--   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
+--   {5}                   stored index fields differ from the caller's read; read again
+--   {6, field}            corrupt hash (`v` not a positive integer, `scope` or `doc` missing)
+--   {7, version}          this operation id was already applied, producing `version`
+";
+
+/// The op history: ` op=version` entries, oldest dropped beyond
+/// [`OP_HISTORY_BYTES`] (a length check, not a count: no scan per write).
+fn history() -> String {
+    format!(
+        "\
+local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
+while #ops > {OP_HISTORY_BYTES} do
+  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
+end
+"
+    )
+}
+
+fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Described>) {
+    let mut keys = describe_common_keys(spec, &l.common);
+    let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
+    argv.push((l.doc, "document text, stored as is in `doc`".into()));
+    if let Some(s) = l.score {
+        argv.push((s, "list score".into()));
+    }
+    for (spec_ix, ix) in spec.unique.iter().chain(spec.groups).zip(&l.indexes) {
+        let read = &ix.index;
+        let what = if read.unique { "unique" } else { "group" };
+        let fields = read.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+        keys.push((
+            ix.new.key,
+            format!("{what} `{}` `{}`: new key (KEYS[1] when not indexed)", read.name, spec_ix.key),
+        ));
+        argv.push((
+            ix.new.flag,
+            format!("`{}`: `1` if the new document is indexed, else `0`; then new values of: {fields}", read.name),
+        ));
+        let (key, arg) = describe_read(read);
+        keys.push(key);
+        argv.push(arg);
+    }
+    (keys, argv)
+}
+
+/// The put script of `spec`, with its layout.
+///
+/// Order: read and check everything (hash, scope, op history, expectation,
+/// the caller's read of each index, unique holders), then validate the type
+/// of every index key it will write with a read on that key, and only then
+/// write, starting with the change entry. A failing command therefore
+/// aborts the script before its first write: no partial writes. Index keys
+/// whose entry does not move are not touched.
+pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
+    let l = PutLayout::new(spec);
+    let c = &l.common;
+    let slots = Slots::new(&l.fields, true, l.score.is_some());
+    let mut out = String::new();
+    let (keys, argv) = describe(spec, &l);
+    header(&mut out, "put", spec, keys, argv, PUT_RETURNS);
+    prologue(&mut out, &slots, c);
+    let _ = write!(
+        out,
+        "\
+if exists and cur[3] then
+  local hist = cur[3] .. ' '
+  local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
+  if e then return {{7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))}} end
+end
+local expect = ARGV[{expect}]
+if expect == 'create' then
+  if exists then return {{0, v}} end
+elseif expect ~= 'any' then
+  if not exists then return {{2}} end
+  if v ~= tonumber(expect) then return {{0, v}} end
+end
+",
+        expect = c.expect
+    );
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        check_read(&mut out, &slots, n, &ix.index);
+        let _ = writeln!(out, "local new_{n} = ARGV[{}] == '1'", ix.new.flag);
+        let _ = writeln!(
+            out,
+            "local keep_{n} = was_{n} and new_{n} and KEYS[{}] == KEYS[{}]",
+            ix.new.key, ix.index.old.key
+        );
+    }
+    // Validate, before any write, every key a write will touch.
+    out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        let (new_key, old_key) = (ix.new.key, ix.index.old.key);
+        if ix.index.unique {
+            let _ = writeln!(
+                out,
+                "if new_{n} and not keep_{n} then\n  local holder = redis.call('GET', KEYS[{new_key}])\n  if holder and holder ~= id then return {{4, {n}, holder}} end\nend",
+            );
+            let _ =
+                writeln!(out, "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{old_key}]) == id");
+        } else {
+            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{new_key}], id) end");
+            let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{old_key}], id) end");
+        }
+    }
+    match (c.list_key, l.score, slots.score) {
+        (Some(k), Some(a), Some(sc)) => {
+            let _ = writeln!(out, "local list_same = exists and cur[{sc}] == ARGV[{a}]");
+            let _ = writeln!(out, "if not list_same then redis.call('ZSCORE', KEYS[{k}], id) end");
+        }
+        (Some(k), _, _) => {
+            let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{k}], id) end");
+        }
+        _ => {}
+    }
+    let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{}], scope) end", c.registry_key);
+    writes(&mut out, &l, &slots);
+    (out, l)
+}
+
+/// The writes, starting with the change entry.
+fn writes(out: &mut String, l: &PutLayout, slots: &Slots) {
+    let c = &l.common;
+    let _ = write!(
+        out,
+        "\
+-- writes
+local newv = v + 1
+local newv_s = string.format('%d', newv)
+local change = 'updated'
+if not exists then change = 'created' end
+redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}])
+",
+        changes = c.changes_key,
+        maxlen = c.maxlen,
+        kind = c.kind,
+    );
+    for (i, ix) in l.indexes.iter().enumerate() {
+        let n = i + 1;
+        let (new_key, old_key) = (ix.new.key, ix.index.old.key);
+        if ix.index.unique {
+            let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
+            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id) end");
+        } else {
+            let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SREM', KEYS[{old_key}], id) end");
+            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SADD', KEYS[{new_key}], id) end");
+        }
+    }
+    match (c.list_key, l.score) {
+        (Some(k), Some(a)) => {
+            let _ = writeln!(out, "if not list_same then redis.call('ZADD', KEYS[{k}], ARGV[{a}], id) end");
+        }
+        (Some(k), None) => {
+            let _ = writeln!(out, "if not exists then redis.call('SADD', KEYS[{k}], id) end");
+        }
+        _ => {}
+    }
+    out.push_str(&history());
+    let _ = writeln!(out, "local h = {{'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
+    if let Some(a) = l.score {
+        let _ = writeln!(out, "h[#h + 1] = 'score'\nh[#h + 1] = ARGV[{a}]");
+    }
+    if !l.fields.is_empty() {
+        out.push_str("local drop = {}\n");
+        for (at, f) in l.fields.iter().enumerate() {
+            // The field is stored when any index that uses it is indexed
+            // (they share the source, so the values agree).
+            let users = l.indexes.iter().enumerate().filter_map(|(i, ix)| {
+                ix.index.fields.iter().position(|g| g.at == at).map(|k| (i + 1, ix.new.value(k)))
+            });
+            for (u, (n, arg)) in users.enumerate() {
+                let kw = if u == 0 { "if" } else { "elseif" };
+                let _ = writeln!(out, "{kw} new_{n} then\n  h[#h + 1] = {}\n  h[#h + 1] = ARGV[{arg}]", lua_str(f));
+            }
+            let _ =
+                writeln!(out, "elseif cur[{}] ~= false then\n  drop[#drop + 1] = {}\nend", slots.field(at), lua_str(f));
+        }
+        out.push_str("if #drop > 0 then redis.call('HDEL', doc_key, unpack(drop)) end\n");
+    }
+    let _ = write!(
+        out,
+        "\
+redis.call('HSET', doc_key, unpack(h))
+if not exists then redis.call('SADD', KEYS[{registry}], scope) end
+redis.call('PUBLISH', ARGV[{channel}], scope)
+return {{1, newv}}
+",
+        registry = c.registry_key,
+        channel = c.channel,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lua::delete_script;
+    use crate::lua::tests_spec::SPEC;
+
+    #[test]
+    fn header_lists_every_key_and_arg() {
+        let (text, l) = put_script(&SPEC);
+        for i in 1..=l.num_keys {
+            assert!(text.contains(&format!("-- KEYS[{i}] ")), "KEYS[{i}] undocumented:\n{text}");
+        }
+        for i in 1..=l.num_args {
+            let flagged = l.indexes.iter().any(|x| i > x.new.flag && i <= x.new.flag + x.index.fields.len())
+                || l.indexes.iter().any(|x| i > x.index.old.flag && i <= x.index.old.flag + x.index.fields.len());
+            assert!(flagged || text.contains(&format!("-- ARGV[{i}] ")), "ARGV[{i}] undocumented:\n{text}");
+        }
+        assert!(text.contains("MAXLEN', '~'"));
+        // The change entry is the first write: every check and validation read comes before it.
+        let xadd = text.find("redis.call('XADD'").unwrap();
+        for w in ["'SET'", "'DEL'", "'SADD'", "'SREM'", "'ZADD'", "'HSET'", "'HDEL'"] {
+            if let Some(at) = text.find(&format!("redis.call({w}")) {
+                assert!(at > xadd, "{w} before the change entry");
+            }
+        }
+        for r in ["'GET'", "'SISMEMBER'", "'ZSCORE'"] {
+            let at = text.find(&format!("redis.call({r}")).unwrap();
+            assert!(at < xadd, "{r} after the first write");
+        }
+        assert!(!text.contains("cjson"), "scripts never build or parse JSON");
+        let (text, _) = delete_script(&SPEC);
+        assert!(text.contains("'deleted'"));
+    }
+}
