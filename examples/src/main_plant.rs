@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use microdcs_examples::plant::{Plant, SfcState};
+use microdcs_examples::plant::SfcState;
 use microdcs_valkey::{Codec, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
@@ -80,7 +80,7 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
         Some(server)
     };
     println!("Configuration: {}", config.valkey);
-    let valkey = Valkey::connect(&config.valkey).await?.with_keyspace(&Plant::SPEC);
+    let valkey = Valkey::connect(&config.valkey).await?;
     if let Some(command) = command {
         if _server.is_some() {
             // A fresh server: write the demo documents so there is something to check.

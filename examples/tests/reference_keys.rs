@@ -3,7 +3,7 @@
 //! below), family by family, with prefix `microdcs`.
 
 use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster, key_table};
-use microdcs_valkey::schema::check_keyspace;
+use microdcs_valkey::check_keyspace;
 use microdcs_valkey::{Document, KeyPrefix};
 
 /// (reference template, Valkey type, expected key with the sample values
@@ -81,7 +81,25 @@ fn every_reference_family_renders_the_reference_key() {
 #[test]
 fn plant_keyspace_checks_clean() {
     assert_eq!(check_keyspace(&Plant::SPEC), []);
-    assert!(microdcs_valkey::schema::keyspace_problem(&Plant::SPEC).is_empty());
+}
+
+/// The plant keyspace declares the runtime's own families with exactly the
+/// templates the services use, so its overlap check covers their keys.
+#[test]
+fn plant_declares_the_runtime_families_as_the_runtime_uses_them() {
+    use microdcs_valkey::builtin;
+    for b in
+        [builtin::CHANGES, builtin::NUDGE, builtin::SCOPES, builtin::DEDUPE, builtin::START_LOCK, builtin::FINGERPRINTS]
+    {
+        let declared = Plant::SPEC.families.iter().find(|f| f.key == b.key);
+        assert_eq!(
+            declared.map(|f| f.key_type),
+            Some(b.key_type),
+            "{} (`{}`) is declared in the plant keyspace",
+            b.name,
+            b.key
+        );
+    }
 }
 
 #[test]
@@ -91,8 +109,8 @@ fn id_that_looks_like_a_list_stays_unambiguous() {
     let list = JobOrder::list_key(&p, "s1").unwrap();
     assert_eq!(doc, "microdcs:joborder:list%3As1");
     assert_ne!(doc, list);
-    let doc_t = microdcs_valkey::schema::KeyTemplate::parse(JobOrder::SPEC.key).unwrap();
-    let list_t = microdcs_valkey::schema::KeyTemplate::parse(JobOrder::SPEC.list.unwrap().key).unwrap();
+    let doc_t = microdcs_valkey::KeyTemplate::parse(JobOrder::SPEC.key).unwrap();
+    let list_t = microdcs_valkey::KeyTemplate::parse(JobOrder::SPEC.list.unwrap().key).unwrap();
     assert_eq!(doc_t.parse_key(&p, &doc).unwrap(), ["list:s1"]);
     assert_eq!(list_t.parse_key(&p, &doc), None);
     assert_eq!(doc_t.parse_key(&p, &list), None);

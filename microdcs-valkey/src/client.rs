@@ -56,7 +56,6 @@ struct Inner {
     poll: PollOptions,
     tls: bool,
     metrics: Metrics,
-    keyspace: std::sync::OnceLock<&'static microdcs_schema::KeyspaceSpec<'static>>,
     /// A RESP3 client and the manager settings, for the poller's pub/sub connection.
     resp3: Option<(redis::Client, redis::aio::ConnectionManagerConfig)>,
 }
@@ -88,7 +87,6 @@ impl Valkey {
                 poll: PollOptions::default(),
                 tls: false,
                 metrics: Metrics::default(),
-                keyspace: std::sync::OnceLock::new(),
                 resp3: None,
             }),
         }
@@ -119,33 +117,6 @@ impl Valkey {
     pub(crate) fn with_tls(mut self, tls: bool) -> Self {
         self.inner_mut().tls = tls;
         self
-    }
-
-    /// Tells the handle its keyspace (for the fingerprint family used by
-    /// [`crate::Store::needs_rebuild`] and [`crate::Store::rebuild`]). The
-    /// first keyspace set wins.
-    pub fn with_keyspace(self, keyspace: &'static microdcs_schema::KeyspaceSpec<'static>) -> Self {
-        let _ = self.inner.keyspace.set(keyspace);
-        self
-    }
-
-    /// The keyspace, if one was set.
-    pub fn keyspace(&self) -> Option<&'static microdcs_schema::KeyspaceSpec<'static>> {
-        self.inner.keyspace.get().copied()
-    }
-
-    /// The template of the keyspace's family `name`, or `default` when the
-    /// keyspace does not declare it.
-    pub(crate) fn family_template(&self, name: &str, default: &str) -> microdcs_schema::KeyTemplate {
-        let t = self.keyspace().and_then(|ks| ks.declared(name)).map_or(default, |f| f.key);
-        microdcs_schema::KeyTemplate::parse(t)
-            .unwrap_or_else(|_| microdcs_schema::KeyTemplate::parse(default).expect("valid default template"))
-    }
-
-    /// The key of the keyspace's `fingerprints` hash family, if declared.
-    pub(crate) fn fingerprint_key(&self) -> Option<String> {
-        let t = crate::store::fingerprint_family(self.keyspace()?)?;
-        microdcs_schema::KeyTemplate::parse(t).ok()?.render(self.prefix(), &[]).ok()
     }
 
     /// Poll options.

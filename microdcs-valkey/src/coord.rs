@@ -11,7 +11,8 @@ use redis::Script;
 use sha2::{Digest, Sha256};
 
 use crate::client::{Valkey, millis as ms};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::family::FamilyKey;
 use microdcs_schema::KeyTemplate;
 
 /// The outcome of a dedupe claim.
@@ -67,11 +68,13 @@ fn decide(held: &str, token: &str) -> Claim {
 /// could expire between the two; in a script it cannot.
 const CLAIM: &str = include_str!("coord/claim.lua");
 
-/// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}` (or the keyspace's `dedupe` family).
+/// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}`
+/// ([`builtin::DEDUPE`](microdcs_schema::builtin::DEDUPE)), or your own with
+/// [`ValkeyDedupe::with_family`].
 #[derive(Debug, Clone)]
 pub struct ValkeyDedupe {
     valkey: Valkey,
-    template: KeyTemplate,
+    family: FamilyKey,
     lease: Duration,
     retention: Duration,
     claim: Script,
@@ -80,18 +83,26 @@ pub struct ValkeyDedupe {
 impl ValkeyDedupe {
     /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
     pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
-        let template = valkey.family_template("dedupe", "ce:dedupe:{hash}");
-        ValkeyDedupe { valkey, template, lease, retention, claim: Script::new(CLAIM) }
+        let family = FamilyKey::builtin(microdcs_schema::builtin::DEDUPE);
+        ValkeyDedupe { valkey, family, lease, retention, claim: Script::new(CLAIM) }
+    }
+
+    /// Keeps claims in `family` instead: a string family whose only
+    /// placeholder is `{hash}`.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] when the family has another shape.
+    pub fn with_family(mut self, family: microdcs_schema::FamilySpec<'static>) -> Result<Self> {
+        self.family = FamilyKey::checked("dedupe", family, microdcs_schema::KeyType::String, &["hash"])?;
+        Ok(self)
     }
 
     /// The key of an event.
     ///
     /// # Errors
-    /// Never for the default template (the hash is always a valid value).
+    /// Never for a family checked at construction (the hash is always a valid value).
     pub fn key(&self, source: &str, id: &str) -> Result<String> {
-        self.template
-            .render(self.valkey.prefix(), &[&dedupe_hash(source, id)])
-            .map_err(|e| Error::Protocol { script: "dedupe", reply: e.to_string() })
+        self.family.render(self.valkey.prefix(), &[&dedupe_hash(source, id)])
     }
 }
 
@@ -134,24 +145,36 @@ impl DedupeStore for ValkeyDedupe {
 }
 
 /// [`StartLease`] on Valkey: `SET NX PX` on `lock:poststart:{config_id}`
-/// (or the keyspace's `start_lock` family).
+/// ([`builtin::START_LOCK`](microdcs_schema::builtin::START_LOCK)), or your
+/// own with [`ValkeyStartLease::with_family`].
 #[derive(Debug, Clone)]
 pub struct ValkeyStartLease {
     valkey: Valkey,
-    template: KeyTemplate,
+    family: FamilyKey,
 }
 
 impl ValkeyStartLease {
-    /// The start lease of this connection's keyspace.
+    /// The start lease on the built-in family.
     pub fn new(valkey: Valkey) -> Self {
-        let template = valkey.family_template("start_lock", "lock:poststart:{config_id}");
-        ValkeyStartLease { valkey, template }
+        ValkeyStartLease { valkey, family: FamilyKey::builtin(microdcs_schema::builtin::START_LOCK) }
+    }
+
+    /// Keeps start leases in `family` instead: a string family whose only
+    /// placeholder is the configuration id.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] when the family has another shape.
+    pub fn with_family(mut self, family: microdcs_schema::FamilySpec<'static>) -> Result<Self> {
+        let only = KeyTemplate::parse(family.key).ok().and_then(|t| t.placeholders().next().map(str::to_owned));
+        let only = only.unwrap_or_default();
+        self.family = FamilyKey::checked("start lease", family, microdcs_schema::KeyType::String, &[only.as_str()])?;
+        Ok(self)
     }
 }
 
 impl StartLease for ValkeyStartLease {
     async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
-        let key = self.template.render(self.valkey.prefix(), &[config_id]).map_err(crate::store::render_err)?;
+        let key = self.family.render(self.valkey.prefix(), &[config_id])?;
         let mut con = self.valkey.connection();
         let set: Option<String> =
             redis::cmd("SET").arg(&key).arg("1").arg("NX").arg("PX").arg(ms(lifetime)).query_async(&mut con).await?;

@@ -9,9 +9,9 @@
 //! a cluster: `lease:{#name}` (hash: `id`, `owner`, `token`; its TTL is the
 //! lease), `lease:{#name}:fence` (the counter: never expires, never deleted),
 //! `lease:{#name}:req:{request}` (cached results, 10 minutes),
-//! `lease:{#name}:data` (the value the fenced write protects). A keyspace may
-//! declare them under the family names `lease`, `lease_fence`,
-//! `lease_request`, `lease_data`.
+//! `lease:{#name}:data` (the value the fenced write protects): the families
+//! `builtin::LEASE*` of the schema crate. [`LeaseStore::with_families`] puts
+//! them elsewhere ([`LeaseFamilies`], checked when the store is built).
 //!
 //! # Assumptions (failover and replication)
 //!
@@ -39,9 +39,9 @@ use redis::{Script, Value};
 
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
+use crate::family::FamilyKey;
 use crate::retry;
 use crate::store::new_op_id;
-use microdcs_schema::KeyTemplate;
 
 /// A held lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,14 +112,27 @@ const FENCED_WRITE: &str = include_str!("lease/fenced_write.lua");
 
 const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
 
+/// Where a [`LeaseStore`] keeps its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseFamilies {
+    /// The lease record (hash: id, owner, token; its TTL is the lease).
+    pub record: microdcs_schema::FamilySpec<'static>,
+    /// The fence counter (string; never expires).
+    pub fence: microdcs_schema::FamilySpec<'static>,
+    /// Cached results per request id (hash).
+    pub request: microdcs_schema::FamilySpec<'static>,
+    /// The protected value (string).
+    pub data: microdcs_schema::FamilySpec<'static>,
+}
+
 /// The lease store on Valkey.
 #[derive(Debug, Clone)]
 pub struct LeaseStore {
     valkey: Valkey,
-    record: KeyTemplate,
-    fence_t: KeyTemplate,
-    request: KeyTemplate,
-    data: KeyTemplate,
+    record: FamilyKey,
+    fence_t: FamilyKey,
+    request: FamilyKey,
+    data: FamilyKey,
     acquire: Script,
     renew: Script,
     release: Script,
@@ -142,13 +155,14 @@ fn texts(v: &Value) -> Vec<String> {
 }
 
 impl LeaseStore {
-    /// The lease store of this connection (its keyspace's lease families, or the defaults).
+    /// The lease store on the built-in lease families.
     pub fn new(valkey: Valkey) -> Self {
+        use microdcs_schema::builtin;
         LeaseStore {
-            record: valkey.family_template("lease", "lease:{#name}"),
-            fence_t: valkey.family_template("lease_fence", "lease:{#name}:fence"),
-            request: valkey.family_template("lease_request", "lease:{#name}:req:{request}"),
-            data: valkey.family_template("lease_data", "lease:{#name}:data"),
+            record: FamilyKey::builtin(builtin::LEASE),
+            fence_t: FamilyKey::builtin(builtin::LEASE_FENCE),
+            request: FamilyKey::builtin(builtin::LEASE_REQUEST),
+            data: FamilyKey::builtin(builtin::LEASE_DATA),
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
@@ -157,8 +171,33 @@ impl LeaseStore {
         }
     }
 
-    fn key(&self, t: &KeyTemplate, values: &[&str]) -> Result<String> {
-        t.render(self.valkey.prefix(), values).map_err(crate::store::render_err)
+    /// Keeps leases in `families` instead (for example families declared in
+    /// your keyspace, so its overlap check covers them).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a family has the wrong type or
+    /// placeholders: every family needs the hash tag `{#name}` (all keys of
+    /// one lease in one slot), the request family also `{request}`.
+    pub fn with_families(mut self, families: LeaseFamilies) -> Result<Self> {
+        use microdcs_schema::KeyType;
+        self.record = FamilyKey::checked("lease record", families.record, KeyType::Hash, &["name"])?;
+        self.fence_t = FamilyKey::checked("lease fence", families.fence, KeyType::String, &["name"])?;
+        self.request = FamilyKey::checked("lease request", families.request, KeyType::Hash, &["name", "request"])?;
+        self.data = FamilyKey::checked("lease data", families.data, KeyType::String, &["name"])?;
+        for f in [&self.record, &self.fence_t, &self.request, &self.data] {
+            if !f.spec().key.contains("{#name}") {
+                return Err(Error::InvalidArgument(format!(
+                    "family `{}` (`{}`): a lease key needs the hash tag `{{#name}}`",
+                    f.spec().name,
+                    f.spec().key
+                )));
+            }
+        }
+        Ok(self)
+    }
+
+    fn key(&self, f: &FamilyKey, values: &[&str]) -> Result<String> {
+        f.render(self.valkey.prefix(), values)
     }
 
     /// Runs a script under the shared retry rule: after a lost reply it
@@ -182,7 +221,7 @@ impl LeaseStore {
 
 /// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
 /// counter moved): 30 days.
-pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl.is_zero() || ttl > MAX_TTL {

@@ -1,35 +1,47 @@
 #![doc = include_str!("../../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Modules are private; every public item has one path, at the root (the
+// layout deadpool-redis uses), except the feature-gated test helpers.
 mod client;
 mod codec;
-pub mod config;
+mod config;
 mod connect;
-pub mod coord;
+mod coord;
 mod error;
-pub mod lease;
+mod family;
+mod lease;
 mod metrics;
-pub mod poller;
+mod poller;
 mod retry;
 mod store;
-pub mod streams;
+mod streams;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};
-pub use config::{ConfigError, MicroDcsConfig, ValkeyConfig};
+pub use config::{
+    ConfigError, ConfigProblem, Endpoint, MicroDcsConfig, Secret, ValkeyConfig, defaults, parse_connection_string,
+    parse_duration, redact_connection_string,
+};
 pub use connect::{ConnectError, Health, read_password_file};
-pub use coord::{Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease};
+pub use coord::{
+    Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease, dedupe_hash,
+};
 pub use error::{Error, Result};
-pub use lease::{Acquire, Lease, LeaseBackend, LeaseStore, MemoryLeases};
+pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, keyspace};
-pub use microdcs_schema as schema;
+pub use microdcs_schema::builtin;
 pub use microdcs_schema::{
-    Document, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment,
-    KeyType, ListEntry, PrefixError, Score, UniqueQuery,
+    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue,
+    KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError,
+    Score, UniqueQuery, check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
@@ -51,18 +63,6 @@ pub mod __private {
 
     /// The spec emitted for a document type whose attributes did not check.
     pub const fn invalid_spec(type_name: &'static str) -> DocumentSpec<'static> {
-        DocumentSpec {
-            type_name,
-            kind: "invalid",
-            key: "invalid:{id}",
-            id_field: "id",
-            scope_field: "scope",
-            list: None,
-            unique: &[],
-            groups: &[],
-            changes: "changes:{scope}",
-            nudge: "nudge:{kind}",
-            registry: "scopes",
-        }
+        DocumentSpec::new(type_name, "invalid", "invalid:{id}")
     }
 }

@@ -20,23 +20,28 @@
 #![warn(missing_docs)]
 
 pub mod builtin;
-pub mod check;
-pub mod document;
+mod check;
+mod document;
+#[doc(hidden)]
 pub mod encode;
+// The script generator and its KEYS/ARGV layouts are the contract between
+// the derive and the runtime, not an API: they change with the generator.
+#[doc(hidden)]
 pub mod lua;
-pub mod prefix;
-pub mod spec;
-pub mod template;
+mod prefix;
+mod spec;
+mod template;
 
-pub use check::{
-    Attr, ConstMessage, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace, keyspace_problem,
-};
+pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, check_keyspace};
+// For the code `keyspace!` generates (the compile-time keyspace check).
+#[doc(hidden)]
+pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
     Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, UniqueQuery,
     suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
-pub use prefix::{KeyPrefix, PrefixError};
+pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DocumentSpec, Family, FamilySpec, Feed, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source,
 };

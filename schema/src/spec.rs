@@ -147,6 +147,25 @@ pub struct Family<'a> {
 }
 
 impl<'a> DocumentSpec<'a> {
+    /// A spec with the defaults the derive uses: fields `id` and `scope`, no
+    /// list, no index, and the runtime's shared change stream, nudge channel
+    /// and scope registry. Fill the rest with struct update syntax.
+    pub const fn new(type_name: &'a str, kind: &'a str, key: &'a str) -> Self {
+        DocumentSpec {
+            type_name,
+            kind,
+            key,
+            id_field: "id",
+            scope_field: "scope",
+            list: None,
+            unique: &[],
+            groups: &[],
+            changes: crate::builtin::CHANGES.key,
+            nudge: crate::builtin::NUDGE.key,
+            registry: crate::builtin::SCOPES.key,
+        }
+    }
+
     /// Number of key families this document type owns (hash, list, indexes).
     pub const fn family_count(&self) -> usize {
         1 + if self.list.is_some() { 1 } else { 0 } + self.unique.len() + self.groups.len()

@@ -9,8 +9,8 @@ use std::time::Duration;
 use microdcs_tests::{FaultProxy, ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Acquire, Claim, DedupeStore, Error, Lease, LeaseBackend, LeaseStore, MemoryDedupe, MemoryLeases, MemoryStartLease,
-    StartLease, Valkey, ValkeyDedupe, ValkeyStartLease, WriteOptions,
+    Acquire, Claim, DedupeStore, Error, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryDedupe, MemoryLeases,
+    MemoryStartLease, StartLease, Valkey, ValkeyDedupe, ValkeyStartLease, WriteOptions,
 };
 
 const LEASE: Duration = Duration::from_secs(1);
@@ -69,7 +69,7 @@ async fn dedupe_and_start_lease_contract_on_valkey() {
     start_lease_contract(&ValkeyStartLease::new(v.clone())).await;
     // The reference key: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
     let key = d.key("urn:line-1", "e-1").unwrap();
-    assert_eq!(key, format!("{}:ce:dedupe:{}", v.prefix(), microdcs_valkey::coord::dedupe_hash("urn:line-1", "e-1")));
+    assert_eq!(key, format!("{}:ce:dedupe:{}", v.prefix(), microdcs_valkey::dedupe_hash("urn:line-1", "e-1")));
     let held: String = redis::cmd("GET").arg(&key).query_async(&mut v.connection()).await.unwrap();
     assert_eq!(held, "done");
 }
@@ -307,8 +307,15 @@ microdcs_valkey::keyspace! {
 #[tokio::test]
 async fn lease_keys_come_from_the_declared_keyspace() {
     let s = server();
-    let v = valkey(&s, "declared").await.with_keyspace(&Leases::SPEC);
-    let store = LeaseStore::new(v.clone());
+    let v = valkey(&s, "declared").await;
+    let family = |name: &str| *Leases::SPEC.declared(name).unwrap();
+    let families = LeaseFamilies {
+        record: family("lease"),
+        fence: family("lease_fence"),
+        request: family("lease_request"),
+        data: family("lease_data"),
+    };
+    let store = LeaseStore::new(v.clone()).with_families(families).unwrap();
     let l = acquired(store.acquire("mixer", "alice", Duration::from_secs(5), "d-1").await.unwrap());
     store.fenced_write("mixer", l.token, b"x").await.unwrap();
     let mut keys: Vec<String> =
@@ -325,4 +332,8 @@ async fn lease_keys_come_from_the_declared_keyspace() {
         ]
     );
     assert_eq!(Leases::lease_fence_key(v.prefix(), "mixer").unwrap(), format!("{p}:locks:{{mixer}}:fence"));
+    // A family of the wrong shape is refused when the store is built.
+    let wrong = LeaseFamilies { request: family("lease_fence"), ..families };
+    let err = LeaseStore::new(v.clone()).with_families(wrong).unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lease_fence")), "{err}");
 }

@@ -57,8 +57,7 @@ async fn env(server: &ValkeyServer, name: &str) -> Env {
     let prefix = unique_prefix(name);
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default())
         .await
-        .unwrap_or_else(|e| server.fail("connect", &e))
-        .with_keyspace(&Space::SPEC);
+        .unwrap_or_else(|e| server.fail("connect", &e));
     let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
     let responses = valkey.store::<JobResponse>();
     for i in 0..6 {
@@ -280,10 +279,7 @@ async fn scope_filter_and_key_shapes_that_look_like_documents() {
 async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
     let s = server();
     let prefix = unique_prefix("newindex");
-    let valkey = Valkey::connect_url(s.url(), prefix.clone(), WriteOptions::default())
-        .await
-        .unwrap()
-        .with_keyspace(&Space::SPEC);
+    let valkey = Valkey::connect_url(s.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let v1 = valkey.store::<JobResponseV1>();
     for i in 0..5 {

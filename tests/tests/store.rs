@@ -672,7 +672,7 @@ async fn op_history_survives_many_writes() {
     let ops: String = redis::cmd("HGET").arg(e.k("jobresponse:r-1")).arg("ops").query_async(&mut e.raw).await.unwrap();
     let entries: Vec<&str> = ops.split(' ').filter(|x| !x.is_empty()).collect();
     assert!(entries.len() >= 16, "{} entries: {ops}", entries.len());
-    assert!(ops.len() <= microdcs_valkey::schema::lua::OP_HISTORY_BYTES, "bounded: {} bytes", ops.len());
+    assert!(ops.len() <= microdcs_schema::lua::OP_HISTORY_BYTES, "bounded: {} bytes", ops.len());
     assert_eq!(entries.last().copied(), Some(format!("{:0>64}=41", 39).as_str()));
     assert!(entries.iter().all(|e| e.len() > 65 && e.contains('=')), "whole entries only: {ops}");
     // The last write, retried with its op id, is recognised as applied.

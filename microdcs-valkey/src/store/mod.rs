@@ -19,7 +19,7 @@ mod read;
 mod types;
 mod write;
 
-pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprint_family, fingerprints};
+pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub use types::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;
 

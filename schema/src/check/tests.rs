@@ -13,19 +13,7 @@ const GROUPS: [IndexSpec<'static>; 1] =
     [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE }];
 
 const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {
-    DocumentSpec {
-        type_name,
-        kind,
-        key,
-        id_field: "id",
-        scope_field: "scope",
-        list: None,
-        unique: &[],
-        groups: &[],
-        changes: "changes:{scope}",
-        nudge: "nudge:{kind}",
-        registry: "scopes",
-    }
+    DocumentSpec::new(type_name, kind, key)
 }
 
 const JOB_RESPONSE: DocumentSpec<'static> = DocumentSpec {

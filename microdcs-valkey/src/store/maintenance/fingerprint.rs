@@ -2,7 +2,7 @@
 //! bindings, recorded by a rebuild, so an application can tell at start which
 //! indexes changed shape (or are new) and need a rebuild before use.
 
-use microdcs_schema::{Document, DocumentSpec, KeyType, KeyspaceSpec};
+use microdcs_schema::{Document, DocumentSpec};
 use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
@@ -18,7 +18,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Records the fingerprints of the indexes just rebuilt (all of them, or
     /// only `only`), so [`Store::needs_rebuild`] stops flagging them.
     pub(super) async fn record_fingerprint(&self, only: Option<&str>) -> Result<()> {
-        let Some(key) = self.valkey.fingerprint_key() else { return Ok(()) };
+        let key = fingerprint_key(&self.valkey)?;
         let fields: Vec<(String, String)> = self
             .fingerprint_fields()
             .into_iter()
@@ -33,13 +33,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// The indexes of `D` whose layout changed since the last rebuild (or
-    /// that were never rebuilt), from the keyspace's fingerprint family.
-    /// Empty when the keyspace declares none (see [`crate::Valkey::with_keyspace`]).
+    /// that were never rebuilt), from the fingerprints hash
+    /// (`schema:fingerprints`, the built-in family `builtin::FINGERPRINTS`).
     ///
     /// # Errors
     /// Connection errors.
     pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
-        let Some(key) = self.valkey.fingerprint_key() else { return Ok(Vec::new()) };
+        let key = fingerprint_key(&self.valkey)?;
         let want = self.fingerprint_fields();
         if want.is_empty() {
             return Ok(Vec::new());
@@ -79,8 +79,8 @@ pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
     out
 }
 
-/// The fingerprint family of a keyspace: the declared hash family named
-/// `fingerprints`.
-pub fn fingerprint_family<'a>(ks: &KeyspaceSpec<'a>) -> Option<&'a str> {
-    ks.families.iter().find(|f| f.name == "fingerprints" && f.key_type == KeyType::Hash).map(|f| f.key)
+/// The fingerprints hash: always the built-in family, so recording and
+/// reading can never disagree on where fingerprints live.
+fn fingerprint_key(valkey: &crate::Valkey) -> Result<String> {
+    crate::family::FamilyKey::builtin(microdcs_schema::builtin::FINGERPRINTS).render(valkey.prefix(), &[])
 }

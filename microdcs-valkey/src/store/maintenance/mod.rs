@@ -37,7 +37,7 @@ mod fingerprint;
 mod repair;
 mod report;
 
-pub use fingerprint::{fingerprint_family, fingerprints};
+pub use fingerprint::fingerprints;
 pub use report::{DiffKind, Difference, MaintenanceOptions, Report};
 
 use diagnose::Shortcuts;
