@@ -453,10 +453,10 @@ impl Valkey {
         match checked {
             Ok(Some(rtt)) => Health::Healthy { rtt },
             _ => {
-                let reason = match (last, self.endpoint()) {
-                    (Some(e), Some(ep)) => format!("{ep}: {e}"),
-                    (Some(e), None) => e.to_string(),
-                    (None, _) => self.no_answer(timeout).to_string(),
+                let detail = last.map_or_else(|| format!("no answer within {timeout:?}"), |e| e.to_string());
+                let reason = match self.endpoint() {
+                    Some(ep) => format!("{ep}: {detail}"),
+                    None => detail,
                 };
                 Health::Unhealthy { reason }
             }
