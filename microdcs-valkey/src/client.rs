@@ -83,7 +83,9 @@ impl fmt::Debug for Valkey {
 }
 
 impl Valkey {
-    /// Wraps an existing connection manager.
+    /// Wraps an existing connection manager. [`Valkey::ping`] and
+    /// [`Valkey::health`] then wait at most the default `ResponseTimeout`,
+    /// and their messages cannot name the endpoint.
     pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
         Valkey {
             inner: Arc::new(Inner {
