@@ -58,6 +58,10 @@ struct Inner {
     metrics: Metrics,
     /// A RESP3 client and the manager settings, for the poller's pub/sub connection.
     resp3: Option<(redis::Client, redis::aio::ConnectionManagerConfig)>,
+    /// `host:port`, for messages; unknown for [`Valkey::from_manager`].
+    endpoint: Option<String>,
+    /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
+    response_timeout: Duration,
 }
 
 /// A connection to one Valkey (one island): the multiplexed, reconnecting
@@ -70,6 +74,7 @@ pub struct Valkey {
 impl fmt::Debug for Valkey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Valkey")
+            .field("endpoint", &self.inner.endpoint)
             .field("prefix", &self.inner.prefix)
             .field("write", &self.inner.write)
             .finish_non_exhaustive()
@@ -77,7 +82,9 @@ impl fmt::Debug for Valkey {
 }
 
 impl Valkey {
-    /// Wraps an existing connection manager.
+    /// Wraps an existing connection manager. [`Valkey::ping`] and
+    /// [`Valkey::health`] then wait at most the default `ResponseTimeout`,
+    /// and their messages cannot name the endpoint.
     pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
         Valkey {
             inner: Arc::new(Inner {
@@ -88,6 +95,8 @@ impl Valkey {
                 tls: false,
                 metrics: Metrics::default(),
                 resp3: None,
+                endpoint: None,
+                response_timeout: defaults::RESPONSE_TIMEOUT,
             }),
         }
     }
@@ -119,6 +128,24 @@ impl Valkey {
         self
     }
 
+    pub(crate) fn with_endpoint(mut self, endpoint: String, response_timeout: Duration) -> Self {
+        let inner = self.inner_mut();
+        inner.endpoint = Some(endpoint);
+        inner.response_timeout = response_timeout;
+        self
+    }
+
+    /// `host:port` of the server, when this handle was connected by
+    /// [`Valkey::connect`] or [`Valkey::connect_url`].
+    pub(crate) fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint.as_deref()
+    }
+
+    /// The reply bound (`ResponseTimeout`; the default for [`Valkey::from_manager`]).
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.inner.response_timeout
+    }
+
     /// Poll options.
     pub fn poll_options(&self) -> &PollOptions {
         &self.inner.poll
@@ -129,24 +156,17 @@ impl Valkey {
         self.inner.tls
     }
 
-    /// Connects to `url` (`redis://host:port/`) with a reconnecting
-    /// connection manager, without a configuration (tests, tools), with the
-    /// default timeouts and reconnect attempts. Prefer [`Valkey::connect`].
+    /// Connects to `url` (`redis://host:port/`) without a configuration
+    /// (tests, tools): every other setting at its default, through the same
+    /// steps as [`Valkey::connect`], so start-up is bounded by the default
+    /// connect timeout and reconnects back off alike. Prefer [`Valkey::connect`].
     ///
     /// # Errors
-    /// The URL is invalid or the server cannot be reached.
+    /// [`crate::Error::InvalidArgument`] for a URL that does not parse;
+    /// [`crate::Error::Redis`] naming the endpoint (never the password) for
+    /// an unreachable server (a connection error) or refused credentials.
     pub async fn connect_url(url: &str, prefix: KeyPrefix, write: WriteOptions) -> Result<Self> {
-        use redis::IntoConnectionInfo;
-        let info = url.into_connection_info()?;
-        let resp3_info =
-            info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP3));
-        let client = redis::Client::open(info)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(defaults::CONNECT_TIMEOUT))
-            .set_response_timeout(Some(defaults::RESPONSE_TIMEOUT))
-            .set_number_of_retries(defaults::RECONNECT_RETRIES);
-        let con = ConnectionManager::new_with_config(client, config.clone()).await?;
-        Ok(Self::from_manager(con, prefix, write).with_resp3(redis::Client::open(resp3_info)?, config))
+        crate::connect::Target::from_url(url)?.open(prefix, write).await.map_err(crate::ConnectError::into_error)
     }
 
     /// A handle on the connection (cheap clone of the multiplexed connection).

@@ -12,7 +12,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult};
 
-use crate::client::Valkey;
+use crate::KeyPrefix;
+use crate::client::{PollOptions, Valkey, WriteOptions};
 use crate::config::{ConfigError, ValkeyConfig, defaults};
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
@@ -30,7 +31,8 @@ pub enum ConnectError {
         /// Why.
         reason: String,
     },
-    /// The TLS set-up failed (CA file unreadable or not PEM).
+    /// The TLS set-up failed (CA file unreadable or not PEM, or no TLS
+    /// client could be built). Not used for anything but TLS.
     #[error("TLS: {0}")]
     Tls(String),
     /// The server was not reachable, or did not answer, within the connect timeout.
@@ -43,7 +45,8 @@ pub enum ConnectError {
         /// What happened.
         reason: String,
     },
-    /// The server refused the credentials.
+    /// The server refused the credentials, or requires some and none were
+    /// given (`NOAUTH`).
     #[error("{endpoint} refused the credentials of user `{user}`: {reason}")]
     Auth {
         /// `host:port`.
@@ -127,21 +130,54 @@ fn trust_bundle(ca_file: &Path) -> Result<Vec<u8>, ConnectError> {
     Ok(bundle)
 }
 
-impl Valkey {
-    /// Connects as configured and checks the server answers, within the
-    /// connect timeout. Afterwards the connection reconnects by itself with
-    /// backoff, re-reading the password file before every attempt.
-    ///
-    /// # Errors
-    /// [`ConnectError`]: invalid configuration (every problem named), an
-    /// unreadable password or CA file, an unreachable server, refused
-    /// credentials. An application ends on it rather than run without its
-    /// store.
-    pub async fn connect(config: &ValkeyConfig) -> Result<Valkey, ConnectError> {
+/// How long the start-up probe waits before trying an unreachable server again.
+const PROBE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether the server refused to let us in: wrong or missing credentials
+/// (`WRONGPASS`, `NOAUTH`, or a failed `AUTH`/`HELLO`), or a user whose ACL
+/// does not even allow `PING` (`NOPERM`; fixed in the same place as the
+/// password). Judged by the error's kind and code, which are stable, never by
+/// its text, which is not.
+fn is_auth(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+/// `host:port` of an address (`[v6]:port` for IPv6), or the socket path.
+fn endpoint_of(addr: &ConnectionAddr) -> String {
+    match addr {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } if host.contains(':') => {
+            format!("[{host}]:{port}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// What both constructors ([`Valkey::connect`] and [`Valkey::connect_url`])
+/// need to open their connections: where, with which client settings, and
+/// how long start-up and replies may take. Building the connections from
+/// here is shared, so reconnect settings and bounds are defined once.
+pub(crate) struct Target {
+    /// `host:port` for messages (never the password).
+    endpoint: String,
+    /// Address and handshake settings (user, password, database, protocol).
+    info: redis::ConnectionInfo,
+    tls: bool,
+    /// PEM roots to trust instead of the platform store (`TlsCaFile`).
+    roots: Option<Vec<u8>>,
+    /// The ACL user, for messages and the password file.
+    user: Option<String>,
+    password_file: Option<PathBuf>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    poll: PollOptions,
+}
+
+impl Target {
+    /// From a validated configuration. Reads the CA and password files, so a
+    /// missing one fails here, by setting name, before any network traffic.
+    fn from_config(config: &ValkeyConfig) -> Result<Target, ConnectError> {
         config.validate()?;
         let ep = config.endpoint()?;
-        let prefix = config.prefix()?;
-        let endpoint = format!("{}:{}", ep.host, ep.port);
         let tls = ep.tls || config.tls_ca_file.is_some();
         let addr = if tls {
             ConnectionAddr::TcpTls { host: ep.host.clone(), port: ep.port, insecure: false, tls_params: None }
@@ -158,119 +194,273 @@ impl Valkey {
         }
         let info = addr
             .into_connection_info()
-            .map_err(|e| ConnectError::Tls(e.to_string()))?
-            .set_redis_settings(redis_info.clone());
-        let resp3_info = info.clone().set_redis_settings(redis_info.set_protocol(redis::ProtocolVersion::RESP3));
-        let bundle = match &config.tls_ca_file {
+            .map_err(|e| ConfigError::connection_string(e.to_string()))?
+            .set_redis_settings(redis_info);
+        let roots = match &config.tls_ca_file {
             Some(ca) => Some(trust_bundle(ca)?),
             None => None,
         };
-        let build = |info: redis::ConnectionInfo| match &bundle {
-            Some(b) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(b.clone()) },
-            )
-            .map_err(|e| ConnectError::Tls(e.to_string())),
-            None => redis::Client::open(info).map_err(|e| ConnectError::Tls(e.to_string())),
-        };
-        let client = build(info)?;
-        let resp3_client = build(resp3_info)?;
-        let connect_timeout = ep.connect_timeout.unwrap_or(config.connect_timeout);
-        let response_timeout = ep.response_timeout.unwrap_or(config.response_timeout);
-        let mut mconfig = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout))
-            .set_min_delay(defaults::RECONNECT_MIN_DELAY)
-            .set_max_delay(defaults::RECONNECT_MAX_DELAY)
-            .set_number_of_retries(defaults::RECONNECT_RETRIES);
         if let Some(path) = &config.password_file {
             // Fail at start on an unreadable file, with the setting's name.
             read_password_file(path)
                 .map_err(|e| ConnectError::PasswordFile { path: path.clone(), reason: e.to_string() })?;
-            let user = user.clone().unwrap_or_else(|| "default".to_owned());
-            mconfig = mconfig.set_credentials_provider(PasswordFileCredentials { user, path: path.clone() });
         }
-        let unreachable =
-            |reason: String| ConnectError::Unreachable { endpoint: endpoint.clone(), timeout: connect_timeout, reason };
-        let is_auth = |e: &redis::RedisError| {
-            e.kind() == redis::ErrorKind::AuthenticationFailed
-                || e.code().is_some_and(|c| c == "WRONGPASS" || c == "NOAUTH" || c == "NOPERM")
-        };
-        // Probe with one plain connection first: refused credentials end the
-        // start at once; an unreachable server is retried until the timeout.
-        let deadline = Instant::now() + connect_timeout;
-        let mut probe = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout));
-        if let Some(path) = &config.password_file {
-            let user = user.clone().unwrap_or_else(|| "default".to_owned());
-            probe = probe.set_credentials_provider(PasswordFileCredentials { user, path: path.clone() });
+        Ok(Target {
+            endpoint: endpoint_of(info.addr()),
+            info,
+            tls,
+            roots,
+            user,
+            password_file: config.password_file.clone(),
+            connect_timeout: ep.connect_timeout.unwrap_or(config.connect_timeout),
+            response_timeout: ep.response_timeout.unwrap_or(config.response_timeout),
+            poll: config.poll_options(),
+        })
+    }
+
+    /// From a `redis://` URL with every other setting at its default.
+    ///
+    /// # Errors
+    /// The URL does not parse; the message never quotes the URL (it may hold
+    /// a password).
+    pub(crate) fn from_url(url: &str) -> crate::Result<Target> {
+        let info = url.into_connection_info().map_err(|e| {
+            let msg = e.to_string();
+            crate::Error::InvalidArgument(if msg.contains(url) {
+                "not a valid Valkey URL".to_owned()
+            } else {
+                format!("not a valid Valkey URL: {msg}")
+            })
+        })?;
+        let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        Ok(Target {
+            endpoint: endpoint_of(info.addr()),
+            user: info.redis_settings().username().map(str::to_owned),
+            info,
+            tls,
+            roots: None,
+            password_file: None,
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            response_timeout: defaults::RESPONSE_TIMEOUT,
+            poll: PollOptions::default(),
+        })
+    }
+
+    /// A client speaking `protocol` (the address's own when `None`).
+    fn client(&self, protocol: Option<redis::ProtocolVersion>) -> Result<redis::Client, ConnectError> {
+        let mut info = self.info.clone();
+        if let Some(p) = protocol {
+            info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, client.get_multiplexed_async_connection_with_config(&probe)).await {
-                Ok(Ok(_)) => break,
-                Ok(Err(e)) if is_auth(&e) => {
-                    return Err(ConnectError::Auth {
-                        endpoint: endpoint.clone(),
-                        user: user.unwrap_or_else(|| "default".into()),
-                        reason: e.to_string(),
-                    });
+        match &self.roots {
+            Some(roots) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(roots.clone()) },
+            )
+            .map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint))),
+            None => redis::Client::open(info).map_err(|e| {
+                if self.tls {
+                    ConnectError::Tls(format!("{}: {e}", self.endpoint))
+                } else {
+                    ConnectError::Config(ConfigError::connection_string(e.to_string()))
                 }
-                Ok(Err(e)) if Instant::now() + Duration::from_millis(100) < deadline => {
-                    tracing::debug!(endpoint, error = %e, "valkey not reachable yet");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Ok(Err(e)) => return Err(unreachable(e.to_string())),
-                Err(_) => return Err(unreachable("timed out".into())),
-            }
-        }
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-        let con = match tokio::time::timeout(left, ConnectionManager::new_with_config(client, mconfig.clone())).await {
-            Err(_) => return Err(unreachable("timed out".into())),
-            Ok(Err(e)) => return Err(unreachable(e.to_string())),
-            Ok(Ok(con)) => con,
-        };
-        let valkey = Valkey::from_manager(con, prefix, config.write_options())
-            .with_poll_options(config.poll_options())
-            .with_tls(tls)
-            .with_resp3(resp3_client, mconfig);
-        // A first PING proves the server answers (and accepted AUTH).
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-        match tokio::time::timeout(left, valkey.ping()).await {
-            Ok(Ok(rtt)) => {
-                tracing::info!(endpoint, tls, rtt_us = rtt.as_micros() as u64, prefix = %valkey.prefix(), "connected to valkey");
-                Ok(valkey)
-            }
-            Ok(Err(e)) => Err(unreachable(e.to_string())),
-            Err(_) => Err(unreachable("no answer to PING".into())),
+            }),
         }
     }
 
-    /// One `PING`; the round-trip time.
+    fn credentials(&self) -> Option<PasswordFileCredentials> {
+        let path = self.password_file.clone()?;
+        Some(PasswordFileCredentials { user: self.user.clone().unwrap_or_else(|| "default".to_owned()), path })
+    }
+
+    /// The settings of the reconnecting connection (and of the poller's).
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_min_delay(defaults::RECONNECT_MIN_DELAY)
+            .set_max_delay(defaults::RECONNECT_MAX_DELAY)
+            .set_number_of_retries(defaults::RECONNECT_RETRIES);
+        match self.credentials() {
+            Some(c) => config.set_credentials_provider(c),
+            None => config,
+        }
+    }
+
+    fn auth_error(&self, e: &redis::RedisError) -> ConnectError {
+        ConnectError::Auth {
+            endpoint: self.endpoint.clone(),
+            user: self.user.clone().unwrap_or_else(|| "default".into()),
+            reason: e.to_string(),
+        }
+    }
+
+    fn unreachable(&self, reason: String) -> ConnectError {
+        ConnectError::Unreachable { endpoint: self.endpoint.clone(), timeout: self.connect_timeout, reason }
+    }
+
+    /// Connects and checks the server answers, all within the connect
+    /// timeout: that one deadline covers the probe, its pauses, the
+    /// connection manager's own retries and the first `PING`, so no retry
+    /// or reconnect setting can stretch the start.
+    pub(crate) async fn open(self, prefix: KeyPrefix, write: WriteOptions) -> Result<Valkey, ConnectError> {
+        let client = self.client(None)?;
+        let resp3_client = self.client(Some(redis::ProtocolVersion::RESP3))?;
+        let mconfig = self.manager_config();
+        let mut last = None;
+        let outcome =
+            tokio::time::timeout(self.connect_timeout, self.establish(&client, mconfig.clone(), &mut last)).await;
+        let (con, rtt) = match outcome {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(self.unreachable(last.unwrap_or_else(|| "no answer".to_owned()))),
+        };
+        tracing::info!(endpoint = %self.endpoint, tls = self.tls, rtt_us = rtt.as_micros() as u64, prefix = %prefix, "connected to valkey");
+        Ok(Valkey::from_manager(con, prefix, write)
+            .with_poll_options(self.poll)
+            .with_tls(self.tls)
+            .with_endpoint(self.endpoint, self.response_timeout)
+            .with_resp3(resp3_client, mconfig))
+    }
+
+    /// The steps of [`Target::open`], without the deadline. `last` keeps the
+    /// latest failure, so a timeout can say what went wrong.
+    async fn establish(
+        &self,
+        client: &redis::Client,
+        mconfig: ConnectionManagerConfig,
+        last: &mut Option<String>,
+    ) -> Result<(ConnectionManager, Duration), ConnectError> {
+        // Probe with one plain connection and a PING first: refused or
+        // missing credentials end the start at once (the connection manager
+        // would retry them with backoff); an unreachable server is tried
+        // again until the deadline.
+        let mut probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout));
+        if let Some(c) = self.credentials() {
+            probe = probe.set_credentials_provider(c);
+        }
+        loop {
+            let attempt = async {
+                let mut con = client.get_multiplexed_async_connection_with_config(&probe).await?;
+                redis::cmd("PING").query_async::<String>(&mut con).await
+            };
+            match attempt.await {
+                Ok(_) => break,
+                Err(e) if is_auth(&e) => return Err(self.auth_error(&e)),
+                Err(e) => {
+                    tracing::debug!(endpoint = %self.endpoint, error = %e, "valkey not reachable yet");
+                    *last = Some(e.to_string());
+                    tokio::time::sleep(PROBE_PAUSE).await;
+                }
+            }
+        }
+        let fail =
+            |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
+        let mut con = ConnectionManager::new_with_config(client.clone(), mconfig).await.map_err(fail)?;
+        // A first PING on the connection we keep proves it answers (and accepted AUTH).
+        let start = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut con).await.map_err(fail)?;
+        Ok((con, start.elapsed()))
+    }
+}
+
+impl ConnectError {
+    /// The same failure as the runtime's error, for [`Valkey::connect_url`]:
+    /// the text (endpoint, reason, never a password) is kept; an unreachable
+    /// server stays a connection error, refused credentials stay an
+    /// authentication error, and set-up problems are the caller's.
+    pub(crate) fn into_error(self) -> crate::Error {
+        let text = self.to_string();
+        match self {
+            ConnectError::Unreachable { .. } => {
+                crate::Error::Redis(std::io::Error::new(std::io::ErrorKind::NotConnected, text).into())
+            }
+            ConnectError::Auth { .. } => crate::Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::AuthenticationFailed,
+                "authentication failed",
+                text,
+            ))),
+            _ => crate::Error::InvalidArgument(text),
+        }
+    }
+}
+
+impl Valkey {
+    /// Connects as configured and checks the server answers, within the
+    /// connect timeout whatever happens. Afterwards the connection
+    /// reconnects by itself with backoff, re-reading the password file
+    /// before every attempt.
     ///
     /// # Errors
-    /// The server did not answer.
+    /// [`ConnectError`]: invalid configuration (every problem named), an
+    /// unreadable password or CA file, an unreachable server, refused or
+    /// missing credentials; each names the endpoint, none the password. An
+    /// application ends on it rather than run without its store.
+    pub async fn connect(config: &ValkeyConfig) -> Result<Valkey, ConnectError> {
+        let target = Target::from_config(config)?;
+        let prefix = config.prefix()?;
+        target.open(prefix, config.write_options()).await
+    }
+
+    /// One `PING`; the round-trip time. Waits at most the response timeout,
+    /// also while the connection is being re-established.
+    ///
+    /// # Errors
+    /// The server did not answer (in time).
     pub async fn ping(&self) -> crate::Result<Duration> {
+        let timeout = self.response_timeout();
+        match tokio::time::timeout(timeout, self.ping_once()).await {
+            Ok(r) => r,
+            Err(_) => Err(self.no_answer(timeout)),
+        }
+    }
+
+    async fn ping_once(&self) -> crate::Result<Duration> {
         let mut con = self.connection();
         let start = Instant::now();
         let _: String = redis::cmd("PING").query_async(&mut con).await?;
         Ok(start.elapsed())
     }
 
+    fn no_answer(&self, timeout: Duration) -> crate::Error {
+        let text = match self.endpoint() {
+            Some(ep) => format!("no answer from {ep} within {timeout:?}"),
+            None => format!("no answer within {timeout:?}"),
+        };
+        crate::Error::Redis(std::io::Error::new(std::io::ErrorKind::TimedOut, text).into())
+    }
+
     /// A health check for any health framework: pings and reports the
-    /// round-trip time, or why the server is unhealthy.
+    /// round-trip time, or why the server is unhealthy. Answers within the
+    /// response timeout, however long reconnecting takes.
     pub async fn health(&self) -> Health {
-        // A dropped connection is re-established by the first command that
-        // fails on it; a second ping then tells the truth.
-        let mut last = String::new();
-        for _ in 0..2 {
-            match self.ping().await {
-                Ok(rtt) => return Health::Healthy { rtt },
-                Err(e) => last = e.to_string(),
+        let timeout = self.response_timeout();
+        let mut last = None;
+        let checked = tokio::time::timeout(timeout, async {
+            // A dropped connection is replaced after the first command that
+            // fails on it; a second ping then tells the truth.
+            for _ in 0..2 {
+                match self.ping_once().await {
+                    Ok(rtt) => return Some(rtt),
+                    Err(e) => last = Some(e),
+                }
+            }
+            None
+        })
+        .await;
+        match checked {
+            Ok(Some(rtt)) => Health::Healthy { rtt },
+            _ => {
+                let detail = last.map_or_else(|| format!("no answer within {timeout:?}"), |e| e.to_string());
+                let reason = match self.endpoint() {
+                    Some(ep) => format!("{ep}: {detail}"),
+                    None => detail,
+                };
+                Health::Unhealthy { reason }
             }
         }
-        Health::Unhealthy { reason: last }
     }
 }
 
@@ -293,5 +483,54 @@ impl Health {
     /// Whether the server answered.
     pub fn is_healthy(&self) -> bool {
         matches!(self, Health::Healthy { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_constructors_share_the_defaults() {
+        let from_config = Target::from_config(&ValkeyConfig::default()).unwrap();
+        let from_url = Target::from_url("redis://localhost:6379/").unwrap();
+        assert_eq!(from_config.endpoint, from_url.endpoint);
+        assert_eq!(from_config.connect_timeout, defaults::CONNECT_TIMEOUT);
+        assert_eq!(from_url.connect_timeout, defaults::CONNECT_TIMEOUT);
+        assert_eq!(from_config.response_timeout, defaults::RESPONSE_TIMEOUT);
+        assert_eq!(from_url.response_timeout, defaults::RESPONSE_TIMEOUT);
+        assert_eq!(from_config.poll, from_url.poll);
+        let m = from_url.manager_config();
+        assert_eq!(m.min_delay(), defaults::RECONNECT_MIN_DELAY);
+        assert_eq!(m.max_delay(), Some(defaults::RECONNECT_MAX_DELAY));
+        assert_eq!(m.number_of_retries(), defaults::RECONNECT_RETRIES);
+        assert_eq!(m.connection_timeout(), Some(defaults::CONNECT_TIMEOUT));
+        assert_eq!(m.response_timeout(), Some(defaults::RESPONSE_TIMEOUT));
+        assert_eq!(format!("{:?}", from_config.manager_config()), format!("{m:?}"));
+    }
+
+    #[test]
+    fn endpoints_are_host_port() {
+        assert_eq!(Target::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
+        assert_eq!(Target::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
+        let config =
+            ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
+        assert_eq!(Target::from_config(&config).unwrap().endpoint, "h:1");
+    }
+
+    #[test]
+    fn a_bad_url_never_quotes_itself() {
+        let Err(crate::Error::InvalidArgument(msg)) = Target::from_url("redis://u:Pw-In-Url@h:notaport/") else {
+            panic!("a bad URL is an invalid argument")
+        };
+        assert!(!msg.contains("Pw-In-Url"), "{msg}");
+    }
+
+    #[test]
+    fn server_errors_are_classified_by_code() {
+        let auth = redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "auth"));
+        assert!(is_auth(&auth));
+        let io = redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "NOAUTH in text"));
+        assert!(!is_auth(&io), "judged by kind and code, not text");
     }
 }

@@ -216,6 +216,7 @@ async fn wrong_password_fails_at_start_without_the_password() {
     assert!(matches!(err, ConnectError::Auth { .. }), "{err:?}");
     for text in [err.to_string(), format!("{err:?}")] {
         assert!(!text.contains("Wrong-Pw-66"), "{text}");
+        assert!(text.contains(&s.host_port()), "the endpoint is named: {text}");
     }
     let cs = format!("{},user=app,password=Right-Pw-55", s.host_port());
     let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
@@ -469,4 +470,96 @@ async fn secrets_never_reach_logs_debug_or_errors() {
     let log = cap.lines.lock().unwrap().join("\n");
     assert!(!log.is_empty());
     assert!(!log.contains(secret), "secret in the log");
+}
+
+/// A local server whose default user needs `password` (set after start, as
+/// the harness's readiness check is an unauthenticated PING).
+async fn server_requiring(password: &str) -> ValkeyServer {
+    let s = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut admin = raw(&s).await;
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("requirepass").arg(password).query_async(&mut admin).await.unwrap();
+    s
+}
+
+/// Asserts `texts` name `endpoint` and never contain `password`.
+fn names_endpoint_not_password(texts: &[String], endpoint: &str, password: &str) {
+    for t in texts {
+        assert!(t.contains(endpoint), "endpoint `{endpoint}` missing in: {t}");
+        assert!(!t.contains(password), "password in: {t}");
+    }
+}
+
+#[tokio::test]
+async fn missing_password_is_an_authentication_error() {
+    let s = server_requiring("Needed-Pw-81").await;
+    let c = ValkeyConfig { connect_timeout: Duration::from_secs(3), ..config(&s.host_port(), "p") };
+    let start = Instant::now();
+    let err = Valkey::connect(&c).await.unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, ConnectError::Auth { .. }), "NOAUTH is Auth, not a timeout: {err:?}");
+    assert!(took < Duration::from_secs(2), "refused at once, not after the connect timeout: {took:?}");
+    names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &s.host_port(), "Needed-Pw-81");
+
+    let err = Valkey::connect_url(s.url(), unique_prefix("noauth"), Default::default()).await.unwrap_err();
+    match &err {
+        microdcs_valkey::Error::Redis(e) => assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!err.is_connection_error(), "{err}");
+    names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &s.host_port(), "Needed-Pw-81");
+
+    // With the password, both constructors get in.
+    let cs = format!("{},password=Needed-Pw-81", s.host_port());
+    let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
+    assert!(valkey.health().await.is_healthy());
+    let url = format!("redis://:Needed-Pw-81@{}/", s.host_port());
+    let valkey = Valkey::connect_url(&url, unique_prefix("auth"), Default::default())
+        .await
+        .unwrap_or_else(|e| s.fail("connect_url", &e));
+    assert!(valkey.health().await.is_healthy());
+}
+
+#[tokio::test]
+async fn wrong_password_is_an_authentication_error_from_both_constructors() {
+    let s = server_requiring("Right-Pw-92").await;
+    for cs in [format!("{},password=Wrong-Pw-93", s.host_port()), format!("redis://:Wrong-Pw-93@{}/", s.host_port())] {
+        let err = Valkey::connect(&config(&cs, "p")).await.unwrap_err();
+        assert!(matches!(err, ConnectError::Auth { .. }), "WRONGPASS is Auth: {err:?}");
+        names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &s.host_port(), "Wrong-Pw-93");
+    }
+    let url = format!("redis://:Wrong-Pw-93@{}/", s.host_port());
+    let err = Valkey::connect_url(&url, unique_prefix("wrongpass"), Default::default()).await.unwrap_err();
+    match &err {
+        microdcs_valkey::Error::Redis(e) => assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{err}"),
+        other => panic!("{other:?}"),
+    }
+    names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &s.host_port(), "Wrong-Pw-93");
+}
+
+#[tokio::test]
+async fn unreachable_errors_name_the_endpoint_not_the_password() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let endpoint = format!("127.0.0.1:{port}");
+    let password = "Closed-Port-Pw-17";
+    for cs in [format!("redis://app:{password}@{endpoint}/"), format!("{endpoint},user=app,password={password}")] {
+        let c = ValkeyConfig { connect_timeout: Duration::from_millis(300), ..config(&cs, "p") };
+        let err = Valkey::connect(&c).await.unwrap_err();
+        assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+        names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &endpoint, password);
+    }
+}
+
+#[tokio::test]
+async fn a_bad_url_is_the_callers_mistake_not_tls() {
+    let err = Valkey::connect_url("redis://u:Bad-Url-Pw-5@h:notaport/", unique_prefix("url"), Default::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, microdcs_valkey::Error::InvalidArgument(_)), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("Bad-Url-Pw-5"), "{err:?}");
+    let err = Valkey::connect(&config("redis://u:Bad-Url-Pw-5@h:notaport/", "p")).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Config(_)), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains("Bad-Url-Pw-5"), "{err:?}");
 }

@@ -27,8 +27,9 @@ use duration::de_duration;
 
 /// The default of every setting, in one place: [`ValkeyConfig::default`],
 /// [`MicroDcsConfig::default`], [`crate::WriteOptions::default`],
-/// [`crate::PollOptions::default`] and [`crate::Valkey::connect_url`] all
-/// take their values from here, so they cannot drift apart.
+/// [`crate::PollOptions::default`] and both constructors of
+/// [`crate::Valkey`] (timeouts and reconnect backoff alike) take their
+/// values from here, so they cannot drift apart.
 pub mod defaults {
     use std::time::Duration;
 
@@ -211,6 +212,11 @@ impl fmt::Display for ConfigError {
 impl ConfigError {
     fn one(setting: &str, problem: impl Into<String>) -> Self {
         ConfigError { problems: vec![ConfigProblem { setting: setting.to_owned(), problem: problem.into() }] }
+    }
+
+    /// A problem with `ConnectionString` found while building the client.
+    pub(crate) fn connection_string(problem: impl Into<String>) -> Self {
+        Self::one(&setting("ConnectionString"), problem)
     }
 }
 

@@ -1,0 +1,183 @@
+//! Bounded waits: start-up ends within the connect timeout and `health()`
+//! answers within the response timeout, whatever the server does (gone,
+//! stopped with SIGSTOP, killed) and whatever the reconnect backoff would
+//! do. Each test has its own server; a stopped one is always continued.
+//! Run with `--nocapture` to see the measured times.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_valkey::defaults;
+use microdcs_valkey::redis;
+use microdcs_valkey::{ConnectError, Health, Valkey, ValkeyConfig};
+
+/// Slack over every bound: the machine is shared and noisy, and a bound
+/// that holds only on a quiet machine is no bound.
+const MARGIN: Duration = Duration::from_millis(1500);
+
+/// A loopback port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn config(cs: &str, connect_timeout: Duration, response_timeout: Duration) -> ValkeyConfig {
+    ValkeyConfig {
+        connection_string: microdcs_valkey::Secret::new(cs),
+        key_prefix: unique_prefix("bounds").as_str().to_owned(),
+        connect_timeout,
+        response_timeout,
+        ..ValkeyConfig::default()
+    }
+}
+
+fn local_server() -> ValkeyServer {
+    ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The server's process id, from `INFO server` (the harness does not expose it).
+async fn server_pid(s: &ValkeyServer) -> u32 {
+    let mut con = redis::Client::open(s.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query_async(&mut con).await.unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no process_id in INFO server:\n{info}"))
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().expect("the kill command");
+    assert!(status.success(), "kill -{sig} {pid}: {status}");
+}
+
+/// A server stopped with SIGSTOP for as long as this lives; SIGCONT on drop,
+/// also when the test fails.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(pid: u32) -> Self {
+        signal(pid, "STOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+/// Runs `health()` and asserts it is unhealthy within `bound` + margin.
+async fn unhealthy_within(valkey: &Valkey, bound: Duration, what: &str) -> Duration {
+    let start = Instant::now();
+    let h = valkey.health().await;
+    let took = start.elapsed();
+    println!("{what}: health() -> {h:?} in {took:?} (bound {bound:?} + {MARGIN:?})");
+    assert!(matches!(h, Health::Unhealthy { .. }), "{what}: {h:?}");
+    assert!(took < bound + MARGIN, "{what}: health() took {took:?}, bound {bound:?}");
+    took
+}
+
+#[tokio::test]
+async fn connect_to_a_closed_port_ends_within_the_connect_timeout() {
+    let endpoint = format!("127.0.0.1:{}", closed_port());
+    let connect_timeout = Duration::from_secs(1);
+    // A long response timeout changes nothing: start-up has one deadline.
+    let c = config(&endpoint, connect_timeout, Duration::from_secs(30));
+    let start = Instant::now();
+    let err = Valkey::connect(&c).await.unwrap_err();
+    let took = start.elapsed();
+    println!("connect, closed port: {err} in {took:?} (bound {connect_timeout:?} + {MARGIN:?})");
+    assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+    assert!(took < connect_timeout + MARGIN, "took {took:?}");
+    assert!(err.to_string().contains(&endpoint) && format!("{err:?}").contains(&endpoint), "{err:?}");
+}
+
+#[tokio::test]
+async fn connect_url_to_a_closed_port_ends_within_the_default_connect_timeout() {
+    let endpoint = format!("127.0.0.1:{}", closed_port());
+    let start = Instant::now();
+    let err = Valkey::connect_url(&format!("redis://{endpoint}/"), unique_prefix("bounds"), Default::default())
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+    let bound = defaults::CONNECT_TIMEOUT;
+    println!("connect_url, closed port: {err} in {took:?} (bound {bound:?} + {MARGIN:?})");
+    assert!(err.is_connection_error(), "{err:?}");
+    assert!(took < bound + MARGIN, "took {took:?}");
+    assert!(err.to_string().contains(&endpoint) && format!("{err:?}").contains(&endpoint), "{err:?}");
+}
+
+#[tokio::test]
+async fn connect_to_a_stopped_server_ends_within_the_connect_timeout() {
+    let s = local_server();
+    let pid = server_pid(&s).await;
+    let connect_timeout = Duration::from_secs(1);
+    // The server accepts the TCP connection (the kernel does) but never
+    // answers; the response timeout is far longer than the connect timeout.
+    let c = config(&s.host_port(), connect_timeout, Duration::from_secs(30));
+    let stopped = Stopped::new(pid);
+    let start = Instant::now();
+    let err = Valkey::connect(&c).await.unwrap_err();
+    let took = start.elapsed();
+    drop(stopped);
+    println!("connect, stopped server: {err} in {took:?} (bound {connect_timeout:?} + {MARGIN:?})");
+    assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+    assert!(took < connect_timeout + MARGIN, "took {took:?}");
+    assert!(err.to_string().contains(&s.host_port()), "{err}");
+}
+
+#[tokio::test]
+async fn health_of_a_stopped_server_answers_within_the_response_timeout() {
+    let s = local_server();
+    let pid = server_pid(&s).await;
+    let response_timeout = Duration::from_millis(500);
+    let valkey = Valkey::connect(&config(&s.host_port(), Duration::from_secs(3), response_timeout))
+        .await
+        .unwrap_or_else(|e| s.fail("connect", &e));
+    assert!(valkey.health().await.is_healthy());
+    {
+        let _stopped = Stopped::new(pid);
+        unhealthy_within(&valkey, response_timeout, "stopped server").await;
+        // Again, now that a reply is overdue on the connection.
+        unhealthy_within(&valkey, response_timeout, "stopped server, second check").await;
+        let start = Instant::now();
+        let err = valkey.ping().await.unwrap_err();
+        let took = start.elapsed();
+        println!("stopped server: ping() -> {err} in {took:?}");
+        assert!(err.is_connection_error(), "{err:?}");
+        assert!(took < response_timeout + MARGIN, "ping took {took:?}");
+    }
+    // Continued: healthy again without rebuilding the handle.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let h = valkey.health().await;
+        if h.is_healthy() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still unhealthy after SIGCONT: {h:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn health_of_a_killed_server_answers_within_the_response_timeout() {
+    let mut s = local_server();
+    let response_timeout = Duration::from_millis(500);
+    let valkey = Valkey::connect(&config(&s.host_port(), Duration::from_secs(3), response_timeout))
+        .await
+        .unwrap_or_else(|e| s.fail("connect", &e));
+    assert!(valkey.health().await.is_healthy());
+    s.kill();
+    // The first check finds the connection dropped and starts the
+    // reconnect; the later ones wait on that reconnect's backoff, which
+    // alone would take seconds.
+    for i in 0..3 {
+        unhealthy_within(&valkey, response_timeout, &format!("killed server, check {i}")).await;
+    }
+    match valkey.health().await {
+        Health::Unhealthy { reason } => assert!(reason.contains(&s.host_port()), "names the endpoint: {reason}"),
+        h => panic!("{h:?}"),
+    }
+}
