@@ -16,6 +16,7 @@ mod expand;
 mod fallback;
 mod keys;
 mod keyspace;
+mod segment;
 mod spec;
 
 use proc_macro::TokenStream;
@@ -25,6 +26,13 @@ use proc_macro::TokenStream;
 pub fn derive_document(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     expand::derive(&input).into()
+}
+
+/// Derives `microdcs_valkey::KeySegment` for an enum without fields.
+#[proc_macro_derive(KeySegment, attributes(microdcs))]
+pub fn derive_key_segment(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    segment::derive(&input).into()
 }
 
 /// Declares a keyspace. See the `microdcs-valkey` docs.

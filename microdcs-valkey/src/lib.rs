@@ -24,7 +24,7 @@ pub use coord::{Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, 
 pub use error::{Error, Result};
 pub use lease::{Acquire, Lease, LeaseBackend, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
-pub use microdcs_derive::{Document, keyspace};
+pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema as schema;
 pub use microdcs_schema::{
     Document, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment,

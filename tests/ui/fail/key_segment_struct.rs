@@ -1,0 +1,8 @@
+use microdcs_valkey::KeySegment;
+
+#[derive(KeySegment)]
+struct OrderCode {
+    text: String,
+}
+
+fn main() {}
