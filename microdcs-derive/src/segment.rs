@@ -297,6 +297,15 @@ mod tests {
     }
 
     #[test]
+    fn a_text_longer_than_a_key_segment_is_reported() {
+        let long = "x".repeat(microdcs_schema::MAX_VALUE_LEN + 1);
+        let input: syn::DeriveInput =
+            syn::parse_str(&format!("enum E {{ #[microdcs(rename = \"{long}\")] A }}")).expect("an enum");
+        let (_, e) = texts(&input);
+        assert_eq!(e, ["variant `A` would be written as 1025 bytes; a key segment holds at most 1024"]);
+    }
+
+    #[test]
     fn only_fieldless_enums() {
         let (_, e) = texts(&parse_quote! { struct S { a: String } });
         assert!(e[0].starts_with("#[derive(KeySegment)] is for enums without fields"), "{e:?}");

@@ -2,6 +2,7 @@ use microdcs_valkey::KeySegment;
 
 #[derive(KeySegment)]
 #[microdcs(rename_al = "lowercase")]
+#[microdcs(rename_all = "lowercase", rename_all = "UPPERCASE")]
 enum TaskStatus {
     #[microdcs(renam = "run")]
     Running,

@@ -5,4 +5,9 @@ struct OrderCode {
     text: String,
 }
 
+#[derive(KeySegment)]
+union Raw {
+    n: u32,
+}
+
 fn main() {}
