@@ -73,7 +73,7 @@ pub(crate) struct Container {
 
 const CONTAINER_KEYS: &[&str] = &["kind", "key", "list", "unique", "group", "changes", "nudge", "registry"];
 
-fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
+pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
     let hint = microdcs_schema::suggest(&name, known.iter().copied())
         .map(|s| format!("; did you mean `{s}`?"))
@@ -83,7 +83,7 @@ fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str
 
 /// Skips whatever follows an unknown key (`= value` or `(...)`), so parsing
 /// can go on and report later problems too.
-fn skip_rest(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+pub(crate) fn skip_rest(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(Token![=]) {
         let _: proc_macro2::TokenStream = meta.value()?.parse::<syn::Expr>().map(quote::ToTokens::into_token_stream)?;
     } else if meta.input.peek(syn::token::Paren) {

@@ -150,11 +150,17 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     });
     let doc_specs =
         documents.iter().map(|d| quote_spanned!(syn::spanned::Spanned::span(d)=> <#d as #p::Document>::SPEC));
+    // A panic in a named constant reads best of what rustc allows: the
+    // message comes first ("evaluation panicked: <message>", one problem a
+    // line), the span is the keyspace's name and the label names the check
+    // (`assert!` or an unnamed constant would say "evaluation of `_::_`").
+    // An unused constant in a block is still evaluated.
     let check = quote_spanned! {name.span()=>
-        const _: () = {
-            const __PROBLEM: #p::ConstMessage = #p::keyspace_problem(&<#name>::SPEC);
-            if !__PROBLEM.is_empty() {
-                ::core::panic!("{}", __PROBLEM.as_str());
+        #[allow(dead_code)]
+        const KEYSPACE_CHECK: () = {
+            let problems: #p::ConstMessage = #p::keyspace_problem(&<#name>::SPEC);
+            if !problems.is_empty() {
+                ::core::panic!("{}", problems.as_str());
             }
         };
     };

@@ -1,7 +1,10 @@
 //! Proc macros of microdcs. Use them through `microdcs-valkey`, which
 //! re-exports them with the runtime they expand to.
 //!
-//! - `#[derive(Document)]`: key builders, the document spec, index entries.
+//! - `#[derive(Document)]`: key builders, the document spec, index entries;
+//!   its docs are the reference of the `#[microdcs(...)]` attributes.
+//! - `#[derive(KeySegment)]`: an enum without fields as a key segment and
+//!   index value.
 //! - `keyspace!`: a keyspace of document types and other key families, with a
 //!   compile-time check that no two families can render the same key.
 //!
@@ -16,20 +19,433 @@ mod expand;
 mod fallback;
 mod keys;
 mod keyspace;
+mod segment;
 mod spec;
 
 use proc_macro::TokenStream;
 
-/// Derives `microdcs_valkey::Document`. See the `microdcs-valkey` docs.
+/// Derives `microdcs_valkey::Document` for a struct with named fields: typed
+/// key builders, index queries, the index entries of a document and its
+/// compare-and-set scripts, all from a declarative key schema that is checked
+/// at compile time.
+///
+/// Use it through `microdcs_valkey` (`use microdcs_valkey::Document;`); the
+/// expansion names `::microdcs_valkey` paths. The examples below are compiled
+/// and run by the trybuild case `tests/ui/pass/attribute_reference.rs`.
+///
+/// ```ignore
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq, KeySegment)]
+/// #[microdcs(rename_all = "snake_case")]
+/// pub enum TaskStatus {
+///     NotStarted,
+///     Running,
+///     #[microdcs(rename = "held")]
+///     OnHold,
+/// }
+///
+/// #[derive(Document)]
+/// #[microdcs(
+///     kind = "task",                                           // default: the type name in lower case
+///     key = "task:{id}",                                       // default: "{kind}:{id}"
+///     list(key = "task:list:{scope}", score = due),            // per-scope sorted set, ordered by `due`
+///     unique(key = "task:bycode:{code}", code = external_code),  // `{code}` from field `external_code`
+///     group(key = "task:bystatus:{scope}:{status}"),           // `{status}` from field `status`
+///     group(key = "task:bytag:{scope}:{tag}", tag = tag_text()), // `{tag}` from a method
+/// )]
+/// pub struct Task {
+///     pub id: String,
+///     pub scope: String,
+///     pub external_code: Option<String>,
+///     pub status: TaskStatus,
+///     pub due: i64,
+///     pub tags: Vec<String>,
+/// }
+///
+/// impl Task {
+///     /// The tags joined with `,`; no tags is empty text: in no tag group.
+///     pub fn tag_text(&self) -> String {
+///         self.tags.join(",")
+///     }
+/// }
+/// ```
+///
+/// The attributes go in one or more `#[microdcs(...)]` on the struct (they
+/// add up) and `#[microdcs(id)]` / `#[microdcs(scope)]` on fields. Every
+/// problem is reported at the tokens it is about, all in one build.
+///
+/// # What is generated
+///
+/// - `impl Document for T`: `SPEC` (the checked schema), the put, delete and
+///   find Lua scripts, `id()`, `scope()`, and `index_entries(&prefix)`: every
+///   key the document occupies, used by writes and by verification alike.
+/// - Key builders, each `fn(&KeyPrefix, values...) -> Result<String, KeyError>`
+///   with one `&(impl KeySegment + ?Sized)` parameter per placeholder, in
+///   template order and named after it (a keyword such as `{type}` becomes
+///   `type_`): `T::key(&prefix, id)`, `T::list_key(&prefix, scope)` (with a
+///   `list`), and `T::<index>_key(&prefix, ...)` per index.
+/// - Queries, one per index and named after it: `T::<index>(values...)` returns
+///   a `UniqueQuery<T>` (run it with `Store::find`) for a unique index and a
+///   `GroupQuery<T>` (`Store::ids`) for a group index.
+///
+/// ```ignore
+/// let prefix = KeyPrefix::default();
+/// assert_eq!(Task::key(&prefix, "t-1")?, "microdcs:task:t-1");
+/// assert_eq!(Task::list_key(&prefix, "s1")?, "microdcs:task:list:s1");
+/// assert_eq!(Task::by_code_key(&prefix, "c:7")?, "microdcs:task:bycode:c%3A7");
+/// assert_eq!(Task::by_status_key(&prefix, "s1", &TaskStatus::Running)?, "microdcs:task:bystatus:s1:running");
+/// let find = Task::by_code("c-7"); // UniqueQuery<Task>: run it with Store::find
+/// let ids = Task::by_status("s1", &TaskStatus::OnHold); // GroupQuery<Task>: run it with Store::ids
+/// assert_eq!(ids.values, ["s1", "held"]);
+///
+/// let task = Task {
+///     id: "t-1".into(),
+///     scope: "s1".into(),
+///     external_code: None,
+///     status: TaskStatus::Running,
+///     due: 1_700_000_000,
+///     tags: vec![],
+/// };
+/// let entries = task.index_entries(&prefix)?;
+/// assert_eq!(entries.key, "microdcs:task:t-1");
+/// assert_eq!(entries.list.map(|l| l.score), Some(Some(1_700_000_000.0)));
+/// assert!(entries.unique[0].is_none(), "no code (None): not in by_code");
+/// assert_eq!(entries.groups[0].as_ref().map(|e| e.key.as_str()), Some("microdcs:task:bystatus:s1:running"));
+/// assert!(entries.groups[1].is_none(), "no tags (empty text): in no tag group");
+/// ```
+///
+/// Values are encoded, so a value never adds a segment: `c:7` is written
+/// `c%3A7` (see the key rules in the `microdcs_valkey` docs).
+///
+/// # Container attributes
+///
+/// ## `kind = "..."` and `key = "..."`
+///
+/// `kind` names the type in change entries and nudge channels: a lower-case
+/// identifier (`[a-z][a-z0-9_]*`), by default the type name in lower case.
+/// `key` is the document key template, by default `"{kind}:{id}"`; it must
+/// contain `{id}` and no other placeholder (a document is found by its id
+/// alone).
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(kind = "workorder", key = "wo:{id}")]
+/// pub struct WorkOrder {
+///     pub id: String,
+///     pub scope: String,
+/// }
+/// ```
+///
+/// ## `list(key = "...", score = ...)`
+///
+/// The per-scope list of the type. Its key must contain `{scope}` and no other
+/// placeholder. With `score` it is a sorted set ordered by that number; without
+/// it, a plain set. The score is a field (`score = due`) or a `&self` method
+/// (`score = rank()`) of an integer or float type (the `Score` trait; sorted-set
+/// scores are `f64`). A NaN or infinite score is refused when writing.
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(list(key = "alarm:list:{scope}"))] // no score: a plain set
+/// pub struct Alarm {
+///     pub id: String,
+///     pub scope: String,
+/// }
+///
+/// #[derive(Document)]
+/// #[microdcs(list(key = "batch:list:{scope}", score = rank()))]
+/// pub struct Batch {
+///     pub id: String,
+///     pub scope: String,
+///     pub priority: u8,
+/// }
+///
+/// impl Batch {
+///     pub fn rank(&self) -> f64 {
+///         f64::from(self.priority) * 10.0
+///     }
+/// }
+/// ```
+///
+/// ## `unique(...)` and `group(...)`
+///
+/// An index. A unique index maps its values to one document (a second document
+/// with the same values is refused when writing); a group index is a set of the
+/// ids that share the values. Inside the parentheses:
+///
+/// - `key = "..."` (required): the index key template.
+/// - `name = "..."`: the index name, a Rust identifier. By default `by_` and the
+///   last placeholder that is not `{scope}` (`task:bystatus:{scope}:{status}`
+///   is `by_status`); an index whose only placeholder is `{scope}` needs a name.
+///   The name names the generated `<name>_key` builder and `<name>` query.
+/// - `p = field`: placeholder `{p}` takes its value from field `field`.
+/// - `p = method()`: `{p}` takes its value from `self.method()`, a `&self`
+///   method without arguments; use it for a derived value (a joined `Vec`, a
+///   normalized text).
+///
+/// A placeholder without a binding takes the field of the same name; `{id}` and
+/// `{scope}` always take the document's id and scope and cannot be rebound. A
+/// placeholder name is an identifier; index placeholders are stored as hash
+/// fields of the document (so the next write can move its entries), which is
+/// why `v`, `scope`, `op`, `doc`, `ops` and `score` are reserved, and why a
+/// placeholder used by two indexes must come from the same source in both.
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(
+///     unique(key = "machine:byserial:{serial}"),                     // index `by_serial`, field `serial`
+///     unique(key = "machine:byasset:{asset}", asset = asset_number), // index `by_asset`, field `asset_number`
+///     group(key = "machine:byline:{scope}:{line}", line = line_name()), // index `by_line`, a method
+///     group(name = "in_hall", key = "machine:hall:{scope}:{hall}"),  // named explicitly
+/// )]
+/// pub struct Machine {
+///     pub id: String,
+///     pub scope: String,
+///     pub serial: String,
+///     pub asset_number: Option<u32>,
+///     pub hall: u16,
+///     pub line: Option<String>,
+/// }
+///
+/// impl Machine {
+///     /// Empty when the machine is on no line: then it is in no line group.
+///     pub fn line_name(&self) -> &str {
+///         self.line.as_deref().unwrap_or("")
+///     }
+/// }
+/// ```
+///
+/// ## `changes = "..."`, `nudge = "..."`, `registry = "..."`
+///
+/// The shared families a write appends to: the change stream (default
+/// `"changes:{scope}"`, exactly the placeholder `{scope}`), the nudge channel
+/// (default `"nudge:{kind}"`, exactly `{kind}`) and the scope registry (default
+/// `"scopes"`, no placeholder). Set them to give a type its own; a keyspace
+/// listing the type must declare each one, with that type (`stream`, `channel`,
+/// `set`).
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(changes = "audit:changes:{scope}", nudge = "audit:nudge:{kind}", registry = "audit:scopes")]
+/// pub struct AuditEntry {
+///     pub id: String,
+///     pub scope: String,
+/// }
+/// ```
+///
+/// # Field attributes: `#[microdcs(id)]` and `#[microdcs(scope)]`
+///
+/// The id is the field marked `#[microdcs(id)]`, else the field named `id`; the
+/// scope likewise. Both must be key segments (text or an integer).
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(list(key = "reading:list:{scope}", score = seq))]
+/// pub struct Reading {
+///     #[microdcs(id)]
+///     pub seq: u64,
+///     #[microdcs(scope)]
+///     pub station: String,
+/// }
+/// ```
+///
+/// # Index values
+///
+/// A field or method bound to an index placeholder must be an index value
+/// (`IndexValue`): a key segment (`KeySegment`: `String`, `&str`, `Cow<str>`,
+/// `Box<str>`, `char`, an integer, an enum with `#[derive(KeySegment)]`, or
+/// your own impl) or an `Option` of one. An index value of empty text or `None`
+/// means "not indexed": the document is in no entry of that index (a task
+/// without tags is in no tag group). For any other type, such as a `Vec`, bind a
+/// method that returns text.
+///
+/// # Template rules
+///
+/// A template is segments split by `:`, each made of parts split by `|`; a part
+/// is a literal of `[A-Za-z0-9_.-]` or one `{placeholder}`. Hash-tag
+/// placeholders `{#name}` are for `keyspace!` families only. No two families of
+/// a type may be able to render the same key (two templates can only do so when
+/// they have the same shape and equal literals wherever both have one); across
+/// types that is the job of `keyspace!`.
 #[proc_macro_derive(Document, attributes(microdcs))]
 pub fn derive_document(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     expand::derive(&input).into()
 }
 
-/// Declares a keyspace. See the `microdcs-valkey` docs.
+/// Derives `microdcs_valkey::KeySegment` for an enum without fields, so it can
+/// be an id, a scope, a query argument or an index value (also inside an
+/// `Option`), like a `String`.
+///
+/// Each variant is written as its name, changed by a `rename_all` rule on the
+/// enum or replaced by `rename` on the variant:
+///
+/// ```ignore
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq, KeySegment)]
+/// #[microdcs(rename_all = "snake_case")]
+/// pub enum TaskStatus {
+///     NotStarted,
+///     Running,
+///     #[microdcs(rename = "held")]
+///     OnHold,
+/// }
+/// ```
+///
+/// `TaskStatus::NotStarted` is written `not_started`, `TaskStatus::OnHold`
+/// `held`. The rules are serde's: `lowercase`, `UPPERCASE`, `PascalCase`,
+/// `camelCase`, `snake_case`, `SCREAMING_SNAKE_CASE`, `kebab-case` and
+/// `SCREAMING-KEBAB-CASE`.
+///
+/// It is refused on a struct or union, on variants with fields (implement
+/// `KeySegment` by hand, or bind the placeholder to a method), for an unknown
+/// rule, and when a variant would be written as empty text (which means "not
+/// indexed") or as the same text as another variant (the two would share
+/// every index entry).
+#[proc_macro_derive(KeySegment, attributes(microdcs))]
+pub fn derive_key_segment(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    segment::derive(&input).into()
+}
+
+/// Declares a keyspace: the document types and the other key families of one
+/// application, with a key builder per family and a compile-time check that no
+/// two families can render the same key.
+///
+/// ```ignore
+/// microdcs_valkey::keyspace! {
+///     /// Every key of the task service.
+///     pub Tasks {
+///         documents: [Task, WorkOrder, Alarm, Batch, Machine, Reading, AuditEntry],
+///         scopes: set("scopes"),                        // shared by all types but AuditEntry
+///         changes: stream("changes:{scope}"),
+///         nudge: channel("nudge:{kind}"),
+///         audit_scopes: set("audit:scopes"),            // AuditEntry's own
+///         audit_changes: stream("audit:changes:{scope}"),
+///         audit_nudge: channel("audit:nudge:{kind}"),
+///         dedupe: string("ce:dedupe:{hash}"),           // not documents
+///         settings: hash("settings:{scope}"),
+///         ranking: zset("ranking:{scope}:{board}"),
+///         lease: string("lease:{#resource}:owner"),     // hash tag: one cluster slot per resource
+///     }
+/// }
+/// ```
+///
+/// # Syntax
+///
+/// ```text
+/// keyspace! {
+///     /// docs and other attributes
+///     <visibility> <Name> {
+///         documents: [<DocumentType>, ...],
+///         <family>: <type>("<template>"),
+///         ...
+///     }
+/// }
+/// ```
+///
+/// `documents` lists types with `#[derive(Document)]`. Each family is a name
+/// (a Rust identifier, unique in the keyspace) and a Valkey type: `string`,
+/// `hash`, `set`, `zset` (sorted set), `stream`, or `channel` (a pub/sub
+/// channel, compared only with other channels). Templates follow the rules of
+/// `#[derive(Document)]`; a family may use hash-tag placeholders `{#name}`,
+/// whose value is written inside braces so that all keys with the same value
+/// share a cluster slot.
+///
+/// # What is generated
+///
+/// A unit struct `<Name>` with:
+///
+/// - `<Name>::SPEC`: the `KeyspaceSpec` with every document's spec and family.
+/// - `<Name>::<family>_key(&prefix, values...)` per family, or
+///   `<Name>::<family>_channel(...)` for a channel, with one parameter per
+///   placeholder as for the document builders.
+///
+/// ```ignore
+/// let prefix = KeyPrefix::default();
+/// assert_eq!(Tasks::dedupe_key(&prefix, "9f2c")?, "microdcs:ce:dedupe:9f2c");
+/// assert_eq!(Tasks::ranking_key(&prefix, "s1", "weekly")?, "microdcs:ranking:s1:weekly");
+/// assert_eq!(Tasks::nudge_channel(&prefix, "task")?, "microdcs:nudge:task");
+/// assert_eq!(Tasks::lease_key(&prefix, "press-7")?, "microdcs:lease:{press-7}:owner");
+/// assert_eq!(Tasks::SPEC.documents.len(), 7);
+/// ```
+///
+/// # Compile-time checks
+///
+/// Declared families are checked when the macro expands (template syntax,
+/// unique names, overlaps between them), with errors at their templates. The
+/// document families are compared with everything else in a constant that is
+/// evaluated during the build: if any two families of the keyspace can render
+/// the same key (say `joborder:{id}` and another type's list
+/// `joborder:{scope}`), or a document type uses a change stream, nudge channel
+/// or scope registry that the keyspace does not declare with that type, the
+/// build fails at the keyspace's name with every problem, one per line:
+///
+/// ```text
+/// error[E0080]: evaluation panicked: keyspace `Plant` has 2 problems:
+///               - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Archive` can render the same key
+///               - document types `JobOrder` and `Archive` use the stream `changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream("changes:{scope}")`
+/// ```
 #[proc_macro]
 pub fn keyspace(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as keyspace::KeyspaceInput);
     keyspace::expand(&input).into()
+}
+
+/// The examples above are `ignore`d (a proc-macro crate cannot run them: they
+/// expand to `::microdcs_valkey` paths), so each one must appear verbatim in
+/// a trybuild pass case, which compiles and runs it.
+#[cfg(test)]
+mod doc_examples {
+    use std::path::Path;
+
+    /// The ```` ```ignore ```` blocks of the doc comments in `source`.
+    fn ignored_examples(source: &str) -> Vec<Vec<&str>> {
+        let doc =
+            source.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(|l| l.strip_prefix(' ').unwrap_or(l));
+        let mut blocks = Vec::new();
+        let mut current: Option<Vec<&str>> = None;
+        for line in doc {
+            match (&mut current, line.trim()) {
+                (None, "```ignore") => current = Some(Vec::new()),
+                (Some(_), "```") => blocks.extend(current.take()),
+                (Some(block), _) => block.push(line),
+                (None, _) => {}
+            }
+        }
+        blocks
+    }
+
+    /// Whether `block` appears in `file` as consecutive lines, ignoring
+    /// indentation (an example may sit inside a function there).
+    fn contains(file: &str, block: &[&str]) -> bool {
+        let lines: Vec<&str> = file.lines().map(str::trim).collect();
+        let block: Vec<&str> = block.iter().map(|l| l.trim()).collect();
+        lines.windows(block.len()).any(|w| w == block.as_slice())
+    }
+
+    #[test]
+    fn every_example_is_compiled_by_a_trybuild_pass_case() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/ui/pass");
+        let files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("the trybuild pass cases are read from {}: {e}", dir.display()))
+            .map(|entry| std::fs::read_to_string(entry.expect("directory entry").path()).expect("a pass case"))
+            .collect();
+        let examples = ignored_examples(include_str!("lib.rs"));
+        assert!(examples.len() >= 10, "found only {} examples", examples.len());
+        for example in examples {
+            assert!(
+                files.iter().any(|f| contains(f, &example)),
+                "this example is in no file of tests/ui/pass/ (copy it there, e.g. attribute_reference.rs):\n{}",
+                example.join("\n")
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_example_is_found_missing() {
+        let file = "fn main() {\n    let a = 1;\n    let b = 2;\n}\n";
+        assert!(contains(file, &["let a = 1;", "let b = 2;"]));
+        assert!(!contains(file, &["let a = 1;", "let b = 3;"]));
+        let source = "/// ```ignore\n/// let a = 1;\n/// ```\n/// ```text\n/// no\n/// ```\n";
+        assert_eq!(ignored_examples(source), [["let a = 1;"]]);
+    }
 }

@@ -36,7 +36,7 @@ pub use coord::{
 pub use error::{Error, Result};
 pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
-pub use microdcs_derive::{Document, keyspace};
+pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
 pub use microdcs_schema::{
     Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue,

@@ -11,10 +11,16 @@ use crate::spec::DocumentSpec;
 use crate::template::KeyError;
 
 /// A value that can be written into a key segment (ids, scopes, index values).
+///
+/// Implemented for text, `char` and the integer types. For an enum without
+/// fields, `#[derive(microdcs_valkey::KeySegment)]` writes each variant as
+/// its name (or as `#[microdcs(rename_all = "snake_case")]` and
+/// `#[microdcs(rename = "...")]` say).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be used as a key segment",
     label = "used in a key template, so it must be text or an integer",
-    note = "key segments are text: use `String`, `&str`, `Cow<str>`, `char` or an integer type, or implement `microdcs_valkey::KeySegment` for your type"
+    note = "key segments are text: use `String`, `&str`, `Cow<str>`, `char` or an integer type",
+    note = "for an enum without fields, add `#[derive(microdcs_valkey::KeySegment)]`; for another type, implement `microdcs_valkey::KeySegment` for it"
 )]
 pub trait KeySegment {
     /// The text written (encoded) into the key.
@@ -80,7 +86,9 @@ int_segment!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be an index value",
     label = "bound to an index placeholder",
-    note = "an index value is a key segment (`String`, `&str`, an integer, ...) or an `Option` of one; empty text or `None` means the document is not in that index"
+    note = "an index value is a key segment (`String`, `&str`, an integer, an enum with `#[derive(KeySegment)]`) or an `Option` of one; empty text or `None` means the document is not in that index",
+    note = "for an enum without fields, add `#[derive(microdcs_valkey::KeySegment)]`",
+    note = "for any other type, bind the placeholder to a `&self` method that returns text; for a `Vec`, one that joins its items, e.g. `state = normalized_state()` returning `self.state.join(\"_\")`"
 )]
 pub trait IndexValue {
     /// The value, or `None` when the document is not indexed.

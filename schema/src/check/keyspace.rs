@@ -39,7 +39,8 @@ enum Problem<'a> {
     Overlap(Family<'a>, Family<'a>),
     /// A document type uses a shared family (change stream, nudge channel,
     /// scope registry) that the keyspace does not declare with that type.
-    Undeclared { doc: &'a DocumentSpec<'a>, template: &'a str, key_type: KeyType },
+    /// `at` is the document's position in the keyspace.
+    Undeclared { doc: &'a DocumentSpec<'a>, at: usize, template: &'a str, key_type: KeyType },
 }
 
 /// Where the enumeration of problems stands: pair `(i, j)` of families,
@@ -75,7 +76,7 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, mut c: Cursor) -> Option<(Pr
             let (template, key_type) = refs[c.r];
             c.r += 1;
             if !declares(ks, template, key_type) {
-                return Some((Problem::Undeclared { doc, template, key_type }, c));
+                return Some((Problem::Undeclared { doc, at: c.d, template, key_type }, c));
             }
         }
         c.d += 1;
@@ -112,29 +113,123 @@ const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// The first cross-family problem of a keyspace as a message naming both
-/// sides, for `keyspace!` (which fails the build with it); empty when the
-/// keyspace is sound. Template syntax and per-document rules are checked by
-/// the macros with spans; this assumes valid templates.
+/// Every cross-family problem of a keyspace as one message, for `keyspace!`
+/// (which fails the build with it); empty when the keyspace is sound. One
+/// problem is one line; several are counted on a first line and listed one
+/// per line, so a build shows everything that needs fixing at once instead
+/// of one problem per build. Template syntax and per-document rules are
+/// checked by the macros with spans; this assumes valid templates.
 pub const fn keyspace_problem(ks: &KeyspaceSpec<'_>) -> ConstMessage {
-    match next_problem(ks, START) {
-        None => ConstMessage::new(),
-        Some((Problem::Overlap(a, b), _)) => ConstMessage::new()
-            .push("key families overlap: ")
-            .family(&a)
-            .push(" and ")
-            .family(&b)
-            .push(" can render the same key"),
-        Some((Problem::Undeclared { doc, template, key_type }, _)) => ConstMessage::new()
-            .push("document type `")
-            .push(doc.type_name)
-            .push("` uses the ")
-            .push(key_type.type_name())
-            .push(" `")
-            .push(template)
-            .push("`, which keyspace `")
-            .push(ks.name)
-            .push("` does not declare"),
+    let count = problem_count(ks);
+    let mut msg = ConstMessage::new();
+    if count > 1 {
+        msg = msg.push("keyspace `").push(ks.name).push("` has ").push_usize(count).push(" problems:");
+    }
+    let mut cursor = START;
+    while let Some((problem, next)) = next_problem(ks, cursor) {
+        cursor = next;
+        if is_repeat(ks, &problem) {
+            continue;
+        }
+        if count > 1 {
+            msg = msg.push("\n- ");
+        }
+        msg = describe(msg, ks, &problem);
+    }
+    msg
+}
+
+/// How many lines [`keyspace_problem`] lists.
+const fn problem_count(ks: &KeyspaceSpec<'_>) -> usize {
+    let mut count = 0;
+    let mut cursor = START;
+    while let Some((problem, next)) = next_problem(ks, cursor) {
+        cursor = next;
+        if !is_repeat(ks, &problem) {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Whether an earlier document type uses the same undeclared family: the
+/// message names all its users on the first one's line, since one
+/// declaration fixes them all.
+const fn is_repeat(ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> bool {
+    let Problem::Undeclared { at, template, key_type, .. } = *problem else { return false };
+    let mut d = 0;
+    while d < at {
+        if uses(&ks.documents[d], template, key_type) {
+            return true;
+        }
+        d += 1;
+    }
+    false
+}
+
+/// Whether a document type refers to this shared family.
+const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool {
+    match key_type {
+        KeyType::Stream => str_eq(doc.changes, template),
+        KeyType::Channel => str_eq(doc.nudge, template),
+        KeyType::Set => str_eq(doc.registry, template),
+        _ => false,
+    }
+}
+
+/// The entry a keyspace would declare for an undeclared shared family, named
+/// as the defaults name them.
+const fn family_name(key_type: KeyType) -> &'static str {
+    match key_type {
+        KeyType::Stream => "changes",
+        KeyType::Channel => "nudge",
+        _ => "scopes",
+    }
+}
+
+/// Appends one problem's text.
+const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> ConstMessage {
+    match *problem {
+        Problem::Overlap(a, b) => {
+            msg.push("key families overlap: ").family(&a).push(" and ").family(&b).push(" can render the same key")
+        }
+        Problem::Undeclared { template, key_type, .. } => {
+            // Every type using the family, the first one included.
+            let mut users = 0;
+            let mut d = 0;
+            while d < ks.documents.len() {
+                if uses(&ks.documents[d], template, key_type) {
+                    users += 1;
+                }
+                d += 1;
+            }
+            let mut msg = msg.push(if users > 1 { "document types " } else { "document type " });
+            let (mut d, mut listed) = (0, 0);
+            while d < ks.documents.len() {
+                let other = &ks.documents[d];
+                if uses(other, template, key_type) {
+                    if listed > 0 {
+                        msg = msg.push(if listed + 1 == users { " and " } else { ", " });
+                    }
+                    msg = msg.push("`").push(other.type_name).push("`");
+                    listed += 1;
+                }
+                d += 1;
+            }
+            msg.push(if users > 1 { " use the " } else { " uses the " })
+                .push(key_type.type_name())
+                .push(" `")
+                .push(template)
+                .push("`, which keyspace `")
+                .push(ks.name)
+                .push("` does not declare; add `")
+                .push(family_name(key_type))
+                .push(": ")
+                .push(key_type.type_name())
+                .push("(\"")
+                .push(template)
+                .push("\")`")
+        }
     }
 }
 
@@ -179,7 +274,7 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
                     errors.push(overlap_error(&a, &b));
                 }
             }
-            Problem::Undeclared { doc, template, key_type } => {
+            Problem::Undeclared { doc, template, key_type, .. } => {
                 let attr = match key_type {
                     KeyType::Stream => Attr::Changes,
                     KeyType::Channel => Attr::Nudge,
@@ -193,4 +288,92 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
         }
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_keyspace, keyspace_problem};
+    use crate::check::ConstMessage;
+    use crate::spec::{DocumentSpec, FamilySpec, KeyType, KeyspaceSpec, ListSpec};
+
+    const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {
+        DocumentSpec {
+            type_name,
+            kind,
+            key,
+            id_field: "id",
+            scope_field: "scope",
+            list: None,
+            unique: &[],
+            groups: &[],
+            changes: "changes:{scope}",
+            nudge: "nudge:{kind}",
+            registry: "scopes",
+        }
+    }
+
+    const SHARED: [FamilySpec<'static>; 3] = [
+        FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },
+        FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel },
+        FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set },
+    ];
+
+    const JOB_ORDER: DocumentSpec<'static> = doc("JobOrder", "joborder", "joborder:{id}");
+    const OTHER: DocumentSpec<'static> = DocumentSpec {
+        list: Some(ListSpec { key: "joborder:{scope}", score: None }),
+        ..doc("Other", "other", "other:{id}")
+    };
+    const DOCS: [DocumentSpec<'static>; 2] = [JOB_ORDER, OTHER];
+
+    #[test]
+    fn every_problem_is_listed_at_once() {
+        // Neither the change stream nor the nudge channel is declared, and
+        // two families overlap: one line each, a missing family naming every
+        // type that uses it (one declaration fixes them all).
+        const KS: KeyspaceSpec<'static> = KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]] };
+        // Evaluated as `keyspace!` evaluates it: in a constant.
+        const MSG: ConstMessage = keyspace_problem(&KS);
+        assert_eq!(
+            MSG.as_str(),
+            "keyspace `Plant` has 3 problems:\n\
+             - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key\n\
+             - document types `JobOrder` and `Other` use the stream `changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"changes:{scope}\")`\n\
+             - document types `JobOrder` and `Other` use the channel `nudge:{kind}`, which keyspace `Plant` does not declare; add `nudge: channel(\"nudge:{kind}\")`"
+        );
+        assert!(!MSG.is_cut());
+        // The run-time check keeps one error per document, for its origin.
+        assert_eq!(check_keyspace(&KS).len(), 5);
+    }
+
+    #[test]
+    fn three_users_of_a_missing_family_are_listed_with_commas() {
+        const DOCS: [DocumentSpec<'static>; 3] =
+            [doc("A", "a", "a:{id}"), doc("B", "b", "b:{id}"), doc("C", "c", "c:{id}")];
+        let ks = KeyspaceSpec { name: "K", documents: &DOCS, families: &SHARED[..2] };
+        assert_eq!(
+            keyspace_problem(&ks).as_str(),
+            "document types `A`, `B` and `C` use the set `scopes`, which keyspace `K` does not declare; add `scopes: set(\"scopes\")`"
+        );
+    }
+
+    #[test]
+    fn a_sound_keyspace_has_an_empty_message() {
+        let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_ORDER], families: &SHARED };
+        assert!(keyspace_problem(&ks).is_empty());
+    }
+
+    #[test]
+    fn many_problems_are_cut_with_an_ellipsis() {
+        // 40 declared families that all overlap each other: far more text
+        // than the buffer holds.
+        const NAMES: [&str; 40] = [""; 40];
+        let families: Vec<FamilySpec<'_>> =
+            NAMES.iter().map(|n| FamilySpec { name: n, key: "x:{a}", key_type: KeyType::String }).collect();
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
+        let msg = keyspace_problem(&ks);
+        assert!(msg.is_cut());
+        assert!(msg.as_str().starts_with("keyspace `K` has 780 problems:\n- key families overlap"), "{}", msg.as_str());
+        assert!(msg.as_str().ends_with("..."));
+        assert!(msg.as_str().len() <= ConstMessage::CAPACITY);
+    }
 }

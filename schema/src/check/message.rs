@@ -3,20 +3,27 @@
 
 use crate::spec::{Family, Role};
 
+/// Room for a dozen problems of a keyspace, each naming two families with
+/// their templates.
+const CAPACITY: usize = 2048;
+
 /// A message built at compile time (in a `const`), for keyspace checks that
-/// run as constant evaluation. Holds up to 512 bytes; longer text is cut at a
-/// whole-piece boundary and ends with `...`.
+/// run as constant evaluation. Holds up to [`ConstMessage::CAPACITY`] bytes;
+/// longer text is cut at a whole-piece boundary and ends with `...`.
 #[derive(Debug, Clone, Copy)]
 pub struct ConstMessage {
-    buf: [u8; 512],
+    buf: [u8; CAPACITY],
     len: usize,
     full: bool,
 }
 
 impl ConstMessage {
+    /// How many bytes a message holds.
+    pub const CAPACITY: usize = CAPACITY;
+
     /// An empty message.
     pub const fn new() -> Self {
-        ConstMessage { buf: [0; 512], len: 0, full: false }
+        ConstMessage { buf: [0; CAPACITY], len: 0, full: false }
     }
 
     /// Appends `s` if it fits, else marks the message as cut.
@@ -41,6 +48,32 @@ impl ConstMessage {
         }
         self.len += b.len();
         self
+    }
+
+    /// Appends `n` in decimal.
+    pub const fn push_usize(self, n: usize) -> Self {
+        // usize::MAX has 20 digits.
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut rest = n;
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let (_, text) = digits.split_at(start);
+        match core::str::from_utf8(text) {
+            Ok(s) => self.push(s),
+            Err(_) => self,
+        }
+    }
+
+    /// Whether the text was cut because it did not fit.
+    pub const fn is_cut(&self) -> bool {
+        self.full
     }
 
     /// Whether nothing was written.
@@ -84,5 +117,24 @@ impl ConstMessage {
 impl Default for ConstMessage {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConstMessage;
+
+    #[test]
+    fn numbers() {
+        let m = ConstMessage::new().push_usize(0).push(" ").push_usize(42).push(" ").push_usize(usize::MAX);
+        assert_eq!(m.as_str(), format!("0 42 {}", usize::MAX));
+    }
+
+    #[test]
+    fn a_piece_that_does_not_fit_ends_the_text() {
+        let fill = "x".repeat(ConstMessage::CAPACITY - 10);
+        let m = ConstMessage::new().push(&fill).push("0123456789").push("a");
+        assert_eq!(m.as_str(), format!("{fill}..."));
+        assert!(m.is_cut());
     }
 }

@@ -118,13 +118,14 @@ fn keyspace_requires_shared_families() {
     assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));
     assert_eq!(
         keyspace_problem(&ks).as_str(),
-        "document type `JobOrder` uses the stream `changes:{scope}`, which keyspace `Plant` does not declare"
+        "document type `JobOrder` uses the stream `changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"changes:{scope}\")`"
     );
 }
 
 #[test]
 fn const_message_truncates() {
-    let long = "x".repeat(600);
+    let long = "x".repeat(ConstMessage::CAPACITY);
     let m = ConstMessage::new().push("a").push(&long).push("b");
     assert_eq!(m.as_str(), "a...");
+    assert!(m.is_cut());
 }

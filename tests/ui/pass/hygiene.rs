@@ -34,13 +34,30 @@ impl Hygienic {
     }
 }
 
+#[derive(microdcs_valkey::KeySegment)]
+#[microdcs(rename_all = "kebab-case")]
+enum HygienicStatus {
+    NotStarted,
+    Running,
+}
+
+#[derive(microdcs_valkey::Document)]
+#[microdcs(group(key = "hs:bystatus:{scope}:{status}"))]
+struct WithStatus {
+    id: ::std::string::String,
+    scope: ::std::string::String,
+    status: HygienicStatus,
+}
+
 microdcs_valkey::keyspace! {
     Space {
-        documents: [Hygienic],
+        documents: [Hygienic, WithStatus],
         scopes: set("scopes"),
         changes: stream("changes:{scope}"),
         nudge: channel("nudge:{kind}"),
         other: hash("other:{id}"),
+        // A family named like the constant the overlap check is evaluated in.
+        keyspace_check: string("check:{x}"),
     }
 }
 

@@ -1,0 +1,10 @@
+use microdcs_valkey::KeySegment;
+
+#[derive(KeySegment)]
+enum TaskStatus {
+    #[microdcs(rename = "")]
+    Unknown,
+    Running,
+}
+
+fn main() {}

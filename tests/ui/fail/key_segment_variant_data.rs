@@ -1,0 +1,10 @@
+use microdcs_valkey::KeySegment;
+
+#[derive(KeySegment)]
+enum TaskStatus {
+    Running,
+    Held(String),
+    Failed { code: u32 },
+}
+
+fn main() {}
