@@ -225,17 +225,28 @@ pub trait Document {
 /// `D::by_<index>(...)` functions, run by the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UniqueQuery<D> {
-    /// Position of the index in `D::SPEC.unique`.
-    pub index: usize,
-    /// Placeholder values in template order.
-    pub values: Vec<String>,
+    index: usize,
+    values: Vec<String>,
     _doc: PhantomData<fn() -> D>,
 }
 
 impl<D> UniqueQuery<D> {
-    /// A query of unique index `index` with these placeholder values.
+    /// For the generated `by_<index>` functions only: they pair the index
+    /// position with values of the right number and types, which a
+    /// hand-built query could get wrong.
+    #[doc(hidden)]
     pub fn new(index: usize, values: Vec<String>) -> Self {
         UniqueQuery { index, values, _doc: PhantomData }
+    }
+
+    /// Position of the index in `D::SPEC.unique`.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Placeholder values in template order.
+    pub fn values(&self) -> &[String] {
+        &self.values
     }
 }
 
@@ -243,17 +254,28 @@ impl<D> UniqueQuery<D> {
 /// `D::by_<index>(...)` functions, run by the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupQuery<D> {
-    /// Position of the index in `D::SPEC.groups`.
-    pub index: usize,
-    /// Placeholder values in template order.
-    pub values: Vec<String>,
+    index: usize,
+    values: Vec<String>,
     _doc: PhantomData<fn() -> D>,
 }
 
 impl<D> GroupQuery<D> {
-    /// A query of group index `index` with these placeholder values.
+    /// For the generated `by_<index>` functions only: they pair the index
+    /// position with values of the right number and types, which a
+    /// hand-built query could get wrong.
+    #[doc(hidden)]
     pub fn new(index: usize, values: Vec<String>) -> Self {
         GroupQuery { index, values, _doc: PhantomData }
+    }
+
+    /// Position of the index in `D::SPEC.groups`.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Placeholder values in template order.
+    pub fn values(&self) -> &[String] {
+        &self.values
     }
 }
 

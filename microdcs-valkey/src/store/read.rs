@@ -109,11 +109,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
-        let ix = self.plan.unique.get(query.index).ok_or_else(|| Error::Protocol {
+        let ix = self.plan.unique.get(query.index()).ok_or_else(|| Error::Protocol {
             script: "find",
-            reply: format!("no unique index {} on {}", query.index, D::SPEC.type_name),
+            reply: format!("no unique index {} on {}", query.index(), D::SPEC.type_name),
         })?;
-        let values: Vec<&str> = query.values.iter().map(String::as_str).collect();
+        let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
         let mut con = self.valkey.connection();
         let reply: Option<Vec<Option<Vec<u8>>>> = self
@@ -142,7 +142,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let key = self.key(&id)?;
         let stored = self.decode_hash(&key, &id, map)?;
         // The entry must describe the document it points at (else it is stale).
-        let matches = ix.placeholders.iter().zip(&query.values).all(|(ph, want)| match ph {
+        let matches = ix.placeholders.iter().zip(query.values()).all(|(ph, want)| match ph {
             Ph::Id => stored.id == *want,
             Ph::Scope => stored.scope == *want,
             Ph::Field(i) => stored.state.fields.get(*i).and_then(Option::as_deref) == Some(want.as_str()),
@@ -160,11 +160,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
-        let ix = self.plan.groups.get(query.index).ok_or_else(|| Error::Protocol {
+        let ix = self.plan.groups.get(query.index()).ok_or_else(|| Error::Protocol {
             script: "ids",
-            reply: format!("no group index {} on {}", query.index, D::SPEC.type_name),
+            reply: format!("no group index {} on {}", query.index(), D::SPEC.type_name),
         })?;
-        let values: Vec<&str> = query.values.iter().map(String::as_str).collect();
+        let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
         self.read(|| self.sscan(&key, page)).await
     }

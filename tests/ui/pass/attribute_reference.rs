@@ -50,7 +50,7 @@ fn generated() -> Result<(), Box<dyn Error>> {
     assert_eq!(Task::by_status_key(&prefix, "s1", &TaskStatus::Running)?, "microdcs:task:bystatus:s1:running");
     let find = Task::by_code("c-7"); // UniqueQuery<Task>: run it with Store::find
     let ids = Task::by_status("s1", &TaskStatus::OnHold); // GroupQuery<Task>: run it with Store::ids
-    assert_eq!(ids.values, ["s1", "held"]);
+    assert_eq!(ids.values(), ["s1", "held"]);
 
     let task = Task {
         id: "t-1".into(),

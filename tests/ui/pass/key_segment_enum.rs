@@ -61,7 +61,7 @@ fn main() {
     assert!(entries.groups[1].is_none(), "no priority: in no priority group");
 
     let query = Task::by_status("s1", &TaskStatus::Running);
-    assert_eq!(query.values, ["s1", "running"]);
-    assert_eq!(Task::by_priority("s1", &Priority::Low).values, ["s1", "Low"]);
+    assert_eq!(query.values(), ["s1", "running"]);
+    assert_eq!(Task::by_priority("s1", &Priority::Low).values(), ["s1", "Low"]);
     assert_eq!(Tasks::SPEC.documents.len(), 1);
 }

@@ -1,0 +1,45 @@
+use super::*;
+
+#[test]
+fn both_constructors_share_the_defaults() {
+    let from_config = Target::from_config(&ValkeyConfig::default()).unwrap();
+    let from_url = Target::from_url("redis://localhost:6379/").unwrap();
+    assert_eq!(from_config.endpoint, from_url.endpoint);
+    assert_eq!(from_config.connect_timeout, defaults::CONNECT_TIMEOUT);
+    assert_eq!(from_url.connect_timeout, defaults::CONNECT_TIMEOUT);
+    assert_eq!(from_config.response_timeout, defaults::RESPONSE_TIMEOUT);
+    assert_eq!(from_url.response_timeout, defaults::RESPONSE_TIMEOUT);
+    assert_eq!(from_config.poll, from_url.poll);
+    let m = from_url.manager_config();
+    assert_eq!(m.min_delay(), defaults::RECONNECT_MIN_DELAY);
+    assert_eq!(m.max_delay(), Some(defaults::RECONNECT_MAX_DELAY));
+    assert_eq!(m.number_of_retries(), defaults::RECONNECT_RETRIES);
+    assert_eq!(m.connection_timeout(), Some(defaults::CONNECT_TIMEOUT));
+    assert_eq!(m.response_timeout(), Some(defaults::RESPONSE_TIMEOUT));
+    assert_eq!(format!("{:?}", from_config.manager_config()), format!("{m:?}"));
+}
+
+#[test]
+fn endpoints_are_host_port() {
+    assert_eq!(Target::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
+    assert_eq!(Target::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
+    let config =
+        ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
+    assert_eq!(Target::from_config(&config).unwrap().endpoint, "h:1");
+}
+
+#[test]
+fn a_bad_url_never_quotes_itself() {
+    let Err(crate::Error::InvalidArgument(msg)) = Target::from_url("redis://u:Pw-In-Url@h:notaport/") else {
+        panic!("a bad URL is an invalid argument")
+    };
+    assert!(!msg.contains("Pw-In-Url"), "{msg}");
+}
+
+#[test]
+fn server_errors_are_classified_by_code() {
+    let auth = redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "auth"));
+    assert!(is_auth(&auth));
+    let io = redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "NOAUTH in text"));
+    assert!(!is_auth(&io), "judged by kind and code, not text");
+}
