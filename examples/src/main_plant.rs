@@ -237,22 +237,12 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
         show(&mut out, &format!("create job order {id} (priority {priority})"), orders.create(&o).await?);
     }
     let r1 = JobResponse {
-        id: "r-1".into(),
-        scope: scope.into(),
-        job_order_id: "o-1".into(),
         start_time: 1_700_000_000_000,
-        state: vec!["Idle".into()],
         data: "setpoint=42".into(),
+        ..JobResponse::new("r-1", scope, "o-1", &["Idle"])
     };
     show(&mut out, "create job response r-1 for o-1 [Idle]", responses.create(&r1).await?);
-    let r2 = JobResponse {
-        id: "r-2".into(),
-        scope: scope.into(),
-        job_order_id: "o-2".into(),
-        start_time: 1_700_000_060_000,
-        state: vec!["Running".into()],
-        data: String::new(),
-    };
+    let r2 = JobResponse { start_time: 1_700_000_060_000, ..JobResponse::new("r-2", scope, "o-2", &["Running"]) };
     show(&mut out, "create job response r-2 for o-2 [Running]", responses.create(&r2).await?);
 
     let mut read = responses.get("r-1").await?.ok_or("r-1 missing")?;

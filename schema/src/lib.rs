@@ -24,6 +24,8 @@ mod check;
 mod document;
 #[doc(hidden)]
 pub mod encode;
+#[cfg(test)]
+mod fixtures;
 // The script generator and its KEYS/ARGV layouts are the contract between
 // the derive and the runtime, not an API: they change with the generator.
 #[doc(hidden)]

@@ -296,21 +296,7 @@ mod tests {
     use crate::check::ConstMessage;
     use crate::spec::{DocumentSpec, FamilySpec, KeyType, KeyspaceSpec, ListSpec};
 
-    const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {
-        DocumentSpec {
-            type_name,
-            kind,
-            key,
-            id_field: "id",
-            scope_field: "scope",
-            list: None,
-            unique: &[],
-            groups: &[],
-            changes: "changes:{scope}",
-            nudge: "nudge:{kind}",
-            registry: "scopes",
-        }
-    }
+    use crate::fixtures::doc;
 
     const SHARED: [FamilySpec<'static>; 3] = [
         FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },

@@ -2,26 +2,7 @@ use super::*;
 use crate::spec::{Binding, FamilySpec, IndexSpec, ListSpec};
 use crate::spec::{DocumentSpec, KeyType, KeyspaceSpec, Source};
 
-const BY_ORDER: [Binding<'static>; 1] = [Binding { placeholder: "order", source: Source::Field("job_order_id") }];
-const BY_STATE: [Binding<'static>; 2] = [
-    Binding { placeholder: "scope", source: Source::Scope },
-    Binding { placeholder: "state", source: Source::Method("normalized_state") },
-];
-const UNIQUE: [IndexSpec<'static>; 1] =
-    [IndexSpec { name: "by_order", key: "jobresponse:byorder:{order}", bindings: &BY_ORDER }];
-const GROUPS: [IndexSpec<'static>; 1] =
-    [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE }];
-
-const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {
-    DocumentSpec::new(type_name, kind, key)
-}
-
-const JOB_RESPONSE: DocumentSpec<'static> = DocumentSpec {
-    list: Some(ListSpec { key: "jobresponse:list:{scope}", score: Some(Source::Field("start_time")) }),
-    unique: &UNIQUE,
-    groups: &GROUPS,
-    ..doc("JobResponse", "jobresponse", "jobresponse:{id}")
-};
+use crate::fixtures::{JOB_RESPONSE, doc};
 
 const SHARED: [FamilySpec<'static>; 3] = [
     FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },

@@ -83,28 +83,5 @@ mod tests {
 /// The document type the unit tests of this module generate scripts for.
 #[cfg(test)]
 mod tests_spec {
-    use crate::spec::{Binding, DocumentSpec, IndexSpec, ListSpec, Source};
-
-    const BY_ORDER: [Binding<'static>; 1] = [Binding { placeholder: "order", source: Source::Field("job_order_id") }];
-    const BY_STATE: [Binding<'static>; 2] = [
-        Binding { placeholder: "scope", source: Source::Scope },
-        Binding { placeholder: "state", source: Source::Method("normalized_state") },
-    ];
-    const UNIQUE: [IndexSpec<'static>; 1] =
-        [IndexSpec { name: "by_order", key: "jobresponse:byorder:{order}", bindings: &BY_ORDER }];
-    const GROUPS: [IndexSpec<'static>; 1] =
-        [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE }];
-    pub(super) const SPEC: DocumentSpec<'static> = DocumentSpec {
-        type_name: "JobResponse",
-        kind: "jobresponse",
-        key: "jobresponse:{id}",
-        id_field: "id",
-        scope_field: "scope",
-        list: Some(ListSpec { key: "jobresponse:list:{scope}", score: Some(Source::Field("start_time")) }),
-        unique: &UNIQUE,
-        groups: &GROUPS,
-        changes: "changes:{scope}",
-        nudge: "nudge:{kind}",
-        registry: "scopes",
-    };
+    pub(super) use crate::fixtures::JOB_RESPONSE as SPEC;
 }
