@@ -180,7 +180,22 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                     families: &[#(#family_specs),*],
                 };
                 #(#builders)*
+
+                /// This keyspace on a connection: stores of its document types.
+                pub fn open(valkey: ::microdcs_valkey::Valkey) -> ::microdcs_valkey::KeyspaceHandle<Self> {
+                    #p::open_keyspace(valkey)
+                }
             }
+
+            #[automatically_derived]
+            impl #p::Keyspace for #name {
+                const SPEC: #p::KeyspaceSpec<'static> = <#name>::SPEC;
+            }
+
+            #(
+                #[automatically_derived]
+                impl #p::InKeyspace<#name> for #documents {}
+            )*
             #check
         };
     }

@@ -6,6 +6,7 @@
 
 // Modules are private; every public item has one path, at the root (the
 // layout deadpool-redis uses), except the feature-gated test helpers.
+mod changes;
 mod client;
 mod codec;
 mod config;
@@ -13,6 +14,7 @@ mod connect;
 mod coord;
 mod error;
 mod family;
+mod handle;
 mod lease;
 mod metrics;
 mod poller;
@@ -23,6 +25,7 @@ mod streams;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
 pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};
 pub use config::{
@@ -34,14 +37,15 @@ pub use coord::{
     Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease, dedupe_hash,
 };
 pub use error::{Error, Result};
+pub use handle::KeyspaceHandle;
 pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
 pub use microdcs_schema::{
-    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue,
-    KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError,
-    Score, UniqueQuery, check_keyspace,
+    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, InKeyspace, IndexEntries, IndexEntry, IndexError,
+    IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace, KeyspaceSpec, ListEntry, PrefixError,
+    Role, SchemaError, Score, UniqueQuery, check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
@@ -59,7 +63,13 @@ pub mod __private {
         IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec, Score,
         Source, UniqueQuery, keyspace_problem,
     };
+    pub use microdcs_schema::{InKeyspace, Keyspace};
     pub use std::borrow::Cow;
+
+    /// What the `open` function of a keyspace returns.
+    pub fn open_keyspace<K: Keyspace>(valkey: crate::Valkey) -> crate::KeyspaceHandle<K> {
+        crate::KeyspaceHandle::new(valkey)
+    }
 
     /// The spec emitted for a document type whose attributes did not check.
     pub const fn invalid_spec(type_name: &'static str) -> DocumentSpec<'static> {

@@ -10,6 +10,7 @@ pub struct Metrics {
     write_retries: AtomicU64,
     write_already_applied: AtomicU64,
     stream_entries_lost: AtomicU64,
+    stream_entries_corrupt: AtomicU64,
 }
 
 impl Metrics {
@@ -19,6 +20,9 @@ impl Metrics {
     pub const WRITE_ALREADY_APPLIED: &'static str = "microdcs.valkey.write.already_applied";
     /// `microdcs.valkey.stream.entries_lost`: stream entries deleted while pending.
     pub const STREAM_ENTRIES_LOST: &'static str = "microdcs.valkey.stream.entries_lost";
+    /// `microdcs.valkey.stream.entries_corrupt`: change entries that could
+    /// not be read as a change, passed over.
+    pub const STREAM_ENTRIES_CORRUPT: &'static str = "microdcs.valkey.stream.entries_corrupt";
 
     /// Current value of `microdcs.valkey.write.retries`.
     pub fn write_retries(&self) -> u64 {
@@ -35,12 +39,18 @@ impl Metrics {
         self.stream_entries_lost.load(Ordering::Relaxed)
     }
 
+    /// Current value of `microdcs.valkey.stream.entries_corrupt`.
+    pub fn stream_entries_corrupt(&self) -> u64 {
+        self.stream_entries_corrupt.load(Ordering::Relaxed)
+    }
+
     /// Every counter with its name.
-    pub fn snapshot(&self) -> [(&'static str, u64); 3] {
+    pub fn snapshot(&self) -> [(&'static str, u64); 4] {
         [
             (Self::WRITE_RETRIES, self.write_retries()),
             (Self::WRITE_ALREADY_APPLIED, self.write_already_applied()),
             (Self::STREAM_ENTRIES_LOST, self.stream_entries_lost()),
+            (Self::STREAM_ENTRIES_CORRUPT, self.stream_entries_corrupt()),
         ]
     }
 
@@ -50,6 +60,10 @@ impl Metrics {
 
     pub(crate) fn add_already_applied(&self) {
         self.write_already_applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_entries_corrupt(&self, n: u64) {
+        self.stream_entries_corrupt.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn add_entries_lost(&self, n: u64) {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::prefix::KeyPrefix;
-use crate::spec::DocumentSpec;
+use crate::spec::{DocumentSpec, KeyspaceSpec};
 use crate::template::KeyError;
 
 /// A value that can be written into a key segment (ids, scopes, index values).
@@ -192,6 +192,22 @@ pub struct IndexEntries {
     /// One per group index of the spec, in order; `None`: not indexed.
     pub groups: Vec<Option<IndexEntry>>,
 }
+
+/// A keyspace: implemented by `keyspace!`.
+pub trait Keyspace: Copy + Send + Sync + 'static {
+    /// Its document types and key families.
+    const SPEC: KeyspaceSpec<'static>;
+}
+
+/// A document type listed in the `documents` of keyspace `K`: implemented by
+/// `keyspace!`. Stores come from a keyspace handle and only for its members,
+/// so every document type in use had its keys checked against the others.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a document type of keyspace `{K}`",
+    label = "not listed in the `documents` of `{K}`",
+    note = "add `{Self}` to `documents: [...]` in the `keyspace!` of `{K}`, so its keys are checked against every other family"
+)]
+pub trait InKeyspace<K: Keyspace>: Document {}
 
 /// A document type: implemented by `#[derive(Document)]`.
 pub trait Document {

@@ -39,8 +39,8 @@ pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, chec
 #[doc(hidden)]
 pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
-    Document, GroupQuery, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, ListEntry, Score, UniqueQuery,
-    suggest,
+    Document, GroupQuery, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, Keyspace,
+    ListEntry, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};

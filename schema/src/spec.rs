@@ -241,6 +241,26 @@ pub struct FamilySpec<'a> {
     pub key_type: KeyType,
 }
 
+/// The shared families a document type uses by default, in the order of
+/// its `changes`, `nudge` and `registry` fields.
+const SHARED: [FamilySpec<'static>; 3] = [crate::builtin::CHANGES, crate::builtin::NUDGE, crate::builtin::SCOPES];
+
+/// Byte equality in constant evaluation.
+pub(crate) const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// All document types and other key families of one application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyspaceSpec<'a> {
@@ -261,10 +281,18 @@ impl<'a> KeyspaceSpec<'a> {
             n += self.documents[d].family_count();
             d += 1;
         }
+        let mut b = 0;
+        while b < SHARED.len() {
+            if self.implicit(b) {
+                n += 1;
+            }
+            b += 1;
+        }
         n
     }
 
-    /// Family number `i` (`0..family_count()`).
+    /// Family number `i` (`0..family_count()`): every document family, the
+    /// declared families, then the implicit shared ones.
     pub const fn family(&self, mut i: usize) -> Family<'a> {
         let mut d = 0;
         while d < self.documents.len() {
@@ -275,8 +303,85 @@ impl<'a> KeyspaceSpec<'a> {
             i -= n;
             d += 1;
         }
-        let f = &self.families[i];
-        Family { owner: self.name, role: Role::Declared(f.name), key: f.key, key_type: f.key_type, name: f.name }
+        if i < self.families.len() {
+            let f = &self.families[i];
+            return Family {
+                owner: self.name,
+                role: Role::Declared(f.name),
+                key: f.key,
+                key_type: f.key_type,
+                name: f.name,
+            };
+        }
+        i -= self.families.len();
+        let mut b = 0;
+        loop {
+            if self.implicit(b) {
+                if i == 0 {
+                    let f = &SHARED[b];
+                    return Family {
+                        owner: self.name,
+                        role: Role::Declared(f.name),
+                        key: f.key,
+                        key_type: f.key_type,
+                        name: f.name,
+                    };
+                }
+                i -= 1;
+            }
+            b += 1;
+        }
+    }
+
+    /// Whether shared family `SHARED[b]` (the default change stream, nudge
+    /// channel or scope registry) belongs to the keyspace without being
+    /// declared: a document type uses it and no declared family is it.
+    /// A keyspace of document types on the defaults is then one line, and
+    /// the overlap check still covers those keys.
+    const fn implicit(&self, b: usize) -> bool {
+        let shared = &SHARED[b];
+        let mut f = 0;
+        while f < self.families.len() {
+            if str_eq(self.families[f].key, shared.key) && self.families[f].key_type as u8 == shared.key_type as u8 {
+                return false;
+            }
+            f += 1;
+        }
+        let mut d = 0;
+        while d < self.documents.len() {
+            let doc = &self.documents[d];
+            let used = match b {
+                0 => doc.changes,
+                1 => doc.nudge,
+                _ => doc.registry,
+            };
+            if str_eq(used, shared.key) {
+                return true;
+            }
+            d += 1;
+        }
+        false
+    }
+
+    /// Whether the keyspace holds a family with exactly this template and
+    /// type, declared or implicit.
+    pub const fn has_family(&self, template: &str, key_type: KeyType) -> bool {
+        let mut f = 0;
+        while f < self.families.len() {
+            let fam = &self.families[f];
+            if str_eq(fam.key, template) && fam.key_type as u8 == key_type as u8 {
+                return true;
+            }
+            f += 1;
+        }
+        let mut b = 0;
+        while b < SHARED.len() {
+            if self.implicit(b) && str_eq(SHARED[b].key, template) && SHARED[b].key_type as u8 == key_type as u8 {
+                return true;
+            }
+            b += 1;
+        }
+        false
     }
 
     /// All families.

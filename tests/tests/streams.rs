@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Streams, Valkey,
-    ValkeyConfig,
+    BoxError, BoxFuture, Change, ChangeKind, Changes, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome,
+    StreamConsumer, Streams, Valkey, ValkeyConfig,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -148,6 +148,85 @@ async fn custom_change_stream_nudge_and_registry_are_honoured_end_to_end() {
     let default_keys: Vec<String> =
         redis::cmd("KEYS").arg(format!("{}:changes:*", prefix.as_str())).query_async(&mut con).await.unwrap();
     assert!(default_keys.is_empty(), "{default_keys:?}");
+    poller.shutdown().await;
+}
+
+async fn next_change(rx: &mut mpsc::UnboundedReceiver<Change<Alarm>>) -> Change<Alarm> {
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    got.ok().flatten().expect("a change well before the 30 s poll")
+}
+
+#[tokio::test]
+async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
+    let s = server();
+    let prefix = unique_prefix("typed-changes");
+    // Polls far apart: the custom nudge channel must wake the consumer.
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+    let alarms = valkey.store::<Alarm>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Change<Alarm>>();
+    let handler = move |_scope: String, changes: Vec<Change<Alarm>>| {
+        let tx = tx.clone();
+        async move {
+            for c in changes {
+                tx.send(c).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    };
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Changes::new(alarms.clone(), "audit", handler).fetching())
+        .start()
+        .await
+        .unwrap();
+    let a = Alarm { id: "a-1".into(), scope: "s1".into() };
+    assert_eq!(created(&alarms, &a).await, 1);
+    let c = next_change(&mut rx).await;
+    assert_eq!((c.kind, c.version, c.id.as_str(), c.scope.as_str()), (ChangeKind::Created, 1, "a-1", "s1"));
+    assert_eq!(c.document.as_ref().map(|d| &d.doc), Some(&a), "fetched");
+    let read = alarms.get("a-1").await.unwrap().unwrap();
+    assert_eq!(alarms.update_with_op(&read, &a, "op-7").await.unwrap(), PutOutcome::Written { version: 2 });
+    let c = next_change(&mut rx).await;
+    assert_eq!((c.kind, c.version, c.op.as_str()), (ChangeKind::Updated, 2, "op-7"));
+    let read = alarms.get("a-1").await.unwrap().unwrap();
+    assert!(matches!(alarms.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 2 }));
+    let c = next_change(&mut rx).await;
+    assert_eq!((c.kind, c.version), (ChangeKind::Deleted, 2));
+    assert!(c.document.is_none());
+    // Another type's entry in the same stream is passed over, and a corrupt
+    // entry is counted, never handed out.
+    let stream = Alarm::SPEC.feed().stream.replace("{scope}", "s1");
+    let mut con = valkey.connection();
+    let key = format!("{}:{stream}", prefix.as_str());
+    let _: String = redis::cmd("XADD")
+        .arg(&key)
+        .arg("*")
+        .arg("kind")
+        .arg("other")
+        .arg("id")
+        .arg("x")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(&key)
+        .arg("*")
+        .arg("kind")
+        .arg(Alarm::SPEC.kind)
+        .arg("id")
+        .arg("a-9")
+        .arg("v")
+        .arg("007")
+        .arg("op")
+        .arg("o")
+        .arg("change")
+        .arg("created")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(created(&alarms, &Alarm { id: "a-2".into(), scope: "s1".into() }).await, 1);
+    let c = next_change(&mut rx).await;
+    assert_eq!((c.id.as_str(), c.version), ("a-2", 1), "only the good entry of this kind");
+    assert_eq!(valkey.metrics().stream_entries_corrupt(), 1);
     poller.shutdown().await;
 }
 

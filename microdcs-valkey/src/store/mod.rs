@@ -20,12 +20,13 @@ mod types;
 mod write;
 
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
+pub(crate) use types::parse_version;
 pub use types::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;
-use types::{ReadState, parse_version};
+use types::ReadState;
 
 use crate::client::Valkey;
 use crate::codec::{Codec, Json};
@@ -64,6 +65,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
         let plan = Arc::new(Plan::new::<D>(&valkey));
         Store { valkey, plan, codec: Arc::new(codec), _doc: PhantomData }
+    }
+
+    /// The connection this store uses.
+    pub fn valkey(&self) -> &Valkey {
+        &self.valkey
     }
 
     /// The document key of `id`.

@@ -120,7 +120,7 @@ impl<D: fmt::Debug> fmt::Debug for Stored<D> {
 }
 
 /// A stored version: a positive integer.
-pub(super) fn parse_version(v: Option<&str>) -> Option<u64> {
+pub(crate) fn parse_version(v: Option<&str>) -> Option<u64> {
     v?.parse::<u64>().ok().filter(|v| *v >= 1)
 }
 

@@ -6,7 +6,7 @@
 use super::document::{check_document, parse_at};
 use super::error::{Attr, SchemaError, SchemaErrorKind, origin};
 use super::message::ConstMessage;
-use crate::spec::{DocumentSpec, Family, KeyType, KeyspaceSpec, Role};
+use crate::spec::{DocumentSpec, Family, KeyType, KeyspaceSpec, Role, str_eq};
 use crate::template::{KeyTemplate, templates_overlap};
 
 /// Whether two families can hold the same key: their templates can render
@@ -75,7 +75,7 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, mut c: Cursor) -> Option<(Pr
         while c.r < refs.len() {
             let (template, key_type) = refs[c.r];
             c.r += 1;
-            if !declares(ks, template, key_type) {
+            if !ks.has_family(template, key_type) {
                 return Some((Problem::Undeclared { doc, at: c.d, template, key_type }, c));
             }
         }
@@ -83,34 +83,6 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, mut c: Cursor) -> Option<(Pr
         c.r = 0;
     }
     None
-}
-
-/// Whether the keyspace declares a family with exactly this template and type.
-const fn declares(ks: &KeyspaceSpec<'_>, template: &str, key_type: KeyType) -> bool {
-    let mut f = 0;
-    while f < ks.families.len() {
-        let fam = &ks.families[f];
-        if str_eq(fam.key, template) && fam.key_type as u8 == key_type as u8 {
-            return true;
-        }
-        f += 1;
-    }
-    false
-}
-
-const fn str_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 /// Every cross-family problem of a keyspace as one message, for `keyspace!`
@@ -304,9 +276,17 @@ mod tests {
         FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set },
     ];
 
-    const JOB_ORDER: DocumentSpec<'static> = doc("JobOrder", "joborder", "joborder:{id}");
+    // Both on their own change stream and nudge channel: the defaults would
+    // belong to the keyspace implicitly, these must be declared.
+    const JOB_ORDER: DocumentSpec<'static> = DocumentSpec {
+        changes: "events:{scope}",
+        nudge: "wake:{kind}",
+        ..doc("JobOrder", "joborder", "joborder:{id}")
+    };
     const OTHER: DocumentSpec<'static> = DocumentSpec {
         list: Some(ListSpec { key: "joborder:{scope}", score: None }),
+        changes: "events:{scope}",
+        nudge: "wake:{kind}",
         ..doc("Other", "other", "other:{id}")
     };
     const DOCS: [DocumentSpec<'static>; 2] = [JOB_ORDER, OTHER];
@@ -323,8 +303,8 @@ mod tests {
             MSG.as_str(),
             "keyspace `Plant` has 3 problems:\n\
              - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key\n\
-             - document types `JobOrder` and `Other` use the stream `changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"changes:{scope}\")`\n\
-             - document types `JobOrder` and `Other` use the channel `nudge:{kind}`, which keyspace `Plant` does not declare; add `nudge: channel(\"nudge:{kind}\")`"
+             - document types `JobOrder` and `Other` use the stream `events:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"events:{scope}\")`\n\
+             - document types `JobOrder` and `Other` use the channel `wake:{kind}`, which keyspace `Plant` does not declare; add `nudge: channel(\"wake:{kind}\")`"
         );
         assert!(!MSG.is_cut());
         // The run-time check keeps one error per document, for its origin.
@@ -333,18 +313,48 @@ mod tests {
 
     #[test]
     fn three_users_of_a_missing_family_are_listed_with_commas() {
+        const fn tenant(d: DocumentSpec<'static>) -> DocumentSpec<'static> {
+            DocumentSpec { registry: "tenants", ..d }
+        }
         const DOCS: [DocumentSpec<'static>; 3] =
-            [doc("A", "a", "a:{id}"), doc("B", "b", "b:{id}"), doc("C", "c", "c:{id}")];
+            [tenant(doc("A", "a", "a:{id}")), tenant(doc("B", "b", "b:{id}")), tenant(doc("C", "c", "c:{id}"))];
         let ks = KeyspaceSpec { name: "K", documents: &DOCS, families: &SHARED[..2] };
         assert_eq!(
             keyspace_problem(&ks).as_str(),
-            "document types `A`, `B` and `C` use the set `scopes`, which keyspace `K` does not declare; add `scopes: set(\"scopes\")`"
+            "document types `A`, `B` and `C` use the set `tenants`, which keyspace `K` does not declare; add `scopes: set(\"tenants\")`"
         );
     }
 
     #[test]
+    fn default_shared_families_belong_to_the_keyspace_implicitly() {
+        // One line: documents on the default change stream, nudge channel
+        // and registry need no declaration...
+        const PLAIN: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
+        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &[] };
+        assert!(keyspace_problem(&ks).is_empty());
+        assert_eq!(check_keyspace(&ks), []);
+        assert_eq!(ks.family_count(), 4, "the hash and the three shared families");
+        // ...and the overlap check still covers them.
+        const CLASH: [DocumentSpec<'static>; 2] =
+            [doc("Job", "job", "job:{id}"), doc("Change", "change", "changes:{id}")];
+        let ks = KeyspaceSpec { name: "Jobs", documents: &CLASH, families: &[] };
+        assert!(
+            keyspace_problem(&ks).as_str().contains("`changes:{id}` of `Change` and family `changes`"),
+            "{}",
+            keyspace_problem(&ks).as_str()
+        );
+        // Declared once, a shared family is not added twice.
+        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &SHARED };
+        assert_eq!(ks.family_count(), 4);
+    }
+
+    #[test]
     fn a_sound_keyspace_has_an_empty_message() {
-        let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_ORDER], families: &SHARED };
+        let ks = KeyspaceSpec {
+            name: "Plant",
+            documents: &[doc("JobOrder", "joborder", "joborder:{id}")],
+            families: &SHARED,
+        };
         assert!(keyspace_problem(&ks).is_empty());
     }
 

@@ -93,13 +93,14 @@ fn keyspace_overlap_names_both() {
 
 #[test]
 fn keyspace_requires_shared_families() {
-    const A: DocumentSpec<'static> = doc("JobOrder", "joborder", "joborder:{id}");
+    const A: DocumentSpec<'static> =
+        DocumentSpec { changes: "orders:changes:{scope}", ..doc("JobOrder", "joborder", "joborder:{id}") };
     let ks = KeyspaceSpec { name: "Plant", documents: &[A], families: &SHARED[1..] };
     let errs = check_keyspace(&ks);
     assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));
     assert_eq!(
         keyspace_problem(&ks).as_str(),
-        "document type `JobOrder` uses the stream `changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"changes:{scope}\")`"
+        "document type `JobOrder` uses the stream `orders:changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"orders:changes:{scope}\")`"
     );
 }
 
