@@ -336,8 +336,18 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     let group_entries = c.groups.iter().map(index_entry);
     let key_fns = key_fns(c, spec);
     let query_fns = query_fns(c, spec.type_name);
+    // Only a type with a list gets `Store::list`: a call on a type without
+    // one is a compile error, not a run-time surprise.
+    let has_list = spec.list.map(|_| {
+        quote! {
+            #[automatically_derived]
+            impl #p::HasList for #ident {}
+        }
+    });
     quote! {
         const _: () = {
+            #has_list
+
             #[automatically_derived]
             impl #p::Document for #ident {
                 const SPEC: #p::DocumentSpec<'static> = #spec_value;

@@ -209,6 +209,15 @@ pub trait Keyspace: Copy + Send + Sync + 'static {
 )]
 pub trait InKeyspace<K: Keyspace>: Document {}
 
+/// A document type with a per-scope list (`list(key = ...)`): implemented
+/// by `#[derive(Document)]` for those types only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no list",
+    label = "declared without `list(key = ...)`",
+    note = "declare a per-scope list on `{Self}` with `#[microdcs(list(key = \"...:{{scope}}\"))]` (add `score = field` for a sorted set)"
+)]
+pub trait HasList: Document {}
+
 /// A document type: implemented by `#[derive(Document)]`.
 pub trait Document {
     /// The spec, checked at compile time.

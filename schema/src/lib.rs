@@ -39,7 +39,7 @@ pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, chec
 #[doc(hidden)]
 pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
-    Document, GroupQuery, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, Keyspace,
+    Document, GroupQuery, HasList, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue, KeySegment, Keyspace,
     ListEntry, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};

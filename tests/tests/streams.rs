@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Change, ChangeKind, Changes, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome,
-    StreamConsumer, Streams, Valkey, ValkeyConfig,
+    BoxError, BoxFuture, Change, ChangeKind, Changes, DeleteOutcome, Document, Entry, Feed, MicroDcsConfig, Poller,
+    PutOutcome, StreamConsumer, Streams, Valkey, ValkeyConfig,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;

@@ -173,8 +173,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// score), by `SSCAN` for a plain set.
     ///
     /// # Errors
-    /// The type has no list, invalid scope, connection errors.
-    pub async fn list(&self, scope: &str, page: Page) -> Result<IdPage> {
+    /// Invalid scope, connection errors.
+    pub async fn list(&self, scope: &str, page: Page) -> Result<IdPage>
+    where
+        D: microdcs_schema::HasList,
+    {
         let t = self
             .plan
             .list
