@@ -4,3 +4,6 @@
 //! so a test and the demo can never drift apart.
 
 pub use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
+
+/// The plant keyspace on a connection.
+pub type PlantHandle = microdcs_valkey::KeyspaceHandle<Plant>;

@@ -1,13 +1,16 @@
 //! Reads: `get`, `find`, `ids`, `list`, and the read of what a write needs.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use redis::Script;
 
 use microdcs_schema::{Document, GroupQuery, UniqueQuery};
 
 use super::Store;
 use super::plan::Ph;
 use super::render_err;
-use super::types::{IdPage, Page, ReadState, Stored, parse_version};
+use super::types::{IdPage, Page, PageAt, ReadState, Stored, parse_version};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 
@@ -166,7 +169,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })?;
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
-        self.read(|| self.sscan(&key, page)).await
+        self.read(|| self.sscan(&key, page.clone())).await
     }
 
     /// A page of the per-scope list: by rank for a sorted-set list (ascending
@@ -185,36 +188,112 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .ok_or_else(|| Error::Protocol { script: "list", reply: format!("{} has no list", D::SPEC.type_name) })?;
         let key = t.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
         if !self.plan.sorted_list {
-            return self.read(|| self.sscan(&key, page)).await;
+            return self.read(|| self.sscan(&key, page.clone())).await;
         }
-        self.read(|| self.zrange(&key, page)).await
+        self.read(|| self.zrange(&key, page.clone())).await
     }
 
     async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {
-        let count = page.count.max(1) as u64;
-        let stop = page.cursor + count - 1;
+        let count = page.count.max(1);
+        let (anchor, score) = match &page.at {
+            PageAt::After { score, id } => (id.as_str(), score.as_str()),
+            _ => ("", ""),
+        };
         let mut con = self.valkey.connection();
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(key)
-            .arg(page.cursor)
-            .arg(stop)
-            .query_async(&mut con)
+        let got: Vec<String> = PAGE_AFTER_SCRIPT
+            .key(key)
+            .arg(count)
+            .arg(anchor)
+            .arg(score)
+            .invoke_async(&mut con)
             .await
             .map_err(|e| Error::from_redis(e, key))?;
-        let next = (ids.len() as u64 == count).then_some(Page { cursor: stop + 1, count: page.count });
+        let mut ids = Vec::with_capacity(got.len() / 2);
+        let mut last = None;
+        for pair in got.chunks_exact(2) {
+            ids.push(pair[0].clone());
+            last = Some(pair[1].clone());
+        }
+        let next = match (ids.len() == count, last, ids.last()) {
+            (true, Some(score), Some(id)) => {
+                Some(Page { count: page.count, at: PageAt::After { score, id: id.clone() } })
+            }
+            _ => None,
+        };
         Ok(IdPage { ids, next })
     }
 
     async fn sscan(&self, key: &str, page: Page) -> Result<IdPage> {
+        let count = page.count.max(1);
+        let mut started = !matches!(page.at, PageAt::Start);
+        let (mut cursor, mut ids) = match page.at {
+            PageAt::Scan { cursor, pending } => (cursor, pending),
+            _ => (0, Vec::new()),
+        };
         let mut con = self.valkey.connection();
-        let (cursor, ids): (u64, Vec<String>) = redis::cmd("SSCAN")
-            .arg(key)
-            .arg(page.cursor)
-            .arg("COUNT")
-            .arg(page.count.max(1))
-            .query_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
-        Ok(IdPage { ids, next: (cursor != 0).then_some(Page { cursor, count: page.count }) })
+        // SSCAN's COUNT is a hint: scan until the page is full or the walk
+        // ends, and carry what does not fit over to the next page.
+        while ids.len() < count && !(started && cursor == 0) {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
+                .arg(key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(count)
+                .query_async(&mut con)
+                .await
+                .map_err(|e| Error::from_redis(e, key))?;
+            started = true;
+            cursor = next;
+            for id in batch {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
+        let next = (cursor != 0 || !pending.is_empty())
+            .then_some(Page { count: page.count, at: PageAt::Scan { cursor, pending } });
+        Ok(IdPage { ids, next })
     }
 }
+
+static PAGE_AFTER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAGE_AFTER));
+
+/// One page of a sorted set after an anchor (score, id), with scores.
+/// While the anchor is still where the last page left it, continue from its
+/// rank; if it moved or left, continue after its old position: the rest of
+/// its score's members above it, then higher scores. Read-only.
+const PAGE_AFTER: &str = "\
+-- KEYS[1] sorted set; ARGV[1] page size; ARGV[2] anchor id ('' for the
+-- first page); ARGV[3] anchor score as the server wrote it.
+-- Returns {id, score, id, score, ...}, at most ARGV[1] pairs.
+local n = tonumber(ARGV[1])
+if ARGV[2] == '' then return redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
+local s = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if s and tonumber(s) == tonumber(ARGV[3]) then
+  local r = redis.call('ZRANK', KEYS[1], ARGV[2])
+  return redis.call('ZRANGE', KEYS[1], r + 1, r + n, 'WITHSCORES')
+end
+-- Byte order, as the sorted set orders members of one score.
+local function above(a, b)
+  local la, lb = #a, #b
+  for i = 1, math.min(la, lb) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return la > lb
+end
+local out = {}
+local tie = redis.call('ZRANGE', KEYS[1], ARGV[3], ARGV[3], 'BYSCORE', 'WITHSCORES')
+for i = 1, #tie, 2 do
+  if #out < 2 * n and above(tie[i], ARGV[2]) then
+    out[#out + 1] = tie[i]
+    out[#out + 1] = tie[i + 1]
+  end
+end
+if #out < 2 * n then
+  local more = redis.call('ZRANGE', KEYS[1], '(' .. ARGV[3], '+inf', 'BYSCORE', 'LIMIT', 0, n - #out / 2, 'WITHSCORES')
+  for i = 1, #more do out[#out + 1] = more[i] end
+end
+return out
+";

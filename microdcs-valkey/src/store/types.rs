@@ -50,26 +50,47 @@ pub enum DeleteOutcome {
     NotFound,
 }
 
-/// A page request: start at `cursor` (0 for the first page), about `count` ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A page request: the first page ([`Page::first`]) or the continuation
+/// an [`IdPage`] hands back. A page holds at most `count` ids.
+///
+/// Sorted lists continue after the last (score, id) returned, not at a rank
+/// offset, so ids inserted or removed meanwhile never make an id that
+/// existed before the first page repeat or be skipped. Sets (plain lists,
+/// group indexes) continue an `SSCAN`: every id present for the whole walk
+/// is returned once; one added or removed meanwhile may or may not be.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
-    /// Rank offset for sorted lists, `SSCAN` cursor for sets; 0 to start.
-    pub cursor: u64,
-    /// Page size (for sets a hint to `SSCAN COUNT`).
-    pub count: usize,
+    pub(super) count: usize,
+    pub(super) at: PageAt,
+}
+
+/// Where a page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum PageAt {
+    /// The beginning.
+    Start,
+    /// An `SSCAN` cursor and ids already scanned but not yet returned.
+    Scan { cursor: u64, pending: Vec<String> },
+    /// After this (score, id) of a sorted set; the score as the server wrote it.
+    After { score: String, id: String },
 }
 
 impl Page {
-    /// The first page of `count` ids.
+    /// The first page of at most `count` ids (at least 1).
     pub fn first(count: usize) -> Self {
-        Page { cursor: 0, count }
+        Page { count: count.max(1), at: PageAt::Start }
+    }
+
+    /// The page size.
+    pub fn count(&self) -> usize {
+        self.count
     }
 }
 
 /// A page of ids and the request for the next one (`None` at the end).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdPage {
-    /// Ids in this page.
+    /// Ids in this page: at most the count asked for.
     pub ids: Vec<String>,
     /// The next page, if there is one.
     pub next: Option<Page>,

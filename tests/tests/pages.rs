@@ -1,0 +1,105 @@
+//! Pages mean what they say: at most the count asked for, and a walk that
+//! returns every id present throughout exactly once, for sets and sorted
+//! sets, even while others insert.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
+use microdcs_tests::{created, server, unique_prefix};
+use microdcs_valkey::{IdPage, Page, Result, Valkey, WriteOptions};
+
+async fn plant(name: &str) -> (microdcs_tests::fixtures::PlantHandle, microdcs_valkey::testing::ValkeyServer) {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix(name), WriteOptions::default()).await.unwrap();
+    (Plant::open(valkey), s)
+}
+
+/// Walks every page from `first`, checking each holds at most `count` ids.
+async fn walk<F, Fut>(count: usize, mut read: F) -> Vec<String>
+where
+    F: FnMut(Page) -> Fut,
+    Fut: Future<Output = Result<IdPage>>,
+{
+    let mut all = Vec::new();
+    let mut page = Some(Page::first(count));
+    let mut pages = 0;
+    while let Some(p) = page {
+        let got = read(p).await.unwrap();
+        assert!(got.ids.len() <= count, "a page of {} ids for a count of {count}", got.ids.len());
+        all.extend(got.ids);
+        page = got.next;
+        pages += 1;
+        assert!(pages < 100_000, "the walk never ends");
+    }
+    all
+}
+
+fn exactly_once(got: &[String], want: &BTreeSet<String>) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for id in got {
+        *seen.entry(id.as_str()).or_default() += 1;
+    }
+    let repeated: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "repeated: {repeated:?}");
+    let missing: Vec<_> = want.iter().filter(|id| !seen.contains_key(id.as_str())).collect();
+    assert!(missing.is_empty(), "missing {} of {}: {:?}", missing.len(), want.len(), &missing[..missing.len().min(5)]);
+}
+
+#[tokio::test]
+async fn a_set_of_1000_in_pages_of_7_holds_at_most_7_and_every_member_once() {
+    let (plant, _s) = plant("pages-set").await;
+    let masters = plant.store::<WorkMaster>();
+    let responses = plant.store::<JobResponse>();
+    let mut want = BTreeSet::new();
+    for i in 0..1000 {
+        let id = format!("wm-{i}");
+        created(&masters, &WorkMaster { id: id.clone(), scope: "s1".into(), name: "n".into() }).await;
+        created(&responses, &JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["Running"])).await;
+        want.insert(id);
+    }
+    // The plain-set list.
+    let got = walk(7, |p| masters.list("s1", p)).await;
+    assert_eq!(got.len(), 1000);
+    exactly_once(&got, &want);
+    // A group index.
+    let got = walk(7, |p| responses.ids(JobResponse::by_state("s1", "Running"), p)).await;
+    let want: BTreeSet<String> = (0..1000).map(|i| format!("r-{i}")).collect();
+    assert_eq!(got.len(), 1000);
+    exactly_once(&got, &want);
+}
+
+#[tokio::test]
+async fn a_sorted_list_read_while_100_are_inserted_never_repeats_or_skips() {
+    let (plant, _s) = plant("pages-sorted").await;
+    let responses = plant.store::<JobResponse>();
+    let mut want = BTreeSet::new();
+    // 300 responses, many sharing a start time (ties ordered by id).
+    for i in 0..300 {
+        let id = format!("r-{i:03}");
+        let r = JobResponse { start_time: (i / 7) as i64 * 10, ..JobResponse::new(&id, "s1", &id, &["Running"]) };
+        created(&responses, &r).await;
+        want.insert(id);
+    }
+    let writer = {
+        let responses = responses.clone();
+        tokio::spawn(async move {
+            // Inserted while the walk runs, before and after its position,
+            // and on the very scores the walk stands on.
+            for i in 0..100u32 {
+                let id = format!("n-{i:03}");
+                let start = i64::from((i * 37) % 450);
+                let r = JobResponse { start_time: start, ..JobResponse::new(&id, "s1", &id, &["Running"]) };
+                created(&responses, &r).await;
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let got = walk(10, |p| responses.list("s1", p)).await;
+    writer.await.unwrap();
+    let before: Vec<String> = got.iter().filter(|id| id.starts_with("r-")).cloned().collect();
+    exactly_once(&got, &want);
+    assert_eq!(before.len(), 300);
+    let total = walk(1000, |p| responses.list("s1", p)).await;
+    assert_eq!(total.len(), 400, "every response once when nothing moves");
+}
