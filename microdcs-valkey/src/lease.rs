@@ -29,8 +29,15 @@
 //! closed: acquire and renew return [`Error::LeaseCorrupt`] and leave the
 //! counter untouched; release still deletes the record so the lease can be
 //! taken again.
+//!
+//! # Metadata
+//!
+//! Owners, lease ids and request ids are lease metadata: `Debug` of
+//! [`Lease`], [`Acquire`] and [`MemoryLeases`] shows them as `***`, and the
+//! errors and log lines of this module never carry them.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -43,8 +50,8 @@ use crate::family::FamilyKey;
 use crate::retry;
 use crate::store::new_op_id;
 
-/// A held lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A held lease. Its `Debug` hides the grant id and the owner.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Lease {
     /// Lease name.
     pub name: String,
@@ -58,8 +65,24 @@ pub struct Lease {
     pub ttl: Duration,
 }
 
-/// The outcome of an acquire.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Stands for lease metadata (owners, lease ids, request ids) in `Debug`
+/// output, errors and logs.
+const REDACTED: &str = "***";
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.name)
+            .field("id", &REDACTED)
+            .field("owner", &REDACTED)
+            .field("token", &self.token)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+/// The outcome of an acquire. Its `Debug` hides owners.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Acquire {
     /// Ours.
     Acquired(Lease),
@@ -70,6 +93,17 @@ pub enum Acquire {
         /// Its remaining lifetime (server time).
         remaining: Duration,
     },
+}
+
+impl fmt::Debug for Acquire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Acquire::Acquired(l) => f.debug_tuple("Acquired").field(l).finish(),
+            Acquire::Held { remaining, .. } => {
+                f.debug_struct("Held").field("owner", &REDACTED).field("remaining", remaining).finish()
+            }
+        }
+    }
 }
 
 /// A lease backend: Valkey ([`LeaseStore`]) or in memory ([`MemoryLeases`]).
@@ -241,12 +275,21 @@ fn fingerprint(op: &str, fields: &[&str]) -> String {
 }
 
 fn check_request(request_id: &str) -> Result<()> {
-    if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(request_id.to_owned())) }
+    if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(REDACTED.to_owned())) }
 }
 
-fn common(name: &str, r: &[String], request_id: &str) -> Result<()> {
+fn conflict() -> Error {
+    Error::RequestConflict { request_id: REDACTED.to_owned() }
+}
+
+/// An unexpected reply, by its status only: the other fields can hold an owner.
+fn protocol(script: &'static str, r: &[String]) -> Error {
+    Error::Protocol { script, reply: crate::error::short(&r.first().map_or("", String::as_str)) }
+}
+
+fn common(name: &str, r: &[String]) -> Result<()> {
     match r.first().map(String::as_str) {
-        Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
+        Some("conflict") => Err(conflict()),
         Some("corrupt") => {
             Err(Error::LeaseCorrupt { name: name.to_owned(), reason: r.get(1).cloned().unwrap_or_default() })
         }
@@ -266,19 +309,19 @@ impl LeaseBackend for LeaseStore {
         let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.acquire, &keys, &args).await?;
-        common(name, &r, request_id)?;
+        common(name, &r)?;
         match r.first().map(String::as_str) {
             Some("acquired") => Ok(Acquire::Acquired(Lease {
                 name: name.to_owned(),
                 id: r[1].clone(),
                 owner: owner.to_owned(),
-                token: r[2].parse().map_err(|_| Error::Protocol { script: "lease acquire", reply: r[2].clone() })?,
+                token: r[2].parse().map_err(|_| protocol("lease acquire", &r))?,
                 ttl,
             })),
             Some("held") => {
                 Ok(Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) })
             }
-            _ => Err(Error::Protocol { script: "lease acquire", reply: format!("{r:?}") }),
+            _ => Err(protocol("lease acquire", &r)),
         }
     }
 
@@ -296,11 +339,11 @@ impl LeaseBackend for LeaseStore {
             ms(REQUEST_CACHE_TTL).to_string(),
         ];
         let r = self.run(&self.renew, &keys, &args).await?;
-        common(&lease.name, &r, request_id)?;
+        common(&lease.name, &r)?;
         match r.first().map(String::as_str) {
             Some("renewed") => Ok(ttl),
             Some("lost") => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
-            _ => Err(Error::Protocol { script: "lease renew", reply: format!("{r:?}") }),
+            _ => Err(protocol("lease renew", &r)),
         }
     }
 
@@ -312,10 +355,10 @@ impl LeaseBackend for LeaseStore {
             vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.release, &keys, &args).await?;
         match r.first().map(String::as_str) {
-            Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
+            Some("conflict") => Err(conflict()),
             Some("released") => Ok(()),
             Some("notheld") => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
-            _ => Err(Error::Protocol { script: "lease release", reply: format!("{r:?}") }),
+            _ => Err(protocol("lease release", &r)),
         }
     }
 
@@ -331,7 +374,7 @@ impl LeaseBackend for LeaseStore {
             Some("corrupt") => {
                 Err(Error::LeaseCorrupt { name: name.to_owned(), reason: "the fence counter is not a number".into() })
             }
-            _ => Err(Error::Protocol { script: "fenced write", reply: format!("{r:?}") }),
+            _ => Err(protocol("fenced write", &r)),
         }
     }
 
@@ -366,10 +409,22 @@ struct MemState {
 }
 
 /// [`LeaseBackend`] in memory, for a single process and tests; same
-/// semantics as [`LeaseStore`], with the process clock.
-#[derive(Debug, Default)]
+/// semantics as [`LeaseStore`], with the process clock. Its `Debug` shows
+/// counts only (no owners or request ids).
+#[derive(Default)]
 pub struct MemoryLeases {
     state: Mutex<MemState>,
+}
+
+impl fmt::Debug for MemoryLeases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.lock();
+        f.debug_struct("MemoryLeases")
+            .field("records", &st.records.len())
+            .field("fences", &st.fences.len())
+            .field("cached_requests", &st.requests.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryLeases {
@@ -383,7 +438,7 @@ impl MemoryLeases {
     ) -> Option<Result<Vec<String>>> {
         st.requests.retain(|_, (_, _, until)| *until > now);
         let (cfp, r, _) = st.requests.get(&(name.to_owned(), request_id.to_owned()))?;
-        Some(if cfp == fp { Ok(r.clone()) } else { Err(Error::RequestConflict { request_id: request_id.to_owned() }) })
+        Some(if cfp == fp { Ok(r.clone()) } else { Err(conflict()) })
     }
 
     fn remember(st: &mut MemState, name: &str, request_id: &str, fp: String, r: &[String], now: Instant) {

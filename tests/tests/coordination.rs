@@ -113,9 +113,18 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     assert_eq!(b.fence(name).await.unwrap(), a.token);
     // Idempotent by request id; a different call with the same id conflicts.
     assert_eq!(acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap()), a);
-    assert!(matches!(b.acquire(name, "mallory", ttl, "req-a1").await, Err(Error::RequestConflict { .. })));
+    let conflict = b.acquire(name, "mallory", ttl, "req-a1").await.unwrap_err();
+    assert!(matches!(conflict, Error::RequestConflict { .. }), "{conflict:?}");
+    // Owners, lease ids and request ids are lease metadata: never in Debug or error texts.
+    for text in [format!("{conflict:?}"), conflict.to_string(), format!("{a:?}")] {
+        for secret in ["req-a1", "mallory", "alice", a.id.as_str()] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
     match b.acquire(name, "bob", ttl, "req-b1").await.unwrap() {
-        Acquire::Held { owner, remaining } => {
+        held @ Acquire::Held { .. } => {
+            assert!(!format!("{held:?}").contains("alice"), "{held:?}");
+            let Acquire::Held { owner, remaining } = held else { unreachable!() };
             assert_eq!(owner, "alice");
             assert!(remaining <= ttl);
         }

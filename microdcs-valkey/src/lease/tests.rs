@@ -13,3 +13,34 @@ fn ttl_bounds() {
     assert!(matches!(check_ttl(Duration::ZERO), Err(Error::InvalidArgument(_))));
     assert!(matches!(check_ttl(MAX_TTL + Duration::from_secs(1)), Err(Error::InvalidArgument(_))));
 }
+
+fn block<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+#[test]
+fn debug_redacts_owner_and_ids() {
+    let m = MemoryLeases::default();
+    let Acquire::Acquired(l) = block(m.acquire("press", "alice", Duration::from_secs(5), "req-secret")).unwrap() else {
+        panic!("free lease")
+    };
+    let held = block(m.acquire("press", "bob", Duration::from_secs(5), "req-other")).unwrap();
+    let conflict = block(m.acquire("press", "mallory", Duration::from_secs(5), "req-secret")).unwrap_err();
+    let bad_id = block(m.acquire("press", "alice", Duration::from_secs(5), "bad id!")).unwrap_err();
+    for text in [
+        format!("{l:?}"),
+        format!("{held:?}"),
+        format!("{m:?}"),
+        format!("{conflict:?}"),
+        conflict.to_string(),
+        format!("{bad_id:?}"),
+        bad_id.to_string(),
+    ] {
+        for secret in ["alice", "bob", "mallory", "req-secret", "req-other", "bad id!", l.id.as_str()] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
+    // What is not metadata stays visible.
+    assert!(format!("{l:?}").contains("press") && format!("{l:?}").contains("token: 1"), "{l:?}");
+    assert!(matches!(conflict, Error::RequestConflict { .. }));
+}
