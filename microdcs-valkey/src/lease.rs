@@ -42,7 +42,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
@@ -109,7 +109,9 @@ impl fmt::Debug for Acquire {
 /// A lease backend: Valkey ([`LeaseStore`]) or in memory ([`MemoryLeases`]).
 /// `request_id` makes a call idempotent: repeated with the same id and
 /// arguments it returns the first result; with other arguments it fails
-/// with [`Error::RequestConflict`].
+/// with [`Error::RequestConflict`]. A write whose outcome stays unknown
+/// after the configured attempts ends with [`Error::UnknownOutcome`]; a key
+/// of the wrong type is [`Error::WrongType`].
 pub trait LeaseBackend: Send + Sync {
     /// Takes the lease if it is free or expired, with a new fencing token.
     fn acquire(
@@ -125,7 +127,9 @@ pub trait LeaseBackend: Send + Sync {
     /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`] otherwise).
     fn release(&self, lease: &Lease, request_id: &str) -> impl Future<Output = Result<()>> + Send;
     /// Writes `value` as the protected data of `name` unless a newer token
-    /// was issued ([`Error::Fenced`]).
+    /// was issued ([`Error::Fenced`]). After an attempt with an unknown
+    /// outcome the write runs again, so a `Fenced` answer then may follow a
+    /// write that did land before the newer token.
     fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> impl Future<Output = Result<()>> + Send;
     /// The protected data of `name`.
     fn read_protected(&self, name: &str) -> impl Future<Output = Result<Option<Vec<u8>>>> + Send;
@@ -143,6 +147,25 @@ const ACQUIRE: &str = include_str!("lease/acquire.lua");
 const RENEW: &str = include_str!("lease/renew.lua");
 const RELEASE: &str = include_str!("lease/release.lua");
 const FENCED_WRITE: &str = include_str!("lease/fenced_write.lua");
+
+/// The error of a script call that did not answer: after the last attempt
+/// with an unknown outcome the same [`Error::UnknownOutcome`] as a store
+/// write; a wrong-type key by the server's error code.
+pub(crate) fn call_error(failure: retry::Failure, key: &str) -> Error {
+    match failure {
+        retry::Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
+        failed @ retry::Failure::Failed(_) => server_error(failed.into_source(), key),
+    }
+}
+
+/// A server error; WRONGTYPE by its code, as the message text may change.
+fn server_error(e: redis::RedisError, key: &str) -> Error {
+    if e.code() == Some("WRONGTYPE") {
+        Error::WrongType { key: key.to_owned(), detail: e.to_string() }
+    } else {
+        Error::Redis(e)
+    }
+}
 
 const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
 
@@ -245,10 +268,15 @@ impl LeaseStore {
         for a in args {
             inv.arg(a);
         }
-        let key = keys.first().map_or("", String::as_str);
-        match retry::invoke(&self.valkey, &inv, "lease call", key).await {
+        self.invoke(&inv, keys.first().map_or("", String::as_str)).await
+    }
+
+    /// `key` names the call in the log and in errors: the first key, which
+    /// never holds a request id.
+    async fn invoke(&self, inv: &ScriptInvocation<'_>, key: &str) -> Result<Vec<String>> {
+        match retry::invoke(&self.valkey, inv, "lease call", key).await {
             Ok(reply) => Ok(texts(&reply.value)),
-            Err(failure) => Err(Error::from_redis(failure.into_source(), key)),
+            Err(failure) => Err(call_error(failure, key)),
         }
     }
 }
@@ -365,9 +393,9 @@ impl LeaseBackend for LeaseStore {
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
         let fence = self.key(&self.fence_t, &[name])?;
         let data = self.key(&self.data, &[name])?;
-        let mut con = self.valkey.connection();
-        let v: Value = self.fenced.key(&fence).key(&data).arg(token).arg(value).invoke_async(&mut con).await?;
-        let r = texts(&v);
+        let mut inv = self.fenced.prepare_invoke();
+        inv.key(&fence).key(&data).arg(token).arg(value);
+        let r = self.invoke(&inv, &fence).await?;
         match r.first().map(String::as_str) {
             Some("written") => Ok(()),
             Some("fenced") => Err(Error::Fenced { name: name.to_owned(), token, highest: r[1].parse().unwrap_or(0) }),
@@ -381,13 +409,14 @@ impl LeaseBackend for LeaseStore {
     async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
         let data = self.key(&self.data, &[name])?;
         let mut con = self.valkey.connection();
-        Ok(redis::cmd("GET").arg(&data).query_async(&mut con).await?)
+        redis::cmd("GET").arg(&data).query_async(&mut con).await.map_err(|e| server_error(e, &data))
     }
 
     async fn fence(&self, name: &str) -> Result<u64> {
         let fence = self.key(&self.fence_t, &[name])?;
         let mut con = self.valkey.connection();
-        let v: Option<String> = redis::cmd("GET").arg(&fence).query_async(&mut con).await?;
+        let v: Option<String> =
+            redis::cmd("GET").arg(&fence).query_async(&mut con).await.map_err(|e| server_error(e, &fence))?;
         Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
     }
 }

@@ -346,3 +346,28 @@ async fn lease_keys_come_from_the_declared_keyspace() {
     let err = LeaseStore::new(v.clone()).with_families(wrong).unwrap_err();
     assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lease_fence")), "{err}");
 }
+
+#[tokio::test]
+async fn lease_calls_out_of_attempts_end_with_unknown_outcome() {
+    let s = server();
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let once = WriteOptions { attempts: 1, ..WriteOptions::default() };
+    let through = Valkey::connect_url(&proxy.url(), unique_prefix("unknown"), once).await.unwrap();
+    let store = LeaseStore::new(through.clone());
+    // Load the scripts first so each cut hits the call itself.
+    let l = acquired(store.acquire("press", "alice", Duration::from_secs(30), "u-1").await.unwrap());
+    store.fenced_write("press", l.token, b"v").await.unwrap();
+    let record = format!("{}:lease:{{press}}", through.prefix());
+    let fence = format!("{}:lease:{{press}}:fence", through.prefix());
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    match store.renew(&l, Duration::from_secs(30), "u-2").await {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (record.as_str(), 1)),
+        other => panic!("renew: {other:?}"),
+    }
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    match store.fenced_write("press", l.token, b"w").await {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (fence.as_str(), 1)),
+        other => panic!("fenced write: {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 2);
+}
