@@ -26,9 +26,14 @@
 //! script) for every write the lease protects. A lease alone is advisory.
 //!
 //! Corrupt state (a record without TTL, a malformed record or counter) fails
-//! closed: acquire and renew return [`Error::LeaseCorrupt`] and leave the
-//! counter untouched; release still deletes the record so the lease can be
-//! taken again.
+//! closed: acquire, renew, [`LeaseBackend::fence`] and the fenced write return
+//! [`Error::LeaseCorrupt`] and change nothing; release still deletes a corrupt
+//! record (also one of the wrong type) so the lease can be taken again, and
+//! logs a warning saying what it removed. A counter or token is valid only as
+//! canonical decimal text (digits, no leading zero, at most 2^53-1, the
+//! largest integer a Lua number holds exactly); the scripts and the Rust
+//! reader share that grammar. A key of the wrong Valkey type is
+//! [`Error::WrongType`] in every operation.
 //!
 //! # Metadata
 //!
@@ -124,16 +129,20 @@ pub trait LeaseBackend: Send + Sync {
     /// Extends a lease still held (same id, owner and token); an expired one
     /// cannot be revived ([`Error::LeaseLost`]).
     fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> impl Future<Output = Result<Duration>> + Send;
-    /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`] otherwise).
+    /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`]
+    /// otherwise). A corrupt record is deleted whoever asks (logged as a
+    /// warning), so it cannot block the lease for good.
     fn release(&self, lease: &Lease, request_id: &str) -> impl Future<Output = Result<()>> + Send;
     /// Writes `value` as the protected data of `name` unless a newer token
-    /// was issued ([`Error::Fenced`]). After an attempt with an unknown
-    /// outcome the write runs again, so a `Fenced` answer then may follow a
-    /// write that did land before the newer token.
+    /// was issued ([`Error::Fenced`]). A token above 2^53-1 was never issued
+    /// ([`Error::InvalidArgument`]). After an attempt with an unknown outcome
+    /// the write runs again, so a `Fenced` answer then may follow a write
+    /// that did land before the newer token.
     fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> impl Future<Output = Result<()>> + Send;
     /// The protected data of `name`.
     fn read_protected(&self, name: &str) -> impl Future<Output = Result<Option<Vec<u8>>>> + Send;
-    /// The highest token issued for `name` (0 if none).
+    /// The highest token issued for `name` (0 if none); a counter that is
+    /// not a canonical number is [`Error::LeaseCorrupt`], never 0.
     fn fence(&self, name: &str) -> impl Future<Output = Result<u64>> + Send;
 }
 
@@ -142,11 +151,27 @@ pub trait LeaseBackend: Send + Sync {
 // from its cache (or refuse it when the arguments differ), so running one
 // again after a lost reply is safe; then they check the record, failing
 // closed on corrupt state (release deletes it instead, so the lease can be
-// taken again), act, and cache the result.
-const ACQUIRE: &str = include_str!("lease/acquire.lua");
-const RENEW: &str = include_str!("lease/renew.lua");
-const RELEASE: &str = include_str!("lease/release.lua");
-const FENCED_WRITE: &str = include_str!("lease/fenced_write.lua");
+// taken again), act, and cache the result. `common.lua` goes in front of
+// each, so the counter grammar and the type check exist once.
+const ACQUIRE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/acquire.lua"));
+const RENEW: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/renew.lua"));
+const RELEASE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/release.lua"));
+const FENCED_WRITE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/fenced_write.lua"));
+
+/// The largest counter or token: the largest integer a Lua number (a
+/// double) holds exactly. The scripts use the same bound (`common.lua`).
+const MAX_COUNTER: u64 = (1 << 53) - 1;
+
+/// A counter or token text in the one grammar of the scripts: digits only,
+/// no leading zero (except "0"), at most [`MAX_COUNTER`].
+pub(crate) fn parse_counter(s: &str) -> Option<u64> {
+    let canonical = s == "0" || (s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() && !s.starts_with('0'));
+    // 17 digits or more is too big whatever the value; never parse it.
+    if !canonical || s.len() > 16 {
+        return None;
+    }
+    s.parse().ok().filter(|n| *n <= MAX_COUNTER)
+}
 
 /// The error of a script call that did not answer: after the last attempt
 /// with an unknown outcome the same [`Error::UnknownOutcome`] as a store
@@ -279,6 +304,11 @@ impl LeaseStore {
             Err(failure) => Err(call_error(failure, key)),
         }
     }
+
+    /// The request cache key of `name` with the request id hidden, for errors.
+    fn request_shown(&self, name: &str) -> String {
+        self.key(&self.request, &[name, REDACTED]).unwrap_or_else(|_| format!("request cache of lease `{name}`"))
+    }
 }
 
 /// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
@@ -310,19 +340,42 @@ fn conflict() -> Error {
     Error::RequestConflict { request_id: REDACTED.to_owned() }
 }
 
-/// An unexpected reply, by its status only: the other fields can hold an owner.
-fn protocol(script: &'static str, r: &[String]) -> Error {
-    Error::Protocol { script, reply: crate::error::short(&r.first().map_or("", String::as_str)) }
+fn check_token(token: u64) -> Result<()> {
+    if token > MAX_COUNTER {
+        Err(Error::InvalidArgument(format!("token {token}: no token above 2^53-1 is ever issued")))
+    } else {
+        Ok(())
+    }
 }
 
-fn common(name: &str, r: &[String]) -> Result<()> {
-    match r.first().map(String::as_str) {
-        Some("conflict") => Err(conflict()),
-        Some("corrupt") => {
-            Err(Error::LeaseCorrupt { name: name.to_owned(), reason: r.get(1).cloned().unwrap_or_default() })
+/// Field `i` of a script reply ("" when missing).
+fn field(r: &[String], i: usize) -> &str {
+    r.get(i).map_or("", String::as_str)
+}
+
+/// An unexpected reply, by its status only: the other fields can hold an owner.
+fn protocol(script: &'static str, r: &[String]) -> Error {
+    Error::Protocol { script, reply: crate::error::short(&field(r, 0)) }
+}
+
+/// The replies every script can give: `keys` maps the key roles a script
+/// names to the keys shown in errors.
+fn common(name: &str, r: &[String], keys: &[(&str, &str)]) -> Result<()> {
+    match field(r, 0) {
+        "conflict" => Err(conflict()),
+        "corrupt" => Err(Error::LeaseCorrupt { name: name.to_owned(), reason: field(r, 1).to_owned() }),
+        "wrongtype" => {
+            let role = field(r, 1);
+            let key =
+                keys.iter().find(|(k, _)| *k == role).map_or_else(|| role.to_owned(), |(_, key)| (*key).to_owned());
+            Err(Error::WrongType { key, detail: format!("the lease {role} key holds another Valkey type") })
         }
         _ => Ok(()),
     }
+}
+
+fn millis_field(script: &'static str, r: &[String], i: usize) -> Result<Duration> {
+    field(r, i).parse().map(Duration::from_millis).map_err(|_| protocol(script, r))
 }
 
 impl LeaseBackend for LeaseStore {
@@ -337,17 +390,18 @@ impl LeaseBackend for LeaseStore {
         let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.acquire, &keys, &args).await?;
-        common(name, &r)?;
-        match r.first().map(String::as_str) {
-            Some("acquired") => Ok(Acquire::Acquired(Lease {
+        let request = self.request_shown(name);
+        common(name, &r, &[("record", &keys[0]), ("fence", &keys[1]), ("request", &request)])?;
+        match field(&r, 0) {
+            "acquired" => Ok(Acquire::Acquired(Lease {
                 name: name.to_owned(),
-                id: r[1].clone(),
+                id: field(&r, 1).to_owned(),
                 owner: owner.to_owned(),
-                token: r[2].parse().map_err(|_| protocol("lease acquire", &r))?,
+                token: parse_counter(field(&r, 2)).ok_or_else(|| protocol("lease acquire", &r))?,
                 ttl,
             })),
-            Some("held") => {
-                Ok(Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) })
+            "held" => {
+                Ok(Acquire::Held { owner: field(&r, 1).to_owned(), remaining: millis_field("lease acquire", &r, 2)? })
             }
             _ => Err(protocol("lease acquire", &r)),
         }
@@ -367,10 +421,11 @@ impl LeaseBackend for LeaseStore {
             ms(REQUEST_CACHE_TTL).to_string(),
         ];
         let r = self.run(&self.renew, &keys, &args).await?;
-        common(&lease.name, &r)?;
-        match r.first().map(String::as_str) {
-            Some("renewed") => Ok(ttl),
-            Some("lost") => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
+        let request = self.request_shown(&lease.name);
+        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+        match field(&r, 0) {
+            "renewed" => Ok(ttl),
+            "lost" => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
             _ => Err(protocol("lease renew", &r)),
         }
     }
@@ -382,27 +437,40 @@ impl LeaseBackend for LeaseStore {
         let args =
             vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.release, &keys, &args).await?;
-        match r.first().map(String::as_str) {
-            Some("conflict") => Err(conflict()),
-            Some("released") => Ok(()),
-            Some("notheld") => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
+        let request = self.request_shown(&lease.name);
+        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+        match field(&r, 0) {
+            "released" => {
+                let cleaned = field(&r, 1);
+                if !cleaned.is_empty() {
+                    tracing::warn!(lease = %lease.name, reason = cleaned, "release deleted a corrupt lease record");
+                }
+                Ok(())
+            }
+            "notheld" => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
             _ => Err(protocol("lease release", &r)),
         }
     }
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        check_token(token)?;
         let fence = self.key(&self.fence_t, &[name])?;
         let data = self.key(&self.data, &[name])?;
         let mut inv = self.fenced.prepare_invoke();
         inv.key(&fence).key(&data).arg(token).arg(value);
         let r = self.invoke(&inv, &fence).await?;
-        match r.first().map(String::as_str) {
-            Some("written") => Ok(()),
-            Some("fenced") => Err(Error::Fenced { name: name.to_owned(), token, highest: r[1].parse().unwrap_or(0) }),
-            Some("corrupt") => {
-                Err(Error::LeaseCorrupt { name: name.to_owned(), reason: "the fence counter is not a number".into() })
+        match field(&r, 0) {
+            "written" => Ok(()),
+            "fenced" => Err(Error::Fenced {
+                name: name.to_owned(),
+                token,
+                highest: parse_counter(field(&r, 1)).ok_or_else(|| protocol("fenced write", &r))?,
+            }),
+            "corrupt" => Err(counter_corrupt(name)),
+            _ => {
+                common(name, &r, &[("fence", &fence), ("data", &data)])?;
+                Err(protocol("fenced write", &r))
             }
-            _ => Err(protocol("fenced write", &r)),
         }
     }
 
@@ -415,9 +483,19 @@ impl LeaseBackend for LeaseStore {
     async fn fence(&self, name: &str) -> Result<u64> {
         let fence = self.key(&self.fence_t, &[name])?;
         let mut con = self.valkey.connection();
-        let v: Option<String> =
+        let v: Option<Vec<u8>> =
             redis::cmd("GET").arg(&fence).query_async(&mut con).await.map_err(|e| server_error(e, &fence))?;
-        Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
+        match v {
+            None => Ok(0),
+            Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),
+        }
+    }
+}
+
+fn counter_corrupt(name: &str) -> Error {
+    Error::LeaseCorrupt {
+        name: name.to_owned(),
+        reason: "the fence counter is not a whole number from 0 to 2^53-1".into(),
     }
 }
 
@@ -495,6 +573,12 @@ impl LeaseBackend for MemoryLeases {
             None => {
                 let r = match Self::live(&st, name, now) {
                     Some(rec) => vec!["held".into(), rec.owner, (rec.until - now).as_millis().to_string()],
+                    None if st.fences.get(name).copied().unwrap_or(0) >= MAX_COUNTER => {
+                        return Err(Error::LeaseCorrupt {
+                            name: name.to_owned(),
+                            reason: "the fence counter is at 2^53-1: no further token can be issued".into(),
+                        });
+                    }
                     None => {
                         let token = st.fences.get(name).copied().unwrap_or(0) + 1;
                         st.fences.insert(name.to_owned(), token);
@@ -574,6 +658,7 @@ impl LeaseBackend for MemoryLeases {
     }
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        check_token(token)?;
         let mut st = self.lock();
         let highest = st.fences.get(name).copied().unwrap_or(0);
         if token < highest {

@@ -46,6 +46,17 @@ fn debug_redacts_owner_and_ids() {
 }
 
 #[test]
+fn one_counter_grammar() {
+    for ok in ["0", "1", "42", "9007199254740991"] {
+        assert_eq!(parse_counter(ok), Some(ok.parse().unwrap()), "{ok}");
+    }
+    for bad in ["", "xyz", "-3", "+3", "1e3", " 1", "1 ", "01", "00", "9007199254740992", "99999999999999999999", "1.0"]
+    {
+        assert_eq!(parse_counter(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
 fn unknown_outcome_after_the_last_attempt() {
     let cut = || redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
     match call_error(retry::Failure::Unknown { source: cut(), attempts: 4 }, "k") {
