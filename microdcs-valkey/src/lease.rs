@@ -66,7 +66,8 @@ pub struct Lease {
     pub owner: String,
     /// Fencing token: strictly larger for every grant of this name.
     pub token: u64,
-    /// Lifetime granted.
+    /// Lifetime granted: what the backend holds (whole milliseconds), not
+    /// necessarily what was asked for.
     pub ttl: Duration,
 }
 
@@ -127,7 +128,8 @@ pub trait LeaseBackend: Send + Sync {
         request_id: &str,
     ) -> impl Future<Output = Result<Acquire>> + Send;
     /// Extends a lease still held (same id, owner and token); an expired one
-    /// cannot be revived ([`Error::LeaseLost`]).
+    /// cannot be revived ([`Error::LeaseLost`]). Returns the lifetime the
+    /// backend now holds.
     fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> impl Future<Output = Result<Duration>> + Send;
     /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`]
     /// otherwise). A corrupt record is deleted whoever asks (logged as a
@@ -398,7 +400,7 @@ impl LeaseBackend for LeaseStore {
                 id: field(&r, 1).to_owned(),
                 owner: owner.to_owned(),
                 token: parse_counter(field(&r, 2)).ok_or_else(|| protocol("lease acquire", &r))?,
-                ttl,
+                ttl: millis_field("lease acquire", &r, 3)?,
             })),
             "held" => {
                 Ok(Acquire::Held { owner: field(&r, 1).to_owned(), remaining: millis_field("lease acquire", &r, 2)? })
@@ -424,7 +426,7 @@ impl LeaseBackend for LeaseStore {
         let request = self.request_shown(&lease.name);
         common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
         match field(&r, 0) {
-            "renewed" => Ok(ttl),
+            "renewed" => millis_field("lease renew", &r, 1),
             "lost" => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
             _ => Err(protocol("lease renew", &r)),
         }
@@ -534,6 +536,11 @@ impl fmt::Debug for MemoryLeases {
     }
 }
 
+/// A lifetime as the server holds it: whole milliseconds, at least one.
+fn held_ttl(ttl: Duration) -> Duration {
+    Duration::from_millis(ms(ttl))
+}
+
 impl MemoryLeases {
     fn cached(
         &self,
@@ -585,9 +592,9 @@ impl LeaseBackend for MemoryLeases {
                         let id = new_op_id();
                         st.records.insert(
                             name.to_owned(),
-                            MemRecord { id: id.clone(), owner: owner.into(), token, until: now + ttl },
+                            MemRecord { id: id.clone(), owner: owner.into(), token, until: now + held_ttl(ttl) },
                         );
-                        vec!["acquired".into(), id, token.to_string()]
+                        vec!["acquired".into(), id, token.to_string(), ms(ttl).to_string()]
                     }
                 };
                 Self::remember(&mut st, name, request_id, fp, &r, now);
@@ -600,7 +607,7 @@ impl LeaseBackend for MemoryLeases {
                 id: r[1].clone(),
                 owner: owner.into(),
                 token: r[2].parse().unwrap_or(0),
-                ttl,
+                ttl: Duration::from_millis(r[3].parse().unwrap_or(0)),
             }),
             _ => Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) },
         })
@@ -618,9 +625,9 @@ impl LeaseBackend for MemoryLeases {
                 let r = match Self::live(&st, &lease.name, now) {
                     Some(rec) if rec.id == lease.id && rec.owner == lease.owner && rec.token == lease.token => {
                         if let Some(rec) = st.records.get_mut(&lease.name) {
-                            rec.until = now + ttl;
+                            rec.until = now + held_ttl(ttl);
                         }
-                        vec!["renewed".to_owned()]
+                        vec!["renewed".to_owned(), ms(ttl).to_string()]
                     }
                     _ => vec!["lost".to_owned()],
                 };
@@ -628,7 +635,11 @@ impl LeaseBackend for MemoryLeases {
                 r
             }
         };
-        if r[0] == "renewed" { Ok(ttl) } else { Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }) }
+        if r[0] == "renewed" {
+            Ok(Duration::from_millis(r[1].parse().unwrap_or(0)))
+        } else {
+            Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token })
+        }
     }
 
     async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {

@@ -152,6 +152,12 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     b.release(&c, "req-c2").await.unwrap();
     let d = acquired(b.acquire(name, "dave", ttl, "req-d1").await.unwrap());
     assert!(d.token > c.token);
+    // The granted lifetime is what the backend holds: whole milliseconds.
+    let asked = Duration::from_micros(1_500_700);
+    b.release(&d, "req-d2").await.unwrap();
+    let e = acquired(b.acquire(name, "erin", asked, "req-e1").await.unwrap());
+    assert_eq!(e.ttl, Duration::from_millis(1500), "acquire returns the lifetime held");
+    assert_eq!(b.renew(&e, Duration::from_micros(2_000_900), "req-e2").await.unwrap(), Duration::from_millis(2000));
     // No token above 2^53-1 is ever issued: such a write is refused as an argument.
     assert!(matches!(b.fenced_write(name, 1 << 53, b"x").await, Err(Error::InvalidArgument(_))));
 }
@@ -476,6 +482,23 @@ async fn release_cleans_up_a_wrong_type_record() {
     }
     let m = acquired(store.acquire("silo", "bob", Duration::from_secs(5), "s-2").await.unwrap());
     assert_eq!(m.token, l.token + 1);
+}
+
+#[tokio::test]
+async fn granted_ttl_is_the_servers() {
+    let s = server();
+    let v = valkey(&s, "granted").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let record = format!("{}:lease:{{belt}}", v.prefix());
+    let l = acquired(store.acquire("belt", "alice", Duration::from_micros(3_000_900), "t-1").await.unwrap());
+    let held: u64 = redis::cmd("PTTL").arg(&record).query_async(&mut raw).await.unwrap();
+    assert_eq!(l.ttl, Duration::from_millis(3000));
+    assert!(Duration::from_millis(held) <= l.ttl, "{held} ms held, {:?} granted", l.ttl);
+    let granted = store.renew(&l, Duration::from_micros(4_000_900), "t-2").await.unwrap();
+    let held: u64 = redis::cmd("PTTL").arg(&record).query_async(&mut raw).await.unwrap();
+    assert_eq!(granted, Duration::from_millis(4000));
+    assert!(Duration::from_millis(held) <= granted && Duration::from_millis(held) > Duration::from_millis(3000));
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 -- ARGV[4] new lease id
 -- ARGV[5] request cache ttl in ms
 -- Returns {status, a, b, c}:
---   {'acquired', lease id, token, ttl ms}  taken, with a new fencing token
+--   {'acquired', lease id, token, ttl ms}  taken, with a new fencing token; the TTL the server holds
 --   {'held', owner, remaining ms, ''}      someone holds it
 --   {'corrupt', reason, '', ''}            corrupt record or counter; nothing changed
 --   {'wrongtype', key role, '', ''}        'record', 'fence' or 'request' has another type; nothing changed
@@ -40,7 +40,7 @@ else
   local token = redis.call('GET', KEYS[2])
   redis.call('HSET', KEYS[1], 'id', ARGV[4], 'owner', ARGV[1], 'token', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  result = {'acquired', ARGV[4], token, ARGV[2]}
+  result = {'acquired', ARGV[4], token, tostring(redis.call('PTTL', KEYS[1]))}
 end
 redis.call('HSET', KEYS[3], 'fp', ARGV[3], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])

@@ -8,7 +8,7 @@
 -- ARGV[5] request fingerprint
 -- ARGV[6] request cache ttl in ms
 -- Returns {status, a, b, c}:
---   {'renewed', ttl ms, '', ''}      still held by this grant; its TTL is now ttl
+--   {'renewed', ttl ms, '', ''}      still held by this grant; ttl ms is the TTL the server now holds
 --   {'lost', '', '', ''}             expired or another grant; an expired lease is not revived
 --   {'corrupt', reason, '', ''}      corrupt record; nothing changed
 --   {'wrongtype', key role, '', ''}  'record' or 'request' has another type; nothing changed
@@ -32,7 +32,7 @@ if pttl < 0 or rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] or rec[3] ~= ARGV[3] then
   result = {'lost', '', '', ''}
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  result = {'renewed', ARGV[4], '', ''}
+  result = {'renewed', tostring(redis.call('PTTL', KEYS[1])), '', ''}
 end
 redis.call('HSET', KEYS[2], 'fp', ARGV[5], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
