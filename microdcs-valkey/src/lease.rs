@@ -26,16 +26,28 @@
 //! script) for every write the lease protects. A lease alone is advisory.
 //!
 //! Corrupt state (a record without TTL, a malformed record or counter) fails
-//! closed: acquire and renew return [`Error::LeaseCorrupt`] and leave the
-//! counter untouched; release still deletes the record so the lease can be
-//! taken again.
+//! closed: acquire, renew, [`LeaseBackend::fence`] and the fenced write return
+//! [`Error::LeaseCorrupt`] and change nothing; release still deletes a corrupt
+//! record (also one of the wrong type) so the lease can be taken again, and
+//! logs a warning saying what it removed. A counter or token is valid only as
+//! canonical decimal text (digits, no leading zero, at most 2^53-1, the
+//! largest integer a Lua number holds exactly); the scripts and the Rust
+//! reader share that grammar. A key of the wrong Valkey type is
+//! [`Error::WrongType`] in every operation.
+//!
+//! # Metadata
+//!
+//! Owners, lease ids and request ids are lease metadata: `Debug` of
+//! [`Lease`], [`Acquire`] and [`MemoryLeases`] shows them as `***`, and the
+//! errors and log lines of this module never carry them.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
@@ -43,8 +55,8 @@ use crate::family::FamilyKey;
 use crate::retry;
 use crate::store::new_op_id;
 
-/// A held lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A held lease. Its `Debug` hides the grant id and the owner.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Lease {
     /// Lease name.
     pub name: String,
@@ -54,12 +66,29 @@ pub struct Lease {
     pub owner: String,
     /// Fencing token: strictly larger for every grant of this name.
     pub token: u64,
-    /// Lifetime granted.
+    /// Lifetime granted: what the backend holds (whole milliseconds), not
+    /// necessarily what was asked for.
     pub ttl: Duration,
 }
 
-/// The outcome of an acquire.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Stands for lease metadata (owners, lease ids, request ids) in `Debug`
+/// output, errors and logs.
+const REDACTED: &str = "***";
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.name)
+            .field("id", &REDACTED)
+            .field("owner", &REDACTED)
+            .field("token", &self.token)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+/// The outcome of an acquire. Its `Debug` hides owners.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Acquire {
     /// Ours.
     Acquired(Lease),
@@ -72,10 +101,23 @@ pub enum Acquire {
     },
 }
 
+impl fmt::Debug for Acquire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Acquire::Acquired(l) => f.debug_tuple("Acquired").field(l).finish(),
+            Acquire::Held { remaining, .. } => {
+                f.debug_struct("Held").field("owner", &REDACTED).field("remaining", remaining).finish()
+            }
+        }
+    }
+}
+
 /// A lease backend: Valkey ([`LeaseStore`]) or in memory ([`MemoryLeases`]).
 /// `request_id` makes a call idempotent: repeated with the same id and
 /// arguments it returns the first result; with other arguments it fails
-/// with [`Error::RequestConflict`].
+/// with [`Error::RequestConflict`]. A write whose outcome stays unknown
+/// after the configured attempts ends with [`Error::UnknownOutcome`]; a key
+/// of the wrong type is [`Error::WrongType`].
 pub trait LeaseBackend: Send + Sync {
     /// Takes the lease if it is free or expired, with a new fencing token.
     fn acquire(
@@ -86,16 +128,23 @@ pub trait LeaseBackend: Send + Sync {
         request_id: &str,
     ) -> impl Future<Output = Result<Acquire>> + Send;
     /// Extends a lease still held (same id, owner and token); an expired one
-    /// cannot be revived ([`Error::LeaseLost`]).
+    /// cannot be revived ([`Error::LeaseLost`]). Returns the lifetime the
+    /// backend now holds.
     fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> impl Future<Output = Result<Duration>> + Send;
-    /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`] otherwise).
+    /// Deletes the lease if it is still this grant ([`Error::LeaseNotHeld`]
+    /// otherwise). A corrupt record is deleted whoever asks (logged as a
+    /// warning), so it cannot block the lease for good.
     fn release(&self, lease: &Lease, request_id: &str) -> impl Future<Output = Result<()>> + Send;
     /// Writes `value` as the protected data of `name` unless a newer token
-    /// was issued ([`Error::Fenced`]).
+    /// was issued ([`Error::Fenced`]). A token above 2^53-1 was never issued
+    /// ([`Error::InvalidArgument`]). After an attempt with an unknown outcome
+    /// the write runs again, so a `Fenced` answer then may follow a write
+    /// that did land before the newer token.
     fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> impl Future<Output = Result<()>> + Send;
     /// The protected data of `name`.
     fn read_protected(&self, name: &str) -> impl Future<Output = Result<Option<Vec<u8>>>> + Send;
-    /// The highest token issued for `name` (0 if none).
+    /// The highest token issued for `name` (0 if none); a counter that is
+    /// not a canonical number is [`Error::LeaseCorrupt`], never 0.
     fn fence(&self, name: &str) -> impl Future<Output = Result<u64>> + Send;
 }
 
@@ -104,11 +153,46 @@ pub trait LeaseBackend: Send + Sync {
 // from its cache (or refuse it when the arguments differ), so running one
 // again after a lost reply is safe; then they check the record, failing
 // closed on corrupt state (release deletes it instead, so the lease can be
-// taken again), act, and cache the result.
-const ACQUIRE: &str = include_str!("lease/acquire.lua");
-const RENEW: &str = include_str!("lease/renew.lua");
-const RELEASE: &str = include_str!("lease/release.lua");
-const FENCED_WRITE: &str = include_str!("lease/fenced_write.lua");
+// taken again), act, and cache the result. `common.lua` goes in front of
+// each, so the counter grammar and the type check exist once.
+const ACQUIRE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/acquire.lua"));
+const RENEW: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/renew.lua"));
+const RELEASE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/release.lua"));
+const FENCED_WRITE: &str = concat!(include_str!("lease/common.lua"), include_str!("lease/fenced_write.lua"));
+
+/// The largest counter or token: the largest integer a Lua number (a
+/// double) holds exactly. The scripts use the same bound (`common.lua`).
+const MAX_COUNTER: u64 = (1 << 53) - 1;
+
+/// A counter or token text in the one grammar of the scripts: digits only,
+/// no leading zero (except "0"), at most [`MAX_COUNTER`].
+pub(crate) fn parse_counter(s: &str) -> Option<u64> {
+    let canonical = s == "0" || (s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() && !s.starts_with('0'));
+    // 17 digits or more is too big whatever the value; never parse it.
+    if !canonical || s.len() > 16 {
+        return None;
+    }
+    s.parse().ok().filter(|n| *n <= MAX_COUNTER)
+}
+
+/// The error of a script call that did not answer: after the last attempt
+/// with an unknown outcome the same [`Error::UnknownOutcome`] as a store
+/// write; a wrong-type key by the server's error code.
+pub(crate) fn call_error(failure: retry::Failure, key: &str) -> Error {
+    match failure {
+        retry::Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
+        failed @ retry::Failure::Failed(_) => server_error(failed.into_source(), key),
+    }
+}
+
+/// A server error; WRONGTYPE by its code, as the message text may change.
+fn server_error(e: redis::RedisError, key: &str) -> Error {
+    if e.code() == Some("WRONGTYPE") {
+        Error::WrongType { key: key.to_owned(), detail: e.to_string() }
+    } else {
+        Error::Redis(e)
+    }
+}
 
 const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
 
@@ -211,11 +295,21 @@ impl LeaseStore {
         for a in args {
             inv.arg(a);
         }
-        let key = keys.first().map_or("", String::as_str);
-        match retry::invoke(&self.valkey, &inv, "lease call", key).await {
+        self.invoke(&inv, keys.first().map_or("", String::as_str)).await
+    }
+
+    /// `key` names the call in the log and in errors: the first key, which
+    /// never holds a request id.
+    async fn invoke(&self, inv: &ScriptInvocation<'_>, key: &str) -> Result<Vec<String>> {
+        match retry::invoke(&self.valkey, inv, "lease call", key).await {
             Ok(reply) => Ok(texts(&reply.value)),
-            Err(failure) => Err(Error::from_redis(failure.into_source(), key)),
+            Err(failure) => Err(call_error(failure, key)),
         }
+    }
+
+    /// The request cache key of `name` with the request id hidden, for errors.
+    fn request_shown(&self, name: &str) -> String {
+        self.key(&self.request, &[name, REDACTED]).unwrap_or_else(|_| format!("request cache of lease `{name}`"))
     }
 }
 
@@ -241,17 +335,49 @@ fn fingerprint(op: &str, fields: &[&str]) -> String {
 }
 
 fn check_request(request_id: &str) -> Result<()> {
-    if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(request_id.to_owned())) }
+    if microdcs_schema::lua::valid_op_id(request_id) { Ok(()) } else { Err(Error::InvalidOpId(REDACTED.to_owned())) }
 }
 
-fn common(name: &str, r: &[String], request_id: &str) -> Result<()> {
-    match r.first().map(String::as_str) {
-        Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
-        Some("corrupt") => {
-            Err(Error::LeaseCorrupt { name: name.to_owned(), reason: r.get(1).cloned().unwrap_or_default() })
+fn conflict() -> Error {
+    Error::RequestConflict { request_id: REDACTED.to_owned() }
+}
+
+fn check_token(token: u64) -> Result<()> {
+    if token > MAX_COUNTER {
+        Err(Error::InvalidArgument(format!("token {token}: no token above 2^53-1 is ever issued")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Field `i` of a script reply ("" when missing).
+fn field(r: &[String], i: usize) -> &str {
+    r.get(i).map_or("", String::as_str)
+}
+
+/// An unexpected reply, by its status only: the other fields can hold an owner.
+fn protocol(script: &'static str, r: &[String]) -> Error {
+    Error::Protocol { script, reply: crate::error::short(&field(r, 0)) }
+}
+
+/// The replies every script can give: `keys` maps the key roles a script
+/// names to the keys shown in errors.
+fn common(name: &str, r: &[String], keys: &[(&str, &str)]) -> Result<()> {
+    match field(r, 0) {
+        "conflict" => Err(conflict()),
+        "corrupt" => Err(Error::LeaseCorrupt { name: name.to_owned(), reason: field(r, 1).to_owned() }),
+        "wrongtype" => {
+            let role = field(r, 1);
+            let key =
+                keys.iter().find(|(k, _)| *k == role).map_or_else(|| role.to_owned(), |(_, key)| (*key).to_owned());
+            Err(Error::WrongType { key, detail: format!("the lease {role} key holds another Valkey type") })
         }
         _ => Ok(()),
     }
+}
+
+fn millis_field(script: &'static str, r: &[String], i: usize) -> Result<Duration> {
+    field(r, i).parse().map(Duration::from_millis).map_err(|_| protocol(script, r))
 }
 
 impl LeaseBackend for LeaseStore {
@@ -266,19 +392,20 @@ impl LeaseBackend for LeaseStore {
         let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.acquire, &keys, &args).await?;
-        common(name, &r, request_id)?;
-        match r.first().map(String::as_str) {
-            Some("acquired") => Ok(Acquire::Acquired(Lease {
+        let request = self.request_shown(name);
+        common(name, &r, &[("record", &keys[0]), ("fence", &keys[1]), ("request", &request)])?;
+        match field(&r, 0) {
+            "acquired" => Ok(Acquire::Acquired(Lease {
                 name: name.to_owned(),
-                id: r[1].clone(),
+                id: field(&r, 1).to_owned(),
                 owner: owner.to_owned(),
-                token: r[2].parse().map_err(|_| Error::Protocol { script: "lease acquire", reply: r[2].clone() })?,
-                ttl,
+                token: parse_counter(field(&r, 2)).ok_or_else(|| protocol("lease acquire", &r))?,
+                ttl: millis_field("lease acquire", &r, 3)?,
             })),
-            Some("held") => {
-                Ok(Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) })
+            "held" => {
+                Ok(Acquire::Held { owner: field(&r, 1).to_owned(), remaining: millis_field("lease acquire", &r, 2)? })
             }
-            _ => Err(Error::Protocol { script: "lease acquire", reply: format!("{r:?}") }),
+            _ => Err(protocol("lease acquire", &r)),
         }
     }
 
@@ -296,11 +423,12 @@ impl LeaseBackend for LeaseStore {
             ms(REQUEST_CACHE_TTL).to_string(),
         ];
         let r = self.run(&self.renew, &keys, &args).await?;
-        common(&lease.name, &r, request_id)?;
-        match r.first().map(String::as_str) {
-            Some("renewed") => Ok(ttl),
-            Some("lost") => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
-            _ => Err(Error::Protocol { script: "lease renew", reply: format!("{r:?}") }),
+        let request = self.request_shown(&lease.name);
+        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+        match field(&r, 0) {
+            "renewed" => millis_field("lease renew", &r, 1),
+            "lost" => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
+            _ => Err(protocol("lease renew", &r)),
         }
     }
 
@@ -311,41 +439,65 @@ impl LeaseBackend for LeaseStore {
         let args =
             vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
         let r = self.run(&self.release, &keys, &args).await?;
-        match r.first().map(String::as_str) {
-            Some("conflict") => Err(Error::RequestConflict { request_id: request_id.to_owned() }),
-            Some("released") => Ok(()),
-            Some("notheld") => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
-            _ => Err(Error::Protocol { script: "lease release", reply: format!("{r:?}") }),
+        let request = self.request_shown(&lease.name);
+        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+        match field(&r, 0) {
+            "released" => {
+                let cleaned = field(&r, 1);
+                if !cleaned.is_empty() {
+                    tracing::warn!(lease = %lease.name, reason = cleaned, "release deleted a corrupt lease record");
+                }
+                Ok(())
+            }
+            "notheld" => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
+            _ => Err(protocol("lease release", &r)),
         }
     }
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        check_token(token)?;
         let fence = self.key(&self.fence_t, &[name])?;
         let data = self.key(&self.data, &[name])?;
-        let mut con = self.valkey.connection();
-        let v: Value = self.fenced.key(&fence).key(&data).arg(token).arg(value).invoke_async(&mut con).await?;
-        let r = texts(&v);
-        match r.first().map(String::as_str) {
-            Some("written") => Ok(()),
-            Some("fenced") => Err(Error::Fenced { name: name.to_owned(), token, highest: r[1].parse().unwrap_or(0) }),
-            Some("corrupt") => {
-                Err(Error::LeaseCorrupt { name: name.to_owned(), reason: "the fence counter is not a number".into() })
+        let mut inv = self.fenced.prepare_invoke();
+        inv.key(&fence).key(&data).arg(token).arg(value);
+        let r = self.invoke(&inv, &fence).await?;
+        match field(&r, 0) {
+            "written" => Ok(()),
+            "fenced" => Err(Error::Fenced {
+                name: name.to_owned(),
+                token,
+                highest: parse_counter(field(&r, 1)).ok_or_else(|| protocol("fenced write", &r))?,
+            }),
+            "corrupt" => Err(counter_corrupt(name)),
+            _ => {
+                common(name, &r, &[("fence", &fence), ("data", &data)])?;
+                Err(protocol("fenced write", &r))
             }
-            _ => Err(Error::Protocol { script: "fenced write", reply: format!("{r:?}") }),
         }
     }
 
     async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
         let data = self.key(&self.data, &[name])?;
         let mut con = self.valkey.connection();
-        Ok(redis::cmd("GET").arg(&data).query_async(&mut con).await?)
+        redis::cmd("GET").arg(&data).query_async(&mut con).await.map_err(|e| server_error(e, &data))
     }
 
     async fn fence(&self, name: &str) -> Result<u64> {
         let fence = self.key(&self.fence_t, &[name])?;
         let mut con = self.valkey.connection();
-        let v: Option<String> = redis::cmd("GET").arg(&fence).query_async(&mut con).await?;
-        Ok(v.and_then(|s| s.parse().ok()).unwrap_or(0))
+        let v: Option<Vec<u8>> =
+            redis::cmd("GET").arg(&fence).query_async(&mut con).await.map_err(|e| server_error(e, &fence))?;
+        match v {
+            None => Ok(0),
+            Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),
+        }
+    }
+}
+
+fn counter_corrupt(name: &str) -> Error {
+    Error::LeaseCorrupt {
+        name: name.to_owned(),
+        reason: "the fence counter is not a whole number from 0 to 2^53-1".into(),
     }
 }
 
@@ -366,10 +518,27 @@ struct MemState {
 }
 
 /// [`LeaseBackend`] in memory, for a single process and tests; same
-/// semantics as [`LeaseStore`], with the process clock.
-#[derive(Debug, Default)]
+/// semantics as [`LeaseStore`], with the process clock. Its `Debug` shows
+/// counts only (no owners or request ids).
+#[derive(Default)]
 pub struct MemoryLeases {
     state: Mutex<MemState>,
+}
+
+impl fmt::Debug for MemoryLeases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.lock();
+        f.debug_struct("MemoryLeases")
+            .field("records", &st.records.len())
+            .field("fences", &st.fences.len())
+            .field("cached_requests", &st.requests.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lifetime as the server holds it: whole milliseconds, at least one.
+fn held_ttl(ttl: Duration) -> Duration {
+    Duration::from_millis(ms(ttl))
 }
 
 impl MemoryLeases {
@@ -383,7 +552,7 @@ impl MemoryLeases {
     ) -> Option<Result<Vec<String>>> {
         st.requests.retain(|_, (_, _, until)| *until > now);
         let (cfp, r, _) = st.requests.get(&(name.to_owned(), request_id.to_owned()))?;
-        Some(if cfp == fp { Ok(r.clone()) } else { Err(Error::RequestConflict { request_id: request_id.to_owned() }) })
+        Some(if cfp == fp { Ok(r.clone()) } else { Err(conflict()) })
     }
 
     fn remember(st: &mut MemState, name: &str, request_id: &str, fp: String, r: &[String], now: Instant) {
@@ -411,15 +580,21 @@ impl LeaseBackend for MemoryLeases {
             None => {
                 let r = match Self::live(&st, name, now) {
                     Some(rec) => vec!["held".into(), rec.owner, (rec.until - now).as_millis().to_string()],
+                    None if st.fences.get(name).copied().unwrap_or(0) >= MAX_COUNTER => {
+                        return Err(Error::LeaseCorrupt {
+                            name: name.to_owned(),
+                            reason: "the fence counter is at 2^53-1: no further token can be issued".into(),
+                        });
+                    }
                     None => {
                         let token = st.fences.get(name).copied().unwrap_or(0) + 1;
                         st.fences.insert(name.to_owned(), token);
                         let id = new_op_id();
                         st.records.insert(
                             name.to_owned(),
-                            MemRecord { id: id.clone(), owner: owner.into(), token, until: now + ttl },
+                            MemRecord { id: id.clone(), owner: owner.into(), token, until: now + held_ttl(ttl) },
                         );
-                        vec!["acquired".into(), id, token.to_string()]
+                        vec!["acquired".into(), id, token.to_string(), ms(ttl).to_string()]
                     }
                 };
                 Self::remember(&mut st, name, request_id, fp, &r, now);
@@ -432,7 +607,7 @@ impl LeaseBackend for MemoryLeases {
                 id: r[1].clone(),
                 owner: owner.into(),
                 token: r[2].parse().unwrap_or(0),
-                ttl,
+                ttl: Duration::from_millis(r[3].parse().unwrap_or(0)),
             }),
             _ => Acquire::Held { owner: r[1].clone(), remaining: Duration::from_millis(r[2].parse().unwrap_or(0)) },
         })
@@ -450,9 +625,9 @@ impl LeaseBackend for MemoryLeases {
                 let r = match Self::live(&st, &lease.name, now) {
                     Some(rec) if rec.id == lease.id && rec.owner == lease.owner && rec.token == lease.token => {
                         if let Some(rec) = st.records.get_mut(&lease.name) {
-                            rec.until = now + ttl;
+                            rec.until = now + held_ttl(ttl);
                         }
-                        vec!["renewed".to_owned()]
+                        vec!["renewed".to_owned(), ms(ttl).to_string()]
                     }
                     _ => vec!["lost".to_owned()],
                 };
@@ -460,7 +635,11 @@ impl LeaseBackend for MemoryLeases {
                 r
             }
         };
-        if r[0] == "renewed" { Ok(ttl) } else { Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }) }
+        if r[0] == "renewed" {
+            Ok(Duration::from_millis(r[1].parse().unwrap_or(0)))
+        } else {
+            Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token })
+        }
     }
 
     async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
@@ -490,6 +669,7 @@ impl LeaseBackend for MemoryLeases {
     }
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
+        check_token(token)?;
         let mut st = self.lock();
         let highest = st.fences.get(name).copied().unwrap_or(0);
         if token < highest {

@@ -113,9 +113,18 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     assert_eq!(b.fence(name).await.unwrap(), a.token);
     // Idempotent by request id; a different call with the same id conflicts.
     assert_eq!(acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap()), a);
-    assert!(matches!(b.acquire(name, "mallory", ttl, "req-a1").await, Err(Error::RequestConflict { .. })));
+    let conflict = b.acquire(name, "mallory", ttl, "req-a1").await.unwrap_err();
+    assert!(matches!(conflict, Error::RequestConflict { .. }), "{conflict:?}");
+    // Owners, lease ids and request ids are lease metadata: never in Debug or error texts.
+    for text in [format!("{conflict:?}"), conflict.to_string(), format!("{a:?}")] {
+        for secret in ["req-a1", "mallory", "alice", a.id.as_str()] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
     match b.acquire(name, "bob", ttl, "req-b1").await.unwrap() {
-        Acquire::Held { owner, remaining } => {
+        held @ Acquire::Held { .. } => {
+            assert!(!format!("{held:?}").contains("alice"), "{held:?}");
+            let Acquire::Held { owner, remaining } = held else { unreachable!() };
             assert_eq!(owner, "alice");
             assert!(remaining <= ttl);
         }
@@ -143,6 +152,14 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     b.release(&c, "req-c2").await.unwrap();
     let d = acquired(b.acquire(name, "dave", ttl, "req-d1").await.unwrap());
     assert!(d.token > c.token);
+    // The granted lifetime is what the backend holds: whole milliseconds.
+    let asked = Duration::from_micros(1_500_700);
+    b.release(&d, "req-d2").await.unwrap();
+    let e = acquired(b.acquire(name, "erin", asked, "req-e1").await.unwrap());
+    assert_eq!(e.ttl, Duration::from_millis(1500), "acquire returns the lifetime held");
+    assert_eq!(b.renew(&e, Duration::from_micros(2_000_900), "req-e2").await.unwrap(), Duration::from_millis(2000));
+    // No token above 2^53-1 is ever issued: such a write is refused as an argument.
+    assert!(matches!(b.fenced_write(name, 1 << 53, b"x").await, Err(Error::InvalidArgument(_))));
 }
 
 #[tokio::test]
@@ -336,4 +353,175 @@ async fn lease_keys_come_from_the_declared_keyspace() {
     let wrong = LeaseFamilies { request: family("lease_fence"), ..families };
     let err = LeaseStore::new(v.clone()).with_families(wrong).unwrap_err();
     assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lease_fence")), "{err}");
+}
+
+async fn raw(s: &ValkeyServer) -> ConnectionManager {
+    ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap()
+}
+
+#[tokio::test]
+async fn fence_refuses_a_corrupt_counter() {
+    let s = server();
+    let v = valkey(&s, "fencecorrupt").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let counter = format!("{}:lease:{{kiln}}:fence", v.prefix());
+    for bad in ["xyz", "-3", "1e3", "99999999999999999999"] {
+        let _: () = redis::cmd("SET").arg(&counter).arg(bad).query_async(&mut raw).await.unwrap();
+        // A downstream check of `fence()` must not accept any token.
+        match store.fence("kiln").await {
+            Err(Error::LeaseCorrupt { name, .. }) => assert_eq!(name, "kiln"),
+            other => panic!("counter {bad:?}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_counter_grammar_in_every_script_and_the_reader() {
+    let s = server();
+    let v = valkey(&s, "grammar").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let counter = format!("{}:lease:{{kiln}}:fence", v.prefix());
+    let data = format!("{}:lease:{{kiln}}:data", v.prefix());
+    let _: () = redis::cmd("SET").arg(&data).arg("before").query_async(&mut raw).await.unwrap();
+    // Above 64 bits, above 2^53-1 (Lua numbers are doubles), leading zeros, empty, signs, spaces.
+    for (i, bad) in
+        ["99999999999999999999", "9007199254740992", "18446744073709551615", "007", "00", "", "+5", " 5", "5\n"]
+            .into_iter()
+            .enumerate()
+    {
+        let _: () = redis::cmd("SET").arg(&counter).arg(bad).query_async(&mut raw).await.unwrap();
+        assert!(matches!(store.fence("kiln").await, Err(Error::LeaseCorrupt { .. })), "fence, counter {bad:?}");
+        let got = store.fenced_write("kiln", 5, b"after").await;
+        assert!(matches!(got, Err(Error::LeaseCorrupt { .. })), "fenced write, counter {bad:?}: {got:?}");
+        let got = store.acquire("kiln", "alice", Duration::from_secs(5), &format!("g-{i}")).await;
+        assert!(matches!(got, Err(Error::LeaseCorrupt { .. })), "acquire, counter {bad:?}: {got:?}");
+        let left: String = redis::cmd("GET").arg(&counter).query_async(&mut raw).await.unwrap();
+        assert_eq!(left, bad, "the counter is left as it was");
+        assert_eq!(store.read_protected("kiln").await.unwrap().as_deref(), Some(b"before".as_slice()));
+    }
+    // The largest valid counter: read and compared exactly, never as a rounded double.
+    let _: () = redis::cmd("SET").arg(&counter).arg("9007199254740991").query_async(&mut raw).await.unwrap();
+    assert_eq!(store.fence("kiln").await.unwrap(), 9_007_199_254_740_991);
+    match store.fenced_write("kiln", 9_007_199_254_740_990, b"stale").await {
+        Err(Error::Fenced { highest, .. }) => assert_eq!(highest, 9_007_199_254_740_991),
+        other => panic!("{other:?}"),
+    }
+    store.fenced_write("kiln", 9_007_199_254_740_991, b"newest").await.unwrap();
+    assert_eq!(store.read_protected("kiln").await.unwrap().as_deref(), Some(b"newest".as_slice()));
+    // No further token can be issued inside the grammar: acquire fails closed.
+    let got = store.acquire("kiln", "alice", Duration::from_secs(5), "g-max").await;
+    assert!(matches!(got, Err(Error::LeaseCorrupt { .. })), "{got:?}");
+    assert_eq!(store.fence("kiln").await.unwrap(), 9_007_199_254_740_991, "fence unchanged");
+    // "0" is canonical.
+    let _: () = redis::cmd("SET").arg(&counter).arg("0").query_async(&mut raw).await.unwrap();
+    assert_eq!(store.fence("kiln").await.unwrap(), 0);
+    let l = acquired(store.acquire("kiln", "alice", Duration::from_secs(5), "g-zero").await.unwrap());
+    assert_eq!(l.token, 1);
+}
+
+#[tokio::test]
+async fn wrong_type_keys_are_typed_errors_in_every_lease_operation() {
+    let s = server();
+    let v = valkey(&s, "wrongtype").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let p = v.prefix().as_str();
+    let (record, counter, data) =
+        (format!("{p}:lease:{{vat}}"), format!("{p}:lease:{{vat}}:fence"), format!("{p}:lease:{{vat}}:data"));
+    let wrong = |r: Result<(), Error>, key: &str, what: &str| match r {
+        Err(Error::WrongType { key: k, .. }) => assert_eq!(k, key, "{what}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    let l = acquired(store.acquire("vat", "alice", Duration::from_secs(30), "w-1").await.unwrap());
+    // The counter as a hash.
+    let _: () = redis::cmd("DEL").arg(&counter).query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("HSET").arg(&counter).arg("n").arg("1").query_async(&mut raw).await.unwrap();
+    wrong(store.fence("vat").await.map(drop), &counter, "fence");
+    wrong(store.fenced_write("vat", l.token, b"x").await, &counter, "fenced write");
+    store.release(&l, "w-2").await.unwrap();
+    wrong(store.acquire("vat", "bob", Duration::from_secs(5), "w-3").await.map(drop), &counter, "acquire");
+    let _: () = redis::cmd("DEL").arg(&counter).query_async(&mut raw).await.unwrap();
+    // The protected data as a list: not read, not overwritten.
+    let _: () = redis::cmd("RPUSH").arg(&data).arg("kept").query_async(&mut raw).await.unwrap();
+    wrong(store.read_protected("vat").await.map(drop), &data, "read_protected");
+    wrong(store.fenced_write("vat", 0, b"x").await, &data, "fenced write over a list");
+    let kept: Vec<String> = redis::cmd("LRANGE").arg(&data).arg(0).arg(-1).query_async(&mut raw).await.unwrap();
+    assert_eq!(kept, ["kept"]);
+    // The record as a string.
+    let _: () = redis::cmd("SET").arg(&record).arg("x").arg("PX").arg(30_000).query_async(&mut raw).await.unwrap();
+    wrong(store.acquire("vat", "bob", Duration::from_secs(5), "w-4").await.map(drop), &record, "acquire");
+    wrong(store.renew(&l, Duration::from_secs(5), "w-5").await.map(drop), &record, "renew");
+    // A request cache of the wrong type: named without the request id.
+    let cache = format!("{p}:lease:{{vat}}:req:w-6");
+    let _: () = redis::cmd("SET").arg(&cache).arg("x").query_async(&mut raw).await.unwrap();
+    match store.release(&l, "w-6").await {
+        Err(e @ Error::WrongType { .. }) => {
+            assert!(!format!("{e:?}{e}").contains("w-6"), "{e:?}");
+            assert!(e.to_string().contains(&format!("{p}:lease:{{vat}}:req:")), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn release_cleans_up_a_wrong_type_record() {
+    let s = server();
+    let v = valkey(&s, "stuck").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let record = format!("{}:lease:{{silo}}", v.prefix());
+    let l = acquired(store.acquire("silo", "alice", Duration::from_secs(30), "s-1").await.unwrap());
+    for (i, junk) in ["SET", "RPUSH"].into_iter().enumerate() {
+        let _: () = redis::cmd("DEL").arg(&record).query_async(&mut raw).await.unwrap();
+        let _: () = redis::cmd(junk).arg(&record).arg("junk").query_async(&mut raw).await.unwrap();
+        store.release(&l, &format!("s-r{i}")).await.unwrap();
+        let exists: bool = redis::cmd("EXISTS").arg(&record).query_async(&mut raw).await.unwrap();
+        assert!(!exists, "{junk}: the record was cleaned up");
+    }
+    let m = acquired(store.acquire("silo", "bob", Duration::from_secs(5), "s-2").await.unwrap());
+    assert_eq!(m.token, l.token + 1);
+}
+
+#[tokio::test]
+async fn granted_ttl_is_the_servers() {
+    let s = server();
+    let v = valkey(&s, "granted").await;
+    let store = LeaseStore::new(v.clone());
+    let mut raw = raw(&s).await;
+    let record = format!("{}:lease:{{belt}}", v.prefix());
+    let l = acquired(store.acquire("belt", "alice", Duration::from_micros(3_000_900), "t-1").await.unwrap());
+    let held: u64 = redis::cmd("PTTL").arg(&record).query_async(&mut raw).await.unwrap();
+    assert_eq!(l.ttl, Duration::from_millis(3000));
+    assert!(Duration::from_millis(held) <= l.ttl, "{held} ms held, {:?} granted", l.ttl);
+    let granted = store.renew(&l, Duration::from_micros(4_000_900), "t-2").await.unwrap();
+    let held: u64 = redis::cmd("PTTL").arg(&record).query_async(&mut raw).await.unwrap();
+    assert_eq!(granted, Duration::from_millis(4000));
+    assert!(Duration::from_millis(held) <= granted && Duration::from_millis(held) > Duration::from_millis(3000));
+}
+
+#[tokio::test]
+async fn lease_calls_out_of_attempts_end_with_unknown_outcome() {
+    let s = server();
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let once = WriteOptions { attempts: 1, ..WriteOptions::default() };
+    let through = Valkey::connect_url(&proxy.url(), unique_prefix("unknown"), once).await.unwrap();
+    let store = LeaseStore::new(through.clone());
+    // Load the scripts first so each cut hits the call itself.
+    let l = acquired(store.acquire("press", "alice", Duration::from_secs(30), "u-1").await.unwrap());
+    store.fenced_write("press", l.token, b"v").await.unwrap();
+    let record = format!("{}:lease:{{press}}", through.prefix());
+    let fence = format!("{}:lease:{{press}}:fence", through.prefix());
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    match store.renew(&l, Duration::from_secs(30), "u-2").await {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (record.as_str(), 1)),
+        other => panic!("renew: {other:?}"),
+    }
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    match store.fenced_write("press", l.token, b"w").await {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (fence.as_str(), 1)),
+        other => panic!("fenced write: {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 2);
 }

@@ -8,32 +8,39 @@
 -- ARGV[4] new lease id
 -- ARGV[5] request cache ttl in ms
 -- Returns {status, a, b, c}:
---   {'acquired', lease id, token, ttl ms}  taken, with a new fencing token
+--   {'acquired', lease id, token, ttl ms}  taken, with a new fencing token; the TTL the server holds
 --   {'held', owner, remaining ms, ''}      someone holds it
 --   {'corrupt', reason, '', ''}            corrupt record or counter; nothing changed
+--   {'wrongtype', key role, '', ''}        'record', 'fence' or 'request' has another type; nothing changed
 --   {'conflict', '', '', ''}               the request id was used with other arguments
 -- A repeated request id with the same fingerprint returns the cached result.
+if not type_ok(KEYS[3], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[3], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[3] then return {'conflict', '', '', ''} end
   return {cached[2], cached[3], cached[4], cached[5]}
 end
+if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
+if not type_ok(KEYS[2], 'string') then return {'wrongtype', 'fence', '', ''} end
 local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
 local pttl = redis.call('PTTL', KEYS[1])
+local f = redis.call('GET', KEYS[2])
 local bad = nil
 if pttl == -1 then bad = 'the lease record has no TTL'
-elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
-local f = redis.call('GET', KEYS[2])
-if f and not string.find(f, '^%d+$') then bad = 'the fence counter is not a number' end
+elseif pttl >= 0 and (not rec[1] or not rec[2] or not canonical(rec[3])) then bad = 'the lease record is malformed'
+elseif f and not canonical(f) then bad = 'the fence counter is not a whole number from 0 to 2^53-1'
+elseif pttl < 0 and f == MAX_COUNTER then bad = 'the fence counter is at 2^53-1: no further token can be issued' end
 if bad then return {'corrupt', bad, '', ''} end
 local result
 if pttl >= 0 then
   result = {'held', rec[2], tostring(pttl), ''}
 else
-  local token = redis.call('INCR', KEYS[2])
+  redis.call('INCR', KEYS[2])
+  -- The counter's own text: exact, where a Lua number would be a double.
+  local token = redis.call('GET', KEYS[2])
   redis.call('HSET', KEYS[1], 'id', ARGV[4], 'owner', ARGV[1], 'token', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  result = {'acquired', ARGV[4], string.format('%d', token), ARGV[2]}
+  result = {'acquired', ARGV[4], token, tostring(redis.call('PTTL', KEYS[1]))}
 end
 redis.call('HSET', KEYS[3], 'fp', ARGV[3], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])

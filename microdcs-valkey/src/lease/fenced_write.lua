@@ -1,14 +1,20 @@
 -- microdcs fenced write
 -- KEYS[1] fencing counter
 -- KEYS[2] protected data
--- ARGV[1] token
+-- ARGV[1] token (canonical text)
 -- ARGV[2] value
 -- Returns:
 --   {'written', ''}           written: no newer token was issued
 --   {'fenced', highest}       a newer token was issued; nothing written
---   {'corrupt', counter}      the counter is not a number; nothing written
+--   {'corrupt', ''}           the counter is not canonical; nothing written
+--   {'badtoken', ''}          the token is not canonical; nothing written
+--   {'wrongtype', key role}   'fence' or 'data' has another type; nothing written
+-- Running it again is safe: the same value under the same check.
+if not type_ok(KEYS[1], 'string') then return {'wrongtype', 'fence'} end
+if not type_ok(KEYS[2], 'string') then return {'wrongtype', 'data'} end
 local f = redis.call('GET', KEYS[1]) or '0'
-if not string.find(f, '^%d+$') then return {'corrupt', f} end
-if tonumber(ARGV[1]) < tonumber(f) then return {'fenced', f} end
+if not canonical(f) then return {'corrupt', ''} end
+if not canonical(ARGV[1]) then return {'badtoken', ''} end
+if less(ARGV[1], f) then return {'fenced', f} end
 redis.call('SET', KEYS[2], ARGV[2])
 return {'written', ''}

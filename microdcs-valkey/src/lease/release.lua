@@ -7,25 +7,33 @@
 -- ARGV[4] request fingerprint
 -- ARGV[5] request cache ttl in ms
 -- Returns {status, a, b, c}:
---   {'released', '', '', ''}                       deleted: it was this grant
---   {'released', 'cleaned corrupt state', '', ''}  deleted a corrupt record so the lease can be taken again
---   {'notheld', '', '', ''}                        expired or another grant; nothing deleted
---   {'conflict', '', '', ''}                       the request id was used with other arguments
+--   {'released', '', '', ''}                deleted: it was this grant
+--   {'released', reason, '', ''}            deleted a corrupt record (reason says what was wrong) so the
+--                                           lease can be taken again
+--   {'notheld', '', '', ''}                 expired or another grant; nothing deleted
+--   {'wrongtype', 'request', '', ''}        the request cache has another type; nothing deleted
+--   {'conflict', '', '', ''}                the request id was used with other arguments
 -- A repeated request id with the same fingerprint returns the cached result.
+if not type_ok(KEYS[2], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[2], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[4] then return {'conflict', '', '', ''} end
   return {cached[2], cached[3], cached[4], cached[5]}
 end
-local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
-local pttl = redis.call('PTTL', KEYS[1])
 local bad = nil
-if pttl == -1 then bad = 'the lease record has no TTL'
-elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
+local rec, pttl = {}, -2
+if not type_ok(KEYS[1], 'hash') then
+  bad = 'the lease record is not a hash'
+else
+  rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
+  pttl = redis.call('PTTL', KEYS[1])
+  if pttl == -1 then bad = 'the lease record has no TTL'
+  elseif pttl >= 0 and (not rec[1] or not rec[2] or not canonical(rec[3])) then bad = 'the lease record is malformed' end
+end
 local result
 if bad then
   redis.call('DEL', KEYS[1])
-  result = {'released', 'cleaned corrupt state', '', ''}
+  result = {'released', bad, '', ''}
 elseif pttl >= 0 and rec[1] == ARGV[1] and rec[2] == ARGV[2] and rec[3] == ARGV[3] then
   redis.call('DEL', KEYS[1])
   result = {'released', '', '', ''}

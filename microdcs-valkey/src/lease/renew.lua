@@ -8,28 +8,31 @@
 -- ARGV[5] request fingerprint
 -- ARGV[6] request cache ttl in ms
 -- Returns {status, a, b, c}:
---   {'renewed', ttl ms, '', ''}   still held by this grant; its TTL is now ttl
---   {'lost', '', '', ''}          expired or another grant; an expired lease is not revived
---   {'corrupt', reason, '', ''}   corrupt record; nothing changed
---   {'conflict', '', '', ''}      the request id was used with other arguments
+--   {'renewed', ttl ms, '', ''}      still held by this grant; ttl ms is the TTL the server now holds
+--   {'lost', '', '', ''}             expired or another grant; an expired lease is not revived
+--   {'corrupt', reason, '', ''}      corrupt record; nothing changed
+--   {'wrongtype', key role, '', ''}  'record' or 'request' has another type; nothing changed
+--   {'conflict', '', '', ''}         the request id was used with other arguments
 -- A repeated request id with the same fingerprint returns the cached result.
+if not type_ok(KEYS[2], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[2], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[5] then return {'conflict', '', '', ''} end
   return {cached[2], cached[3], cached[4], cached[5]}
 end
+if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
 local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
 local pttl = redis.call('PTTL', KEYS[1])
 local bad = nil
 if pttl == -1 then bad = 'the lease record has no TTL'
-elseif pttl >= 0 and (not rec[1] or not rec[2] or not rec[3] or not string.find(rec[3], '^%d+$')) then bad = 'the lease record is malformed' end
+elseif pttl >= 0 and (not rec[1] or not rec[2] or not canonical(rec[3])) then bad = 'the lease record is malformed' end
 if bad then return {'corrupt', bad, '', ''} end
 local result
 if pttl < 0 or rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] or rec[3] ~= ARGV[3] then
   result = {'lost', '', '', ''}
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  result = {'renewed', ARGV[4], '', ''}
+  result = {'renewed', tostring(redis.call('PTTL', KEYS[1])), '', ''}
 end
 redis.call('HSET', KEYS[2], 'fp', ARGV[5], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])

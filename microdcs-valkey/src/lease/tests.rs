@@ -13,3 +13,60 @@ fn ttl_bounds() {
     assert!(matches!(check_ttl(Duration::ZERO), Err(Error::InvalidArgument(_))));
     assert!(matches!(check_ttl(MAX_TTL + Duration::from_secs(1)), Err(Error::InvalidArgument(_))));
 }
+
+fn block<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+#[test]
+fn debug_redacts_owner_and_ids() {
+    let m = MemoryLeases::default();
+    let Acquire::Acquired(l) = block(m.acquire("press", "alice", Duration::from_secs(5), "req-secret")).unwrap() else {
+        panic!("free lease")
+    };
+    let held = block(m.acquire("press", "bob", Duration::from_secs(5), "req-other")).unwrap();
+    let conflict = block(m.acquire("press", "mallory", Duration::from_secs(5), "req-secret")).unwrap_err();
+    let bad_id = block(m.acquire("press", "alice", Duration::from_secs(5), "bad id!")).unwrap_err();
+    for text in [
+        format!("{l:?}"),
+        format!("{held:?}"),
+        format!("{m:?}"),
+        format!("{conflict:?}"),
+        conflict.to_string(),
+        format!("{bad_id:?}"),
+        bad_id.to_string(),
+    ] {
+        for secret in ["alice", "bob", "mallory", "req-secret", "req-other", "bad id!", l.id.as_str()] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
+    // What is not metadata stays visible.
+    assert!(format!("{l:?}").contains("press") && format!("{l:?}").contains("token: 1"), "{l:?}");
+    assert!(matches!(conflict, Error::RequestConflict { .. }));
+}
+
+#[test]
+fn one_counter_grammar() {
+    for ok in ["0", "1", "42", "9007199254740991"] {
+        assert_eq!(parse_counter(ok), Some(ok.parse().unwrap()), "{ok}");
+    }
+    for bad in ["", "xyz", "-3", "+3", "1e3", " 1", "1 ", "01", "00", "9007199254740992", "99999999999999999999", "1.0"]
+    {
+        assert_eq!(parse_counter(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn unknown_outcome_after_the_last_attempt() {
+    let cut = || redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+    match call_error(retry::Failure::Unknown { source: cut(), attempts: 4 }, "k") {
+        Error::UnknownOutcome { key, attempts, .. } => assert_eq!((key.as_str(), attempts), ("k", 4)),
+        other => panic!("{other:?}"),
+    }
+    let server = |reply: &[u8]| redis::parse_redis_value(reply).unwrap().extract_error().unwrap_err();
+    let wrong = server(b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    assert!(matches!(call_error(retry::Failure::Failed(wrong), "k"), Error::WrongType { .. }));
+    // Matched by the error code, not by words in a message.
+    let other = server(b"-ERR user script mentions WRONGTYPE\r\n");
+    assert!(matches!(call_error(retry::Failure::Failed(other), "k"), Error::Redis(_)));
+}
