@@ -146,16 +146,81 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the error is a lost or timed-out connection.
-    pub fn is_connection_error(&self) -> bool {
+    /// Whether the connection was lost, refused or timed out (the command
+    /// may or may not have run); [`Error::UnknownOutcome`] included.
+    pub fn is_connection(&self) -> bool {
         match self {
             Error::Redis(e) | Error::UnknownOutcome { source: e, .. } => is_unknown_outcome(e),
             _ => false,
         }
     }
 
+    /// Whether a reply did not come within the response timeout.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Redis(e) | Error::UnknownOutcome { source: e, .. } => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// Whether a write's outcome stayed unknown after every attempt: it may
+    /// or may not have been applied (read the document to find out, or
+    /// repeat it with the same operation id).
+    pub fn is_unknown_outcome(&self) -> bool {
+        matches!(self, Error::UnknownOutcome { .. })
+    }
+
+    /// Whether the server refused the credentials or their permissions.
+    pub fn is_auth(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.kind() == redis::ErrorKind::AuthenticationFailed
+                    || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether someone else's state refused the call: a unique key held by
+    /// another document, index fields that kept moving, a newer fencing
+    /// token, a lease taken over, a request id reused.
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            Error::UniqueViolation { .. }
+                | Error::Contention { .. }
+                | Error::Fenced { .. }
+                | Error::LeaseLost { .. }
+                | Error::LeaseNotHeld { .. }
+                | Error::RequestConflict { .. }
+        )
+    }
+
+    /// Whether stored data is damaged (a hash that is no valid document, a
+    /// key of the wrong type, corrupt lease state); nothing was written.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::WrongType { .. } | Error::LeaseCorrupt { .. })
+    }
+
+    /// Whether the caller passed something invalid (an argument, an id, an
+    /// operation id, a read of another document, an id of another scope).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidArgument(_)
+                | Error::InvalidOpId(_)
+                | Error::Key(_)
+                | Error::Prefix(_)
+                | Error::ReadMismatch { .. }
+                | Error::WrongScope { .. }
+                | Error::Index(_)
+        )
+    }
+
+    /// Maps a server error about `key`: a wrong-type key (recognised by the
+    /// error code, never by the message) is [`Error::WrongType`].
     pub(crate) fn from_redis(e: redis::RedisError, key: &str) -> Self {
-        if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
+        if e.code() == Some("WRONGTYPE") {
             Error::WrongType { key: key.to_owned(), detail: e.to_string() }
         } else {
             Error::Redis(e)
@@ -188,3 +253,26 @@ pub(crate) fn short(v: &impl fmt::Debug) -> String {
 
 /// Result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_sort_errors_by_what_to_do() {
+        let auth = Error::Redis(redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "refused")));
+        assert!(auth.is_auth() && !auth.is_connection() && !auth.is_conflict());
+        let io = Error::Redis(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+        assert!(io.is_connection() && !io.is_unknown_outcome() && !io.is_auth());
+        let unknown = Error::UnknownOutcome {
+            key: "k".into(),
+            attempts: 4,
+            source: redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        };
+        assert!(unknown.is_unknown_outcome() && unknown.is_connection());
+        let held = Error::UniqueViolation { type_name: "T", index: "by_x".into(), key: "k".into(), holder: "h".into() };
+        assert!(held.is_conflict() && !held.is_corrupt());
+        assert!(Error::Corrupt { key: "k".into(), reason: "r".into() }.is_corrupt());
+        assert!(Error::InvalidArgument("x".into()).is_invalid_input());
+    }
+}

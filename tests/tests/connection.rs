@@ -505,7 +505,7 @@ async fn missing_password_is_an_authentication_error() {
         microdcs_valkey::Error::Redis(e) => assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{err}"),
         other => panic!("{other:?}"),
     }
-    assert!(!err.is_connection_error(), "{err}");
+    assert!(!err.is_connection(), "{err}");
     names_endpoint_not_password(&[err.to_string(), format!("{err:?}")], &s.host_port(), "Needed-Pw-81");
 
     // With the password, both constructors get in.

@@ -32,7 +32,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Fut: Future<Output = Result<T>>,
     {
         match f().await {
-            Err(e) if e.is_connection_error() => {
+            Err(e) if e.is_connection() => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
                 tokio::time::sleep(self.valkey.write_options().retry_delay).await;
                 f().await
