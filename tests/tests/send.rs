@@ -1,0 +1,82 @@
+//! Every public future of the runtime is `Send`, so any of them can be
+//! `tokio::spawn`ed. Checked at compile time: a future that is not `Send`
+//! fails to build this file.
+
+use std::time::Duration;
+
+use microdcs_tests::fixtures::{JobResponse, PlantHandle, WorkMaster};
+use microdcs_valkey::{
+    DedupeStore, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, MemoryDedupe, MemoryLeases, Page, Poller,
+    StartLease, Streams, Valkey, ValkeyConfig, ValkeyDedupe, ValkeyStartLease,
+};
+
+fn send<T: Send>(_: T) {}
+
+#[allow(dead_code, clippy::needless_pass_by_value)]
+fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig) {
+    send(Valkey::connect(&config));
+    send(Valkey::connect_url("redis://127.0.0.1/", microdcs_valkey::KeyPrefix::default(), Default::default()));
+    send(valkey.ping());
+    send(valkey.health());
+
+    let responses = plant.store::<JobResponse>();
+    let masters = plant.store::<WorkMaster>();
+    let r = JobResponse::new("r-1", "s1", "o-1", &[]);
+    send(responses.get("r-1"));
+    send(responses.create(&r));
+    send(responses.put(&r, Expect::Any));
+    send(responses.put_with_op(&r, Expect::Any, "op"));
+    send(responses.find(JobResponse::by_order("o-1")));
+    send(responses.ids(JobResponse::by_state("s1", "Running"), Page::first(10)));
+    send(responses.list("s1", Page::first(10)));
+    send(masters.list("s1", Page::first(10)));
+    send(responses.delete_id("r-1", Expect::Any));
+    send(responses.verify(&MaintenanceOptions::default()));
+    send(responses.rebuild(&MaintenanceOptions::default()));
+    send(responses.needs_rebuild());
+    send(async move {
+        let mut read = responses.get("r-1").await.ok().flatten().expect("compile-time only");
+        let _ = responses.update(&read, &r).await;
+        let _ = responses.update_with_op(&read, &r, "op").await;
+        let _ = responses.delete(&read).await;
+        let _ = responses.update_in_place(&mut read, r.clone()).await;
+    });
+
+    let streams = Streams::new(valkey.clone());
+    send(streams.create_group("k", "g"));
+    send(streams.append("k", &[]));
+    send(streams.append_capped("k", 10, &[]));
+    send(streams.read("k", "g", "c", 1));
+    send(streams.read_from("k", "g", "c", 1, "0"));
+    send(streams.ack("k", "g", &[]));
+    send(streams.trim_acknowledged("k"));
+    send(streams.autoclaim("k", "g", "c", Duration::from_secs(1), 1));
+    send(async move {
+        if let Ok(handle) = Poller::new(valkey.clone(), "c").start().await {
+            handle.shutdown().await;
+        }
+    });
+
+    let dedupe = ValkeyDedupe::new(plant.valkey().clone(), Duration::from_secs(1), Duration::from_secs(1));
+    send(dedupe.claim("s", "i", "t"));
+    send(dedupe.mark_done("s", "i"));
+    send(dedupe.lease_remaining("s", "i"));
+    let memory = MemoryDedupe::new(Duration::from_secs(1), Duration::from_secs(1));
+    send(memory.claim("s", "i", "t"));
+    let start = ValkeyStartLease::new(plant.valkey().clone());
+    send(start.acquire("cfg", Duration::from_secs(1)));
+    let leases = LeaseStore::new(plant.valkey().clone());
+    send(leases.acquire("n", "o", Duration::from_secs(1), "q"));
+    send(leases.fence("n"));
+    send(leases.read_protected("n"));
+    send(leases.fenced_write("n", 1, b"v"));
+    let memory_leases = MemoryLeases::default();
+    send(memory_leases.acquire("n", "o", Duration::from_secs(1), "q"));
+}
+
+#[test]
+fn every_public_future_is_send() {
+    // The check is that `every_public_future` compiles; this names it so
+    // the test binary states what it proves.
+    let _ = every_public_future;
+}
