@@ -231,6 +231,48 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
 }
 
 #[tokio::test]
+async fn nudges_lost_while_the_subscription_was_down_are_made_up_at_once() {
+    let s = server();
+    let prefix = unique_prefix("resub");
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    // The poller reaches the server through the proxy; polls are 30 s apart,
+    // so only the read after resubscribing can deliver in time.
+    let valkey = Valkey::connect(&config(&through, prefix.as_str(), "30s", "30s")).await.unwrap();
+    let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let feed = JobResponse::SPEC.feed();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
+        .start()
+        .await
+        .unwrap();
+    let store = direct.store::<JobResponse>();
+    created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
+    // The subscription drops and cannot come back for a while.
+    proxy.refuse_new_connections(true);
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+    assert!(killed >= 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its nudge goes nowhere.
+    created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
+    let channel = format!("{}:nudge:jobresponse", prefix.as_str());
+    let (subscribers,): (Vec<(String, u64)>,) =
+        redis::pipe().cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
+    assert_eq!(subscribers[0].1, 0, "nobody heard the nudge");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let back = Instant::now();
+    proxy.refuse_new_connections(false);
+    let (_, id, at) = next(&mut rx, Duration::from_secs(15)).await.expect("made up after resubscribing");
+    assert_eq!(id, "r-1");
+    let took = at.duration_since(back);
+    assert!(took < Duration::from_secs(12), "well before the 30 s poll: {took:?}");
+    poller.shutdown().await;
+}
+
+#[tokio::test]
 async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let s = server();
     let prefix = unique_prefix("killsub");

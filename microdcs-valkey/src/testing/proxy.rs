@@ -19,6 +19,9 @@ struct State {
     cuts: AtomicU64,
     commands: AtomicU64,
     cut_done: Notify,
+    /// While set, new client connections are closed at once (a server
+    /// that cannot be reached, for the connections being made).
+    refusing: AtomicBool,
     /// Every client request seen, upper-cased, for `saw` (bounded).
     seen: std::sync::Mutex<Vec<u8>>,
 }
@@ -52,6 +55,10 @@ impl FaultProxy {
         let st = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if st.refusing.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
                 let upstream = upstream.clone();
                 let st = st.clone();
                 tokio::spawn(async move {
@@ -87,6 +94,12 @@ impl FaultProxy {
         if self.state.cuts.load(Ordering::SeqCst) == 0 {
             notified.await;
         }
+    }
+
+    /// While `refuse` is true, new connections are closed as soon as they
+    /// are accepted; connections already open are left alone.
+    pub fn refuse_new_connections(&self, refuse: bool) {
+        self.state.refusing.store(refuse, Ordering::SeqCst);
     }
 
     /// Cuts done so far.
