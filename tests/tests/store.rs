@@ -781,3 +781,97 @@ async fn non_finite_scores_are_refused_before_anything_is_written() {
     created(&store, &Reading { id: "x-1".into(), scope: "s1".into(), value: -1.5e300 }).await;
     assert_eq!(store.get("x-1").await.unwrap().unwrap().doc.value, -1.5e300);
 }
+
+/// Another client flushing the script cache in a loop, while writers run:
+/// a cache miss is the store's business, never the caller's. Each flush can
+/// land between the store's `SCRIPT LOAD` and its `EVALSHA`, so one reload
+/// is not enough.
+#[tokio::test]
+async fn script_flush_loop_under_concurrent_writers_is_invisible() {
+    let mut e = env("flushloop").await;
+    let store = e.valkey.store::<JobResponse>();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let stop = stop.clone();
+        let mut raw = e.raw.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut raw).await.unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        writers.push(tokio::spawn(async move {
+            // (errors, the ids left with their expected version and state)
+            let mut errors = Vec::new();
+            let mut kept = BTreeMap::new();
+            let mut i = 0;
+            while tokio::time::Instant::now() < deadline {
+                let id = format!("w{w}-{i}");
+                let order = format!("o-{w}-{i}");
+                let step = async {
+                    let doc = JobResponse::new(&id, "s1", &order, &["A"]);
+                    assert_eq!(store.create(&doc).await?, PutOutcome::Written { version: 1 });
+                    let read = store.get(&id).await?.expect("just created");
+                    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+                    assert_eq!(store.update(&read, &next).await?, PutOutcome::Written { version: 2 });
+                    let found = store.find(JobResponse::by_order(&order)).await?.expect("indexed");
+                    assert_eq!(found.version, 2);
+                    if i % 2 == 0 {
+                        assert_eq!(store.delete(&found).await?, DeleteOutcome::Deleted { version: 2 });
+                        Ok::<_, Error>(false)
+                    } else {
+                        Ok(true)
+                    }
+                };
+                match step.await {
+                    Ok(true) => {
+                        kept.insert(id, order);
+                    }
+                    Ok(false) => {}
+                    Err(err) => errors.push(format!("{id}: {err}")),
+                }
+                i += 1;
+            }
+            (errors, kept, i)
+        }));
+    }
+    let mut errors = Vec::new();
+    let mut kept = BTreeMap::new();
+    let mut rounds = 0;
+    for t in writers {
+        let (err, k, n) = t.await.unwrap();
+        errors.extend(err);
+        kept.extend(k);
+        rounds += n;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flushes = flusher.await.unwrap();
+    println!("{rounds} rounds, {flushes} flushes, {} errors", errors.len());
+    assert!(flushes > 10 && rounds > 8, "the test did not exercise anything: {flushes} flushes, {rounds} rounds");
+    assert!(errors.is_empty(), "{} caller-visible errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+    // Final state: exactly the kept documents, at version 2, each indexed once.
+    let snap = e.snapshot().await;
+    let docs: Vec<String> = snap
+        .keys()
+        .filter_map(|k| k.strip_prefix(&e.k("jobresponse:")))
+        .filter(|k| k.starts_with('w'))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(docs, kept.keys().cloned().collect::<Vec<_>>());
+    for (id, order) in &kept {
+        let read = store.get(id).await.unwrap().unwrap();
+        assert_eq!((read.version, read.doc.state.clone()), (2, vec!["B".to_owned()]), "{id}");
+        assert_eq!(e.get(&format!("jobresponse:byorder:{order}")).await.as_deref(), Some(id.as_str()));
+    }
+    let mut in_b = e.smembers("jobresponse:bystate:s1:B").await;
+    in_b.sort();
+    assert_eq!(in_b, kept.keys().cloned().collect::<Vec<_>>());
+    assert!(e.smembers("jobresponse:bystate:s1:A").await.is_empty());
+}

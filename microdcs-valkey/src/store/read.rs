@@ -116,14 +116,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
         let mut con = self.valkey.connection();
-        let reply: Option<Vec<Option<Vec<u8>>>> = self
-            .plan
-            .find
-            .key(&ukey)
-            .arg(self.valkey.prefix().as_str())
-            .invoke_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, &ukey))?;
+        let call = self.plan.find.call().key(&ukey).arg(self.valkey.prefix().as_str().as_bytes());
+        let value = call.run(&mut con).await.map_err(|e| Error::from_redis(e, &ukey))?;
+        let reply: Option<Vec<Option<Vec<u8>>>> =
+            redis::FromRedisValue::from_redis_value(value).map_err(|e| Error::from_redis(e.into(), &ukey))?;
         let Some(row) = reply else { return Ok(None) };
         let mut it = row.into_iter();
         let id = it.next().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
