@@ -875,3 +875,96 @@ async fn script_flush_loop_under_concurrent_writers_is_invisible() {
     assert_eq!(in_b, kept.keys().cloned().collect::<Vec<_>>());
     assert!(e.smembers("jobresponse:bystate:s1:A").await.is_empty());
 }
+
+/// The largest version: integers above it are not exact in the scripts' numbers.
+const MAX_VERSION: u64 = (1 << 53) - 1;
+
+/// A stored `v` outside `1 ..= 2^53 - 1` written without sign or leading
+/// zero is damage: every read and every write says so, and nothing is
+/// written. Before, digits beyond 2^53 were rounded (versions going
+/// backwards, two writers with one read both winning), 2^64 - 1 was written
+/// and then reported as a protocol error, and `007` read as version 7 while
+/// every write called it corrupt.
+#[tokio::test]
+async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
+    let mut e = env("versions").await;
+    let store = e.valkey.store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    created(&store, &doc).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..doc.clone() };
+    let key = e.k("jobresponse:r-1");
+    let bad = [
+        "9007199254740992",
+        "9007199254740993",
+        "18446744073709551615",
+        "99999999999999999999999",
+        "007",
+        "+5",
+        "-1",
+        "0",
+        " 5",
+        "5 ",
+        "5.0",
+        "1e3",
+        "0x10",
+        "",
+    ];
+    for v in bad {
+        let _: () = redis::cmd("HSET").arg(&key).arg("v").arg(v).query_async(&mut e.raw).await.unwrap();
+        let before = e.snapshot().await;
+        let corrupt = |what: &str, r: Result<String, Error>| match r {
+            Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key, "v={v:?}: {what} names the key"),
+            other => panic!("v={v:?}: {what}: expected Corrupt, got {other:?}"),
+        };
+        corrupt("get", store.get("r-1").await.map(|s| format!("{s:?}")));
+        corrupt("find", store.find(JobResponse::by_order("o-1")).await.map(|s| format!("{s:?}")));
+        corrupt("update", store.update(&read, &next).await.map(|o| format!("{o:?}")));
+        corrupt("put(Any)", store.put(&next, Expect::Any).await.map(|o| format!("{o:?}")));
+        corrupt("put(Version)", store.put(&next, Expect::Version(5)).await.map(|o| format!("{o:?}")));
+        corrupt("create", store.create(&next).await.map(|o| format!("{o:?}")));
+        corrupt("delete", store.delete(&read).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Any)", store.delete_id("r-1", Expect::Any).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Version)", store.delete_id("r-1", Expect::Version(7)).await.map(|o| format!("{o:?}")));
+        assert_eq!(e.snapshot().await, before, "v={v:?}: nothing written");
+    }
+
+    // The last versions below the limit are exact, and the limit is never passed.
+    let _: () = redis::cmd("HSET").arg(&key).arg("v").arg(MAX_VERSION - 1).query_async(&mut e.raw).await.unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, MAX_VERSION - 1);
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: MAX_VERSION });
+    // A second writer with the same read loses.
+    assert_eq!(store.update(&read, &doc).await.unwrap(), PutOutcome::Conflict { current: MAX_VERSION });
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, MAX_VERSION);
+    let before = e.snapshot().await;
+    for (what, r) in [
+        ("update", store.update(&read, &doc).await),
+        ("put(Any)", store.put(&doc, Expect::Any).await),
+        ("put(Version)", store.put(&doc, Expect::Version(MAX_VERSION)).await),
+    ] {
+        match r {
+            Err(Error::Corrupt { key: k, reason }) => {
+                assert_eq!(k, key);
+                assert!(reason.contains("limit"), "{what}: {reason}");
+            }
+            other => panic!("{what} at the last version: {other:?}"),
+        }
+    }
+    assert_eq!(e.snapshot().await, before, "nothing written at the limit");
+    let stored: String = redis::cmd("HGET").arg(&key).arg("v").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(stored, MAX_VERSION.to_string());
+    // An expectation no stored version can have is a conflict, not an error.
+    assert_eq!(
+        store.put(&doc, Expect::Version(u64::MAX)).await.unwrap(),
+        PutOutcome::Conflict { current: MAX_VERSION }
+    );
+    assert_eq!(store.put(&doc, Expect::Version(0)).await.unwrap(), PutOutcome::Conflict { current: MAX_VERSION });
+    assert_eq!(
+        store.delete_id("r-1", Expect::Version(u64::MAX)).await.unwrap(),
+        DeleteOutcome::Conflict { current: MAX_VERSION }
+    );
+    // Deleting at the limit is fine.
+    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: MAX_VERSION });
+}

@@ -231,12 +231,22 @@ pub(super) fn str_at(script: &'static str, rest: &[Value], i: usize) -> Result<S
     }
 }
 
-/// The error for a `{6, field}` (corrupt hash) reply.
+/// The error for a `{6, field}` (corrupt hash) or `{6, 'v', 'limit'}`
+/// (version at its limit) reply.
 pub(super) fn corrupt_reply(key: &str, rest: &[Value]) -> Error {
     let field = str_at("put", rest, 0).unwrap_or_default();
+    let limit = str_at("put", rest, 1).is_ok_and(|s| s == "limit");
     let reason = match field.as_str() {
-        "v" => "`v` is not a positive integer".to_owned(),
+        "v" if limit => format!(
+            "the version is at its limit {}; the document cannot be written again (delete and create it)",
+            microdcs_schema::lua::MAX_VERSION
+        ),
+        "v" => VERSION_REASON.to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }
 }
+
+/// Why a stored `v` is refused (the same words for reads and writes).
+pub(super) const VERSION_REASON: &str =
+    "`v` is missing or not a version (1 to 2^53-1 in decimal, no sign or leading zero)";

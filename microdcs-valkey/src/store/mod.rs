@@ -25,7 +25,8 @@ pub use write::new_op_id;
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;
-use types::{ReadState, parse_version};
+use types::ReadState;
+pub(crate) use types::parse_version;
 
 use crate::client::Valkey;
 use crate::codec::{Codec, Json};

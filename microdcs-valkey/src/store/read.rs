@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use microdcs_schema::{Document, GroupQuery, UniqueQuery};
 
 use super::Store;
+use super::call::VERSION_REASON;
 use super::plan::Ph;
 use super::render_err;
 use super::types::{IdPage, Page, ReadState, Stored, parse_version};
@@ -57,8 +58,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Some(b) => String::from_utf8(b).map(Some).map_err(|_| corrupt(&format!("field `{f}` is not UTF-8"))),
             }
         };
-        let version = parse_version(text(&mut map, "v")?.as_deref())
-            .ok_or_else(|| corrupt("`v` is missing or not a positive integer"))?;
+        let version = parse_version(text(&mut map, "v")?.as_deref()).ok_or_else(|| corrupt(VERSION_REASON))?;
         let scope = text(&mut map, "scope")?.ok_or_else(|| corrupt("`scope` is missing"))?;
         let doc_text = text(&mut map, "doc")?.ok_or_else(|| corrupt("`doc` is missing"))?;
         let ops = text(&mut map, "ops")?.unwrap_or_default();
@@ -93,10 +93,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if v.is_none() && scope.is_none() {
             return Ok(ReadState::missing(self.plan.fields.len()));
         }
-        let version = parse_version(v.as_deref()).ok_or_else(|| Error::Corrupt {
-            key: key.to_owned(),
-            reason: "`v` is missing or not a positive integer".into(),
-        })?;
+        let version = parse_version(v.as_deref())
+            .ok_or_else(|| Error::Corrupt { key: key.to_owned(), reason: VERSION_REASON.into() })?;
         Ok(ReadState { exists: true, version, scope, fields, ops })
     }
 
