@@ -20,15 +20,32 @@ struct Blob {
     body: String,
 }
 
+/// Stores `{id length}:{id}{scope length}:{scope}` and then the body as is,
+/// so the body bytes are kept exactly and the store can still check that a
+/// hash holds the document its key and scope name.
 struct RawBody;
 
+impl RawBody {
+    fn take<'t>(text: &mut &'t str) -> Option<&'t str> {
+        let (len, rest) = text.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let value = rest.get(..len)?;
+        *text = &rest[len..];
+        Some(value)
+    }
+}
+
 impl Codec<Blob> for RawBody {
-    type Error = std::convert::Infallible;
+    type Error = std::io::Error;
     fn encode(&self, doc: &Blob) -> Result<String, Self::Error> {
-        Ok(doc.body.clone())
+        Ok(format!("{}:{}{}:{}{}", doc.id.len(), doc.id, doc.scope.len(), doc.scope, doc.body))
     }
     fn decode(&self, text: &str) -> Result<Blob, Self::Error> {
-        Ok(Blob { id: String::new(), scope: String::new(), body: text.to_owned() })
+        let mut rest = text;
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "no id and scope prefix");
+        let id = Self::take(&mut rest).ok_or_else(bad)?.to_owned();
+        let scope = Self::take(&mut rest).ok_or_else(bad)?.to_owned();
+        Ok(Blob { id, scope, body: rest.to_owned() })
     }
 }
 
@@ -444,12 +461,15 @@ async fn document_texts_and_ids_round_trip_byte_identical() {
         );
         assert_eq!(back.id, *id);
         assert_eq!(back.scope, "s:1|x");
+        assert_eq!((back.doc.id.as_str(), back.doc.scope.as_str()), (*id, "s:1|x"));
     }
-    // The big text is stored as is (compared without printing a MiB on failure).
+    // The big text is stored as is after its prefix (compared without printing a MiB on failure).
     let big_id = ids[texts.iter().position(|t| t.len() == big.len()).unwrap()];
     let raw: Vec<u8> =
         redis::cmd("HGET").arg(store.key(big_id).unwrap()).arg("doc").query_async(&mut e.raw).await.unwrap();
-    assert!(raw == big.as_bytes(), "1 MiB body differs: {} bytes stored, {} written", raw.len(), big.len());
+    let written = RawBody.encode(&Blob { id: big_id.to_owned(), scope: "s:1|x".into(), body: big.clone() }).unwrap();
+    assert!(raw.ends_with(big.as_bytes()), "1 MiB body differs: {} bytes stored, {} written", raw.len(), big.len());
+    assert!(raw == written.as_bytes(), "stored text is the codec's text");
     // Every id has its own key; none parses as another family's key.
     let keys: Vec<String> = e.snapshot().await.into_keys().filter(|k| k.contains(":blob:")).collect();
     assert_eq!(keys.len(), ids.len(), "{keys:?}");
@@ -967,4 +987,45 @@ async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
     );
     // Deleting at the limit is fine.
     assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: MAX_VERSION });
+}
+
+/// A hash copied to another key, or a `scope` field that disagrees with the
+/// document text, is not the document its key names: reading it as such
+/// would hand out (and let the caller write back) another document's data.
+#[tokio::test]
+async fn a_document_must_be_the_one_its_key_and_scope_name() {
+    let mut e = env("identity").await;
+    let store = e.valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    created(&store, &JobResponse::new("r-2", "s1", "o-2", &["A"])).await;
+    // r-1's hash copied over r-2's key.
+    let _: i64 = redis::cmd("COPY")
+        .arg(e.k("jobresponse:r-1"))
+        .arg(e.k("jobresponse:r-2"))
+        .arg("REPLACE")
+        .query_async(&mut e.raw)
+        .await
+        .unwrap();
+    match store.get("r-2").await {
+        Err(Error::Corrupt { key, reason }) => {
+            assert_eq!(key, e.k("jobresponse:r-2"));
+            assert!(reason.contains("r-1"), "says whose document it holds: {reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // The by-order entry of o-2 still names r-2: the lookup reads the same hash.
+    assert!(matches!(store.find(JobResponse::by_order("o-2")).await, Err(Error::Corrupt { .. })));
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().doc.id, "r-1");
+
+    // The hash's scope differs from the document's.
+    let _: () =
+        redis::cmd("HSET").arg(e.k("jobresponse:r-1")).arg("scope").arg("s2").query_async(&mut e.raw).await.unwrap();
+    match store.get("r-1").await {
+        Err(Error::Corrupt { key, reason }) => {
+            assert_eq!(key, e.k("jobresponse:r-1"));
+            assert!(reason.contains("s1") && reason.contains("s2"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(store.find(JobResponse::by_order("o-1")).await, Err(Error::Corrupt { .. })));
 }

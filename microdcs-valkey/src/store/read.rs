@@ -67,6 +67,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             fields.push(text(&mut map, f)?);
         }
         let doc = self.codec.decode(&doc_text).map_err(Error::codec)?;
+        // A hash copied to another key, or a scope field edited apart from
+        // the text, would otherwise be handed out (and written back) as the
+        // document its key names.
+        if doc.id() != id {
+            return Err(corrupt(&format!("the document's id is `{}`, not the `{id}` of its key", doc.id())));
+        }
+        if doc.scope() != scope {
+            return Err(corrupt(&format!(
+                "the document's scope is `{}`, the hash's `scope` is `{scope}`",
+                doc.scope()
+            )));
+        }
         Ok(Stored {
             doc,
             version,
