@@ -1029,3 +1029,85 @@ async fn a_document_must_be_the_one_its_key_and_scope_name() {
     }
     assert!(matches!(store.find(JobResponse::by_order("o-1")).await, Err(Error::Corrupt { .. })));
 }
+
+/// When every attempt loses its reply, the write ends after `WriteAttempts`
+/// attempts as an unknown outcome (never as success or a plain connection
+/// error), and the attempts together applied it at most once.
+#[tokio::test]
+async fn write_attempts_running_out_is_an_unknown_outcome() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = std::sync::Arc::new(FaultProxy::start(server.host_port()).await);
+    let prefix = unique_prefix("attempts");
+    let write = WriteOptions { attempts: 3, retry_delay: Duration::from_millis(200), ..WriteOptions::default() };
+    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+
+    // Cut every EVALSHA: the proxy's cut is one-shot, so arm it again after each.
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let rearm = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let mut seen = 0;
+            loop {
+                if proxy.cuts() > seen {
+                    seen = proxy.cuts();
+                    proxy.cut_after_request_containing(b"EVALSHA").await;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    let out = store.update(&read, &next).await;
+    rearm.abort();
+    match out {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => {
+            assert_eq!(key, format!("{}:jobresponse:r-1", prefix.as_str()));
+            assert_eq!(attempts, 3);
+        }
+        other => panic!("expected UnknownOutcome after 3 attempts, got {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 3, "every attempt was sent and cut");
+    assert_eq!(valkey.metrics().write_retries(), 2);
+    // Once the connection works again, so does the store: the write was applied.
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+    // Applied by the first attempt, recognised (not applied again) by the others.
+    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+    assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")]);
+}
+
+/// `ChangeStreamMaxLength` trims the change stream on a real server. `MAXLEN
+/// ~` trims whole stream nodes only, so the server keeps small nodes here and
+/// the stream stays within the limit plus one node.
+#[tokio::test]
+async fn change_stream_max_length_trims_on_a_real_server() {
+    const NODE: u64 = 10;
+    const LIMIT: u64 = 25;
+    let server = ValkeyServer::start_local(&["--stream-node-max-entries", "10"]).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("maxlen");
+    let write = WriteOptions { change_stream_max_len: LIMIT, ..WriteOptions::default() };
+    let valkey =
+        Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap_or_else(|e| server.fail("connect", &e));
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let mut read = store.get("r-1").await.unwrap().unwrap();
+    let stream = format!("{}:changes:s1", prefix.as_str());
+    let mut longest = 0;
+    for i in 0..300 {
+        let next = JobResponse { start_time: i, ..read.doc.clone() };
+        assert!(matches!(store.update_in_place(&mut read, next).await.unwrap(), PutOutcome::Written { .. }));
+        let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut raw).await.unwrap();
+        longest = longest.max(len);
+    }
+    let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut raw).await.unwrap();
+    println!("301 writes, limit {LIMIT}, node {NODE}: XLEN {len}, longest {longest}");
+    assert!(len >= LIMIT, "never below the limit: {len}");
+    assert!(longest <= LIMIT + NODE, "the stream grew to {longest}, limit {LIMIT} + one node of {NODE}");
+    // The newest entries are kept.
+    let entries = stream_entries(&mut raw, &stream).await;
+    assert_eq!(entries.last().unwrap()["v"], "301");
+}
