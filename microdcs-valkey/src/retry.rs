@@ -6,7 +6,10 @@
 //! safe (the store's scripts recognise an applied operation id, the lease
 //! scripts return a request's cached result), so the rule is: wait the
 //! configured retry delay and run the same call again, up to the configured
-//! number of attempts. Any other error ends the call at once.
+//! number of attempts. Every attempt waits at most the response timeout,
+//! also while the connection is being re-established, so a call ends within
+//! `attempts x (response timeout + retry delay)` whatever the server does.
+//! Any other error ends the call at once.
 //!
 //! A script missing from the server's cache (`NOSCRIPT`) is never the
 //! caller's problem: another client may flush the cache at any moment, also
@@ -16,6 +19,7 @@
 //! time sends the script's text with `EVAL`, which cannot miss.
 
 use std::future::Future;
+use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, RedisError, RedisResult, Script, ScriptInvocation, Value};
@@ -148,6 +152,19 @@ async fn run_invocation(inv: &ScriptInvocation<'_>, con: &mut ConnectionManager)
     }
 }
 
+/// The error of an attempt that got no answer within `timeout`: a timeout,
+/// so its outcome is unknown.
+pub(crate) fn no_answer(timeout: Duration) -> RedisError {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}")).into()
+}
+
+/// Runs `f` and gives up after `timeout`: the connection manager's own
+/// response timeout does not cover the wait for a reconnect, which backs off
+/// for seconds when the server is gone.
+pub(crate) async fn bounded<T>(timeout: Duration, f: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| Err(no_answer(timeout)))
+}
+
 /// Runs `call`; while its outcome is unknown, waits the retry delay and runs
 /// it again, up to the configured write attempts. `what` and `key` name the
 /// call in the log.
@@ -176,9 +193,10 @@ where
     Fut: Future<Output = RedisResult<Value>>,
 {
     let opts = valkey.write_options();
+    let timeout = valkey.response_timeout();
     let mut attempt = 1;
     loop {
-        match run(valkey.connection()).await {
+        match bounded(timeout, run(valkey.connection())).await {
             Ok(value) => return Ok(Invoked { value, after_unknown: attempt > 1 }),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts {

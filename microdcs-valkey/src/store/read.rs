@@ -11,6 +11,12 @@ use super::render_err;
 use super::types::{IdPage, Page, ReadState, Stored, parse_version};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::retry;
+
+/// Whether a read got no answer in time (rather than losing its connection).
+fn is_timeout(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.is_timeout())
+}
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Reads a document (one `HGETALL`).
@@ -24,16 +30,26 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Runs a read; after a lost connection runs it once more (a read is
     /// safe to repeat, and the connection manager reconnects in between).
-    async fn read<T, F, Fut>(&self, f: F) -> Result<T>
+    ///
+    /// Each run waits at most the response timeout, also for a reconnect
+    /// (whose backoff alone can take seconds), and a run that timed out is
+    /// not repeated: a server that did not answer in time will not answer
+    /// the same question sooner. So a read ends within the response timeout,
+    /// plus one retry delay and a quick reconnect after a dropped connection.
+    pub(super) async fn read<T, F, Fut>(&self, f: F) -> Result<T>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        match f().await {
-            Err(e) if e.is_connection_error() => {
+        let timeout = self.valkey.response_timeout();
+        let once = || async {
+            tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(Error::Redis(retry::no_answer(timeout))))
+        };
+        match once().await {
+            Err(e) if e.is_connection_error() && !is_timeout(&e) => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
                 tokio::time::sleep(self.valkey.write_options().retry_delay).await;
-                f().await
+                once().await
             }
             other => other,
         }
@@ -88,8 +104,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })
     }
 
-    /// Reads what a write needs: version, scope, op history and index fields (one `HMGET`).
+    /// Reads what a write needs: version, scope, op history and index fields
+    /// (one `HMGET`), bounded like every read.
     pub(super) async fn read_state(&self, key: &str) -> Result<ReadState> {
+        self.read(|| self.read_state_once(key)).await
+    }
+
+    async fn read_state_once(&self, key: &str) -> Result<ReadState> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg("v").arg("scope").arg("ops");
         for f in &self.plan.fields {
