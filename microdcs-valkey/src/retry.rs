@@ -117,7 +117,18 @@ impl<'a> ScriptCall<'a> {
             Err(e) if is_noscript(&e) => {}
             other => return other,
         }
-        let _: String = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).query_async(con).await?;
+        let load: RedisResult<String> = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).query_async(con).await;
+        match load {
+            // A lost connection fails the text as well: report it as such.
+            Err(e) if is_unknown_outcome(&e) => return Err(e),
+            // Refused (a renamed command, an ACL without `SCRIPT`): the text
+            // needs no load.
+            Err(e) => {
+                tracing::debug!(error = %e, "SCRIPT LOAD refused; sending the text");
+                return self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await;
+            }
+            Ok(_) => {}
+        }
         match evalsha.query_async(con).await {
             Err(e) if is_noscript(&e) => {
                 tracing::debug!("script cache missed again right after the load; sending the text");

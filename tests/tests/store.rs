@@ -1111,3 +1111,24 @@ async fn change_stream_max_length_trims_on_a_real_server() {
     let entries = stream_entries(&mut raw, &stream).await;
     assert_eq!(entries.last().unwrap()["v"], "301");
 }
+
+/// A server whose script cache the store cannot fill (here `SCRIPT` is
+/// renamed away; after a failover the load may also reach another server
+/// than the call): every operation still runs, by sending the script text.
+#[tokio::test]
+async fn scripts_run_when_they_cannot_be_loaded() {
+    let server =
+        ValkeyServer::start_local(&["--rename-command", "SCRIPT", "SCRIPT-HIDDEN"]).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("noload");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default())
+        .await
+        .unwrap_or_else(|e| server.fail("connect", &e));
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
+    let found = store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
+    assert_eq!(found.version, 2);
+    assert_eq!(store.delete(&found).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
+}
