@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::Script;
+use crate::retry::LuaScript;
 use sha2::{Digest, Sha256};
 
 use crate::client::{Valkey, millis as ms};
@@ -77,14 +77,14 @@ pub struct ValkeyDedupe {
     family: FamilyKey,
     lease: Duration,
     retention: Duration,
-    claim: Script,
+    claim: LuaScript,
 }
 
 impl ValkeyDedupe {
     /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
     pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
         let family = FamilyKey::builtin(microdcs_schema::builtin::DEDUPE);
-        ValkeyDedupe { valkey, family, lease, retention, claim: Script::new(CLAIM) }
+        ValkeyDedupe { valkey, family, lease, retention, claim: LuaScript::new(CLAIM) }
     }
 
     /// Keeps claims in `family` instead: a string family whose only
@@ -110,19 +110,15 @@ impl DedupeStore for ValkeyDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
         let key = self.key(source, id)?;
         let mut con = self.valkey.connection();
-        let held: Option<String> =
-            self.claim.key(&key).arg(format!("{PROCESSING}{token}")).arg(ms(self.lease)).invoke_async(&mut con).await?;
+        let value = format!("{PROCESSING}{token}");
+        let lease = ms(self.lease).to_string();
+        let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
+        let held: Option<String> = crate::retry::reply(call.run(&mut con).await?)?;
         // Nothing held can only mean it expired this very moment: claim again once.
         match held {
             Some(h) => Ok(decide(&h, token)),
             None => {
-                let held: Option<String> = self
-                    .claim
-                    .key(&key)
-                    .arg(format!("{PROCESSING}{token}"))
-                    .arg(ms(self.lease))
-                    .invoke_async(&mut con)
-                    .await?;
+                let held: Option<String> = crate::retry::reply(call.run(&mut con).await?)?;
                 Ok(held.map_or(Claim::Busy, |h| decide(&h, token)))
             }
         }

@@ -47,12 +47,12 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use crate::family::FamilyKey;
-use crate::retry;
+use crate::retry::{self, LuaScript, ScriptCall};
 use crate::store::new_op_id;
 
 /// A held lease. Its `Debug` hides the grant id and the owner.
@@ -217,10 +217,10 @@ pub struct LeaseStore {
     fence_t: FamilyKey,
     request: FamilyKey,
     data: FamilyKey,
-    acquire: Script,
-    renew: Script,
-    release: Script,
-    fenced: Script,
+    acquire: LuaScript,
+    renew: LuaScript,
+    release: LuaScript,
+    fenced: LuaScript,
 }
 
 fn texts(v: &Value) -> Vec<String> {
@@ -247,10 +247,10 @@ impl LeaseStore {
             fence_t: FamilyKey::builtin(builtin::LEASE_FENCE),
             request: FamilyKey::builtin(builtin::LEASE_REQUEST),
             data: FamilyKey::builtin(builtin::LEASE_DATA),
-            acquire: Script::new(ACQUIRE),
-            renew: Script::new(RENEW),
-            release: Script::new(RELEASE),
-            fenced: Script::new(FENCED_WRITE),
+            acquire: LuaScript::new(ACQUIRE),
+            renew: LuaScript::new(RENEW),
+            release: LuaScript::new(RELEASE),
+            fenced: LuaScript::new(FENCED_WRITE),
             valkey,
         }
     }
@@ -287,21 +287,21 @@ impl LeaseStore {
     /// Runs a script under the shared retry rule: after a lost reply it
     /// runs again with the same request id, and the request cache returns
     /// the first result.
-    async fn run(&self, script: &Script, keys: &[String], args: &[String]) -> Result<Vec<String>> {
-        let mut inv = script.prepare_invoke();
+    async fn run(&self, script: &LuaScript, keys: &[String], args: &[String]) -> Result<Vec<String>> {
+        let mut call = script.call();
         for k in keys {
-            inv.key(k);
+            call = call.key(k);
         }
         for a in args {
-            inv.arg(a);
+            call = call.arg(a.as_bytes());
         }
-        self.invoke(&inv, keys.first().map_or("", String::as_str)).await
+        self.invoke(&call, keys.first().map_or("", String::as_str)).await
     }
 
     /// `key` names the call in the log and in errors: the first key, which
     /// never holds a request id.
-    async fn invoke(&self, inv: &ScriptInvocation<'_>, key: &str) -> Result<Vec<String>> {
-        match retry::invoke(&self.valkey, inv, "lease call", key).await {
+    async fn invoke(&self, call: &ScriptCall<'_>, key: &str) -> Result<Vec<String>> {
+        match retry::invoke_call(&self.valkey, call, "lease call", key).await {
             Ok(reply) => Ok(texts(&reply.value)),
             Err(failure) => Err(call_error(failure, key)),
         }
@@ -458,9 +458,9 @@ impl LeaseBackend for LeaseStore {
         check_token(token)?;
         let fence = self.key(&self.fence_t, &[name])?;
         let data = self.key(&self.data, &[name])?;
-        let mut inv = self.fenced.prepare_invoke();
-        inv.key(&fence).key(&data).arg(token).arg(value);
-        let r = self.invoke(&inv, &fence).await?;
+        let token_text = token.to_string();
+        let call = self.fenced.call().key(&fence).key(&data).arg(token_text.as_bytes()).arg(value);
+        let r = self.invoke(&call, &fence).await?;
         match field(&r, 0) {
             "written" => Ok(()),
             "fenced" => Err(Error::Fenced {

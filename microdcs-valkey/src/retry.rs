@@ -1,13 +1,28 @@
-//! The one retry rule for script calls whose outcome can be unknown.
+//! The one retry rule for script calls whose outcome can be unknown, and
+//! the one way a script is run.
 //!
 //! A lost connection or a timeout leaves it open whether the server ran the
 //! script. Every script that writes is built so that running it again is
 //! safe (the store's scripts recognise an applied operation id, the lease
 //! scripts return a request's cached result), so the rule is: wait the
 //! configured retry delay and run the same call again, up to the configured
-//! number of attempts. Any other error ends the call at once.
+//! number of attempts. Every attempt waits at most the response timeout,
+//! also while the connection is being re-established, so a call ends within
+//! `attempts x (response timeout + retry delay)` whatever the server does.
+//! Any other error ends the call at once.
+//!
+//! A script missing from the server's cache (`NOSCRIPT`) is never the
+//! caller's problem: another client may flush the cache at any moment, also
+//! between our `SCRIPT LOAD` and the `EVALSHA` after it, and after a
+//! failover the load and the call may reach different servers. So a call
+//! loads the script and runs it again, and when the cache misses a second
+//! time sends the script's text with `EVAL`, which cannot miss.
 
-use redis::{RedisError, ScriptInvocation, Value};
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{Cmd, RedisError, RedisResult, Script, Value};
 
 use crate::client::Valkey;
 use crate::error::is_unknown_outcome;
@@ -44,20 +59,125 @@ impl Failure {
     }
 }
 
-/// Runs `inv`; while its outcome is unknown, waits the retry delay and runs
+/// A Lua script with its text kept, so a call can fall back to `EVAL`.
+#[derive(Debug, Clone)]
+pub(crate) struct LuaScript {
+    hash: String,
+    code: &'static str,
+}
+
+impl LuaScript {
+    pub(crate) fn new(code: &'static str) -> Self {
+        LuaScript { hash: Script::new(code).get_hash().to_owned(), code }
+    }
+
+    /// A call of this script with no keys or arguments yet.
+    pub(crate) fn call(&self) -> ScriptCall<'_> {
+        ScriptCall { script: self, keys: Vec::new(), args: Vec::new() }
+    }
+}
+
+/// One call of a [`LuaScript`]: its KEYS and ARGV, borrowed.
+pub(crate) struct ScriptCall<'a> {
+    script: &'a LuaScript,
+    keys: Vec<&'a [u8]>,
+    args: Vec<&'a [u8]>,
+}
+
+impl<'a> ScriptCall<'a> {
+    pub(crate) fn key(mut self, k: &'a str) -> Self {
+        self.keys.push(k.as_bytes());
+        self
+    }
+
+    pub(crate) fn arg(mut self, a: &'a [u8]) -> Self {
+        self.args.push(a);
+        self
+    }
+
+    /// `EVALSHA hash` or `EVAL text`, with the keys and arguments.
+    fn cmd(&self, name: &str, first: &[u8]) -> Cmd {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(first).arg(self.keys.len());
+        for k in &self.keys {
+            cmd.arg(*k);
+        }
+        for a in &self.args {
+            cmd.arg(*a);
+        }
+        cmd
+    }
+
+    /// Runs the call once: `EVALSHA`; on a cache miss `SCRIPT LOAD` and
+    /// `EVALSHA` again (the steady state stays one round trip); on a second
+    /// miss `EVAL` of the text. Never returns `NOSCRIPT`.
+    pub(crate) async fn run(&self, con: &mut ConnectionManager) -> RedisResult<Value> {
+        let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
+        match evalsha.query_async(con).await {
+            Err(e) if is_noscript(&e) => {}
+            other => return other,
+        }
+        let load: RedisResult<String> = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).query_async(con).await;
+        match load {
+            // A lost connection fails the text as well: report it as such.
+            Err(e) if is_unknown_outcome(&e) => return Err(e),
+            // Refused (a renamed command, an ACL without `SCRIPT`): the text
+            // needs no load.
+            Err(e) => {
+                tracing::debug!(error = %e, "SCRIPT LOAD refused; sending the text");
+                return self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await;
+            }
+            Ok(_) => {}
+        }
+        match evalsha.query_async(con).await {
+            Err(e) if is_noscript(&e) => {
+                tracing::debug!("script cache missed again right after the load; sending the text");
+            }
+            other => return other,
+        }
+        self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await
+    }
+}
+
+fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// The error of an attempt that got no answer within `timeout`: a timeout,
+/// so its outcome is unknown.
+pub(crate) fn no_answer(timeout: Duration) -> RedisError {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}")).into()
+}
+
+/// Runs `f` and gives up after `timeout`: the connection manager's own
+/// response timeout does not cover the wait for a reconnect, which backs off
+/// for seconds when the server is gone.
+pub(crate) async fn bounded<T>(timeout: Duration, f: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| Err(no_answer(timeout)))
+}
+
+/// Runs `call`; while its outcome is unknown, waits the retry delay and runs
 /// it again, up to the configured write attempts. `what` and `key` name the
 /// call in the log.
-pub(crate) async fn invoke(
+pub(crate) async fn invoke_call(
     valkey: &Valkey,
-    inv: &ScriptInvocation<'_>,
+    call: &ScriptCall<'_>,
     what: &'static str,
     key: &str,
 ) -> Result<Invoked, Failure> {
+    attempts(valkey, what, key, |mut con| async move { call.run(&mut con).await }).await
+}
+
+async fn attempts<F, Fut>(valkey: &Valkey, what: &'static str, key: &str, mut run: F) -> Result<Invoked, Failure>
+where
+    F: FnMut(ConnectionManager) -> Fut,
+    Fut: Future<Output = RedisResult<Value>>,
+{
     let opts = valkey.write_options();
-    let mut con = valkey.connection();
+    let timeout = valkey.response_timeout();
     let mut attempt = 1;
     loop {
-        match inv.invoke_async::<Value>(&mut con).await {
+        match bounded(timeout, run(valkey.connection())).await {
             Ok(value) => return Ok(Invoked { value, after_unknown: attempt > 1 }),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts {
@@ -71,4 +191,9 @@ pub(crate) async fn invoke(
             Err(e) => return Err(Failure::Failed(e)),
         }
     }
+}
+
+/// A script reply as `T`; a reply of another shape is a parse error.
+pub(crate) fn reply<T: redis::FromRedisValue>(v: Value) -> RedisResult<T> {
+    redis::from_redis_value(v).map_err(RedisError::from)
 }

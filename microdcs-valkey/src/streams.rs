@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::retry::LuaScript;
+
 use crate::client::Valkey;
 use crate::error::{Error, Result};
 
@@ -81,6 +83,8 @@ for _, g in ipairs(groups) do
 end
 return redis.call('XTRIM', KEYS[1], 'MINID', best_ms .. '-' .. best_seq)
 ";
+
+static TRIM_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(TRIM_ACKNOWLEDGED));
 
 /// The streams helper.
 #[derive(Debug, Clone)]
@@ -258,11 +262,9 @@ impl Streams {
     /// Connection errors.
     pub async fn trim_acknowledged(&self, stream: &str) -> Result<u64> {
         let mut con = self.valkey.connection();
-        let removed: u64 = redis::Script::new(TRIM_ACKNOWLEDGED)
-            .key(stream)
-            .invoke_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, stream))?;
+        let call = TRIM_SCRIPT.call().key(stream);
+        let removed: u64 =
+            call.run(&mut con).await.and_then(crate::retry::reply).map_err(|e| Error::from_redis(e, stream))?;
         Ok(removed)
     }
 

@@ -1,16 +1,17 @@
-//! Bounded waits: start-up ends within the connect timeout and `health()`
-//! answers within the response timeout, whatever the server does (gone,
-//! stopped with SIGSTOP, killed) and whatever the reconnect backoff would
-//! do. Each test has its own server; a stopped one is always continued.
+//! Bounded waits: start-up ends within the connect timeout, `health()` and
+//! a read answer within the response timeout, and a write within its
+//! attempts, whatever the server does (gone, stopped with SIGSTOP, killed)
+//! and whatever the reconnect backoff would do. Each test has its own server; a stopped one is always continued.
 //! Run with `--nocapture` to see the measured times.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_tests::fixtures::JobResponse;
+use microdcs_tests::{ValkeyServer, created, unique_prefix};
 use microdcs_valkey::defaults;
 use microdcs_valkey::redis;
-use microdcs_valkey::{ConnectError, Health, Valkey, ValkeyConfig};
+use microdcs_valkey::{ConnectError, Error, Expect, Health, Valkey, ValkeyConfig};
 
 /// Slack over every bound: the machine is shared and noisy, and a bound
 /// that holds only on a quiet machine is no bound.
@@ -180,4 +181,103 @@ async fn health_of_a_killed_server_answers_within_the_response_timeout() {
         Health::Unhealthy { reason } => assert!(reason.contains(&s.host_port()), "names the endpoint: {reason}"),
         h => panic!("{h:?}"),
     }
+}
+
+/// Slack over the bounds of reads and writes, which make several round
+/// trips and sleeps on a shared machine.
+const OP_MARGIN: Duration = Duration::from_secs(2);
+
+/// The settings of the read and write bound tests: short enough to run
+/// quickly, long enough that a read that waits twice, or a write attempt that
+/// waits on the reconnect backoff, shows over the margin.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(1500);
+const WRITE_ATTEMPTS: u32 = 3;
+const WRITE_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// A read waits at most one response timeout, plus one retry delay and a
+/// quick reconnect after a dropped connection.
+const READ_BOUND: Duration = RESPONSE_TIMEOUT.saturating_add(WRITE_RETRY_DELAY);
+
+/// A write waits at most `attempts x (response timeout + retry delay)`.
+const WRITE_BOUND: Duration = Duration::from_millis(
+    (WRITE_ATTEMPTS as u64) * (RESPONSE_TIMEOUT.as_millis() + WRITE_RETRY_DELAY.as_millis()) as u64,
+);
+
+async fn store_env(s: &ValkeyServer) -> (Valkey, microdcs_valkey::Store<JobResponse>) {
+    let c = ValkeyConfig {
+        write_attempts: WRITE_ATTEMPTS,
+        write_retry_delay: WRITE_RETRY_DELAY,
+        ..config(&s.host_port(), Duration::from_secs(3), RESPONSE_TIMEOUT)
+    };
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    (valkey, store)
+}
+
+/// Runs `op`, prints its time and asserts it failed within `bound` + margin.
+async fn fails_within<T: std::fmt::Debug>(
+    what: &str,
+    bound: Duration,
+    op: impl Future<Output = Result<T, Error>>,
+) -> Duration {
+    let start = Instant::now();
+    let out = op.await;
+    let took = start.elapsed();
+    println!("{what}: {took:?} (bound {bound:?} + {OP_MARGIN:?}) -> {out:?}");
+    let err = out.expect_err(what);
+    assert!(err.is_connection(), "{what}: a connection error, got {err:?}");
+    assert!(took < bound + OP_MARGIN, "{what}: took {took:?}, bound {bound:?}");
+    took
+}
+
+/// Every read and write kind against a server that does not answer.
+async fn reads_and_writes_fail_within_their_bounds(store: &microdcs_valkey::Store<JobResponse>, how: &str) {
+    let read = JobResponse::new("r-1", "s1", "o-1", &["B"]);
+    let took = fails_within(&format!("{how}: get"), READ_BOUND, store.get("r-1")).await;
+    if how == "stopped" {
+        // A read that timed out is not repeated: it would only wait again.
+        assert!(took < 2 * RESPONSE_TIMEOUT, "{how}: get waited {took:?}, more than one response timeout");
+    }
+    fails_within(&format!("{how}: get again"), READ_BOUND, store.get("r-1")).await;
+    fails_within(&format!("{how}: find"), READ_BOUND, store.find(JobResponse::by_order("o-1"))).await;
+    fails_within(&format!("{how}: create"), WRITE_BOUND, store.create(&JobResponse::new("r-2", "s1", "o-2", &[])))
+        .await;
+    // These read first: a failed read ends them.
+    fails_within(&format!("{how}: put(Any)"), READ_BOUND + WRITE_BOUND, store.put(&read, Expect::Any)).await;
+    fails_within(&format!("{how}: delete_id"), READ_BOUND + WRITE_BOUND, store.delete_id("r-1", Expect::Any)).await;
+}
+
+#[tokio::test]
+async fn reads_and_writes_of_a_stopped_server_end_within_their_bounds() {
+    let s = local_server();
+    let pid = server_pid(&s).await;
+    let (valkey, store) = store_env(&s).await;
+    let before = store.get("r-1").await.unwrap().unwrap();
+    {
+        let _stopped = Stopped::new(pid);
+        reads_and_writes_fail_within_their_bounds(&store, "stopped").await;
+        let next = JobResponse { state: vec!["C".into()], ..before.doc.clone() };
+        let update = store.update(&before, &next);
+        let took = fails_within("stopped: update", WRITE_BOUND, update).await;
+        assert!(took >= RESPONSE_TIMEOUT, "waited for the reply: {took:?}");
+    }
+    // Continued: the same handle works again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.get("r-1").await.is_err() {
+        assert!(Instant::now() < deadline, "still failing after SIGCONT");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = valkey;
+}
+
+#[tokio::test]
+async fn reads_and_writes_of_a_killed_server_end_within_their_bounds() {
+    let mut s = local_server();
+    let (_valkey, store) = store_env(&s).await;
+    let before = store.get("r-1").await.unwrap().unwrap();
+    s.kill();
+    reads_and_writes_fail_within_their_bounds(&store, "killed").await;
+    let next = JobResponse { state: vec!["C".into()], ..before.doc.clone() };
+    fails_within("killed: update", WRITE_BOUND, store.update(&before, &next)).await;
 }

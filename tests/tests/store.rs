@@ -20,15 +20,32 @@ struct Blob {
     body: String,
 }
 
+/// Stores `{id length}:{id}{scope length}:{scope}` and then the body as is,
+/// so the body bytes are kept exactly and the store can still check that a
+/// hash holds the document its key and scope name.
 struct RawBody;
 
+impl RawBody {
+    fn take<'t>(text: &mut &'t str) -> Option<&'t str> {
+        let (len, rest) = text.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let value = rest.get(..len)?;
+        *text = &rest[len..];
+        Some(value)
+    }
+}
+
 impl Codec<Blob> for RawBody {
-    type Error = std::convert::Infallible;
+    type Error = std::io::Error;
     fn encode(&self, doc: &Blob) -> Result<String, Self::Error> {
-        Ok(doc.body.clone())
+        Ok(format!("{}:{}{}:{}{}", doc.id.len(), doc.id, doc.scope.len(), doc.scope, doc.body))
     }
     fn decode(&self, text: &str) -> Result<Blob, Self::Error> {
-        Ok(Blob { id: String::new(), scope: String::new(), body: text.to_owned() })
+        let mut rest = text;
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "no id and scope prefix");
+        let id = Self::take(&mut rest).ok_or_else(bad)?.to_owned();
+        let scope = Self::take(&mut rest).ok_or_else(bad)?.to_owned();
+        Ok(Blob { id, scope, body: rest.to_owned() })
     }
 }
 
@@ -444,12 +461,15 @@ async fn document_texts_and_ids_round_trip_byte_identical() {
         );
         assert_eq!(back.id, *id);
         assert_eq!(back.scope, "s:1|x");
+        assert_eq!((back.doc.id.as_str(), back.doc.scope.as_str()), (*id, "s:1|x"));
     }
-    // The big text is stored as is (compared without printing a MiB on failure).
+    // The big text is stored as is after its prefix (compared without printing a MiB on failure).
     let big_id = ids[texts.iter().position(|t| t.len() == big.len()).unwrap()];
     let raw: Vec<u8> =
         redis::cmd("HGET").arg(store.key(big_id).unwrap()).arg("doc").query_async(&mut e.raw).await.unwrap();
-    assert!(raw == big.as_bytes(), "1 MiB body differs: {} bytes stored, {} written", raw.len(), big.len());
+    let written = RawBody.encode(&Blob { id: big_id.to_owned(), scope: "s:1|x".into(), body: big.clone() }).unwrap();
+    assert!(raw.ends_with(big.as_bytes()), "1 MiB body differs: {} bytes stored, {} written", raw.len(), big.len());
+    assert!(raw == written.as_bytes(), "stored text is the codec's text");
     // Every id has its own key; none parses as another family's key.
     let keys: Vec<String> = e.snapshot().await.into_keys().filter(|k| k.contains(":blob:")).collect();
     assert_eq!(keys.len(), ids.len(), "{keys:?}");
@@ -780,4 +800,335 @@ async fn non_finite_scores_are_refused_before_anything_is_written() {
     // A finite score is written and reads back.
     created(&store, &Reading { id: "x-1".into(), scope: "s1".into(), value: -1.5e300 }).await;
     assert_eq!(store.get("x-1").await.unwrap().unwrap().doc.value, -1.5e300);
+}
+
+/// Another client flushing the script cache in a loop, while writers run:
+/// a cache miss is the store's business, never the caller's. Each flush can
+/// land between the store's `SCRIPT LOAD` and its `EVALSHA`, so one reload
+/// is not enough.
+#[tokio::test]
+async fn script_flush_loop_under_concurrent_writers_is_invisible() {
+    let mut e = env("flushloop").await;
+    let store = e.valkey.store::<JobResponse>();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let stop = stop.clone();
+        let mut raw = e.raw.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut raw).await.unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        writers.push(tokio::spawn(async move {
+            // (errors, the ids left with their expected version and state)
+            let mut errors = Vec::new();
+            let mut kept = BTreeMap::new();
+            let mut i = 0;
+            while tokio::time::Instant::now() < deadline {
+                let id = format!("w{w}-{i}");
+                let order = format!("o-{w}-{i}");
+                let step = async {
+                    let doc = JobResponse::new(&id, "s1", &order, &["A"]);
+                    assert_eq!(store.create(&doc).await?, PutOutcome::Written { version: 1 });
+                    let read = store.get(&id).await?.expect("just created");
+                    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+                    assert_eq!(store.update(&read, &next).await?, PutOutcome::Written { version: 2 });
+                    let found = store.find(JobResponse::by_order(&order)).await?.expect("indexed");
+                    assert_eq!(found.version, 2);
+                    if i % 2 == 0 {
+                        assert_eq!(store.delete(&found).await?, DeleteOutcome::Deleted { version: 2 });
+                        Ok::<_, Error>(false)
+                    } else {
+                        Ok(true)
+                    }
+                };
+                match step.await {
+                    Ok(true) => {
+                        kept.insert(id, order);
+                    }
+                    Ok(false) => {}
+                    Err(err) => errors.push(format!("{id}: {err}")),
+                }
+                i += 1;
+            }
+            (errors, kept, i)
+        }));
+    }
+    let mut errors = Vec::new();
+    let mut kept = BTreeMap::new();
+    let mut rounds = 0;
+    for t in writers {
+        let (err, k, n) = t.await.unwrap();
+        errors.extend(err);
+        kept.extend(k);
+        rounds += n;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flushes = flusher.await.unwrap();
+    println!("{rounds} rounds, {flushes} flushes, {} errors", errors.len());
+    assert!(flushes > 10 && rounds > 8, "the test did not exercise anything: {flushes} flushes, {rounds} rounds");
+    assert!(errors.is_empty(), "{} caller-visible errors, first: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+    // Final state: exactly the kept documents, at version 2, each indexed once.
+    let snap = e.snapshot().await;
+    let docs: Vec<String> = snap
+        .keys()
+        .filter_map(|k| k.strip_prefix(&e.k("jobresponse:")))
+        .filter(|k| k.starts_with('w'))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(docs, kept.keys().cloned().collect::<Vec<_>>());
+    for (id, order) in &kept {
+        let read = store.get(id).await.unwrap().unwrap();
+        assert_eq!((read.version, read.doc.state.clone()), (2, vec!["B".to_owned()]), "{id}");
+        assert_eq!(e.get(&format!("jobresponse:byorder:{order}")).await.as_deref(), Some(id.as_str()));
+    }
+    let mut in_b = e.smembers("jobresponse:bystate:s1:B").await;
+    in_b.sort();
+    assert_eq!(in_b, kept.keys().cloned().collect::<Vec<_>>());
+    assert!(e.smembers("jobresponse:bystate:s1:A").await.is_empty());
+}
+
+/// The largest version: integers above it are not exact in the scripts' numbers.
+const MAX_VERSION: u64 = (1 << 53) - 1;
+
+/// A stored `v` outside `1 ..= 2^53 - 1` written without sign or leading
+/// zero is damage: every read and every write says so, and nothing is
+/// written. Before, digits beyond 2^53 were rounded (versions going
+/// backwards, two writers with one read both winning), 2^64 - 1 was written
+/// and then reported as a protocol error, and `007` read as version 7 while
+/// every write called it corrupt.
+#[tokio::test]
+async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
+    let mut e = env("versions").await;
+    let store = e.valkey.store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    created(&store, &doc).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..doc.clone() };
+    let key = e.k("jobresponse:r-1");
+    let bad = [
+        "9007199254740992",
+        "9007199254740993",
+        "18446744073709551615",
+        "99999999999999999999999",
+        "007",
+        "+5",
+        "-1",
+        "0",
+        " 5",
+        "5 ",
+        "5.0",
+        "1e3",
+        "0x10",
+        "",
+    ];
+    for v in bad {
+        let _: () = redis::cmd("HSET").arg(&key).arg("v").arg(v).query_async(&mut e.raw).await.unwrap();
+        let before = e.snapshot().await;
+        let corrupt = |what: &str, r: Result<String, Error>| match r {
+            Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key, "v={v:?}: {what} names the key"),
+            other => panic!("v={v:?}: {what}: expected Corrupt, got {other:?}"),
+        };
+        corrupt("get", store.get("r-1").await.map(|s| format!("{s:?}")));
+        corrupt("find", store.find(JobResponse::by_order("o-1")).await.map(|s| format!("{s:?}")));
+        corrupt("update", store.update(&read, &next).await.map(|o| format!("{o:?}")));
+        corrupt("put(Any)", store.put(&next, Expect::Any).await.map(|o| format!("{o:?}")));
+        corrupt("put(Version)", store.put(&next, Expect::Version(5)).await.map(|o| format!("{o:?}")));
+        corrupt("create", store.create(&next).await.map(|o| format!("{o:?}")));
+        corrupt("delete", store.delete(&read).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Any)", store.delete_id("r-1", Expect::Any).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Version)", store.delete_id("r-1", Expect::Version(7)).await.map(|o| format!("{o:?}")));
+        assert_eq!(e.snapshot().await, before, "v={v:?}: nothing written");
+    }
+
+    // The last versions below the limit are exact, and the limit is never passed.
+    let _: () = redis::cmd("HSET").arg(&key).arg("v").arg(MAX_VERSION - 1).query_async(&mut e.raw).await.unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, MAX_VERSION - 1);
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: MAX_VERSION });
+    // A second writer with the same read loses.
+    assert_eq!(store.update(&read, &doc).await.unwrap(), PutOutcome::Conflict { current: MAX_VERSION });
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(read.version, MAX_VERSION);
+    let before = e.snapshot().await;
+    for (what, r) in [
+        ("update", store.update(&read, &doc).await),
+        ("put(Any)", store.put(&doc, Expect::Any).await),
+        ("put(Version)", store.put(&doc, Expect::Version(MAX_VERSION)).await),
+    ] {
+        match r {
+            Err(Error::Corrupt { key: k, reason }) => {
+                assert_eq!(k, key);
+                assert!(reason.contains("limit"), "{what}: {reason}");
+            }
+            other => panic!("{what} at the last version: {other:?}"),
+        }
+    }
+    assert_eq!(e.snapshot().await, before, "nothing written at the limit");
+    let stored: String = redis::cmd("HGET").arg(&key).arg("v").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(stored, MAX_VERSION.to_string());
+    // An expectation no stored version can have is a conflict, not an error.
+    assert_eq!(
+        store.put(&doc, Expect::Version(u64::MAX)).await.unwrap(),
+        PutOutcome::Conflict { current: MAX_VERSION }
+    );
+    assert_eq!(store.put(&doc, Expect::Version(0)).await.unwrap(), PutOutcome::Conflict { current: MAX_VERSION });
+    assert_eq!(
+        store.delete_id("r-1", Expect::Version(u64::MAX)).await.unwrap(),
+        DeleteOutcome::Conflict { current: MAX_VERSION }
+    );
+    // Deleting at the limit is fine.
+    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: MAX_VERSION });
+}
+
+/// A hash copied to another key, or a `scope` field that disagrees with the
+/// document text, is not the document its key names: reading it as such
+/// would hand out (and let the caller write back) another document's data.
+#[tokio::test]
+async fn a_document_must_be_the_one_its_key_and_scope_name() {
+    let mut e = env("identity").await;
+    let store = e.valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    created(&store, &JobResponse::new("r-2", "s1", "o-2", &["A"])).await;
+    // r-1's hash copied over r-2's key.
+    let _: i64 = redis::cmd("COPY")
+        .arg(e.k("jobresponse:r-1"))
+        .arg(e.k("jobresponse:r-2"))
+        .arg("REPLACE")
+        .query_async(&mut e.raw)
+        .await
+        .unwrap();
+    match store.get("r-2").await {
+        Err(Error::Corrupt { key, reason }) => {
+            assert_eq!(key, e.k("jobresponse:r-2"));
+            assert!(reason.contains("r-1"), "says whose document it holds: {reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // The by-order entry of o-2 still names r-2: the lookup reads the same hash.
+    assert!(matches!(store.find(JobResponse::by_order("o-2")).await, Err(Error::Corrupt { .. })));
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().doc.id, "r-1");
+
+    // The hash's scope differs from the document's.
+    let _: () =
+        redis::cmd("HSET").arg(e.k("jobresponse:r-1")).arg("scope").arg("s2").query_async(&mut e.raw).await.unwrap();
+    match store.get("r-1").await {
+        Err(Error::Corrupt { key, reason }) => {
+            assert_eq!(key, e.k("jobresponse:r-1"));
+            assert!(reason.contains("s1") && reason.contains("s2"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(store.find(JobResponse::by_order("o-1")).await, Err(Error::Corrupt { .. })));
+}
+
+/// When every attempt loses its reply, the write ends after `WriteAttempts`
+/// attempts as an unknown outcome (never as success or a plain connection
+/// error), and the attempts together applied it at most once.
+#[tokio::test]
+async fn write_attempts_running_out_is_an_unknown_outcome() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = std::sync::Arc::new(FaultProxy::start(server.host_port()).await);
+    let prefix = unique_prefix("attempts");
+    let write = WriteOptions { attempts: 3, retry_delay: Duration::from_millis(200), ..WriteOptions::default() };
+    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+
+    // Cut every EVALSHA: the proxy's cut is one-shot, so arm it again after each.
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let rearm = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let mut seen = 0;
+            loop {
+                if proxy.cuts() > seen {
+                    seen = proxy.cuts();
+                    proxy.cut_after_request_containing(b"EVALSHA").await;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    let out = store.update(&read, &next).await;
+    rearm.abort();
+    match out {
+        Err(Error::UnknownOutcome { key, attempts, .. }) => {
+            assert_eq!(key, format!("{}:jobresponse:r-1", prefix.as_str()));
+            assert_eq!(attempts, 3);
+        }
+        other => panic!("expected UnknownOutcome after 3 attempts, got {other:?}"),
+    }
+    assert_eq!(proxy.cuts(), 3, "every attempt was sent and cut");
+    assert_eq!(valkey.metrics().write_retries(), 2);
+    // Once the connection works again, so does the store: the write was applied.
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+    // Applied by the first attempt, recognised (not applied again) by the others.
+    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+    assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")]);
+}
+
+/// `ChangeStreamMaxLength` trims the change stream on a real server. `MAXLEN
+/// ~` trims whole stream nodes only, so the server keeps small nodes here and
+/// the stream stays within the limit plus one node.
+#[tokio::test]
+async fn change_stream_max_length_trims_on_a_real_server() {
+    const NODE: u64 = 10;
+    const LIMIT: u64 = 25;
+    let server = ValkeyServer::start_local(&["--stream-node-max-entries", "10"]).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("maxlen");
+    let write = WriteOptions { change_stream_max_len: LIMIT, ..WriteOptions::default() };
+    let valkey =
+        Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap_or_else(|e| server.fail("connect", &e));
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let mut read = store.get("r-1").await.unwrap().unwrap();
+    let stream = format!("{}:changes:s1", prefix.as_str());
+    let mut longest = 0;
+    for i in 0..300 {
+        let next = JobResponse { start_time: i, ..read.doc.clone() };
+        assert!(matches!(store.update_in_place(&mut read, next).await.unwrap(), PutOutcome::Written { .. }));
+        let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut raw).await.unwrap();
+        longest = longest.max(len);
+    }
+    let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut raw).await.unwrap();
+    println!("301 writes, limit {LIMIT}, node {NODE}: XLEN {len}, longest {longest}");
+    assert!(len >= LIMIT, "never below the limit: {len}");
+    assert!(longest <= LIMIT + NODE, "the stream grew to {longest}, limit {LIMIT} + one node of {NODE}");
+    // The newest entries are kept.
+    let entries = stream_entries(&mut raw, &stream).await;
+    assert_eq!(entries.last().unwrap()["v"], "301");
+}
+
+/// A server whose script cache the store cannot fill (here `SCRIPT` is
+/// renamed away; after a failover the load may also reach another server
+/// than the call): every operation still runs, by sending the script text.
+#[tokio::test]
+async fn scripts_run_when_they_cannot_be_loaded() {
+    let server =
+        ValkeyServer::start_local(&["--rename-command", "SCRIPT", "SCRIPT-HIDDEN"]).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("noload");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default())
+        .await
+        .unwrap_or_else(|e| server.fail("connect", &e));
+    let store = valkey.store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    let read = store.get("r-1").await.unwrap().unwrap();
+    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
+    let found = store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
+    assert_eq!(found.version, 2);
+    assert_eq!(store.delete(&found).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
 }

@@ -4,7 +4,7 @@
 //! Put and delete fill the same shared positions and the same "caller's
 //! read" entries; a put adds its document text, list score and new entries.
 
-use redis::{Script, Value};
+use redis::Value;
 
 use microdcs_schema::IndexEntry;
 use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
@@ -14,7 +14,7 @@ use super::render_err;
 use super::types::ReadState;
 use crate::client::Valkey;
 use crate::error::{Error, Result, short};
-use crate::retry::{self, Failure, Invoked};
+use crate::retry::{self, Failure, Invoked, LuaScript};
 
 /// One script argument.
 pub(super) enum Arg<'a> {
@@ -189,15 +189,15 @@ impl<'a> Call<'a> {
     /// Runs `script` with these arguments under the shared retry rule: the
     /// scripts recognise an applied operation id, so running one again after
     /// an unknown outcome is safe.
-    pub(super) async fn invoke(&self, valkey: &Valkey, script: &Script, key: &str) -> Result<Invoked> {
-        let mut inv = script.prepare_invoke();
+    pub(super) async fn invoke(&self, valkey: &Valkey, script: &LuaScript, key: &str) -> Result<Invoked> {
+        let mut call = script.call();
         for k in &self.keys {
-            inv.key(k.as_str());
+            call = call.key(k);
         }
         for a in &self.args {
-            inv.arg(a.bytes());
+            call = call.arg(a.bytes());
         }
-        retry::invoke(valkey, &inv, "write", key).await.map_err(|f| match f {
+        retry::invoke_call(valkey, &call, "write", key).await.map_err(|f| match f {
             Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
             Failure::Failed(e) => Error::from_redis(e, key),
         })
@@ -231,12 +231,22 @@ pub(super) fn str_at(script: &'static str, rest: &[Value], i: usize) -> Result<S
     }
 }
 
-/// The error for a `{6, field}` (corrupt hash) reply.
+/// The error for a `{6, field}` (corrupt hash) or `{6, 'v', 'limit'}`
+/// (version at its limit) reply.
 pub(super) fn corrupt_reply(key: &str, rest: &[Value]) -> Error {
     let field = str_at("put", rest, 0).unwrap_or_default();
+    let limit = str_at("put", rest, 1).is_ok_and(|s| s == "limit");
     let reason = match field.as_str() {
-        "v" => "`v` is not a positive integer".to_owned(),
+        "v" if limit => format!(
+            "the version is at its limit {}; the document cannot be written again (delete and create it)",
+            microdcs_schema::lua::MAX_VERSION
+        ),
+        "v" => VERSION_REASON.to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }
 }
+
+/// Why a stored `v` is refused (the same words for reads and writes).
+pub(super) const VERSION_REASON: &str =
+    "`v` is missing or not a version (1 to 2^53-1 in decimal, no sign or leading zero)";

@@ -1,14 +1,13 @@
 //! The per-type plan: scripts, layouts and key templates, derived from
 //! `D::SPEC` once per store.
 
-use redis::Script;
-
 use microdcs_schema::lua::{self, DeleteLayout, PutLayout};
 use microdcs_schema::{Document, IndexSpec, KeyTemplate, Source};
 
 use super::types::ReadState;
 use crate::client::Valkey;
 use crate::error::{Error, Result};
+use crate::retry::LuaScript;
 
 /// Where an index placeholder's value comes from at run time.
 #[derive(Debug, Clone, Copy)]
@@ -27,9 +26,9 @@ pub(super) struct IndexPlan {
 
 /// Everything derived from `D::SPEC` once per store.
 pub(super) struct Plan {
-    pub(super) put: Script,
-    pub(super) delete: Script,
-    pub(super) find: Script,
+    pub(super) put: LuaScript,
+    pub(super) delete: LuaScript,
+    pub(super) find: LuaScript,
     pub(super) put_layout: PutLayout,
     pub(super) delete_layout: DeleteLayout,
     pub(super) doc: KeyTemplate,
@@ -68,9 +67,9 @@ impl Plan {
         };
         let kind_channel = parse(spec.nudge);
         Plan {
-            put: Script::new(D::PUT_SCRIPT),
-            delete: Script::new(D::DELETE_SCRIPT),
-            find: Script::new(D::FIND_SCRIPT),
+            put: LuaScript::new(D::PUT_SCRIPT),
+            delete: LuaScript::new(D::DELETE_SCRIPT),
+            find: LuaScript::new(D::FIND_SCRIPT),
             put_layout: PutLayout::new(spec),
             delete_layout: DeleteLayout::new(spec),
             doc: parse(spec.key),

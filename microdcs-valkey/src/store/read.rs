@@ -3,16 +3,23 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use redis::Script;
+use crate::retry::{LuaScript, reply};
 
 use microdcs_schema::{Document, GroupQuery, UniqueQuery};
 
 use super::Store;
+use super::call::VERSION_REASON;
 use super::plan::Ph;
 use super::render_err;
 use super::types::{IdPage, Page, PageAt, ReadState, Stored, parse_version};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::retry;
+
+/// Whether a read got no answer in time (rather than losing its connection).
+fn is_timeout(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.is_timeout())
+}
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Reads a document (one `HGETALL`).
@@ -26,16 +33,26 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Runs a read; after a lost connection runs it once more (a read is
     /// safe to repeat, and the connection manager reconnects in between).
-    async fn read<T, F, Fut>(&self, f: F) -> Result<T>
+    ///
+    /// Each run waits at most the response timeout, also for a reconnect
+    /// (whose backoff alone can take seconds), and a run that timed out is
+    /// not repeated: a server that did not answer in time will not answer
+    /// the same question sooner. So a read ends within the response timeout,
+    /// plus one retry delay and a quick reconnect after a dropped connection.
+    pub(super) async fn read<T, F, Fut>(&self, f: F) -> Result<T>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        match f().await {
-            Err(e) if e.is_connection() => {
+        let timeout = self.valkey.response_timeout();
+        let once = || async {
+            tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(Error::Redis(retry::no_answer(timeout))))
+        };
+        match once().await {
+            Err(e) if e.is_connection() && !is_timeout(&e) => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
                 tokio::time::sleep(self.valkey.write_options().retry_delay).await;
-                f().await
+                once().await
             }
             other => other,
         }
@@ -60,8 +77,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Some(b) => String::from_utf8(b).map(Some).map_err(|_| corrupt(&format!("field `{f}` is not UTF-8"))),
             }
         };
-        let version = parse_version(text(&mut map, "v")?.as_deref())
-            .ok_or_else(|| corrupt("`v` is missing or not a positive integer"))?;
+        let version = parse_version(text(&mut map, "v")?.as_deref()).ok_or_else(|| corrupt(VERSION_REASON))?;
         let scope = text(&mut map, "scope")?.ok_or_else(|| corrupt("`scope` is missing"))?;
         let doc_text = text(&mut map, "doc")?.ok_or_else(|| corrupt("`doc` is missing"))?;
         let ops = text(&mut map, "ops")?.unwrap_or_default();
@@ -70,6 +86,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             fields.push(text(&mut map, f)?);
         }
         let doc = self.codec.decode(&doc_text).map_err(Error::codec)?;
+        // A hash copied to another key, or a scope field edited apart from
+        // the text, would otherwise be handed out (and written back) as the
+        // document its key names.
+        if doc.id() != id {
+            return Err(corrupt(&format!("the document's id is `{}`, not the `{id}` of its key", doc.id())));
+        }
+        if doc.scope() != scope {
+            return Err(corrupt(&format!(
+                "the document's scope is `{}`, the hash's `scope` is `{scope}`",
+                doc.scope()
+            )));
+        }
         Ok(Stored {
             doc,
             version,
@@ -79,8 +107,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })
     }
 
-    /// Reads what a write needs: version, scope, op history and index fields (one `HMGET`).
+    /// Reads what a write needs: version, scope, op history and index fields
+    /// (one `HMGET`), bounded like every read.
     pub(super) async fn read_state(&self, key: &str) -> Result<ReadState> {
+        self.read(|| self.read_state_once(key)).await
+    }
+
+    async fn read_state_once(&self, key: &str) -> Result<ReadState> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg("v").arg("scope").arg("ops");
         for f in &self.plan.fields {
@@ -96,10 +129,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if v.is_none() && scope.is_none() {
             return Ok(ReadState::missing(self.plan.fields.len()));
         }
-        let version = parse_version(v.as_deref()).ok_or_else(|| Error::Corrupt {
-            key: key.to_owned(),
-            reason: "`v` is missing or not a positive integer".into(),
-        })?;
+        let version = parse_version(v.as_deref())
+            .ok_or_else(|| Error::Corrupt { key: key.to_owned(), reason: VERSION_REASON.into() })?;
         Ok(ReadState { exists: true, version, scope, fields, ops })
     }
 
@@ -119,14 +150,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
         let mut con = self.valkey.connection();
-        let reply: Option<Vec<Option<Vec<u8>>>> = self
-            .plan
-            .find
-            .key(&ukey)
-            .arg(self.valkey.prefix().as_str())
-            .invoke_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, &ukey))?;
+        let call = self.plan.find.call().key(&ukey).arg(self.valkey.prefix().as_str().as_bytes());
+        let value = call.run(&mut con).await.map_err(|e| Error::from_redis(e, &ukey))?;
+        let reply: Option<Vec<Option<Vec<u8>>>> =
+            redis::FromRedisValue::from_redis_value(value).map_err(|e| Error::from_redis(e.into(), &ukey))?;
         let Some(row) = reply else { return Ok(None) };
         let mut it = row.into_iter();
         let id = it.next().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
@@ -200,14 +227,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             _ => ("", ""),
         };
         let mut con = self.valkey.connection();
-        let got: Vec<String> = PAGE_AFTER_SCRIPT
-            .key(key)
-            .arg(count)
-            .arg(anchor)
-            .arg(score)
-            .invoke_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
+        let n = count.to_string();
+        let call = PAGE_AFTER_SCRIPT.call().key(key).arg(n.as_bytes()).arg(anchor.as_bytes()).arg(score.as_bytes());
+        let got: Vec<String> = call.run(&mut con).await.and_then(reply).map_err(|e| Error::from_redis(e, key))?;
         let mut ids = Vec::with_capacity(got.len() / 2);
         let mut last = None;
         for pair in got.chunks_exact(2) {
@@ -257,7 +279,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 }
 
-static PAGE_AFTER_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAGE_AFTER));
+static PAGE_AFTER_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PAGE_AFTER));
 
 /// One page of a sorted set after an anchor (score, id), with scores.
 /// While the anchor is still where the last page left it, continue from its

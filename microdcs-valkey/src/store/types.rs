@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use microdcs_schema::lua::MAX_VERSION;
+
 /// What the writer expects to find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -140,10 +142,22 @@ impl<D: fmt::Debug> fmt::Debug for Stored<D> {
     }
 }
 
-/// A stored version: a positive integer.
+/// A stored version, or `None` when `v` is not one: `1 ..= 2^53 - 1`
+/// ([`MAX_VERSION`]) in decimal, without sign, leading zero or anything
+/// else. The one reading of a version in the crate (reads, writes and index
+/// verification), and the same grammar the scripts check, so a hash the
+/// scripts call corrupt is never read as a document and the other way round.
 pub(crate) fn parse_version(v: Option<&str>) -> Option<u64> {
-    v?.parse::<u64>().ok().filter(|v| *v >= 1)
+    let v = v?;
+    let b = v.as_bytes();
+    if b.is_empty() || b.len() > MAX_DIGITS || b[0] == b'0' || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    v.parse::<u64>().ok().filter(|n| *n <= MAX_VERSION)
 }
+
+/// Digits of [`MAX_VERSION`].
+const MAX_DIGITS: usize = 16;
 
 #[cfg(test)]
 mod tests {
@@ -151,9 +165,28 @@ mod tests {
 
     #[test]
     fn versions() {
+        assert_eq!(MAX_VERSION.to_string().len(), MAX_DIGITS);
         assert_eq!(parse_version(Some("3")), Some(3));
-        assert_eq!(parse_version(Some("0")), None);
-        assert_eq!(parse_version(Some("x")), None);
+        assert_eq!(parse_version(Some("10")), Some(10));
+        assert_eq!(parse_version(Some("9007199254740991")), Some(MAX_VERSION));
+        for bad in [
+            "0",
+            "x",
+            "",
+            "007",
+            "+5",
+            "-1",
+            " 5",
+            "5 ",
+            "5.0",
+            "1e3",
+            "9007199254740992",
+            "18446744073709551615",
+            "99999999999999999999",
+            "\u{0663}",
+        ] {
+            assert_eq!(parse_version(Some(bad)), None, "{bad:?}");
+        }
         assert_eq!(parse_version(None), None);
     }
 }

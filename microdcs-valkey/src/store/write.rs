@@ -10,7 +10,7 @@ use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, Target, corrupt_reply, int_at, split_reply, str_at};
-use super::types::{DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
+use super::types::{DeleteOutcome, Expect, PutOutcome, ReadState, Stored, parse_version};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
@@ -34,7 +34,7 @@ pub fn new_op_id() -> String {
 
 /// The version an op id produced, from an `ops` history (` op=v op=v ...`).
 fn applied_version(ops: &str, op: &str) -> Option<u64> {
-    ops.split(' ').find_map(|e| e.strip_prefix(op)?.strip_prefix('=')?.parse().ok())
+    ops.split(' ').find_map(|e| parse_version(Some(e.strip_prefix(op)?.strip_prefix('=')?)))
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {

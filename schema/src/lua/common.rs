@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::MAX_VERSION;
 use super::layout::{CommonSlots, IndexSlots};
 use super::text::{Described, lua_str};
 use crate::spec::DocumentSpec;
@@ -51,11 +52,23 @@ local doc_key = KEYS[{dk}]
 local id = ARGV[{id}]
 local scope = ARGV[{scope}]
 local op = ARGV[{op}]
+-- A version: decimal digits without sign or leading zero, at most {max}.
+-- Checked as text (bytes, not the locale's collation), so nothing is
+-- rounded before it is known to be exact.
+local function is_version(s)
+  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
+  if #s ~= {max_len} then return #s < {max_len} end
+  for i = 1, {max_len} do
+    local a, b = string.byte(s, i), string.byte('{max}', i)
+    if a ~= b then return a < b end
+  end
+  return true
+end
 local cur = redis.call('HMGET', doc_key, {hmget})
 local exists = cur[1] ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {{6, 'v'}} end
+  if not is_version(cur[1]) then return {{6, 'v'}} end
   v = tonumber(cur[1])
   if cur[2] == false then return {{6, 'scope'}} end
   if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {{6, 'doc'}} end
@@ -69,6 +82,8 @@ end
         scope = c.scope,
         op = c.op,
         hmget = slots.hmget,
+        max = MAX_VERSION,
+        max_len = MAX_VERSION.to_string().len(),
     );
 }
 

@@ -13,7 +13,7 @@ const DELETE_RETURNS: &str = "\
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 ";
 
 /// The delete script of `spec`, with its layout. Same order as the put
@@ -37,7 +37,7 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         "\
 if not exists then return {{2}} end
 local expect = ARGV[{expect}]
-if expect ~= 'any' and v ~= tonumber(expect) then return {{0, v}} end
+if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
 ",
         expect = c.expect
     );

@@ -44,11 +44,19 @@ pub mod ret {
     pub const UNIQUE_VIOLATION: i64 = 4;
     /// `{5}`: stored index fields differ from what the caller read; read again.
     pub const RETRY: i64 = 5;
-    /// `{6, field}`: the hash is corrupt (`v` not a positive integer, `doc` or `scope` missing).
+    /// `{6, field}`: the hash is corrupt (`v` not a version, `doc` or `scope`
+    /// missing); `{6, 'v', 'limit'}`: the version is [`super::MAX_VERSION`],
+    /// so the document cannot be written again. Nothing written.
     pub const CORRUPT: i64 = 6;
     /// `{7, version}`: this operation id was already applied and produced `version`.
     pub const ALREADY_APPLIED: i64 = 7;
 }
+
+/// The largest stored version, 2^53 - 1: Lua numbers are doubles, exact up
+/// to here. A version is `1 ..= MAX_VERSION` in decimal without sign or
+/// leading zero; the scripts and the store's reader accept nothing else, and
+/// a write that would pass it is refused (never rounded, never wrapped).
+pub const MAX_VERSION: u64 = (1 << 53) - 1;
 
 /// How many bytes of recent operation ids a document hash keeps (field
 /// `ops`, entries ` op=version`). With the longest op ids (64 bytes) that is

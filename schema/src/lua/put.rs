@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::OP_HISTORY_BYTES;
 use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
 use super::layout::PutLayout;
 use super::text::{Described, header, lua_str};
+use super::{MAX_VERSION, OP_HISTORY_BYTES};
 use crate::spec::DocumentSpec;
 
 const PUT_RETURNS: &str = "\
@@ -15,7 +15,8 @@ const PUT_RETURNS: &str = "\
 --   {3, stored_scope}     the id belongs to another scope; nothing written
 --   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash (`v` not a positive integer, `scope` or `doc` missing)
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
+--   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 ";
 
@@ -87,10 +88,12 @@ if expect == 'create' then
   if exists then return {{0, v}} end
 elseif expect ~= 'any' then
   if not exists then return {{2}} end
-  if v ~= tonumber(expect) then return {{0, v}} end
+  if expect ~= cur[1] then return {{0, v}} end
 end
+if v >= {max} then return {{6, 'v', 'limit'}} end
 ",
-        expect = c.expect
+        expect = c.expect,
+        max = MAX_VERSION,
     );
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
@@ -238,5 +241,17 @@ mod tests {
         assert!(!text.contains("cjson"), "scripts never build or parse JSON");
         let (text, _) = delete_script(&SPEC);
         assert!(text.contains("'deleted'"));
+    }
+
+    #[test]
+    fn versions_are_checked_as_text_before_any_arithmetic() {
+        for text in [put_script(&SPEC).0, delete_script(&SPEC).0] {
+            let check = text.find("if not is_version(cur[1])").expect("stored version checked");
+            let first_tonumber = text.find("tonumber(").expect("one conversion");
+            assert!(check < first_tonumber, "a conversion before the check:\n{text}");
+            assert!(!text.contains("tonumber(expect)"), "the expectation is compared as text");
+            assert!(text.contains(&MAX_VERSION.to_string()));
+        }
+        assert!(put_script(&SPEC).0.contains(&format!("if v >= {MAX_VERSION} then return {{6, 'v', 'limit'}} end")));
     }
 }

@@ -15,16 +15,28 @@
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
+-- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+-- Checked as text (bytes, not the locale's collation), so nothing is
+-- rounded before it is known to be exact.
+local function is_version(s)
+  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
+  if #s ~= 16 then return #s < 16 end
+  for i = 1, 16 do
+    local a, b = string.byte(s, i), string.byte('9007199254740991', i)
+    if a ~= b then return a < b end
+  end
+  return true
+end
 local cur = redis.call('HMGET', doc_key, 'v', 'scope')
 local exists = cur[1] ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {6, 'v'} end
+  if not is_version(cur[1]) then return {6, 'v'} end
   v = tonumber(cur[1])
   if cur[2] == false then return {6, 'scope'} end
   if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
@@ -34,7 +46,7 @@ elseif redis.call('EXISTS', doc_key) == 1 then
 end
 if not exists then return {2} end
 local expect = ARGV[1]
-if expect ~= 'any' and v ~= tonumber(expect) then return {0, v} end
+if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
 -- validation reads (a wrong type aborts here, before any write)
 -- writes
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])

@@ -18,17 +18,30 @@
 --   {3, stored_scope}     the id belongs to another scope; nothing written
 --   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash (`v` not a positive integer, `scope` or `doc` missing)
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
+--   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
+-- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+-- Checked as text (bytes, not the locale's collation), so nothing is
+-- rounded before it is known to be exact.
+local function is_version(s)
+  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
+  if #s ~= 16 then return #s < 16 end
+  for i = 1, 16 do
+    local a, b = string.byte(s, i), string.byte('9007199254740991', i)
+    if a ~= b then return a < b end
+  end
+  return true
+end
 local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops')
 local exists = cur[1] ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if cur[1] == false or not string.find(cur[1], '^[1-9]%d*$') then return {6, 'v'} end
+  if not is_version(cur[1]) then return {6, 'v'} end
   v = tonumber(cur[1])
   if cur[2] == false then return {6, 'scope'} end
   if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
@@ -46,8 +59,9 @@ if expect == 'create' then
   if exists then return {0, v} end
 elseif expect ~= 'any' then
   if not exists then return {2} end
-  if v ~= tonumber(expect) then return {0, v} end
+  if expect ~= cur[1] then return {0, v} end
 end
+if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- validation reads (a wrong type aborts here, before any write)
 if not exists then redis.call('SISMEMBER', KEYS[4], id) end
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
