@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use microdcs_tests::{ValkeyServer, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Document, MaintenanceOptions, Report, Valkey, WriteOptions};
+use microdcs_valkey::{DiffKind, Document, MaintenanceOptions, Report, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
 use microdcs_tests::fixtures::{JobResponse, WorkMaster};
@@ -326,4 +326,112 @@ async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
     assert!(
         v2.rebuild(&MaintenanceOptions { index: Some("by_colour"), ..MaintenanceOptions::default() }).await.is_err()
     );
+}
+
+/// The Valkey type of `key` (`none` when it does not exist).
+async fn type_of(e: &mut Env, key: &str) -> String {
+    redis::cmd("TYPE").arg(key.replace("{p}", &e.p)).query_async(&mut e.raw).await.unwrap()
+}
+
+/// The `wrong type` differences as (index, key, found), with the key's prefix
+/// written as `{p}`. Which document led to the key depends on scan order, so
+/// the id is not compared.
+fn wrong_types(e: &Env, r: &Report) -> BTreeSet<(String, String, String)> {
+    r.differences
+        .iter()
+        .filter_map(|d| match &d.kind {
+            DiffKind::WrongType { found } => Some((d.index.clone(), d.key.replace(&e.p, "{p}"), found.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An index key overwritten with a value of another type: verify reports it
+/// (once, naming the type found) instead of failing, and rebuild deletes the
+/// key and writes it again from the documents.
+async fn wrong_type_index_key(s: &ValkeyServer, name: &str, key: &str, index: &str, damage: &[&str], found: &str) {
+    let mut e = env(s, name).await;
+    let store = e.valkey.store::<JobResponse>();
+    // Small batches: the damaged key is met again in later batches.
+    let opts = MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() };
+    e.cmd(&["DEL", key]).await;
+    e.cmd(damage).await;
+    let expected = set(&[(index, key, found)]);
+    let report = store.verify(&opts).await.unwrap_or_else(|err| panic!("{name}: verify failed: {err}"));
+    assert_eq!(wrong_types(&e, &report), expected, "{name}: {:#?}", report.differences);
+    assert_eq!(report.differences.len(), 1, "{name}: one difference per damaged key: {:#?}", report.differences);
+    let rebuilt = store.rebuild(&opts).await.unwrap_or_else(|err| panic!("{name}: rebuild failed: {err}"));
+    assert_eq!(rebuilt.differences, report.differences, "{name}: rebuild sees what verify saw");
+    let after = store.verify(&opts).await.unwrap();
+    assert!(after.is_clean(), "{name}: after rebuild: {:#?}", after.differences);
+}
+
+#[tokio::test]
+async fn a_list_key_of_the_wrong_type_is_a_difference_and_rewritten() {
+    let s = server();
+    let key = "{p}:jobresponse:list:s1";
+    wrong_type_index_key(&s, "wt-list", key, "list", &["SET", key, "garbage"], "string").await;
+    // A plain set where a sorted set belongs is the wrong type too.
+    wrong_type_index_key(&s, "wt-list-set", key, "list", &["SADD", key, "r-0"], "set").await;
+    let mut e = env(&s, "wt-list-check").await;
+    e.cmd(&["SET", key, "garbage"]).await;
+    let store = e.valkey.store::<JobResponse>();
+    store.rebuild(&MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() }).await.unwrap();
+    assert_eq!(type_of(&mut e, key).await, "zset");
+    let listed = store.list("s1", microdcs_valkey::Page::first(100)).await.unwrap().ids;
+    assert_eq!(listed, ["r-0", "r-1", "r-2", "r-3", "r-4", "r-5"], "every document listed again, by score");
+}
+
+#[tokio::test]
+async fn a_unique_key_of_the_wrong_type_is_a_difference_and_rewritten() {
+    let s = server();
+    let key = "{p}:jobresponse:byorder:o-1";
+    wrong_type_index_key(&s, "wt-unique", key, "by_order", &["SADD", key, "r-1"], "set").await;
+    let mut e = env(&s, "wt-unique-check").await;
+    e.cmd(&["DEL", key]).await;
+    e.cmd(&["HSET", key, "x", "y"]).await;
+    let store = e.valkey.store::<JobResponse>();
+    store.rebuild(&MaintenanceOptions::default()).await.unwrap();
+    assert_eq!(store.find(JobResponse::by_order("o-1")).await.unwrap().map(|s| s.id).as_deref(), Some("r-1"));
+}
+
+#[tokio::test]
+async fn a_group_key_of_the_wrong_type_is_a_difference_and_rewritten() {
+    let s = server();
+    let key = "{p}:jobresponse:bystate:s1:Running";
+    wrong_type_index_key(&s, "wt-group", key, "by_state", &["RPUSH", key, "r-0"], "list").await;
+    let mut e = env(&s, "wt-group-check").await;
+    e.cmd(&["DEL", key]).await;
+    e.cmd(&["SET", key, "garbage"]).await;
+    let store = e.valkey.store::<JobResponse>();
+    store.rebuild(&MaintenanceOptions::default()).await.unwrap();
+    let mut ids =
+        store.ids(JobResponse::by_state("s1", "Running"), microdcs_valkey::Page::first(100)).await.unwrap().ids;
+    ids.sort();
+    assert_eq!(ids, ["r-0", "r-2", "r-4"]);
+}
+
+/// A document key holding a value that is not a hash, while index entries
+/// still point at its id: reported as the document's difference, and left
+/// alone by rebuild (it is not the index's to repair), entries included.
+#[tokio::test]
+async fn a_document_key_of_the_wrong_type_is_reported_and_left_alone() {
+    let s = server();
+    let mut e = env(&s, "wt-doc").await;
+    let key = "{p}:jobresponse:r-1";
+    e.cmd(&["DEL", key]).await;
+    e.cmd(&["SET", key, "garbage"]).await;
+    let store = e.valkey.store::<JobResponse>();
+    let opts = MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() };
+    let report = store.verify(&opts).await.unwrap_or_else(|err| panic!("verify failed: {err}"));
+    assert_eq!(wrong_types(&e, &report), set(&[("document", key, "string")]), "{:#?}", report.differences);
+    assert_eq!(found(&report), set(&[("document", "wrong type", "r-1")]), "{:#?}", report.differences);
+    let rebuilt = store.rebuild(&opts).await.unwrap_or_else(|err| panic!("rebuild failed: {err}"));
+    assert_eq!(found(&rebuilt), found(&report));
+    assert_eq!(type_of(&mut e, key).await, "string", "the foreign value is left alone");
+    let held: Option<String> =
+        redis::cmd("GET").arg(format!("{}:jobresponse:byorder:o-1", e.p)).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(held.as_deref(), Some("r-1"), "its entries are left alone too");
+    let after = store.verify(&opts).await.unwrap();
+    assert_eq!(found(&after), found(&report), "still reported");
 }

@@ -121,6 +121,11 @@ struct Pass<'o> {
     diffs: Diffs<'o>,
     /// Unique keys already reported as holding a wrong id (not orphans too).
     wrong_id_keys: HashSet<String>,
+    /// Keys already reported as holding the wrong Valkey type: each is one
+    /// difference, however many documents lead to it. A rebuild has deleted
+    /// such an index key, so the entries it then finds missing there are
+    /// part of that one repair, not differences of their own.
+    wrong_type_keys: HashSet<String>,
     /// Documents whose stored index fields differ from the document: the
     /// entry pass judges entries by those fields, so a verify leaves these
     /// documents to the field difference already reported (a rebuild has
@@ -143,6 +148,7 @@ impl<'o> Pass<'o> {
             report: Report::default(),
             diffs: Diffs { out: Vec::new(), truncated: 0, max: opts.max_differences, filter },
             wrong_id_keys: HashSet::new(),
+            wrong_type_keys: HashSet::new(),
             drifted: HashSet::new(),
             shortcuts: Shortcuts::new(unique_indexes),
             delete_if_equals: repair::delete_if_equals(),
@@ -245,9 +251,59 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         for f in findings {
+            if f.diff.kind == DiffKind::Missing && pass.wrong_type_keys.contains(&f.diff.key) {
+                continue;
+            }
             pass.diffs.push(f.diff);
         }
         Ok(())
+    }
+
+    /// One `WrongType` finding per key the server refused to read as its
+    /// family's type, naming the type it holds now: `(family, key, id)`,
+    /// where `family` is `None` for a document key. A key that no longer
+    /// exists (deleted since) is no difference.
+    async fn wrong_type_findings(
+        &self,
+        con: &mut ConnectionManager,
+        damaged: Vec<(Option<Family>, String, String)>,
+    ) -> Result<Vec<Finding>> {
+        if damaged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut p = redis::pipe();
+        for (_, key, _) in &damaged {
+            p.cmd("TYPE").arg(key);
+        }
+        let types: Vec<String> = p.query_async(con).await?;
+        Ok(damaged
+            .into_iter()
+            .zip(types)
+            .filter(|(_, found)| found != "none")
+            .map(|((family, key, id), found)| {
+                let index = family.map_or("document", |f| self.family_name(f));
+                Finding::new(family, index, &key, &id, DiffKind::WrongType { found })
+            })
+            .collect())
+    }
+}
+
+/// What one answer of a pipeline run with `ignore_errors` says about its key.
+enum Answer<'v> {
+    /// The command ran; its reply.
+    Reply(&'v Value),
+    /// The server refused because the key holds another type: a difference
+    /// to report, not a reason to stop.
+    WrongType,
+}
+
+/// Sorts one pipeline answer: the server's wrong-type refusal (matched by
+/// its error code) is a damaged key; any other server error ends the run.
+fn answer(v: &Value) -> Result<Answer<'_>> {
+    match v {
+        Value::ServerError(e) if e.code() == "WRONGTYPE" => Ok(Answer::WrongType),
+        Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
+        v => Ok(Answer::Reply(v)),
     }
 }
 

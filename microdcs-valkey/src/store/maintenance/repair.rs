@@ -12,6 +12,7 @@ use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, IndexEntries};
 
+use super::diagnose::entry_key;
 use super::{DiffKind, Family, Finding};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -51,6 +52,9 @@ pub(super) enum Repair {
     /// Delete a unique key, but only if it still holds the id it was judged
     /// by: a document may have taken it since.
     UniqueRelease { key: String, id: String },
+    /// Delete an index key that holds the wrong type; the entries that
+    /// belong there are written again after it.
+    Delete { key: String },
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -70,7 +74,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for Finding { family, diff } in findings {
             let (key, id) = (diff.key.clone(), diff.id.clone());
             let repair = match (*family, &diff.kind) {
-                (_, DiffKind::Corrupt { .. }) => continue,
+                (_, DiffKind::Corrupt { .. }) | (None, DiffKind::WrongType { .. }) => continue,
+                (Some(family), DiffKind::WrongType { .. }) => {
+                    // The key is ours: replace it by what the batch's
+                    // documents say belongs there. Documents of later batches
+                    // then find their entry missing and add it.
+                    repairs.push(Repair::Delete { key: key.clone() });
+                    for (id, entries) in documents.iter().filter(|(_, e)| entry_key(e, family) == Some(key.as_str())) {
+                        let (key, id) = (key.clone(), id.clone());
+                        repairs.push(match family {
+                            Family::List => match entries.list.as_ref().and_then(|l| l.score) {
+                                Some(score) => Repair::SortedAdd { key, id, score },
+                                None => Repair::SetAdd { key, id },
+                            },
+                            Family::Unique(_) => Repair::UniqueClaim { key, id },
+                            Family::Group(_) => Repair::SetAdd { key, id },
+                        });
+                    }
+                    continue;
+                }
                 (_, DiffKind::Field { field, expected, .. }) => {
                     Repair::SetField { key, field: field.clone(), value: expected.clone() }
                 }
@@ -143,6 +165,7 @@ pub(super) async fn apply(con: &mut ConnectionManager, delete_if_equals: &Script
             Repair::SetRemove { key, id } => pipe.cmd("SREM").arg(key).arg(id),
             Repair::UniqueClaim { key, id } => pipe.cmd("SET").arg(key).arg(id).arg("NX"),
             Repair::UniqueReassign { key, id } => pipe.cmd("SET").arg(key).arg(id),
+            Repair::Delete { key } => pipe.cmd("DEL").arg(key),
             Repair::UniqueRelease { key, id } => {
                 releases.push((key, id));
                 continue;

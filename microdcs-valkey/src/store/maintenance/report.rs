@@ -39,6 +39,14 @@ pub enum DiffKind {
         /// Stored.
         found: Option<String>,
     },
+    /// The key holds a value of another Valkey type than its family keeps
+    /// (a string where a set belongs, or anything but a hash at a document
+    /// key). Rebuild deletes and rewrites an index key; it leaves a document
+    /// key alone, since the value there is not the index's to throw away.
+    WrongType {
+        /// The type found (`string`, `list`, `set`, `zset`, `hash`, `stream`).
+        found: String,
+    },
     /// The document cannot be indexed (corrupt hash, codec failure, invalid
     /// index value).
     Corrupt {
@@ -57,6 +65,7 @@ impl DiffKind {
             DiffKind::WrongScore { .. } => "wrong score",
             DiffKind::WrongId { .. } => "wrong id",
             DiffKind::Field { .. } => "field",
+            DiffKind::WrongType { .. } => "wrong type",
             DiffKind::Corrupt { .. } => "corrupt",
         }
     }
@@ -85,6 +94,7 @@ impl fmt::Display for Difference {
             DiffKind::Field { field, expected, found } => {
                 write!(f, " (field `{field}` {found:?}, expected {expected:?})")
             }
+            DiffKind::WrongType { found } => write!(f, " (holds a {found})"),
             DiffKind::Corrupt { reason } => write!(f, " ({reason})"),
             _ => Ok(()),
         }
@@ -98,7 +108,8 @@ pub struct Report {
     pub documents: u64,
     /// Index entries scanned in the reverse (orphan) pass.
     pub entries: u64,
-    /// The differences (for rebuild: found, and fixed unless `Corrupt` or a conflict).
+    /// The differences (for rebuild: found, and fixed unless `Corrupt`, a
+    /// document key of the wrong type, or a conflict).
     pub differences: Vec<Difference>,
     /// More differences than `max_differences` were found; the rest were counted only.
     pub truncated: u64,

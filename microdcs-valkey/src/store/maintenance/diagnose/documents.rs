@@ -8,10 +8,10 @@ use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, IndexEntries};
 
-use super::super::{DiffKind, Family, Finding, Pass, as_bool, as_f64, as_str, scan_batch};
+use super::super::{Answer, DiffKind, Family, Finding, Pass, answer, as_bool, as_f64, as_str, scan_batch};
 use super::expected_fields;
 use crate::codec::Codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{Store, render_err};
 
 /// What the document pass makes of one document hash.
@@ -64,16 +64,30 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         pass: &mut Pass<'_>,
         docs: Vec<(String, String)>,
     ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
+        // Errors are answers here: a key of the wrong type is a difference.
         let mut p = redis::pipe();
+        p.ignore_errors();
         for (k, _) in &docs {
             p.cmd("HGETALL").arg(k);
         }
-        let maps: Vec<HashMap<String, Vec<u8>>> = p.query_async(con).await?;
+        let replies: Vec<Value> = p.query_async(con).await?;
         let mut found = Vec::new();
+        let mut damaged: Vec<(Option<Family>, String, String)> = Vec::new();
         let mut checks = redis::pipe();
+        checks.ignore_errors();
         let mut pending: Vec<(usize, Family)> = Vec::new();
         let mut documents: Vec<(String, IndexEntries)> = Vec::new();
-        for ((key, id), map) in docs.into_iter().zip(maps) {
+        for ((key, id), reply) in docs.into_iter().zip(replies) {
+            let map: HashMap<String, Vec<u8>> = match answer(&reply)? {
+                // The scan saw a hash; the key was overwritten since.
+                Answer::WrongType => {
+                    if pass.wrong_type_keys.insert(key.clone()) {
+                        damaged.push((None, key, id));
+                    }
+                    continue;
+                }
+                Answer::Reply(_) => redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?,
+            };
             let (stored_fields, entries) = match self.examine(pass, &key, &id, map) {
                 Examined::Skipped => continue,
                 Examined::Corrupt(reason) => {
@@ -107,13 +121,24 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         if !pending.is_empty() {
             let answers: Vec<Value> = checks.query_async(con).await?;
-            for ((doc, family), answer) in pending.iter().zip(&answers) {
+            for ((doc, family), reply) in pending.iter().zip(&answers) {
                 let (id, entries) = &documents[*doc];
-                if let Some((key, kind)) = self.judge_entry(pass, id, entries, *family, answer) {
-                    found.push(Finding::new(Some(*family), self.family_name(*family), key, id, kind));
+                match answer(reply)? {
+                    Answer::WrongType => {
+                        let key = entry_key(entries, *family).unwrap_or_default();
+                        if pass.wrong_type_keys.insert(key.to_owned()) {
+                            damaged.push((Some(*family), key.to_owned(), id.clone()));
+                        }
+                    }
+                    Answer::Reply(reply) => {
+                        if let Some((key, kind)) = self.judge_entry(pass, id, entries, *family, reply) {
+                            found.push(Finding::new(Some(*family), self.family_name(*family), key, id, kind));
+                        }
+                    }
                 }
             }
         }
+        found.extend(self.wrong_type_findings(con, damaged).await?);
         Ok((found, documents))
     }
 
@@ -219,5 +244,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
+    }
+}
+
+/// The key of a document's entry in one family, if it has one.
+pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: Family) -> Option<&str> {
+    match family {
+        Family::List => entries.list.as_ref().map(|l| l.key.as_str()),
+        Family::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()),
+        Family::Group(n) => entries.groups.get(n)?.as_ref().map(|e| e.key.as_str()),
     }
 }

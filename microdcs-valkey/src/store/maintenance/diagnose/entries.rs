@@ -8,9 +8,9 @@ use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, KeyTemplate};
 
-use super::super::{DiffKind, Family, Finding, IndexFilter, Pass, as_str, scan_batch};
+use super::super::{Answer, DiffKind, Family, Finding, IndexFilter, Pass, answer, as_str, scan_batch};
 use crate::codec::Codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{ReadState, Store, parse_version, render_err};
 
 /// What the document an index entry names says about that entry.
@@ -26,6 +26,11 @@ enum Claim {
     NotIndexed,
     /// The key of this family that should hold the document.
     Key(String),
+    /// The document key holds something other than a hash: reported once as
+    /// the document's difference; its entries are left alone, as for a
+    /// corrupt document (the value may be restored, and it is not the
+    /// index's to judge).
+    Foreign,
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -196,11 +201,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let claims = self.read_claims(con, pass.scope, &ids, family).await?;
         let claims: HashMap<&str, Claim> = ids.into_iter().zip(claims).collect();
         let mut found = Vec::new();
+        let mut damaged = Vec::new();
         for (key, id) in pairs {
             if pass.drifted.contains(id) {
                 continue;
             }
             let kind = match claims.get(id.as_str()) {
+                Some(Claim::Foreign) => {
+                    let doc_key = self.key(id)?;
+                    if pass.wrong_type_keys.insert(doc_key.clone()) {
+                        damaged.push((None, doc_key, id.clone()));
+                    }
+                    continue;
+                }
                 // A unique key has no scope: under a scope filter an entry
                 // without a document cannot be attributed to the scope.
                 None | Some(Claim::NoDocument) if pass.scope.is_some() && matches!(family, Family::Unique(_)) => {
@@ -223,6 +236,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             found.push(Finding::new(Some(family), index, key, id, kind));
         }
+        found.extend(self.wrong_type_findings(con, damaged).await?);
         Ok(found)
     }
 
@@ -237,13 +251,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         family: Family,
     ) -> Result<Vec<Claim>> {
         let prefix = self.valkey.prefix();
+        // Errors are answers here: a document key of the wrong type is a difference.
         let mut p = redis::pipe();
+        p.ignore_errors();
         for id in ids {
             p.cmd("HMGET").arg(self.key(id).unwrap_or_default()).arg("v").arg("scope").arg(&self.plan.fields);
         }
-        let rows: Vec<Vec<Option<String>>> = p.query_async(con).await?;
-        let mut claims = Vec::with_capacity(rows.len());
-        for (id, row) in ids.iter().zip(rows) {
+        let replies: Vec<Value> = p.query_async(con).await?;
+        let mut claims = Vec::with_capacity(replies.len());
+        for (id, reply) in ids.iter().zip(replies) {
+            let row: Vec<Option<String>> = match answer(&reply)? {
+                Answer::WrongType => {
+                    claims.push(Claim::Foreign);
+                    continue;
+                }
+                Answer::Reply(_) => redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?,
+            };
             let mut it = row.into_iter();
             let (v, scope) = (it.next().flatten(), it.next().flatten());
             if v.is_none() && scope.is_none() {

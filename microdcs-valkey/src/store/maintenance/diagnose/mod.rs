@@ -14,6 +14,8 @@ use crate::store::Store;
 mod documents;
 mod entries;
 
+pub(super) use documents::entry_key;
+
 /// Counts from the document pass that let the entry pass skip reads: a key
 /// that holds no more entries than the documents were found in has no
 /// orphans, so its members need not be read.
@@ -59,7 +61,7 @@ fn expected_fields(entries: &IndexEntries) -> HashMap<&'static str, String> {
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The name of a family's index, as reports and filters use it.
-    fn family_name(&self, family: Family) -> &'static str {
+    pub(super) fn family_name(&self, family: Family) -> &'static str {
         match family {
             Family::List => "list",
             Family::Unique(n) => D::SPEC.unique[n].name,
