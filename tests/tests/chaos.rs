@@ -111,7 +111,7 @@ enum Status {
 }
 
 fn restart_class(e: &Error) -> bool {
-    matches!(e, Error::UnknownOutcome { .. }) || e.is_connection_error()
+    matches!(e, Error::UnknownOutcome { .. }) || e.is_connection()
 }
 
 fn doc(n: u64, id: &str, rng: &mut Rng, step: u64) -> JobResponse {

@@ -133,7 +133,7 @@ struct Pass<'o> {
     drifted: HashSet<String>,
     /// Counts from the document pass that let the entry pass skip reads.
     shortcuts: Shortcuts,
-    delete_if_equals: redis::Script,
+    delete_if_equals: crate::retry::LuaScript,
 }
 
 impl<'o> Pass<'o> {

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use redis::Script;
+use crate::retry::{LuaScript, reply};
 use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, IndexEntries};
@@ -26,8 +26,8 @@ return 0
 ";
 
 /// The script of [`Repair::UniqueRelease`].
-pub(super) fn delete_if_equals() -> Script {
-    Script::new(DELETE_IF_EQUALS)
+pub(super) fn delete_if_equals() -> LuaScript {
+    LuaScript::new(DELETE_IF_EQUALS)
 }
 
 /// One change that brings an index, or a hash field an index keeps, in line
@@ -150,7 +150,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
 /// Applies repairs: one pipeline of plain commands, then the unique-key
 /// releases. Returns how many repairs were applied.
-pub(super) async fn apply(con: &mut ConnectionManager, delete_if_equals: &Script, repairs: Vec<Repair>) -> Result<u64> {
+pub(super) async fn apply(
+    con: &mut ConnectionManager,
+    delete_if_equals: &LuaScript,
+    repairs: Vec<Repair>,
+) -> Result<u64> {
     let count = repairs.len() as u64;
     let mut pipe = redis::pipe();
     let mut queued = 0;
@@ -178,7 +182,7 @@ pub(super) async fn apply(con: &mut ConnectionManager, delete_if_equals: &Script
         let _: () = pipe.query_async(con).await?;
     }
     for (key, id) in releases {
-        let _: i64 = delete_if_equals.key(&key).arg(&id).invoke_async(con).await?;
+        let _: i64 = reply(delete_if_equals.call().key(&key).arg(id.as_bytes()).run(con).await?)?;
     }
     Ok(count)
 }
