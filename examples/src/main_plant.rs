@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use microdcs_examples::plant::SfcState;
+use microdcs_examples::plant::{Plant, SfcState};
 use microdcs_valkey::{Codec, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
@@ -121,17 +121,18 @@ async fn maintain(valkey: &Valkey, command: Command) -> Res<ExitCode> {
         return Err(format!("unknown kind `{k}` (kinds: {})", kinds.join(", ")).into());
     }
     let want = |k: &str| args.kind.as_deref().is_none_or(|w| w == k);
+    let plant = Plant::open(valkey.clone());
     if want(JobOrder::SPEC.kind) {
-        reports.push(run_one(valkey.store::<JobOrder>(), &args, fix).await?);
+        reports.push(run_one(plant.store::<JobOrder>(), &args, fix).await?);
     }
     if want(JobResponse::SPEC.kind) {
-        reports.push(run_one(valkey.store::<JobResponse>(), &args, fix).await?);
+        reports.push(run_one(plant.store::<JobResponse>(), &args, fix).await?);
     }
     if want(WorkMaster::SPEC.kind) {
-        reports.push(run_one(valkey.store::<WorkMaster>(), &args, fix).await?);
+        reports.push(run_one(plant.store::<WorkMaster>(), &args, fix).await?);
     }
     if want(SfcState::SPEC.kind) {
-        reports.push(run_one(valkey.store::<SfcState>(), &args, fix).await?);
+        reports.push(run_one(plant.store::<SfcState>(), &args, fix).await?);
     }
     println!("\n| kind | index | difference | count |");
     println!("|---|---|---|---|");
@@ -212,9 +213,10 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let scope = "line-1";
-    let masters = valkey.store::<WorkMaster>();
-    let orders = valkey.store::<JobOrder>();
-    let responses = valkey.store::<JobResponse>();
+    let plant = Plant::open(valkey.clone());
+    let masters = plant.store::<WorkMaster>();
+    let orders = plant.store::<JobOrder>();
+    let responses = plant.store::<JobResponse>();
     // Start clean so the demo can run again against the same server.
     for id in ["r-1", "r-2"] {
         let _ = responses.delete_id(id, Expect::Any).await?;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
+use crate::KeyPrefix;
 use crate::config::defaults;
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::{Document, Json, KeyPrefix, Store};
 
 /// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
 /// `ChangeStreamMaxLength`; defaults from [`crate::config::defaults`]).
@@ -187,19 +187,6 @@ impl Valkey {
     /// The counters.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
-    }
-
-    /// The typed store of `D` with the JSON codec.
-    pub fn store<D: Document>(&self) -> Store<D, Json>
-    where
-        Json: crate::Codec<D>,
-    {
-        Store::new(self.clone(), Json)
-    }
-
-    /// The typed store of `D` with a codec of your choice.
-    pub fn store_with<D: Document, C: crate::Codec<D>>(&self, codec: C) -> Store<D, C> {
-        Store::new(self.clone(), codec)
     }
 }
 

@@ -6,6 +6,7 @@
 //! reset before each measurement) at 10k and 100k documents; and the server's
 //! SLOWLOG for commands over 5 ms during rebuild.
 
+use microdcs_tests::fixtures::Plant;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -32,7 +33,7 @@ fn reset_peak() {
 }
 
 async fn seed(valkey: &Valkey, n: usize) {
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let workers = 64;
     let mut tasks = Vec::new();
     for w in 0..workers {
@@ -106,7 +107,7 @@ async fn main() {
         let prefix = unique_prefix("maint");
         let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
         seed(&valkey, n).await;
-        let store = valkey.store::<JobResponse>();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
         let (bare_n, bare_s) = bare_pass(&mut con, prefix.as_str(), batch).await;
         assert_eq!(bare_n as usize, n);
         let opts = MaintenanceOptions { batch, ..MaintenanceOptions::default() };

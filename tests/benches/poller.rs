@@ -18,6 +18,8 @@ struct JobResponse {
     scope: String,
 }
 
+microdcs_valkey::keyspace! { Bench { documents: [JobResponse] } }
+
 struct Timed(mpsc::UnboundedSender<(String, Instant)>);
 
 impl StreamConsumer for Timed {
@@ -49,7 +51,7 @@ async fn main() {
     let valkey = Valkey::connect(&c.valkey).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "bench").consumer(Timed(tx)).start().await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Bench::open(valkey.clone()).store::<JobResponse>();
     // Make the scope known first.
     assert!(matches!(
         store.create(&JobResponse { id: "warm".into(), scope: "s1".into() }).await.unwrap(),

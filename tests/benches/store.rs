@@ -5,6 +5,7 @@
 //! script through `redis` and (b) a hand-written WATCH/MULTI/EXEC
 //! read-modify-write of the same layout, all in the same run.
 
+use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
 
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix};
@@ -222,7 +223,7 @@ async fn main() {
     let p = prefix.as_str().to_owned();
     let write = WriteOptions::default();
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let con = valkey.connection();
     let mut stats_con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
     let script = Script::new(JobResponse::PUT_SCRIPT);
@@ -346,7 +347,7 @@ async fn main() {
     // trip), so round trips cost what they cost between hosts.
     let proxy = FaultProxy::start_with_delay(server.host_port(), Duration::from_millis(1)).await;
     let net = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let net_store = net.store::<JobResponse>();
+    let net_store = Plant::open(net.clone()).store::<JobResponse>();
     let net_con = net.connection();
     println!("\n## Throughput over a simulated network (1 ms each way), writers on distinct documents\n");
     println!(

@@ -4,6 +4,7 @@
 //! and whatever the reconnect backoff would do. Each test has its own server; a stopped one is always continued.
 //! Run with `--nocapture` to see the measured times.
 
+use microdcs_tests::fixtures::Plant;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -210,7 +211,7 @@ async fn store_env(s: &ValkeyServer) -> (Valkey, microdcs_valkey::Store<JobRespo
         ..config(&s.host_port(), Duration::from_secs(3), RESPONSE_TIMEOUT)
     };
     let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
     (valkey, store)
 }

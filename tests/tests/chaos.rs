@@ -26,6 +26,7 @@
 //! with the chaos client is up to the scheduler), `CHAOS_OPS=...` sets the
 //! number of writes (all writers together).
 
+use microdcs_tests::fixtures::Plant;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -127,7 +128,7 @@ fn doc(n: u64, id: &str, rng: &mut Rng, step: u64) -> JobResponse {
 }
 
 async fn writer(n: u64, valkey: Valkey, seed: u64, writes: u64, done: Arc<AtomicU64>) -> WriterLog {
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let mut rng = Rng::new(seed ^ (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let ids = [format!("w{n}-a"), format!("w{n}-b")];
     let mut status = [Status::New, Status::New];
@@ -364,7 +365,7 @@ async fn no_acknowledged_write_is_lost_or_doubled_under_chaos() {
 
     // Nothing acknowledged is lost, across the restart included.
     let direct = connect(server.url(), &prefix).await;
-    let store = direct.store::<JobResponse>();
+    let store = Plant::open(direct.clone()).store::<JobResponse>();
     let mut final_versions = BTreeMap::new();
     for log in &logs {
         for (id, seen) in &log.seen {

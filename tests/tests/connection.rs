@@ -20,6 +20,8 @@ struct Item {
     n: u32,
 }
 
+microdcs_valkey::keyspace! { Items { documents: [Item] } }
+
 /// Captures every tracing event and span field of the process.
 #[derive(Default)]
 struct Capture {
@@ -133,7 +135,7 @@ async fn connects_from_config_and_reports_health() {
         Health::Healthy { rtt } => assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1)),
         other => panic!("{other:?}"),
     }
-    let store = valkey.store::<Item>();
+    let store = Items::open(valkey.clone()).store::<Item>();
     assert_eq!(
         store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
         PutOutcome::Written { version: 1 }
@@ -169,7 +171,7 @@ async fn password_file_rotation_reaches_the_next_reconnect() {
     c.user = Some("app".into());
     c.password_file = Some(pw_file.clone());
     let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
-    let store = valkey.store::<Item>();
+    let store = Items::open(valkey.clone()).store::<Item>();
     assert!(matches!(
         store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
         PutOutcome::Written { .. }
@@ -257,7 +259,7 @@ async fn operations_resume_after_a_server_restart() {
     let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("restart").as_str()))
         .await
         .unwrap_or_else(|e| s.fail("connect", &e));
-    let store = valkey.store::<Item>();
+    let store = Items::open(valkey.clone()).store::<Item>();
     assert!(matches!(
         store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
         PutOutcome::Written { .. }
@@ -373,7 +375,7 @@ async fn tls_with_a_ca_file() {
     c.require_tls = true;
     let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("TLS connect", &e));
     assert!(valkey.is_tls());
-    let store = valkey.store::<Item>();
+    let store = Items::open(valkey.clone()).store::<Item>();
     assert!(matches!(
         store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
         PutOutcome::Written { .. }
@@ -436,7 +438,7 @@ async fn secrets_never_reach_logs_debug_or_errors() {
         texts.push(format!("{c:?} {c}"));
         let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
         texts.push(format!("{valkey:?}"));
-        let store = valkey.store::<Item>();
+        let store = Items::open(valkey.clone()).store::<Item>();
         let _ = store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap();
         let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app").query_async(&mut admin).await.unwrap();
         let _ = store.get("a").await.unwrap();

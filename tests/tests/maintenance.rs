@@ -26,6 +26,8 @@ struct JobResponseV1 {
     state: Vec<String>,
 }
 
+microdcs_valkey::keyspace! { V1 { documents: [JobResponseV1] } }
+
 microdcs_valkey::keyspace! {
     Space {
         documents: [JobResponse, WorkMaster],
@@ -59,12 +61,12 @@ async fn env(server: &ValkeyServer, name: &str) -> Env {
         .await
         .unwrap_or_else(|e| server.fail("connect", &e));
     let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let responses = valkey.store::<JobResponse>();
+    let responses = Space::open(valkey.clone()).store::<JobResponse>();
     for i in 0..6 {
         created(&responses, &response(i, "s1")).await;
     }
     created(&responses, &response(9, "s2")).await;
-    let masters = valkey.store::<WorkMaster>();
+    let masters = Space::open(valkey.clone()).store::<WorkMaster>();
     for i in 0..3 {
         let wm = WorkMaster { id: format!("wm-{i}"), scope: "s1".into(), name: "x".into() };
         created(&masters, &wm).await;
@@ -93,10 +95,10 @@ fn set(items: &[(&str, &str, &str)]) -> BTreeSet<(String, String, String)> {
 /// Damage, verify (exactly `expected`), rebuild, verify clean.
 async fn case<D>(server: &ValkeyServer, name: &str, damage: &[&[&str]], expected: &[(&str, &str, &str)])
 where
-    D: Document + Serialize + for<'de> Deserialize<'de>,
+    D: microdcs_valkey::InKeyspace<Space> + Serialize + for<'de> Deserialize<'de>,
 {
     let mut e = env(server, name).await;
-    let store = e.valkey.store::<D>();
+    let store = Space::open(e.valkey.clone()).store::<D>();
     let opts = MaintenanceOptions { batch: 3, ..MaintenanceOptions::default() };
     let clean = store.verify(&opts).await.unwrap();
     assert!(clean.is_clean(), "{name}: clean before damage: {:?}", clean.differences);
@@ -245,7 +247,7 @@ async fn corrupt_documents_are_reported_and_their_entries_kept() {
         let mut e = env(&s, name).await;
         let damage: Vec<&str> = damage.iter().copied().filter(|a| !a.is_empty()).collect();
         e.cmd(&damage).await;
-        let store = e.valkey.store::<JobResponse>();
+        let store = Space::open(e.valkey.clone()).store::<JobResponse>();
         let report = store.verify(&MaintenanceOptions::default()).await.unwrap();
         assert_eq!(found(&report), set(&[("document", "corrupt", "r-1")]), "{name}: {:#?}", report.differences);
         // Rebuild leaves a corrupt document's entries alone (it cannot know them).
@@ -266,7 +268,7 @@ async fn scope_filter_and_key_shapes_that_look_like_documents() {
     let mut e = env(&s, "scope").await;
     e.cmd(&["ZREM", "{p}:jobresponse:list:s1", "r-1"]).await;
     e.cmd(&["ZREM", "{p}:jobresponse:list:s2", "r-9"]).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     let only_s2 =
         store.verify(&MaintenanceOptions { scope: Some("s2"), ..MaintenanceOptions::default() }).await.unwrap();
     assert_eq!(found(&only_s2), set(&[("list", "missing", "r-9")]));
@@ -281,7 +283,7 @@ async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
     let prefix = unique_prefix("newindex");
     let valkey = Valkey::connect_url(s.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-    let v1 = valkey.store::<JobResponseV1>();
+    let v1 = V1::open(valkey.clone()).store::<JobResponseV1>();
     for i in 0..5 {
         let r = response(i, "s1");
         let doc = JobResponseV1 {
@@ -298,7 +300,7 @@ async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
     assert!(v1.needs_rebuild().await.unwrap().is_empty());
 
     // The application now declares a by-state index.
-    let v2 = valkey.store::<JobResponse>();
+    let v2 = Space::open(valkey.clone()).store::<JobResponse>();
     assert_eq!(v2.needs_rebuild().await.unwrap(), ["by_state"]);
     let report = v2.verify(&MaintenanceOptions::default()).await.unwrap();
     assert_eq!(report.differences.iter().filter(|d| d.index == "by_state" && d.kind.name() == "missing").count(), 5);
@@ -351,7 +353,7 @@ fn wrong_types(e: &Env, r: &Report) -> BTreeSet<(String, String, String)> {
 /// key and writes it again from the documents.
 async fn wrong_type_index_key(s: &ValkeyServer, name: &str, key: &str, index: &str, damage: &[&str], found: &str) {
     let mut e = env(s, name).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     // Small batches: the damaged key is met again in later batches.
     let opts = MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() };
     e.cmd(&["DEL", key]).await;
@@ -375,7 +377,7 @@ async fn a_list_key_of_the_wrong_type_is_a_difference_and_rewritten() {
     wrong_type_index_key(&s, "wt-list-set", key, "list", &["SADD", key, "r-0"], "set").await;
     let mut e = env(&s, "wt-list-check").await;
     e.cmd(&["SET", key, "garbage"]).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     store.rebuild(&MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() }).await.unwrap();
     assert_eq!(type_of(&mut e, key).await, "zset");
     let listed = store.list("s1", microdcs_valkey::Page::first(100)).await.unwrap().ids;
@@ -390,7 +392,7 @@ async fn a_unique_key_of_the_wrong_type_is_a_difference_and_rewritten() {
     let mut e = env(&s, "wt-unique-check").await;
     e.cmd(&["DEL", key]).await;
     e.cmd(&["HSET", key, "x", "y"]).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     store.rebuild(&MaintenanceOptions::default()).await.unwrap();
     assert_eq!(store.find(JobResponse::by_order("o-1")).await.unwrap().map(|s| s.id).as_deref(), Some("r-1"));
 }
@@ -403,7 +405,7 @@ async fn a_group_key_of_the_wrong_type_is_a_difference_and_rewritten() {
     let mut e = env(&s, "wt-group-check").await;
     e.cmd(&["DEL", key]).await;
     e.cmd(&["SET", key, "garbage"]).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     store.rebuild(&MaintenanceOptions::default()).await.unwrap();
     let mut ids =
         store.ids(JobResponse::by_state("s1", "Running"), microdcs_valkey::Page::first(100)).await.unwrap().ids;
@@ -421,7 +423,7 @@ async fn a_document_key_of_the_wrong_type_is_reported_and_left_alone() {
     let key = "{p}:jobresponse:r-1";
     e.cmd(&["DEL", key]).await;
     e.cmd(&["SET", key, "garbage"]).await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
     let opts = MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() };
     let report = store.verify(&opts).await.unwrap_or_else(|err| panic!("verify failed: {err}"));
     assert_eq!(wrong_types(&e, &report), set(&[("document", key, "string")]), "{:#?}", report.differences);

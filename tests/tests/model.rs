@@ -11,6 +11,7 @@
 //! longer. Operations run one after another; concurrency is the chaos test's
 //! business, here the point is every outcome under lost connections.
 
+use microdcs_tests::fixtures::Plant;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -350,17 +351,23 @@ async fn writes_under_lost_connections_match_the_model() {
             (p.url(), Via::CutAfter(p))
         };
         let valkey = connect(&url, &prefix, if one_attempt { 1 } else { 4 }).await;
-        clients.push(Client { name, store: valkey.store(), via, one_attempt, reads: BTreeMap::new() });
+        clients.push(Client {
+            name,
+            store: Plant::open(valkey.clone()).store(),
+            via,
+            one_attempt,
+            reads: BTreeMap::new(),
+        });
     }
     clients.push(Client {
         name: "direct",
-        store: direct.store(),
+        store: Plant::open(direct.clone()).store(),
         via: Via::Direct,
         one_attempt: false,
         reads: BTreeMap::new(),
     });
     // The reference client: resolves unknown outcomes and repeats them.
-    let reference = direct.store::<JobResponse>();
+    let reference = Plant::open(direct.clone()).store::<JobResponse>();
 
     let mut rng = Rng::new(seed);
     let mut model = Model::default();

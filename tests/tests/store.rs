@@ -9,7 +9,7 @@ use microdcs_valkey::{
     Codec, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
 };
 
-use microdcs_tests::fixtures::{JobResponse, WorkMaster};
+use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
 
 /// A document whose stored text is exactly one field, to test byte-exact storage.
 #[derive(Debug, Clone, PartialEq, Document)]
@@ -19,6 +19,9 @@ struct Blob {
     scope: String,
     body: String,
 }
+
+// The store tests' own document types, beside the plant keyspace.
+microdcs_valkey::keyspace! { Local { documents: [Blob, Reading] } }
 
 /// Stores `{id length}:{id}{scope length}:{scope}` and then the body as is,
 /// so the body bytes are kept exactly and the store can still check that a
@@ -116,7 +119,7 @@ fn summarize(entries: &[BTreeMap<String, String>]) -> Vec<(String, String, Strin
 #[tokio::test]
 async fn create_update_overwrite_stale_delete_with_exact_indexes() {
     let mut e = env("lifecycle").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let r = JobResponse::new("r-1", "s1", "o-1", &["Running"]);
 
     // create
@@ -189,7 +192,7 @@ async fn create_update_overwrite_stale_delete_with_exact_indexes() {
 #[tokio::test]
 async fn state_moves_leave_exactly_one_by_state_entry() {
     let mut e = env("statemove").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let states: [&[&str]; 5] = [&["Idle"], &["Running"], &["Running", "Held"], &["Complete"], &["Running"]];
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", states[0])).await.unwrap(),
@@ -217,7 +220,7 @@ async fn state_moves_leave_exactly_one_by_state_entry() {
 #[tokio::test]
 async fn wrong_scope_and_unique_violation_write_nothing() {
     let mut e = env("violations").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["Running"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -263,7 +266,7 @@ async fn wrong_scope_and_unique_violation_write_nothing() {
 #[tokio::test]
 async fn wrong_scope_leaves_keyspace_identical() {
     let mut e = env("wrongscope").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["Running"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -279,7 +282,7 @@ async fn wrong_scope_leaves_keyspace_identical() {
 #[tokio::test]
 async fn concurrent_cas_writers_on_one_document() {
     let mut e = env("concurrent").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["S0"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -334,7 +337,7 @@ async fn unknown_outcome_is_applied_exactly_once() {
     let write = WriteOptions { retry_delay: Duration::from_millis(100), ..WriteOptions::default() };
     let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -362,8 +365,8 @@ async fn unknown_outcome_with_another_writer_in_between() {
     let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
     let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = valkey.store::<JobResponse>();
-    let other_store = other.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let other_store = Plant::open(other.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -394,7 +397,7 @@ async fn unknown_outcome_with_another_writer_in_between() {
 #[tokio::test]
 async fn caller_op_id_recognised_across_calls() {
     let e = env("opid").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -416,7 +419,7 @@ async fn caller_op_id_recognised_across_calls() {
 #[tokio::test]
 async fn script_flush_between_operations() {
     let mut e = env("flush").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -435,7 +438,7 @@ async fn script_flush_between_operations() {
 #[tokio::test]
 async fn document_texts_and_ids_round_trip_byte_identical() {
     let mut e = env("bytes").await;
-    let store = e.valkey.store_with::<Blob, _>(RawBody);
+    let store = Local::open(e.valkey.clone()).store_with::<Blob, _>(RawBody);
     let mut big = String::with_capacity(1 << 20);
     while big.len() < (1 << 20) {
         big.push_str("line \"quoted\" \\ back\nslash\0nul ünïcødé 🚀 ");
@@ -480,7 +483,7 @@ async fn document_texts_and_ids_round_trip_byte_identical() {
 #[tokio::test]
 async fn corrupt_hashes_give_typed_errors() {
     let mut e = env("corrupt").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     assert!(matches!(
         store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
         PutOutcome::Written { .. }
@@ -543,7 +546,7 @@ async fn round_trips_per_operation() {
     let prefix = unique_prefix("roundtrips");
     let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     // Warm up: load the scripts.
     assert!(matches!(
         store.create(&JobResponse::new("warm", "s1", "o-w", &["A"])).await.unwrap(),
@@ -609,7 +612,7 @@ async fn round_trips_per_operation() {
 #[tokio::test]
 async fn unique_lookup_of_ids_with_reserved_characters() {
     let e = env("findids").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let ids = ["a:b", "a|b", "a*b?[c]", "100%", "{tag}", "sp ace", "back\\slash", "nl\nx", "ünï→"];
     for (i, id) in ids.iter().enumerate() {
         let _ = store.create(&JobResponse::new(id, "s1", &format!("o-{i}"), &["A"])).await.unwrap();
@@ -628,7 +631,7 @@ async fn unique_lookup_of_ids_with_reserved_characters() {
 #[tokio::test]
 async fn lists_and_queries_page() {
     let e = env("lists").await;
-    let responses = e.valkey.store::<JobResponse>();
+    let responses = Plant::open(e.valkey.clone()).store::<JobResponse>();
     for i in 0..25 {
         let mut r = JobResponse::new(&format!("r-{i:02}"), "s1", &format!("o-{i}"), &["Running"]);
         r.start_time = 100 - i;
@@ -658,7 +661,7 @@ async fn lists_and_queries_page() {
     assert!(responses.find(JobResponse::by_order("o-missing")).await.unwrap().is_none());
     assert_eq!(responses.find(JobResponse::by_order("o-3")).await.unwrap().unwrap().id, "r-03");
 
-    let masters = e.valkey.store::<WorkMaster>();
+    let masters = Plant::open(e.valkey.clone()).store::<WorkMaster>();
     assert!(matches!(
         masters.create(&WorkMaster { id: "wm-1".into(), scope: "s1".into(), name: "Mix".into() }).await.unwrap(),
         PutOutcome::Written { .. }
@@ -675,7 +678,7 @@ async fn lists_and_queries_page() {
 #[tokio::test]
 async fn op_history_survives_many_writes() {
     let mut e = env("history").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     let mut last = None;
     // Longest op ids (64 bytes): the history still holds the last 16 writes.
@@ -704,7 +707,7 @@ async fn op_history_survives_many_writes() {
 #[tokio::test]
 async fn a_wrong_type_index_key_aborts_before_any_write() {
     let mut e = env("wrongtypeindex").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     // Someone wrote a string where the new by-state set would go.
     let _: () =
@@ -727,7 +730,7 @@ async fn a_wrong_type_index_key_aborts_before_any_write() {
 #[tokio::test]
 async fn update_needs_the_read_of_the_same_document() {
     let e = env("mismatch").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     let _ = store.create(&JobResponse::new("r-2", "s1", "o-2", &["A"])).await.unwrap();
     let read = store.get("r-1").await.unwrap().unwrap();
@@ -738,7 +741,7 @@ async fn update_needs_the_read_of_the_same_document() {
 #[tokio::test]
 async fn stale_unique_entry_is_not_followed() {
     let mut e = env("staleunique").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     // Drift: the by-order key for o-9 points at r-1, whose order is o-1.
     let _: () = redis::cmd("SET").arg(e.k("jobresponse:byorder:o-9")).arg("r-1").query_async(&mut e.raw).await.unwrap();
@@ -749,7 +752,7 @@ async fn stale_unique_entry_is_not_followed() {
 #[tokio::test]
 async fn update_in_place_loops_without_rereading() {
     let mut e = env("inplace").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     let mut read = store.get("r-1").await.unwrap().unwrap();
     for (i, st) in ["B", "C", "", "D"].iter().enumerate() {
@@ -785,7 +788,7 @@ struct Reading {
 #[tokio::test]
 async fn non_finite_scores_are_refused_before_anything_is_written() {
     let mut e = env("nonfinite").await;
-    let store = e.valkey.store::<Reading>();
+    let store = Local::open(e.valkey.clone()).store::<Reading>();
     for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
         let r = Reading { id: "x-1".into(), scope: "s1".into(), value: bad };
         let got = store.create(&r).await;
@@ -809,7 +812,7 @@ async fn non_finite_scores_are_refused_before_anything_is_written() {
 #[tokio::test]
 async fn script_flush_loop_under_concurrent_writers_is_invisible() {
     let mut e = env("flushloop").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flusher = {
         let stop = stop.clone();
@@ -908,7 +911,7 @@ const MAX_VERSION: u64 = (1 << 53) - 1;
 #[tokio::test]
 async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
     let mut e = env("versions").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
     created(&store, &doc).await;
     let read = store.get("r-1").await.unwrap().unwrap();
@@ -995,7 +998,7 @@ async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
 #[tokio::test]
 async fn a_document_must_be_the_one_its_key_and_scope_name() {
     let mut e = env("identity").await;
-    let store = e.valkey.store::<JobResponse>();
+    let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
     created(&store, &JobResponse::new("r-2", "s1", "o-2", &["A"])).await;
     // r-1's hash copied over r-2's key.
@@ -1041,7 +1044,7 @@ async fn write_attempts_running_out_is_an_unknown_outcome() {
     let write = WriteOptions { attempts: 3, retry_delay: Duration::from_millis(200), ..WriteOptions::default() };
     let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
     let read = store.get("r-1").await.unwrap().unwrap();
 
@@ -1092,7 +1095,7 @@ async fn change_stream_max_length_trims_on_a_real_server() {
     let valkey =
         Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap_or_else(|e| server.fail("connect", &e));
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
     let mut read = store.get("r-1").await.unwrap().unwrap();
     let stream = format!("{}:changes:s1", prefix.as_str());
@@ -1123,7 +1126,7 @@ async fn scripts_run_when_they_cannot_be_loaded() {
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default())
         .await
         .unwrap_or_else(|e| server.fail("connect", &e));
-    let store = valkey.store::<JobResponse>();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
     created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
     let read = store.get("r-1").await.unwrap().unwrap();
     let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };

@@ -79,7 +79,7 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let store = valkey.store::<JobResponse>();
+    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
     let t0 = Instant::now();
     assert!(matches!(
         store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap(),
@@ -110,6 +110,16 @@ struct Alarm {
     scope: String,
 }
 
+microdcs_valkey::keyspace! {
+    /// The stream tests' document types; the alarm's own feed is declared.
+    Feeds {
+        documents: [JobResponse, Alarm],
+        alarm_changes: stream("alarms:changes:{scope}"),
+        alarm_wake: channel("alarms:wake:{kind}"),
+        alarm_scopes: set("alarms:scopes"),
+    }
+}
+
 #[tokio::test]
 async fn custom_change_stream_nudge_and_registry_are_honoured_end_to_end() {
     let s = server();
@@ -129,7 +139,7 @@ async fn custom_change_stream_nudge_and_registry_are_honoured_end_to_end() {
         redis::pipe().cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut con).await.unwrap();
     assert_eq!(subscribers[0].1, 1, "the poller listens on the declared nudge channel");
     let t0 = Instant::now();
-    created(&valkey.store::<Alarm>(), &Alarm { id: "a-1".into(), scope: "s1".into() }).await;
+    created(&Feeds::open(valkey.clone()).store::<Alarm>(), &Alarm { id: "a-1".into(), scope: "s1".into() }).await;
     let (scope, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the custom nudge");
     assert_eq!((scope.as_str(), id.as_str()), ("s1", "a-1"));
     assert!(at.duration_since(t0) < Duration::from_secs(10), "well before the 30 s poll");
@@ -162,7 +172,7 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
     let prefix = unique_prefix("typed-changes");
     // Polls far apart: the custom nudge channel must wake the consumer.
     let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
-    let alarms = valkey.store::<Alarm>();
+    let alarms = Feeds::open(valkey.clone()).store::<Alarm>();
     let (tx, mut rx) = mpsc::unbounded_channel::<Change<Alarm>>();
     let handler = move |_scope: String, changes: Vec<Change<Alarm>>| {
         let tx = tx.clone();
@@ -248,7 +258,7 @@ async fn nudges_lost_while_the_subscription_was_down_are_made_up_at_once() {
         .start()
         .await
         .unwrap();
-    let store = direct.store::<JobResponse>();
+    let store = Feeds::open(direct.clone()).store::<JobResponse>();
     created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
     assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
     // The subscription drops and cannot come back for a while.
@@ -285,7 +295,7 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
         .start()
         .await
         .unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await.unwrap();
     assert_eq!(next(&mut rx, Duration::from_secs(5)).await.unwrap().1, "r-0");
     let channel = format!("{}:nudge:jobresponse", prefix.as_str());
@@ -372,7 +382,7 @@ async fn a_failing_consumer_gets_its_entries_again() {
         .start()
         .await
         .unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
     let (_, id, _) = next(&mut rx, Duration::from_secs(5)).await.expect("delivered after two failures");
     assert_eq!(id, "r-1");
@@ -484,7 +494,7 @@ async fn the_poller_never_sends_a_blocking_command() {
         .start()
         .await
         .unwrap();
-    let store = valkey.store::<JobResponse>();
+    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
     for i in 0..5 {
         let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
     }

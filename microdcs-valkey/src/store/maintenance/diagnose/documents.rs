@@ -147,10 +147,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if map.is_empty() {
             return Examined::Skipped; // deleted since the scan
         }
+        // The hash's own `scope` field decides a scope filter for a document
+        // that does not decode: skipping it would make a damaged document
+        // of the scope asked for look clean. A hash whose scope is missing
+        // or unreadable belongs to no scope we can tell, so it is reported.
+        let raw_scope = map.get("scope").and_then(|v| std::str::from_utf8(v).ok()).map(str::to_owned);
         let stored = match self.decode_hash(key, id, map) {
             Ok(s) => s,
-            // Under a scope filter an undecodable document's scope is unknown.
-            Err(_) if pass.scope.is_some() => return Examined::Skipped,
+            Err(_) if pass.scope.is_some() && raw_scope.is_some() && raw_scope.as_deref() != pass.scope => {
+                return Examined::Skipped;
+            }
             Err(e) => return Examined::Corrupt(e.to_string()),
         };
         if pass.scope.is_some_and(|s| s != stored.scope) {
