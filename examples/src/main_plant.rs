@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use microdcs_examples::plant::{Plant, SfcState};
-use microdcs_valkey::{Codec, Document, MaintenanceOptions, Report, Store};
+use microdcs_valkey::{Codec, DeleteExpect, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_valkey::redis;
@@ -219,13 +219,13 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
     let responses = plant.store::<JobResponse>();
     // Start clean so the demo can run again against the same server.
     for id in ["r-1", "r-2"] {
-        let _ = responses.delete_id(id, Expect::Any).await?;
+        let _ = responses.delete_id(id, DeleteExpect::Any).await?;
     }
     for id in ["o-1", "o-2", "o-3"] {
-        let _ = orders.delete_id(id, Expect::Any).await?;
+        let _ = orders.delete_id(id, DeleteExpect::Any).await?;
     }
     for id in ["wm-mix", "wm-fill"] {
-        let _ = masters.delete_id(id, Expect::Any).await?;
+        let _ = masters.delete_id(id, DeleteExpect::Any).await?;
     }
 
     let _ =

@@ -50,8 +50,8 @@ pub use microdcs_schema::{
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
 pub use store::{
-    DeleteOutcome, DiffKind, Difference, Expect, IdPage, MaintenanceOptions, Page, PutOutcome, Report, Store, Stored,
-    fingerprints, new_op_id,
+    DeleteExpect, DeleteOutcome, DiffKind, Difference, Expect, IdPage, MaintenanceOptions, Page, PutOutcome, Report,
+    Store, Stored, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
 

@@ -12,7 +12,7 @@ use microdcs_tests::fixtures::JobResponse;
 use microdcs_tests::{ValkeyServer, created, unique_prefix};
 use microdcs_valkey::defaults;
 use microdcs_valkey::redis;
-use microdcs_valkey::{ConnectError, Error, Expect, Health, Valkey, ValkeyConfig};
+use microdcs_valkey::{ConnectError, DeleteExpect, Error, Expect, Health, Valkey, ValkeyConfig};
 
 /// Slack over every bound: the machine is shared and noisy, and a bound
 /// that holds only on a quiet machine is no bound.
@@ -246,7 +246,8 @@ async fn reads_and_writes_fail_within_their_bounds(store: &microdcs_valkey::Stor
         .await;
     // These read first: a failed read ends them.
     fails_within(&format!("{how}: put(Any)"), READ_BOUND + WRITE_BOUND, store.put(&read, Expect::Any)).await;
-    fails_within(&format!("{how}: delete_id"), READ_BOUND + WRITE_BOUND, store.delete_id("r-1", Expect::Any)).await;
+    fails_within(&format!("{how}: delete_id"), READ_BOUND + WRITE_BOUND, store.delete_id("r-1", DeleteExpect::Any))
+        .await;
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ use microdcs_tests::fixtures::JobResponse;
 use microdcs_tests::{FaultProxy, server, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    DeleteOutcome, Error, Expect, MaintenanceOptions, PutOutcome, Store, Stored, Valkey, WriteOptions,
+    DeleteExpect, DeleteOutcome, Error, Expect, MaintenanceOptions, PutOutcome, Store, Stored, Valkey, WriteOptions,
 };
 
 /// A pattern no request contains: arming it disarms a proxy.
@@ -255,7 +255,7 @@ enum Op {
     Update(Box<Stored<JobResponse>>, JobResponse),
     Put(JobResponse, Expect),
     DeleteRead(Box<Stored<JobResponse>>),
-    DeleteId(String, Expect),
+    DeleteId(String, DeleteExpect),
 }
 
 impl Op {
@@ -264,7 +264,9 @@ impl Op {
         match self {
             Op::Create(_) => Expect::Create,
             Op::Update(r, _) | Op::DeleteRead(r) => Expect::Version(r.version),
-            Op::Put(_, e) | Op::DeleteId(_, e) => *e,
+            Op::Put(_, e) => *e,
+            Op::DeleteId(_, DeleteExpect::Version(n)) => Expect::Version(*n),
+            Op::DeleteId(_, DeleteExpect::Any) => Expect::Any,
         }
     }
 
@@ -397,9 +399,10 @@ async fn writes_under_lost_connections_match_the_model() {
             (3, _) => Op::Put(doc, Expect::Any),
             // Mostly the stored version, sometimes one off either way.
             (4, _) => Op::Put(doc, Expect::Version((current + rng.below(3)).saturating_sub(1).max(1))),
-            _ => {
-                Op::DeleteId(id.to_owned(), if rng.chance(50) { Expect::Any } else { Expect::Version(current.max(1)) })
-            }
+            _ => Op::DeleteId(
+                id.to_owned(),
+                if rng.chance(50) { DeleteExpect::Any } else { DeleteExpect::Version(current.max(1)) },
+            ),
         };
         let armed = !matches!(clients[c].via, Via::Direct) && rng.chance(50);
         let cuts_before = clients[c].cuts();

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use microdcs_tests::fixtures::{JobResponse, PlantHandle, WorkMaster};
 use microdcs_valkey::{
-    DedupeStore, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, MemoryDedupe, MemoryLeases, Page, Poller,
-    StartLease, Streams, Valkey, ValkeyConfig, ValkeyDedupe, ValkeyStartLease,
+    DedupeStore, DeleteExpect, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, MemoryDedupe, MemoryLeases, Page,
+    Poller, StartLease, Streams, Valkey, ValkeyConfig, ValkeyDedupe, ValkeyStartLease,
 };
 
 fn send<T: Send>(_: T) {}
@@ -30,7 +30,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.ids(JobResponse::by_state("s1", "Running"), Page::first(10)));
     send(responses.list("s1", Page::first(10)));
     send(masters.list("s1", Page::first(10)));
-    send(responses.delete_id("r-1", Expect::Any));
+    send(responses.delete_id("r-1", DeleteExpect::Any));
     send(responses.verify(&MaintenanceOptions::default()));
     send(responses.rebuild(&MaintenanceOptions::default()));
     send(responses.needs_rebuild());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, created, snapshot, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Codec, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
+    Codec, DeleteExpect, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
 };
 
 use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
@@ -171,7 +171,7 @@ async fn create_update_overwrite_stale_delete_with_exact_indexes() {
     // delete
     let read = store.get("r-1").await.unwrap().unwrap();
     assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 3 });
-    assert_eq!(store.delete_id("r-1", Expect::Any).await.unwrap(), DeleteOutcome::NotFound);
+    assert_eq!(store.delete_id("r-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
     assert!(store.get("r-1").await.unwrap().is_none());
     assert_eq!(e.get("jobresponse:byorder:o-2").await, None);
     assert_eq!(e.zrange("jobresponse:list:s1").await, Vec::<(String, f64)>::new());
@@ -947,8 +947,8 @@ async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
         corrupt("put(Version)", store.put(&next, Expect::Version(5)).await.map(|o| format!("{o:?}")));
         corrupt("create", store.create(&next).await.map(|o| format!("{o:?}")));
         corrupt("delete", store.delete(&read).await.map(|o| format!("{o:?}")));
-        corrupt("delete_id(Any)", store.delete_id("r-1", Expect::Any).await.map(|o| format!("{o:?}")));
-        corrupt("delete_id(Version)", store.delete_id("r-1", Expect::Version(7)).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Any)", store.delete_id("r-1", DeleteExpect::Any).await.map(|o| format!("{o:?}")));
+        corrupt("delete_id(Version)", store.delete_id("r-1", DeleteExpect::Version(7)).await.map(|o| format!("{o:?}")));
         assert_eq!(e.snapshot().await, before, "v={v:?}: nothing written");
     }
 
@@ -985,7 +985,7 @@ async fn versions_outside_the_canonical_grammar_are_corrupt_everywhere() {
     );
     assert_eq!(store.put(&doc, Expect::Version(0)).await.unwrap(), PutOutcome::Conflict { current: MAX_VERSION });
     assert_eq!(
-        store.delete_id("r-1", Expect::Version(u64::MAX)).await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Version(u64::MAX)).await.unwrap(),
         DeleteOutcome::Conflict { current: MAX_VERSION }
     );
     // Deleting at the limit is fine.

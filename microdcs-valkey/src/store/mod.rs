@@ -21,7 +21,7 @@ mod write;
 
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub(crate) use types::parse_version;
-pub use types::{DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
+pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;
 
 // Reached as `super::...` by the maintenance module.

@@ -15,6 +15,16 @@ pub enum Expect {
     Any,
 }
 
+/// What a delete expects to find: a delete has no `Create` (there is
+/// nothing to delete that must not exist), so that cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteExpect {
+    /// The stored version must be this one.
+    Version(u64),
+    /// Delete whatever version is stored.
+    Any,
+}
+
 /// The outcome of a put. Errors (wrong scope, unique violation, corrupt
 /// hash) are [`Error`](crate::Error)s; these are the expected outcomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, Target, corrupt_reply, int_at, split_reply, str_at};
-use super::types::{DeleteOutcome, Expect, PutOutcome, ReadState, Stored, parse_version};
+use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored, parse_version};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
@@ -212,19 +212,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`].
     pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
-        self.delete_inner(&read.id, Expect::Version(read.version), Some(read.state.clone())).await
+        self.delete_inner(&read.id, DeleteExpect::Version(read.version), Some(read.state.clone())).await
     }
 
-    /// Deletes by id (`Expect::Any` or `Expect::Version`); reads the document's
+    /// Deletes by id (`DeleteExpect::Any` or `DeleteExpect::Version`); reads the document's
     /// scope and index fields first.
     ///
     /// # Errors
     /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
-    pub async fn delete_id(&self, id: &str, expect: Expect) -> Result<DeleteOutcome> {
+    pub async fn delete_id(&self, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
         self.delete_inner(id, expect, None).await
     }
 
-    async fn delete_inner(&self, id: &str, expect: Expect, read: Option<ReadState>) -> Result<DeleteOutcome> {
+    async fn delete_inner(&self, id: &str, expect: DeleteExpect, read: Option<ReadState>) -> Result<DeleteOutcome> {
         let plan = &*self.plan;
         let key = self.key(id)?;
         let op = new_op_id();
@@ -245,11 +245,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             // Always the version read: a retry after a lost reply then never
             // deletes a document re-created in between (unless it reached the
-            // same version); `Expect::Any` re-reads on a conflict instead.
+            // same version); `DeleteExpect::Any` re-reads on a conflict instead.
             let expect_read = Arg::Owned(state.version.to_string());
             let target = Target { key: &key, id, scope: &scope, list_key, expect: expect_read, op: &op };
             let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target)?;
-            if let Expect::Version(n) = expect
+            if let DeleteExpect::Version(n) = expect
                 && n != state.version
             {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
@@ -260,7 +260,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let (code, rest) = split_reply("delete", &reply.value)?;
             match code {
                 ret::WRITTEN => return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? }),
-                ret::CONFLICT if expect == Expect::Any => state = self.read_state(&key).await?,
+                ret::CONFLICT if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
                 ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
                 ret::NOT_FOUND if unknown_before => {
                     // The attempt whose reply was lost deleted it.
