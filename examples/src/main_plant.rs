@@ -19,7 +19,7 @@ use microdcs_valkey::{Codec, DeleteExpect, Document, MaintenanceOptions, Report,
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_valkey::redis;
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{Expect, MicroDcsConfig, Page, PutOutcome, Valkey};
+use microdcs_valkey::{MicroDcsConfig, Page, PutOutcome, Valkey};
 
 /// The plant demo and index maintenance.
 #[derive(Parser)]
