@@ -61,8 +61,17 @@ pub enum Error {
         detail: String,
     },
     /// The codec could not encode or decode a document.
-    #[error("codec: {0}")]
-    Codec(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot {action} {kind} `{id}`: {source}")]
+    Codec {
+        /// `encode` or `decode`.
+        action: &'static str,
+        /// The document kind.
+        kind: &'static str,
+        /// The document id.
+        id: String,
+        /// The codec's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A key could not be built (empty or over-long value).
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -227,8 +236,14 @@ impl Error {
         }
     }
 
-    pub(crate) fn codec(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Error::Codec(Box::new(e))
+    /// A codec failure on document `id` of `kind`; `action` is `encode`
+    /// or `decode`.
+    pub(crate) fn codec(
+        action: &'static str,
+        kind: &'static str,
+        id: &str,
+    ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> Self {
+        move |source| Error::Codec { action, kind, id: id.to_owned(), source }
     }
 }
 

@@ -73,6 +73,12 @@ pub struct PollerHandle {
     join: JoinHandle<()>,
 }
 
+impl std::fmt::Debug for PollerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollerHandle").field("running", &!self.join.is_finished()).finish()
+    }
+}
+
 impl PollerHandle {
     /// Stops after the batch in hand and waits for the loop to end.
     pub async fn shutdown(self) {
@@ -194,10 +200,7 @@ impl Valkey {
     /// A RESP3 connection for pub/sub whose push messages (nudges) go to `tx`;
     /// it resubscribes by itself after a reconnect.
     async fn pubsub_connection(&self, tx: mpsc::UnboundedSender<Nudge>) -> Result<ConnectionManager> {
-        let client = self.resp3_client().ok_or_else(|| crate::Error::Protocol {
-            script: "poller",
-            reply: "this handle has no client for a pub/sub connection".into(),
-        })?;
+        let client = self.resp3_client().ok_or_else(|| crate::Error::InvalidArgument("this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url".into()))?;
         let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
             match info.kind {
                 PushKind::Message => {

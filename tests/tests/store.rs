@@ -532,7 +532,10 @@ async fn corrupt_hashes_give_typed_errors() {
         .query_async(&mut e.raw)
         .await
         .unwrap();
-    assert!(matches!(store.get("r-1").await, Err(Error::Codec(_))));
+    let err = store.get("r-1").await.unwrap_err();
+    assert!(matches!(err, Error::Codec { action: "decode", kind: "jobresponse", .. }), "{err:?}");
+    // The message says what and where: the kind and the id.
+    assert!(err.to_string().starts_with("cannot decode jobresponse `r-1`: "), "{err}");
 
     // invalid ids are typed errors
     assert!(matches!(store.get("").await, Err(Error::Key(_))));

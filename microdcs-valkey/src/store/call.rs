@@ -233,9 +233,9 @@ pub(super) fn str_at(script: &'static str, rest: &[Value], i: usize) -> Result<S
 
 /// The error for a `{6, field}` (corrupt hash) or `{6, 'v', 'limit'}`
 /// (version at its limit) reply.
-pub(super) fn corrupt_reply(key: &str, rest: &[Value]) -> Error {
-    let field = str_at("put", rest, 0).unwrap_or_default();
-    let limit = str_at("put", rest, 1).is_ok_and(|s| s == "limit");
+pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> Error {
+    let field = str_at(script, rest, 0).unwrap_or_default();
+    let limit = str_at(script, rest, 1).is_ok_and(|s| s == "limit");
     let reason = match field.as_str() {
         "v" if limit => format!(
             "the version is at its limit {}; the document cannot be written again (delete and create it)",

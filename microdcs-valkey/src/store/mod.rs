@@ -84,6 +84,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
     match e {
         microdcs_schema::RenderError::Value(k) => Error::Key(k),
-        other => Error::Protocol { script: "render", reply: other.to_string() },
+        // The wrong number of values for a template: a caller's mistake.
+        other => Error::InvalidArgument(other.to_string()),
     }
 }

@@ -85,7 +85,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for f in &self.plan.fields {
             fields.push(text(&mut map, f)?);
         }
-        let doc = self.codec.decode(&doc_text).map_err(Error::codec)?;
+        let doc = self.codec.decode(&doc_text).map_err(|e| Error::codec("decode", D::SPEC.kind, id)(Box::new(e)))?;
         // A hash copied to another key, or a scope field edited apart from
         // the text, would otherwise be handed out (and written back) as the
         // document its key names.
@@ -143,9 +143,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
-        let ix = self.plan.unique.get(query.index()).ok_or_else(|| Error::Protocol {
-            script: "find",
-            reply: format!("no unique index {} on {}", query.index(), D::SPEC.type_name),
+        let ix = self.plan.unique.get(query.index()).ok_or_else(|| {
+            Error::InvalidArgument(format!("no unique index {} on {}", query.index(), D::SPEC.type_name))
         })?;
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
@@ -190,9 +189,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
-        let ix = self.plan.groups.get(query.index()).ok_or_else(|| Error::Protocol {
-            script: "ids",
-            reply: format!("no group index {} on {}", query.index(), D::SPEC.type_name),
+        let ix = self.plan.groups.get(query.index()).ok_or_else(|| {
+            Error::InvalidArgument(format!("no group index {} on {}", query.index(), D::SPEC.type_name))
         })?;
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
@@ -212,7 +210,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .plan
             .list
             .as_ref()
-            .ok_or_else(|| Error::Protocol { script: "list", reply: format!("{} has no list", D::SPEC.type_name) })?;
+            .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))?;
         let key = t.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
         if !self.plan.sorted_list {
             return self.read(|| self.sscan(&key, page.clone())).await;

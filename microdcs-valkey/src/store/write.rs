@@ -132,7 +132,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if let Some(read_id) = read_id.filter(|r| *r != entries.id) {
             return Err(Error::ReadMismatch { read: read_id.to_owned(), doc: entries.id.clone() });
         }
-        let text = self.codec.encode(doc).map_err(Error::codec)?;
+        let text =
+            self.codec.encode(doc).map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
@@ -197,7 +198,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         holder: str_at("put", rest, 1)?,
                     });
                 }
-                ret::CORRUPT => return Err(corrupt_reply(key, rest)),
+                ret::CORRUPT => return Err(corrupt_reply("put", key, rest)),
                 ret::RETRY => {
                     state = Some(self.read_state(key).await?);
                 }
@@ -275,7 +276,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         given: scope,
                     });
                 }
-                ret::CORRUPT => return Err(corrupt_reply(&key, rest)),
+                ret::CORRUPT => return Err(corrupt_reply("delete", &key, rest)),
                 ret::RETRY => state = self.read_state(&key).await?,
                 _ => return Err(Error::Protocol { script: "delete", reply: short(&reply.value) }),
             }

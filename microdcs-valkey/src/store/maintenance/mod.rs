@@ -211,14 +211,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if let Some(i) = opts.index
             && !self.index_names().contains(&i)
         {
-            return Err(Error::Protocol {
-                script: "rebuild",
-                reply: format!(
-                    "`{}` has no index `{i}` (indexes: {})",
-                    D::SPEC.type_name,
-                    self.index_names().join(", ")
-                ),
-            });
+            return Err(Error::InvalidArgument(format!(
+                "`{}` has no index `{i}` (indexes: {})",
+                D::SPEC.type_name,
+                self.index_names().join(", ")
+            )));
         }
         let mut pass = Pass::new(opts, mode, self.plan.unique.len());
         let mut con = self.valkey.connection();

@@ -142,7 +142,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     async fn expected_entries(&self, id: &str) -> Result<Option<IndexEntries>> {
         Ok(match self.get_once(id).await {
             Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
-            Ok(None) | Err(Error::Corrupt { .. } | Error::Codec(_) | Error::WrongType { .. } | Error::Key(_)) => None,
+            Ok(None) | Err(Error::Corrupt { .. } | Error::Codec { .. } | Error::WrongType { .. } | Error::Key(_)) => {
+                None
+            }
             Err(e) => return Err(e),
         })
     }
