@@ -371,6 +371,44 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_led_family_meets_literal_led_ones_among_many_literals() {
+        // 26 families on 26 leading literals, so that most pairs sit in
+        // different buckets and are never compared; a placeholder-led
+        // family can still render a key of a literal-led one, and is found
+        // whichever of the two comes first.
+        let literals: Vec<String> = ('a'..='z').map(String::from).collect();
+        let keys: Vec<String> = literals.iter().map(|l| format!("{l}:tenant:{l}")).collect();
+        let names: Vec<String> = literals.iter().map(|l| format!("by_{l}")).collect();
+        let mut families: Vec<FamilySpec<'_>> = SHARED.to_vec();
+        families.extend(keys.iter().zip(&names).map(|(k, n)| FamilySpec {
+            name: n,
+            key: k,
+            key_type: KeyType::String,
+        }));
+        // A document type's list, before every declared family.
+        const OWNER: [DocumentSpec<'static>; 1] = [DocumentSpec {
+            list: Some(ListSpec { key: "{scope}:tenant:q", score: None }),
+            ..doc("Owner", "owner", "owner:{id}")
+        }];
+        let ks = KeyspaceSpec { name: "K", documents: &OWNER, families: &families };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "key families overlap: list `{scope}:tenant:q` of `Owner` and family `by_q` (`q:tenant:q`) of \
+             keyspace `K` can render the same key"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
+        // A declared family, after them.
+        families.push(FamilySpec { name: "per_owner", key: "{owner}:tenant:c", key_type: KeyType::String });
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "key families overlap: family `by_c` (`c:tenant:c`) of keyspace `K` and family `per_owner` \
+             (`{owner}:tenant:c`) of keyspace `K` can render the same key"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
+    }
+
+    #[test]
     fn many_problems_are_cut_with_an_ellipsis() {
         // 40 declared families that all overlap each other: far more text
         // than the buffer holds.
