@@ -290,3 +290,66 @@ const fn sift_down(slots: &[Slot<'_>], order: &mut [usize], mut root: usize, end
         root = child;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PAIRS_START, Slot, Table};
+    use crate::spec::{Binding, DocumentSpec, IndexSpec, KeyspaceSpec, ListSpec, Source};
+
+    /// Pairs handed to `templates_overlap`.
+    fn compared(ks: &KeyspaceSpec<'_>) -> Vec<(usize, usize)> {
+        let n = ks.family_count();
+        let (mut slots, mut order, mut pos) = (vec![Slot::EMPTY; n], vec![0; n], vec![0; n]);
+        let t = Table::build(ks, &mut slots, &mut order, &mut pos);
+        let mut pairs = Vec::new();
+        let mut c = PAIRS_START;
+        while let Some((i, j, next)) = t.next_pair(c) {
+            pairs.push((i, j));
+            c = next;
+        }
+        pairs
+    }
+
+    #[test]
+    fn twenty_document_types_compare_only_pairs_of_one_type() {
+        // The compile-time benchmark's keyspace: 20 types with a list, a
+        // unique and a group index each, 83 families and 3,403 pairs. Only
+        // each type's list and unique index share a shape and a leading
+        // literal; everything else is told apart by its bucket.
+        let texts: Vec<[String; 5]> = (0..20)
+            .map(|i| {
+                let k = format!("doc{i:02}");
+                [
+                    format!("{k}:{{id}}"),
+                    format!("{k}:list:{{scope}}"),
+                    format!("{k}:bycode:{{code}}"),
+                    format!("{k}:bystate:{{scope}}:{{state}}"),
+                    k,
+                ]
+            })
+            .collect();
+        const CODE: [Binding<'static>; 1] = [Binding { placeholder: "code", source: Source::Field("code") }];
+        const STATE: [Binding<'static>; 2] = [
+            Binding { placeholder: "scope", source: Source::Scope },
+            Binding { placeholder: "state", source: Source::Field("state") },
+        ];
+        let unique: Vec<[IndexSpec<'_>; 1]> =
+            texts.iter().map(|t| [IndexSpec { name: "by_code", key: &t[2], bindings: &CODE }]).collect();
+        let groups: Vec<[IndexSpec<'_>; 1]> =
+            texts.iter().map(|t| [IndexSpec { name: "by_state", key: &t[3], bindings: &STATE }]).collect();
+        let docs: Vec<DocumentSpec<'_>> = texts
+            .iter()
+            .zip(unique.iter().zip(&groups))
+            .map(|(t, (u, g))| DocumentSpec {
+                list: Some(ListSpec { key: &t[1], score: None }),
+                unique: u,
+                groups: g,
+                ..DocumentSpec::new(&t[4], &t[4], &t[0])
+            })
+            .collect();
+        let ks = KeyspaceSpec { name: "Bench", documents: &docs, families: &[] };
+        assert_eq!(ks.family_count(), 83);
+        let pairs = compared(&ks);
+        assert_eq!(pairs, (0..20).map(|d| (4 * d + 1, 4 * d + 2)).collect::<Vec<_>>());
+    }
+}
