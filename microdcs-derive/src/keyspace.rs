@@ -158,7 +158,8 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     let check = quote_spanned! {name.span()=>
         #[allow(dead_code)]
         const KEYSPACE_CHECK: () = {
-            let problems: #p::ConstMessage = #p::keyspace_problem(&<#name>::SPEC);
+            let problems: #p::ConstMessage =
+                #p::keyspace_problem::<{ <#name>::SPEC.family_count() }>(&<#name>::SPEC);
             if !problems.is_empty() {
                 ::core::panic!("{}", problems.as_str());
             }

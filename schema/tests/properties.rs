@@ -1,9 +1,13 @@
-//! Property tests for the key encoding and the disjointness rule.
+//! Property tests for the key encoding, the disjointness rule and the
+//! keyspace check that applies it.
 //!
 //! Each property runs proptest's default number of cases (256); set
 //! `PROPTEST_CASES` to run deeper, e.g. `PROPTEST_CASES=10000`.
 
-use microdcs_schema::{Atom, KeyPrefix, KeyTemplate, MAX_VALUE_LEN, templates_overlap};
+use microdcs_schema::{
+    Atom, FamilySpec, KeyPrefix, KeyTemplate, KeyType, KeyspaceSpec, MAX_VALUE_LEN, SchemaErrorKind, check_keyspace,
+    keyspace_problem, templates_overlap,
+};
 use proptest::prelude::*;
 
 /// Any text, with a bias towards the characters that matter for keys.
@@ -40,7 +44,15 @@ fn value() -> impl Strategy<Value = String> {
 
 /// Random template from a small alphabet so that overlaps are common.
 fn template() -> impl Strategy<Value = String> {
-    let atom = prop_oneof![Just("a"), Just("b"), Just("list"), Just("{}")];
+    template_of(prop_oneof![Just("a"), Just("b"), Just("list"), Just("{}")].boxed())
+}
+
+/// The same with hash tags (`{#}`) too, which only meet hash tags.
+fn template_with_tags() -> impl Strategy<Value = String> {
+    template_of(prop_oneof![Just("a"), Just("b"), Just("list"), Just("{}"), Just("{#}")].boxed())
+}
+
+fn template_of(atom: BoxedStrategy<&'static str>) -> impl Strategy<Value = String> {
     let segment = proptest::collection::vec(atom, 1..3);
     proptest::collection::vec(segment, 1..4).prop_map(|segs| {
         let mut n = 0;
@@ -51,6 +63,9 @@ fn template() -> impl Strategy<Value = String> {
                         if *a == "{}" {
                             n += 1;
                             format!("{{p{n}}}")
+                        } else if *a == "{#}" {
+                            n += 1;
+                            format!("{{#p{n}}}")
                         } else {
                             (*a).to_owned()
                         }
@@ -130,6 +145,53 @@ proptest! {
             let kb = b.render(&prefix, &wb).unwrap();
             prop_assert_eq!(&ka, &kb, "{} and {} said to overlap", ta, tb);
             prop_assert_eq!(b.parse_key(&prefix, &ka), Some(wb.iter().map(|s| (*s).to_owned()).collect()));
+        }
+    }
+}
+
+proptest! {
+    /// The keyspace check skips pairs it knows cannot collide; it must still
+    /// report exactly the pairs a comparison of every family with every other
+    /// finds, in the same order (earlier family, then later one).
+    #[test]
+    fn keyspace_check_reports_every_overlapping_pair(
+        families in proptest::collection::vec((template_with_tags(), 0..3_u8), 0..24),
+    ) {
+        let names: Vec<String> = (0..families.len()).map(|i| format!("f{i}")).collect();
+        let types = [KeyType::String, KeyType::Set, KeyType::Channel];
+        let specs: Vec<FamilySpec<'_>> = families
+            .iter()
+            .zip(&names)
+            .map(|((key, t), name)| FamilySpec { name, key, key_type: types[usize::from(*t)] })
+            .collect();
+        let mut expected = Vec::new();
+        for (i, a) in specs.iter().enumerate() {
+            for (j, b) in specs.iter().enumerate().skip(i + 1) {
+                let channels = (a.key_type == KeyType::Channel) == (b.key_type == KeyType::Channel);
+                if channels && templates_overlap(a.key, b.key) {
+                    expected.push((i, j));
+                }
+            }
+        }
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &specs };
+        let number = |text: &str| names.iter().position(|n| text.starts_with(&format!("family `{n}`")));
+        let found: Vec<(usize, usize)> = check_keyspace(&ks)
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                SchemaErrorKind::Overlap { first, second } => Some((number(&first)?, number(&second)?)),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(&found, &expected, "{:?}", families);
+        // The compile-time message counts the same problems.
+        let msg = keyspace_problem::<24>(&ks);
+        match expected.len() {
+            0 => prop_assert!(msg.is_empty()),
+            1 => prop_assert!(msg.as_str().starts_with("key families overlap"), "{}", msg.as_str()),
+            n => {
+                let head = format!("keyspace `K` has {n} problems:");
+                prop_assert!(msg.as_str().starts_with(&head), "{}", msg.as_str());
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! a build error) and [`check_keyspace`] walks the same enumeration at run
 //! time to report every problem with its origin.
 
+use super::buckets::{PAIRS_START, PairCursor, Slot, Table};
 use super::document::{check_document, parse_at};
 use super::error::{Attr, SchemaError, SchemaErrorKind, origin};
 use super::message::ConstMessage;
@@ -43,31 +44,27 @@ enum Problem<'a> {
     Undeclared { doc: &'a DocumentSpec<'a>, at: usize, template: &'a str, key_type: KeyType },
 }
 
-/// Where the enumeration of problems stands: pair `(i, j)` of families,
-/// then shared reference `r` of document `d`.
+/// Where the enumeration of problems stands: the candidate pairs of
+/// families, then shared reference `r` of document `d`.
 #[derive(Debug, Clone, Copy)]
 struct Cursor {
-    i: usize,
-    j: usize,
+    pairs: PairCursor,
     d: usize,
     r: usize,
 }
 
-const START: Cursor = Cursor { i: 0, j: 1, d: 0, r: 0 };
+const START: Cursor = Cursor { pairs: PAIRS_START, d: 0, r: 0 };
 
-/// The next problem at or after `c`, and the cursor after it.
-const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, mut c: Cursor) -> Option<(Problem<'a>, Cursor)> {
-    let n = ks.family_count();
-    while c.i < n {
-        while c.j < n {
-            let (a, b) = (ks.family(c.i), ks.family(c.j));
-            c.j += 1;
-            if conflict(&a, &b) {
-                return Some((Problem::Overlap(a, b), c));
-            }
+/// The next problem at or after `c`, and the cursor after it. Overlaps come
+/// first, ordered by the earlier family and then the later one; only pairs
+/// in the same bucket (see [`Table`]) are compared.
+const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cursor) -> Option<(Problem<'a>, Cursor)> {
+    while let Some((i, j, next)) = t.next_pair(c.pairs) {
+        c.pairs = next;
+        let (a, b) = (t.family(i), t.family(j));
+        if conflict(&a, &b) {
+            return Some((Problem::Overlap(a, b), c));
         }
-        c.i += 1;
-        c.j = c.i + 1;
     }
     while c.d < ks.documents.len() {
         let doc = &ks.documents[c.d];
@@ -91,14 +88,26 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, mut c: Cursor) -> Option<(Pr
 /// per line, so a build shows everything that needs fixing at once instead
 /// of one problem per build. Template syntax and per-document rules are
 /// checked by the macros with spans; this assumes valid templates.
-pub const fn keyspace_problem(ks: &KeyspaceSpec<'_>) -> ConstMessage {
-    let count = problem_count(ks);
+///
+/// `N` is room for the families, at least `ks.family_count()`: constant
+/// evaluation cannot allocate, so the caller sizes the storage
+/// (`keyspace!` passes the family count).
+pub const fn keyspace_problem<const N: usize>(ks: &KeyspaceSpec<'_>) -> ConstMessage {
+    let mut slots = [Slot::EMPTY; N];
+    let mut order = [0; N];
+    let mut pos = [0; N];
+    let t = Table::build(ks, &mut slots, &mut order, &mut pos);
+    let count = problem_count(ks, &t);
     let mut msg = ConstMessage::new();
+    // A sound keyspace, the usual case, needs no second walk.
+    if count == 0 {
+        return msg;
+    }
     if count > 1 {
         msg = msg.push("keyspace `").push(ks.name).push("` has ").push_usize(count).push(" problems:");
     }
     let mut cursor = START;
-    while let Some((problem, next)) = next_problem(ks, cursor) {
+    while let Some((problem, next)) = next_problem(ks, &t, cursor) {
         cursor = next;
         if is_repeat(ks, &problem) {
             continue;
@@ -112,10 +121,10 @@ pub const fn keyspace_problem(ks: &KeyspaceSpec<'_>) -> ConstMessage {
 }
 
 /// How many lines [`keyspace_problem`] lists.
-const fn problem_count(ks: &KeyspaceSpec<'_>) -> usize {
+const fn problem_count<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>) -> usize {
     let mut count = 0;
     let mut cursor = START;
-    while let Some((problem, next)) = next_problem(ks, cursor) {
+    while let Some((problem, next)) = next_problem(ks, t, cursor) {
         cursor = next;
         if !is_repeat(ks, &problem) {
             count += 1;
@@ -233,8 +242,11 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
         fam_names.push(f.name);
         parse_at(f.key, ks.name, &attr, &mut errors);
     }
+    let n = ks.family_count();
+    let (mut slots, mut order, mut pos) = (vec![Slot::EMPTY; n], vec![0; n], vec![0; n]);
+    let t = Table::build(ks, &mut slots, &mut order, &mut pos);
     let mut cursor = START;
-    while let Some((problem, next)) = next_problem(ks, cursor) {
+    while let Some((problem, next)) = next_problem(ks, &t, cursor) {
         cursor = next;
         match problem {
             Problem::Overlap(a, b) => {
@@ -298,7 +310,7 @@ mod tests {
         // type that uses it (one declaration fixes them all).
         const KS: KeyspaceSpec<'static> = KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]] };
         // Evaluated as `keyspace!` evaluates it: in a constant.
-        const MSG: ConstMessage = keyspace_problem(&KS);
+        const MSG: ConstMessage = keyspace_problem::<{ KS.family_count() }>(&KS);
         assert_eq!(
             MSG.as_str(),
             "keyspace `Plant` has 3 problems:\n\
@@ -320,7 +332,7 @@ mod tests {
             [tenant(doc("A", "a", "a:{id}")), tenant(doc("B", "b", "b:{id}")), tenant(doc("C", "c", "c:{id}"))];
         let ks = KeyspaceSpec { name: "K", documents: &DOCS, families: &SHARED[..2] };
         assert_eq!(
-            keyspace_problem(&ks).as_str(),
+            keyspace_problem::<64>(&ks).as_str(),
             "document types `A`, `B` and `C` use the set `tenants`, which keyspace `K` does not declare; add `scopes: set(\"tenants\")`"
         );
     }
@@ -331,7 +343,7 @@ mod tests {
         // and registry need no declaration...
         const PLAIN: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
         let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &[] };
-        assert!(keyspace_problem(&ks).is_empty());
+        assert!(keyspace_problem::<64>(&ks).is_empty());
         assert_eq!(check_keyspace(&ks), []);
         assert_eq!(ks.family_count(), 4, "the hash and the three shared families");
         // ...and the overlap check still covers them.
@@ -339,9 +351,9 @@ mod tests {
             [doc("Job", "job", "job:{id}"), doc("Change", "change", "changes:{id}")];
         let ks = KeyspaceSpec { name: "Jobs", documents: &CLASH, families: &[] };
         assert!(
-            keyspace_problem(&ks).as_str().contains("`changes:{id}` of `Change` and family `changes`"),
+            keyspace_problem::<64>(&ks).as_str().contains("`changes:{id}` of `Change` and family `changes`"),
             "{}",
-            keyspace_problem(&ks).as_str()
+            keyspace_problem::<64>(&ks).as_str()
         );
         // Declared once, a shared family is not added twice.
         let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &SHARED };
@@ -355,7 +367,45 @@ mod tests {
             documents: &[doc("JobOrder", "joborder", "joborder:{id}")],
             families: &SHARED,
         };
-        assert!(keyspace_problem(&ks).is_empty());
+        assert!(keyspace_problem::<64>(&ks).is_empty());
+    }
+
+    #[test]
+    fn a_placeholder_led_family_meets_literal_led_ones_among_many_literals() {
+        // 26 families on 26 leading literals, so that most pairs sit in
+        // different buckets and are never compared; a placeholder-led
+        // family can still render a key of a literal-led one, and is found
+        // whichever of the two comes first.
+        let literals: Vec<String> = ('a'..='z').map(String::from).collect();
+        let keys: Vec<String> = literals.iter().map(|l| format!("{l}:tenant:{l}")).collect();
+        let names: Vec<String> = literals.iter().map(|l| format!("by_{l}")).collect();
+        let mut families: Vec<FamilySpec<'_>> = SHARED.to_vec();
+        families.extend(keys.iter().zip(&names).map(|(k, n)| FamilySpec {
+            name: n,
+            key: k,
+            key_type: KeyType::String,
+        }));
+        // A document type's list, before every declared family.
+        const OWNER: [DocumentSpec<'static>; 1] = [DocumentSpec {
+            list: Some(ListSpec { key: "{scope}:tenant:q", score: None }),
+            ..doc("Owner", "owner", "owner:{id}")
+        }];
+        let ks = KeyspaceSpec { name: "K", documents: &OWNER, families: &families };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "key families overlap: list `{scope}:tenant:q` of `Owner` and family `by_q` (`q:tenant:q`) of \
+             keyspace `K` can render the same key"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
+        // A declared family, after them.
+        families.push(FamilySpec { name: "per_owner", key: "{owner}:tenant:c", key_type: KeyType::String });
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "key families overlap: family `by_c` (`c:tenant:c`) of keyspace `K` and family `per_owner` \
+             (`{owner}:tenant:c`) of keyspace `K` can render the same key"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
     }
 
     #[test]
@@ -366,7 +416,7 @@ mod tests {
         let families: Vec<FamilySpec<'_>> =
             NAMES.iter().map(|n| FamilySpec { name: n, key: "x:{a}", key_type: KeyType::String }).collect();
         let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
-        let msg = keyspace_problem(&ks);
+        let msg = keyspace_problem::<64>(&ks);
         assert!(msg.is_cut());
         assert!(msg.as_str().starts_with("keyspace `K` has 780 problems:\n- key families overlap"), "{}", msg.as_str());
         assert!(msg.as_str().ends_with("..."));

@@ -6,6 +6,7 @@
 //! functions, so the compile-time check of `keyspace!` and [`check_keyspace`]
 //! cannot disagree.
 
+mod buckets;
 mod document;
 mod error;
 mod keyspace;

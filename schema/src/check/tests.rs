@@ -15,7 +15,7 @@ fn job_response_is_valid() {
     assert_eq!(check_document(&JOB_RESPONSE), []);
     let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_RESPONSE], families: &SHARED };
     assert_eq!(check_keyspace(&ks), []);
-    assert!(keyspace_problem(&ks).is_empty());
+    assert!(keyspace_problem::<64>(&ks).is_empty());
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn keyspace_overlap_names_both() {
     let ks = KeyspaceSpec { name: "Plant", documents: &[A, B], families: &SHARED };
     let errs = check_keyspace(&ks);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    let msg = keyspace_problem(&ks);
+    let msg = keyspace_problem::<64>(&ks);
     assert_eq!(
         msg.as_str(),
         "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
@@ -99,7 +99,7 @@ fn keyspace_requires_shared_families() {
     let errs = check_keyspace(&ks);
     assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));
     assert_eq!(
-        keyspace_problem(&ks).as_str(),
+        keyspace_problem::<64>(&ks).as_str(),
         "document type `JobOrder` uses the stream `orders:changes:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"orders:changes:{scope}\")`"
     );
 }
