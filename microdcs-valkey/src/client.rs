@@ -84,7 +84,11 @@ impl fmt::Debug for Valkey {
 impl Valkey {
     /// Wraps an existing connection manager. [`Valkey::ping`] and
     /// [`Valkey::health`] then wait at most the default `ResponseTimeout`,
-    /// and their messages cannot name the endpoint.
+    /// and their messages cannot name the endpoint. Such a handle has no
+    /// client for the poller's pub/sub connection: [`crate::Poller::start`]
+    /// refuses it with [`crate::Error::InvalidArgument`]. Use
+    /// [`Valkey::connect`] (every setting) or [`Valkey::connect_url`] for a
+    /// handle that can do everything.
     pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
         Valkey {
             inner: Arc::new(Inner {
@@ -159,7 +163,10 @@ impl Valkey {
     /// Connects to `url` (`redis://host:port/`) without a configuration
     /// (tests, tools): every other setting at its default, through the same
     /// steps as [`Valkey::connect`], so start-up is bounded by the default
-    /// connect timeout and reconnects back off alike. Prefer [`Valkey::connect`].
+    /// connect timeout and reconnects back off alike. Prefer
+    /// [`Valkey::connect`]: for poll intervals, timeouts, TLS or a password
+    /// file, put the URL in a [`crate::ValkeyConfig`]'s `connection_string`
+    /// and set the rest there.
     ///
     /// # Errors
     /// [`crate::Error::InvalidArgument`] for a URL that does not parse;
