@@ -32,7 +32,8 @@ use crate::client::Valkey;
 use crate::codec::{Codec, Json};
 use crate::error::{Error, Result};
 
-/// The typed store of document type `D`, made by [`Valkey::store`].
+/// The typed store of document type `D`, made by
+/// [`KeyspaceHandle::store`](crate::KeyspaceHandle::store).
 ///
 /// Every single-document operation is one round trip in the steady state:
 /// `get` is one `HGETALL`, `create`/`update`/`delete` one `EVALSHA` of the
