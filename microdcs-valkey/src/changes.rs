@@ -39,7 +39,9 @@ pub struct Change<D> {
     pub version: u64,
     /// Created, updated or deleted.
     pub kind: ChangeKind,
-    /// The operation id of the write (the one a retry reuses).
+    /// The operation id of the write as stored: a generated id as is; for
+    /// an id you passed (`update_with_op`), its fixed-length digest
+    /// [`stored_op_id`](crate::stored_op_id)`(yours)`.
     pub op: String,
     /// The document as stored when the batch was read, when the consumer
     /// fetches documents ([`Changes::fetching`]); `None` otherwise, after a

@@ -42,6 +42,7 @@ pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryL
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
+pub use microdcs_schema::lua::stored_op_id;
 pub use microdcs_schema::{
     Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasList, InKeyspace, IndexEntries, IndexEntry,
     IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace, KeyspaceSpec, ListEntry,

@@ -4,6 +4,13 @@
 //! Compares the typed store with (a) the raw EVALSHA of the same generated
 //! script through `redis` and (b) a hand-written WATCH/MULTI/EXEC
 //! read-modify-write of the same layout, all in the same run.
+//!
+//! `-- --cost` prints only the cost per document instead: bytes per stored
+//! document beside a plain hash with the same index keys, and server time
+//! per put beside a minimal Lua CAS doing the same writes (and beside the
+//! put script before the op history change, `put-before.lua`), each pair
+//! measured in the same run. `--docs N` sets the number of documents
+//! (default 10000).
 
 use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
@@ -40,6 +47,29 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// A minimal compare-and-set doing the same writes as the generated put
+/// (same KEYS and ARGV): no corruption, scope, read or type checks and no op
+/// history. The floor for server time per write.
+const MINIMAL_CAS: &str = r"
+local cur = redis.call('HMGET', KEYS[1], 'v', 'state', 'score')
+local v = tonumber(cur[1] or '0')
+if ARGV[1] ~= 'any' and ARGV[1] ~= 'create' and tonumber(ARGV[1]) ~= v then return {0, v} end
+local newv = v + 1
+local change = 'updated'
+if v == 0 then change = 'created' end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', ARGV[3], 'v', newv, 'op', ARGV[2], 'change', change, 'kind', ARGV[6])
+if cur[2] ~= ARGV[15] then
+  if cur[2] then redis.call('SREM', KEYS[8], ARGV[3]) end
+  redis.call('SADD', KEYS[7], ARGV[3])
+end
+if v == 0 then redis.call('SET', KEYS[5], ARGV[3]) end
+if cur[3] ~= ARGV[9] then redis.call('ZADD', KEYS[4], ARGV[9], ARGV[3]) end
+redis.call('HSET', KEYS[1], 'v', newv, 'scope', ARGV[4], 'doc', ARGV[5], 'score', ARGV[9], 'order', ARGV[11], 'state', ARGV[15])
+if v == 0 then redis.call('SADD', KEYS[3], ARGV[4]) end
+redis.call('PUBLISH', ARGV[7], ARGV[4])
+return {1, newv}
+";
+
 /// The raw baseline: the same generated script, keys and arguments built by
 /// hand once, only the op id and version varying.
 struct Raw {
@@ -56,7 +86,7 @@ impl Raw {
         let state = d.normalized_state();
         let prev = if step.is_multiple_of(2) { "Held" } else { "Running" };
         let old_present = if step == 0 { "0" } else { "1" };
-        let op = format!("raw-{i}-{step}");
+        let op = microdcs_valkey::new_op_id();
         let _: redis::Value = self
             .script
             .key(format!("{p}:jobresponse:r-{i}"))
@@ -214,8 +244,156 @@ async fn watch_throughput(url: &str, prefix: &str, callers: usize, per_caller: u
     ((callers * per_caller) as f64 / start.elapsed().as_secs_f64(), aborted)
 }
 
+async fn used_memory(con: &mut ConnectionManager) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.unwrap();
+    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+}
+
+async fn flush(con: &mut ConnectionManager) {
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query_async(con).await.unwrap();
+}
+
+/// Bytes per document of `docs` job responses written by the store and
+/// updated `updates` times each (the change stream, shared and bounded by
+/// its max length, is deleted before measuring).
+async fn store_bytes(
+    store: &Store<JobResponse>,
+    con: &mut ConnectionManager,
+    p: &str,
+    docs: usize,
+    updates: u64,
+) -> f64 {
+    flush(con).await;
+    let before = used_memory(con).await;
+    let callers = 32;
+    let mut tasks = Vec::new();
+    for c in 0..callers {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (c..docs).step_by(callers) {
+                assert!(matches!(store.create(&doc(i, 0)).await.unwrap(), PutOutcome::Written { .. }));
+                let mut read = store.get(&format!("r-{i}")).await.unwrap().unwrap();
+                for step in 1..=updates {
+                    let out = store.update_in_place(&mut read, doc(i, step)).await.unwrap();
+                    assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let _: () = redis::cmd("DEL").arg(format!("{p}:changes:s1")).query_async(con).await.unwrap();
+    (used_memory(con).await - before) as f64 / docs as f64
+}
+
+/// Bytes per document of the plain layout: a hash of `v`, `scope`, `doc`
+/// and the index fields, with the same unique key, group set and sorted list.
+async fn plain_bytes(con: &mut ConnectionManager, p: &str, docs: usize, updates: u64) -> f64 {
+    flush(con).await;
+    let before = used_memory(con).await;
+    for chunk in (0..docs).collect::<Vec<_>>().chunks(500) {
+        let mut pipe = redis::pipe();
+        for &i in chunk {
+            let d = doc(i, updates);
+            let state = d.normalized_state();
+            pipe.hset_multiple(
+                format!("{p}:jobresponse:r-{i}"),
+                &[
+                    ("v", (updates + 1).to_string()),
+                    ("scope", "s1".into()),
+                    ("doc", serde_json::to_string(&d).unwrap()),
+                    ("order", d.job_order_id.clone()),
+                    ("state", state.clone()),
+                ],
+            )
+            .ignore()
+            .set(format!("{p}:jobresponse:byorder:o-{i}"), format!("r-{i}"))
+            .ignore()
+            .sadd(format!("{p}:jobresponse:bystate:s1:{state}"), format!("r-{i}"))
+            .ignore()
+            .zadd(format!("{p}:jobresponse:list:s1"), format!("r-{i}"), d.start_time)
+            .ignore();
+        }
+        let _: () = pipe.query_async(con).await.unwrap();
+    }
+    (used_memory(con).await - before) as f64 / docs as f64
+}
+
+/// Server microseconds per EVALSHA of `script` over `n` puts spread over
+/// 100 documents, after `warm` puts on each (so the op history is as full
+/// as it gets after that many writes).
+async fn server_us(raw: &mut Raw, stats: &mut ConnectionManager, base: usize, warm: u64, n: usize) -> f64 {
+    for i in 0..100 {
+        for step in 0..warm {
+            raw.put(base + i, step).await;
+        }
+    }
+    let before = command_usec(stats).await;
+    for k in 0..n {
+        raw.put(base + k % 100, warm + (k / 100) as u64).await;
+    }
+    let after = command_usec(stats).await;
+    let get = |m: &std::collections::BTreeMap<String, (u64, u64)>| m.get("evalsha").copied().unwrap_or((0, 0));
+    let (a, b) = (get(&after), get(&before));
+    (a.1 - b.1) as f64 / (a.0 - b.0) as f64
+}
+
+async fn cost(server: &ValkeyServer, docs: usize) {
+    let prefix = unique_prefix("cost");
+    let p = prefix.as_str().to_owned();
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let doc_bytes = serde_json::to_string(&doc(0, 0)).unwrap().len();
+    println!("## Bytes per stored document ({docs} job responses, {doc_bytes}-byte documents; INFO used_memory)\n");
+    println!("| updates per document | plain hash + index keys | microdcs | microdcs / plain |");
+    println!("|---|---|---|---|");
+    for updates in [0u64, 10, 50] {
+        let plain = plain_bytes(&mut con, &p, docs, updates).await;
+        let ours = store_bytes(&store, &mut con, &p, docs, updates).await;
+        println!("| {updates} | {plain:.0} | {ours:.0} | {:.2} |", ours / plain);
+    }
+    flush(&mut con).await;
+
+    // Server time: the three scripts in interleaved rounds, median per column.
+    let scripts = [
+        ("generated put", Script::new(JobResponse::PUT_SCRIPT)),
+        ("minimal Lua CAS, same writes", Script::new(MINIMAL_CAS)),
+        ("generated put before this change", Script::new(include_str!("put-before.lua"))),
+    ];
+    let n = 3000;
+    let mut base = 0;
+    let mut cols: Vec<[Vec<f64>; 2]> = scripts.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    for _ in 0..5 {
+        for (k, (_, script)) in scripts.iter().enumerate() {
+            let mut raw = Raw { script: script.clone(), con: con.clone(), prefix: p.clone() };
+            // Fresh: the first writes of each document; full: after 60.
+            cols[k][0].push(server_us(&mut raw, &mut con, base, 1, n).await);
+            base += 100;
+            cols[k][1].push(server_us(&mut raw, &mut con, base, 60, n).await);
+            base += 100;
+        }
+    }
+    let med: Vec<[f64; 2]> = cols.into_iter().map(|[a, b]| [median(a), median(b)]).collect();
+    println!("\n## Server microseconds per put (INFO commandstats, EVALSHA; {n} puts x 5 rounds, median)\n");
+    println!("| script | writes 2-31 of a document | ratio to minimal | writes 62-91 | ratio to minimal |");
+    println!("|---|---|---|---|---|");
+    for ((name, _), m) in scripts.iter().zip(&med) {
+        println!("| {name} | {:.1} | {:.2} | {:.1} | {:.2} |", m[0], m[0] / med[1][0], m[1], m[1] / med[1][1]);
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--cost") {
+        let docs =
+            args.iter().position(|a| a == "--docs").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(10_000);
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        cost(&server, docs).await;
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 300 } else { 3000 };
     let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));

@@ -679,32 +679,40 @@ async fn lists_and_queries_page() {
 }
 
 #[tokio::test]
-async fn op_history_survives_many_writes() {
+async fn op_history_keeps_exactly_the_last_writes() {
+    use microdcs_schema::lua::{OP_HISTORY_ENTRIES, OP_ID_LEN};
     let mut e = env("history").await;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
-    let mut last = None;
-    // Longest op ids (64 bytes): the history still holds the last 16 writes.
-    for i in 0..40 {
+    let mut writes = Vec::new();
+    // Long caller ids: stored as fixed-length digests.
+    for i in 0..20u64 {
         let read = store.get("r-1").await.unwrap().unwrap();
-        let next = JobResponse { start_time: 2000 + i, ..read.doc.clone() };
+        let next = JobResponse { start_time: 2000 + i as i64, ..read.doc.clone() };
         let op = format!("{i:0>64}");
-        assert_eq!(
-            store.update_with_op(&read, &next, &op).await.unwrap(),
-            PutOutcome::Written { version: 2 + i as u64 }
-        );
-        last = Some((read, next, op));
+        assert_eq!(store.update_with_op(&read, &next, &op).await.unwrap(), PutOutcome::Written { version: 2 + i });
+        writes.push((read, next, op));
     }
-    let ops: String = redis::cmd("HGET").arg(e.k("jobresponse:r-1")).arg("ops").query_async(&mut e.raw).await.unwrap();
-    let entries: Vec<&str> = ops.split(' ').filter(|x| !x.is_empty()).collect();
-    assert!(entries.len() >= 16, "{} entries: {ops}", entries.len());
-    assert!(ops.len() <= microdcs_schema::lua::OP_HISTORY_BYTES, "bounded: {} bytes", ops.len());
-    assert_eq!(entries.last().copied(), Some(format!("{:0>64}=41", 39).as_str()));
-    assert!(entries.iter().all(|e| e.len() > 65 && e.contains('=')), "whole entries only: {ops}");
-    // The last write, retried with its op id, is recognised as applied.
-    let (read, next, op) = last.unwrap();
-    assert_eq!(store.update_with_op(&read, &next, &op).await.unwrap(), PutOutcome::Written { version: 41 });
-    assert_eq!(e.changes("s1").await.len(), 41);
+    let key = e.k("jobresponse:r-1");
+    let ops: String = redis::cmd("HGET").arg(&key).arg("ops").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(ops.len(), OP_HISTORY_ENTRIES * OP_ID_LEN, "bounded by count: {ops}");
+    let op_field: Option<String> = redis::cmd("HGET").arg(&key).arg("op").query_async(&mut e.raw).await.unwrap();
+    assert_eq!(op_field, None, "the newest id is not stored twice");
+    // The boundary: each of the last OP_HISTORY_ENTRIES writes, retried with
+    // its op id, is recognised with the version it produced ...
+    let kept = writes.len() - OP_HISTORY_ENTRIES;
+    for (read, next, op) in &writes[kept..] {
+        assert_eq!(
+            store.update_with_op(read, next, op).await.unwrap(),
+            PutOutcome::Written { version: read.version + 1 },
+            "op {op}"
+        );
+    }
+    // ... and the one before them no longer is: a version expectation then
+    // reports the conflict, and nothing is written twice.
+    let (read, next, op) = &writes[kept - 1];
+    assert_eq!(store.update_with_op(read, next, op).await.unwrap(), PutOutcome::Conflict { current: 21 });
+    assert_eq!(e.changes("s1").await.len(), 21);
 }
 
 #[tokio::test]

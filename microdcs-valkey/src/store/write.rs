@@ -10,12 +10,14 @@ use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, Target, corrupt_reply, int_at, split_reply, str_at};
-use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored, parse_version};
+use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
 
-/// A new operation id: 32 hex digits, unique per process and time.
+/// A new operation id: 12 characters (72 bits) from a per-process seed, the
+/// time and a counter, mixed. It only has to differ from the ids of the other
+/// writes to the same document that its history still holds.
 pub fn new_op_id() -> String {
     static SEED: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -29,12 +31,18 @@ pub fn new_op_id() -> String {
     let mut h = RandomState::new().build_hasher();
     h.write_u64(seed ^ n);
     h.write_u64(t);
-    format!("{:016x}{:016x}", seed ^ t.rotate_left(17), h.finish() ^ n)
+    lua::op_id_from_bits(seed ^ t.rotate_left(17) ^ n.rotate_left(40), h.finish() ^ n)
 }
 
-/// The version an op id produced, from an `ops` history (` op=v op=v ...`).
-fn applied_version(ops: &str, op: &str) -> Option<u64> {
-    ops.split(' ').find_map(|e| parse_version(Some(e.strip_prefix(op)?.strip_prefix('=')?)))
+/// The version `op` produced, from an `ops` history (ids of consecutive
+/// versions ending at `v`, oldest first, [`lua::OP_ID_LEN`] bytes each).
+fn applied_version(ops: &str, v: u64, op: &str) -> Option<u64> {
+    let n = lua::OP_ID_LEN;
+    if op.len() != n || !ops.len().is_multiple_of(n) {
+        return None;
+    }
+    let at = (0..ops.len() / n).find(|i| ops.get(i * n..(i + 1) * n) == Some(op))?;
+    v.checked_sub((ops.len() / n - 1 - at) as u64).filter(|v| *v > 0)
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -124,7 +132,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ) -> Result<PutOutcome> {
         let op = match op {
             Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
-            Some(op) => op.to_owned(),
+            // Stored as a fixed-length digest, so the history holds ids of one size.
+            Some(op) => lua::stored_op_id(op),
             None => new_op_id(),
         };
         let plan = &*self.plan;
@@ -147,7 +156,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             && s.version != n
         {
             // Our own earlier write (same op id, unknown outcome) counts as done.
-            if let Some(v) = applied_version(&s.ops, &op) {
+            if let Some(v) = applied_version(&s.ops, s.version, &op) {
                 self.valkey.metrics().add_already_applied();
                 return Ok(PutOutcome::Written { version: v });
             }
@@ -291,10 +300,13 @@ mod tests {
 
     #[test]
     fn op_history_lookup() {
-        let ops = " a1=3 b2=4 a=5";
-        assert_eq!(applied_version(ops, "a1"), Some(3));
-        assert_eq!(applied_version(ops, "a"), Some(5));
-        assert_eq!(applied_version(ops, "b"), None);
+        let ops = "aaaaaaaaaaa1bbbbbbbbbbb2aaaaaaaaaaaa";
+        assert_eq!(applied_version(ops, 5, "aaaaaaaaaaa1"), Some(3));
+        assert_eq!(applied_version(ops, 5, "aaaaaaaaaaaa"), Some(5));
+        // Only whole entries match, never a run across a boundary.
+        assert_eq!(applied_version(ops, 5, "1bbbbbbbbbbb"), None);
+        assert_eq!(applied_version(ops, 5, "b"), None);
+        assert_eq!(applied_version("a b=4", 5, "aaaaaaaaaaa1"), None);
     }
 
     #[test]
@@ -303,6 +315,6 @@ mod tests {
         let b = new_op_id();
         assert_ne!(a, b);
         assert!(lua::valid_op_id(&a), "{a}");
-        assert_eq!(a.len(), 32);
+        assert_eq!(a.len(), lua::OP_ID_LEN);
     }
 }

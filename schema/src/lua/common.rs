@@ -127,7 +127,7 @@ pub(super) fn describe_common_keys(spec: &DocumentSpec<'_>, c: &CommonSlots) -> 
 pub(super) fn describe_common_argv(c: &CommonSlots, expect: &str) -> Vec<Described> {
     vec![
         (c.expect, expect.to_owned()),
-        (c.op, "operation id (kept in `op` and the `ops` history)".into()),
+        (c.op, "operation id, exactly 12 characters (kept in the `ops` history)".into()),
         (c.id, "document id".into()),
         (c.scope, "scope".into()),
         (c.kind, "kind (change entries)".into()),

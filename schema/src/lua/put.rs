@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
 use super::layout::PutLayout;
 use super::text::{Described, header, lua_str};
-use super::{MAX_VERSION, OP_HISTORY_BYTES};
+use super::{MAX_VERSION, OP_HISTORY_ENTRIES, OP_ID_LEN};
 use crate::spec::DocumentSpec;
 
 const PUT_RETURNS: &str = "\
@@ -20,16 +20,35 @@ const PUT_RETURNS: &str = "\
 --   {7, version}          this operation id was already applied, producing `version`
 ";
 
-/// The op history: ` op=version` entries, oldest dropped beyond
-/// [`OP_HISTORY_BYTES`] (a length check, not a count: no scan per write).
+/// The op history: the ids of the last writes, oldest first, each
+/// `OP_ID_LEN` bytes with no separator, for consecutive versions ending at
+/// the stored `v`. Appending and trimming is one concatenation and at most
+/// one `string.sub`; no scan.
 fn history() -> String {
+    let max = OP_HISTORY_ENTRIES * OP_ID_LEN;
     format!(
         "\
-local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
-while #ops > {OP_HISTORY_BYTES} do
-  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
-end
+ops = ops .. op
+if #ops > {max} then ops = string.sub(ops, -{max}) end
 "
+    )
+}
+
+/// The lookup of the op id in the history: a match at an entry boundary is
+/// this write, already applied; its position gives its version. A history
+/// whose length is not whole entries is refused as corrupt; one in the
+/// earlier ` op=version` form is dropped (its ids were longer).
+fn lookup() -> String {
+    format!(
+        "\
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % {n} ~= 0 then return {{6, 'ops'}} end
+local at = string.find(ops, op, 1, true)
+while at and at % {n} ~= 1 do at = string.find(ops, op, at + 1, true) end
+if at then return {{7, v - (#ops - at + 1) / {n} + 1}} end
+",
+        n = OP_ID_LEN
     )
 }
 
@@ -63,10 +82,12 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
 ///
 /// Order: read and check everything (hash, scope, op history, expectation,
 /// the caller's read of each index, unique holders), then validate the type
-/// of every index key it will write with a read on that key, and only then
-/// write, starting with the change entry. A failing command therefore
-/// aborts the script before its first write: no partial writes. Index keys
-/// whose entry does not move are not touched.
+/// of every key it will write with a read on that key, and only then write.
+/// The first write is the one key not read before: the move of the first
+/// group index entry when it moves (its sets are checked by the move, and
+/// the change stream by a read), else the change entry. A failing command
+/// therefore aborts the script before its first write: no partial writes.
+/// Index keys whose entry does not move are not touched.
 pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let l = PutLayout::new(spec);
     let c = &l.common;
@@ -75,14 +96,10 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let (keys, argv) = describe(spec, &l);
     header(&mut out, "put", spec, keys, argv, PUT_RETURNS);
     prologue(&mut out, &slots, c);
+    out.push_str(&lookup());
     let _ = write!(
         out,
         "\
-if exists and cur[3] then
-  local hist = cur[3] .. ' '
-  local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
-  if e then return {{7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))}} end
-end
 local expect = ARGV[{expect}]
 if expect == 'create' then
   if exists then return {{0, v}} end
@@ -117,6 +134,12 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
             );
             let _ =
                 writeln!(out, "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{old_key}]) == id");
+        } else if Some(i) == lead(&l) {
+            // This entry moves as the first write (one SMOVE, whose failure
+            // on a wrong type writes nothing), so the change stream, written
+            // next, is the key to check here.
+            let _ = writeln!(out, "local lead = not keep_{n} and (was_{n} or new_{n})");
+            let _ = writeln!(out, "if lead then redis.call('XLEN', KEYS[{}]) end", c.changes_key);
         } else {
             let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{new_key}], id) end");
             let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{old_key}], id) end");
@@ -137,7 +160,34 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
     (out, l)
 }
 
-/// The writes, starting with the change entry.
+/// The group index whose entry move is the first write, if any: the first
+/// group index. Its old and new sets are checked by the move itself.
+fn lead(l: &PutLayout) -> Option<usize> {
+    l.indexes.iter().position(|ix| !ix.index.unique)
+}
+
+/// The move of the lead group entry: SMOVE when it changes sets (SADD when
+/// the id was missing from the old set), else SREM or SADD.
+fn lead_write(l: &PutLayout) -> String {
+    let Some(i) = lead(l) else { return String::new() };
+    let (n, ix) = (i + 1, &l.indexes[i]);
+    let (new_key, old_key) = (ix.new.key, ix.index.old.key);
+    format!(
+        "\
+if lead then
+  if not was_{n} then
+    redis.call('SADD', KEYS[{new_key}], id)
+  elseif not new_{n} then
+    redis.call('SREM', KEYS[{old_key}], id)
+  elseif redis.call('SMOVE', KEYS[{old_key}], KEYS[{new_key}], id) == 0 then
+    redis.call('SADD', KEYS[{new_key}], id)
+  end
+end
+"
+    )
+}
+
+/// The writes: the lead group move, then the change entry, then the rest.
 fn writes(out: &mut String, l: &PutLayout, slots: &Slots) {
     let c = &l.common;
     let _ = write!(
@@ -148,15 +198,19 @@ local newv = v + 1
 local newv_s = string.format('%d', newv)
 local change = 'updated'
 if not exists then change = 'created' end
-redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}])
+{lead}redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}])
 ",
         changes = c.changes_key,
         maxlen = c.maxlen,
         kind = c.kind,
+        lead = lead_write(l),
     );
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
         let (new_key, old_key) = (ix.new.key, ix.index.old.key);
+        if Some(i) == lead(l) {
+            continue;
+        }
         if ix.index.unique {
             let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
             let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id) end");
@@ -175,7 +229,9 @@ redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id
         _ => {}
     }
     out.push_str(&history());
-    let _ = writeln!(out, "local h = {{'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
+    // `scope` never changes once written (another scope is refused).
+    let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
+    out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
     if let Some(a) = l.score {
         let _ = writeln!(out, "h[#h + 1] = 'score'\nh[#h + 1] = ARGV[{a}]");
     }
@@ -227,17 +283,17 @@ mod tests {
             assert!(flagged || text.contains(&format!("-- ARGV[{i}] ")), "ARGV[{i}] undocumented:\n{text}");
         }
         assert!(text.contains("MAXLEN', '~'"));
-        // The change entry is the first write: every check and validation read comes before it.
-        let xadd = text.find("redis.call('XADD'").unwrap();
-        for w in ["'SET'", "'DEL'", "'SADD'", "'SREM'", "'ZADD'", "'HSET'", "'HDEL'"] {
-            if let Some(at) = text.find(&format!("redis.call({w}")) {
-                assert!(at > xadd, "{w} before the change entry");
-            }
-        }
-        for r in ["'GET'", "'SISMEMBER'", "'ZSCORE'"] {
+        // Every read comes before the first write; the first write is the
+        // lead group move or the change entry.
+        let writes = ["'XADD'", "'SET'", "'DEL'", "'SADD'", "'SREM'", "'SMOVE'", "'ZADD'", "'HSET'", "'HDEL'"];
+        let first_write = writes.iter().filter_map(|w| text.find(&format!("redis.call({w}"))).min().unwrap();
+        let lead = text.find("if lead then\n  if not was_").unwrap();
+        assert!(first_write > lead, "a write before the lead move");
+        for r in ["'GET'", "'XLEN'", "'SISMEMBER'", "'ZSCORE'"] {
             let at = text.find(&format!("redis.call({r}")).unwrap();
-            assert!(at < xadd, "{r} after the first write");
+            assert!(at < lead, "{r} after the first write");
         }
+        assert!(!text.contains("'op', op, 'ops'"), "the newest op id is not stored twice");
         assert!(!text.contains("cjson"), "scripts never build or parse JSON");
         let (text, _) = delete_script(&SPEC);
         assert!(text.contains("'deleted'"));

@@ -4,7 +4,7 @@
 -- KEYS[3] scope registry `scopes` (set)
 -- KEYS[4] list `joborder:list:{scope}` (sorted set)
 -- ARGV[1] expected version: `any` or the version number
--- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] kind (change entries)

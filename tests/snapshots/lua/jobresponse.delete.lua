@@ -6,7 +6,7 @@
 -- KEYS[5] unique `by_order`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[6] group `by_state`: old key as the caller read it (KEYS[1] when not indexed)
 -- ARGV[1] expected version: `any` or the version number
--- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] kind (change entries)

@@ -8,7 +8,7 @@
 -- KEYS[7] group `by_state` `jobresponse:bystate:{scope}:{state}`: new key (KEYS[1] when not indexed)
 -- KEYS[8] group `by_state`: old key as the caller read it (KEYS[1] when not indexed)
 -- ARGV[1] expected version: `create`, `any` or the version number
--- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] document text, stored as is in `doc`
@@ -58,11 +58,12 @@ if exists then
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
-if exists and cur[3] then
-  local hist = cur[3] .. ' '
-  local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
-  if e then return {7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))} end
-end
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 then return {6, 'ops'} end
+local at = string.find(ops, op, 1, true)
+while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
+if at then return {7, v - (#ops - at + 1) / 12 + 1} end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -89,8 +90,8 @@ if new_1 and not keep_1 then
   if holder and holder ~= id then return {4, 1, holder} end
 end
 local drop_1 = was_1 and not keep_1 and redis.call('GET', KEYS[6]) == id
-if new_2 and not keep_2 then redis.call('SISMEMBER', KEYS[7], id) end
-if was_2 and not keep_2 then redis.call('SISMEMBER', KEYS[8], id) end
+local lead = not keep_2 and (was_2 or new_2)
+if lead then redis.call('XLEN', KEYS[2]) end
 local list_same = exists and cur[4] == ARGV[9]
 if not list_same then redis.call('ZSCORE', KEYS[4], id) end
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
@@ -99,17 +100,26 @@ local newv = v + 1
 local newv_s = string.format('%d', newv)
 local change = 'updated'
 if not exists then change = 'created' end
+if lead then
+  if not was_2 then
+    redis.call('SADD', KEYS[7], id)
+  elseif not new_2 then
+    redis.call('SREM', KEYS[8], id)
+  elseif redis.call('SMOVE', KEYS[8], KEYS[7], id) == 0 then
+    redis.call('SADD', KEYS[7], id)
+  end
+end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if drop_1 then redis.call('DEL', KEYS[6]) end
 if new_1 and not keep_1 then redis.call('SET', KEYS[5], id) end
-if was_2 and not keep_2 then redis.call('SREM', KEYS[8], id) end
-if new_2 and not keep_2 then redis.call('SADD', KEYS[7], id) end
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
-local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
-while #ops > 1536 do
-  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
+ops = ops .. op
+if #ops > 96 then ops = string.sub(ops, -96) end
+local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
+if not exists then
+  h[#h + 1] = 'scope'
+  h[#h + 1] = scope
 end
-local h = {'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[5]}
 h[#h + 1] = 'score'
 h[#h + 1] = ARGV[9]
 local drop = {}

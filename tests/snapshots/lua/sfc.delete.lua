@@ -3,7 +3,7 @@
 -- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
 -- KEYS[3] scope registry `scopes` (set)
 -- ARGV[1] expected version: `any` or the version number
--- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] kind (change entries)

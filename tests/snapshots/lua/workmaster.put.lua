@@ -4,7 +4,7 @@
 -- KEYS[3] scope registry `scopes` (set)
 -- KEYS[4] list `workmaster:list:{scope}` (set)
 -- ARGV[1] expected version: `create`, `any` or the version number
--- ARGV[2] operation id (kept in `op` and the `ops` history)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] document text, stored as is in `doc`
@@ -49,11 +49,12 @@ if exists then
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
-if exists and cur[3] then
-  local hist = cur[3] .. ' '
-  local _, e = string.find(hist, ' ' .. op .. '=', 1, true)
-  if e then return {7, tonumber(string.sub(hist, e + 1, string.find(hist, ' ', e + 1, true) - 1))} end
-end
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 then return {6, 'ops'} end
+local at = string.find(ops, op, 1, true)
+while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
+if at then return {7, v - (#ops - at + 1) / 12 + 1} end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -72,11 +73,13 @@ local change = 'updated'
 if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if not exists then redis.call('SADD', KEYS[4], id) end
-local ops = (cur[3] or '') .. ' ' .. op .. '=' .. newv_s
-while #ops > 1536 do
-  ops = string.sub(ops, (string.find(ops, ' ', 2, true)))
+ops = ops .. op
+if #ops > 96 then ops = string.sub(ops, -96) end
+local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
+if not exists then
+  h[#h + 1] = 'scope'
+  h[#h + 1] = scope
 end
-local h = {'v', newv_s, 'scope', scope, 'op', op, 'ops', ops, 'doc', ARGV[5]}
 redis.call('HSET', doc_key, unpack(h))
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
