@@ -89,8 +89,9 @@ where
 /// `changes:{scope}` is); entries of other kinds are passed over and
 /// acknowledged for this consumer's group, so give each typed consumer its
 /// own group. An entry that cannot be read as a change (a field missing or
-/// malformed) is never handed out: it is logged, counted in
-/// `microdcs.valkey.stream.entries_corrupt` and acknowledged, so one bad
+/// malformed), or whose document cannot be read when fetching (damaged
+/// data, not a lost connection), is never handed out: it is logged, counted
+/// in `microdcs.valkey.stream.entries_corrupt` and acknowledged, so one bad
 /// entry cannot hold back its scope forever.
 pub struct Changes<D: Document, H, C = Json> {
     group: String,
@@ -106,10 +107,10 @@ impl<D: Document, H, C> Changes<D, H, C> {
         Changes { group: group.into(), batch: 100, handler, store, fetch: false }
     }
 
-    /// Entries per read (default 100).
+    /// Entries per read (default 100; 1 to 10,000).
     #[must_use]
     pub fn batch(mut self, batch: usize) -> Self {
-        self.batch = batch.max(1);
+        self.batch = batch.clamp(1, 10_000);
         self
     }
 
@@ -149,10 +150,14 @@ pub(crate) fn parse_change<D>(kind: &str, scope: &str, e: &Entry) -> Result<Opti
         "deleted" => ChangeKind::Deleted,
         other => return Err(format!("change `{other}` is none of created, updated, deleted")),
     };
+    let id = field("id")?;
+    if id.is_empty() || id.len() > microdcs_schema::MAX_VALUE_LEN {
+        return Err(format!("id of {} bytes is no document id", id.len()));
+    }
     Ok(Some(Change {
         entry_id: e.id.clone(),
         scope: scope.to_owned(),
-        id: field("id")?.to_owned(),
+        id: id.to_owned(),
         version,
         kind: change,
         op: field("op")?.to_owned(),
@@ -192,11 +197,26 @@ where
                 }
             }
             if self.fetch {
-                for c in &mut changes {
+                let mut fetched = Vec::with_capacity(changes.len());
+                for mut c in changes {
                     if c.kind != ChangeKind::Deleted {
-                        c.document = self.store.get(&c.id).await?;
+                        match self.store.get(&c.id).await {
+                            Ok(doc) => c.document = doc,
+                            // The batch comes again once the server answers.
+                            Err(e) if e.is_connection() => return Err(e.into()),
+                            // A document that cannot be read would fail the
+                            // batch forever: the change is passed over and
+                            // counted like a corrupt entry.
+                            Err(e) => {
+                                tracing::error!(kind = D::SPEC.kind, scope, id = %c.id, error = %e, "change passed over: its document cannot be read");
+                                self.store.valkey().metrics().add_entries_corrupt(1);
+                                continue;
+                            }
+                        }
                     }
+                    fetched.push(c);
                 }
+                changes = fetched;
             }
             if changes.is_empty() {
                 return Ok(());

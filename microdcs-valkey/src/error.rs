@@ -206,9 +206,16 @@ impl Error {
     }
 
     /// Whether stored data is damaged (a hash that is no valid document, a
-    /// key of the wrong type, corrupt lease state); nothing was written.
+    /// document text the codec cannot decode, a key of the wrong type,
+    /// corrupt lease state); nothing was written.
     pub fn is_corrupt(&self) -> bool {
-        matches!(self, Error::Corrupt { .. } | Error::WrongType { .. } | Error::LeaseCorrupt { .. })
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::WrongType { .. }
+                | Error::LeaseCorrupt { .. }
+                | Error::Codec { action: "decode", .. }
+        )
     }
 
     /// Whether the caller passed something invalid (an argument, an id, an
@@ -227,8 +234,13 @@ impl Error {
     }
 
     /// Maps a server error about `key`: a wrong-type key (recognised by the
-    /// error code, never by the message) is [`Error::WrongType`].
+    /// error code, never by the message) is [`Error::WrongType`], and a
+    /// reply that does not parse as what the key should hold (bytes that
+    /// are not UTF-8 text, say) is [`Error::Corrupt`].
     pub(crate) fn from_redis(e: redis::RedisError, key: &str) -> Self {
+        if matches!(e.kind(), redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType) {
+            return Error::Corrupt { key: key.to_owned(), reason: format!("a stored value cannot be read: {e}") };
+        }
         if e.code() == Some("WRONGTYPE") {
             Error::WrongType { key: key.to_owned(), detail: e.to_string() }
         } else {

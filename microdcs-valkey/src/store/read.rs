@@ -131,6 +131,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let version = parse_version(v.as_deref())
             .ok_or_else(|| Error::Corrupt { key: key.to_owned(), reason: VERSION_REASON.into() })?;
+        // Without its scope a document's list and change stream cannot be
+        // named: damaged data, not the caller's mistake.
+        if scope.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::Corrupt { key: key.to_owned(), reason: "`scope` is missing".into() });
+        }
         Ok(ReadState { exists: true, version, scope, fields, ops })
     }
 
@@ -183,8 +188,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(Some(stored))
     }
 
-    /// A page of ids from a group index (`SSCAN`; the page size is a hint, an
-    /// id may appear twice if the set is resized between pages).
+    /// A page of ids from a group index: at most the page's count; see
+    /// [`Page`] for what a walk over pages returns.
     ///
     /// # Errors
     /// Invalid values, connection errors, a key of the wrong type.

@@ -69,7 +69,10 @@ pub enum DeleteOutcome {
 /// offset, so ids inserted or removed meanwhile never make an id that
 /// existed before the first page repeat or be skipped. Sets (plain lists,
 /// group indexes) continue an `SSCAN`: every id present for the whole walk
-/// is returned once; one added or removed meanwhile may or may not be.
+/// is returned, never twice within a page, and exactly once unless the set
+/// is resized (rehashed) during the walk, when the server may hand an id
+/// out again on a later page; one added or removed meanwhile may or may
+/// not be returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     pub(super) count: usize,
@@ -88,9 +91,13 @@ pub(super) enum PageAt {
 }
 
 impl Page {
-    /// The first page of at most `count` ids (at least 1).
+    /// The largest page: a larger count is taken as this one.
+    pub const MAX: usize = 100_000;
+
+    /// The first page of at most `count` ids (at least 1, at most
+    /// [`Page::MAX`]).
     pub fn first(count: usize) -> Self {
-        Page { count: count.max(1), at: PageAt::Start }
+        Page { count: count.clamp(1, Self::MAX), at: PageAt::Start }
     }
 
     /// The page size.
