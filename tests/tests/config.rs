@@ -224,3 +224,36 @@ fn secrets_never_show() {
     .unwrap_err();
     assert!(!e.to_string().contains("hunter2") && !format!("{e:?}").contains("hunter2"));
 }
+
+#[test]
+fn durations_too_long_are_config_errors_naming_the_setting() {
+    let nines = format!("{}s", "9".repeat(400));
+    for text in [
+        "99999999999999999999d",
+        nines.as_str(),
+        "10000000000000000000s10000000000000000000s",
+        "213503982334601.23:59:59",
+        "36501d",
+    ] {
+        one(&[("Valkey__PollInterval", text)], "MicroDcs:Valkey:PollInterval", "too long");
+        one(&[("DedupeRetention", text)], "MicroDcs:DedupeRetention", "too long");
+        let mut c = MicroDcsConfig::default();
+        let e = c.set("Valkey:ConnectTimeout", text).unwrap_err();
+        assert!(e.contains("100 years"), "{e}");
+        let e = serde_json::from_value::<MicroDcsConfig>(serde_json::json!({"Valkey": {"ResponseTimeout": text}}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too long"), "{e}");
+    }
+    // The bound itself is accepted and documented.
+    assert_eq!(
+        MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__PollInterval", "36500d")]).unwrap().valkey.poll_interval,
+        defaults::MAX_DURATION
+    );
+    // A value set in code beyond the bound is refused by validate.
+    let mut c = MicroDcsConfig::default();
+    c.valkey.response_timeout = Duration::MAX;
+    let e = c.validate().unwrap_err();
+    assert_eq!(e.problems[0].setting, "MicroDcs:Valkey:ResponseTimeout");
+    assert!(e.problems[0].problem.contains("too long"), "{e}");
+}

@@ -4,7 +4,8 @@
 //! ...; see [`MicroDcsConfig::from_env`]) or from any serde format (the
 //! `MicroDcs` section of a file; see [`MicroDcsConfig`]'s field names).
 //! Durations are written `1s`, `100ms`, `2m`, `1h`, `1m30s`, or as a .NET
-//! `TimeSpan` (`00:00:01.5`). Secrets never reach `Debug`, `Display`, logs or
+//! `TimeSpan` (`00:00:01.5`), and are at most 100 years long
+//! ([`defaults::MAX_DURATION`]). Secrets never reach `Debug`, `Display`, logs or
 //! error texts.
 
 use std::fmt;
@@ -55,6 +56,11 @@ pub mod defaults {
     pub const DEDUPE_LEASE: Duration = Duration::from_secs(30);
     /// `MicroDcs:DedupeRetention`.
     pub const DEDUPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+    /// The longest duration any setting may hold: 100 years (36500 days).
+    /// Nothing here needs to wait longer, and the bound keeps every later
+    /// sum (`now + timeout`, milliseconds for the server) far from
+    /// overflowing.
+    pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
     /// Reconnect attempts of the connection manager after a lost connection
     /// (not a setting).
     pub const RECONNECT_RETRIES: usize = 6;
@@ -222,6 +228,9 @@ impl ConfigError {
 
 const SECTION: &str = "MicroDcs:Valkey";
 
+/// The problem of a duration above [`defaults::MAX_DURATION`].
+const TOO_LONG: &str = "is too long; the longest accepted duration is 100 years (36500 days)";
+
 fn setting(name: &str) -> String {
     format!("{SECTION}:{name}")
 }
@@ -378,6 +387,19 @@ impl ValkeyConfig {
         ] {
             if d.is_zero() {
                 bad(name, "must be longer than zero".into());
+            }
+        }
+        for (name, d) in [
+            ("PollInterval", self.poll_interval),
+            ("ScopeRefreshInterval", self.scope_refresh_interval),
+            ("WriteRetryDelay", self.write_retry_delay),
+            ("ConnectTimeout", self.connect_timeout),
+            ("ResponseTimeout", self.response_timeout),
+        ] {
+            // The fields are public, so a value set in code can be longer
+            // than any text would parse to.
+            if d > defaults::MAX_DURATION {
+                bad(name, TOO_LONG.into());
             }
         }
         if self.write_attempts == 0 {
