@@ -86,8 +86,18 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
         if let Some((key, value)) = part.split_once('=') {
             let key = key.trim().to_ascii_lowercase();
             let value = value.trim();
+            // Zero would fail every connect or reply at once, so it is refused
+            // like `ConnectTimeout`/`ResponseTimeout` of zero.
             let ms = |v: &str| -> Result<Duration, String> {
-                v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("`{key}` must be milliseconds"))
+                let d =
+                    v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("`{key}` must be milliseconds"))?;
+                if d.is_zero() {
+                    Err(format!("`{key}` must be longer than zero"))
+                } else if d > super::defaults::MAX_DURATION {
+                    Err(format!("`{key}` is too long; the longest accepted duration is 100 years (36500 days)"))
+                } else {
+                    Ok(d)
+                }
             };
             match key.as_str() {
                 "user" => ep.user = Some(value.to_owned()),
@@ -196,6 +206,20 @@ mod tests {
         assert!(parse_connection_string("h:1,bogus=2").unwrap_err().contains("unknown option `bogus`"));
         assert!(parse_connection_string("h:x").unwrap_err().contains("port"));
         assert!(parse_connection_string("http://h").unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn zero_or_huge_timeouts_are_refused() {
+        for opt in ["connectTimeout", "syncTimeout", "asyncTimeout", "CONNECTTIMEOUT"] {
+            let e = parse_connection_string(&format!("h:1,{opt}=0")).unwrap_err();
+            assert!(e.contains("longer than zero"), "{opt}: {e}");
+            let e = parse_connection_string(&format!("h:1,{opt}=18446744073709551615")).unwrap_err();
+            assert!(e.contains("too long"), "{opt}: {e}");
+        }
+        assert_eq!(
+            parse_connection_string("h:1,syncTimeout=1").unwrap().response_timeout,
+            Some(Duration::from_millis(1))
+        );
     }
 
     #[test]

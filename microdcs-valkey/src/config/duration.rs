@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::defaults::MAX_DURATION;
 
 /// Parses `1s`, `100ms`, `250us`, `2m`, `1h`, `1d`, combinations (`1m30s`),
@@ -95,11 +93,6 @@ fn parse_timespan(t: &str) -> Result<Duration, String> {
         .checked_add(Duration::from_secs_f64(s))
         .filter(|d| *d <= MAX_DURATION)
         .ok_or_else(|| too_long(t))
-}
-
-pub(super) fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]
