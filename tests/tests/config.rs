@@ -275,6 +275,10 @@ fn settings_that_would_break_at_run_time_are_refused() {
     assert!(
         MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__ChangeStreamMaxLength", "9223372036854775807")]).is_ok()
     );
+    // The dedupe stores take 1 ms..30 days.
+    one(&[("DedupeLease", "31d")], "MicroDcs:DedupeLease", "at most 30 days");
+    one(&[("DedupeRetention", "30d1s")], "MicroDcs:DedupeRetention", "at most 30 days");
+    assert!(MicroDcsConfig::from_vars([("APP_MicroDcs__DedupeRetention", "30d")]).is_ok());
 }
 
 #[test]

@@ -343,6 +343,15 @@ impl MicroDcsConfig {
                 problem: "must be longer than zero".into(),
             });
         }
+        // The dedupe stores refuse longer times on every call; say so at start.
+        for (name, d) in [("DedupeLease", self.dedupe_lease), ("DedupeRetention", self.dedupe_retention)] {
+            if d > crate::lease::MAX_TTL {
+                problems.push(ConfigProblem {
+                    setting: format!("MicroDcs:{name}"),
+                    problem: "must be at most 30 days".into(),
+                });
+            }
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
 }
