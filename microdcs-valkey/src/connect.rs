@@ -143,10 +143,14 @@ fn is_auth(e: &redis::RedisError) -> bool {
 }
 
 /// `host:port` of an address (`[v6]:port` for IPv6), or the socket path.
+/// This text goes into logs and errors, so a host that still holds
+/// `user:password@` (which parsing refuses) shows only the part after the
+/// last `@`.
 fn endpoint_of(addr: &ConnectionAddr) -> String {
     match addr {
-        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } if host.contains(':') => {
-            format!("[{host}]:{port}")
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            let host = host.rsplit_once('@').map_or(host.as_str(), |(_, h)| h);
+            if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
         }
         other => other.to_string(),
     }

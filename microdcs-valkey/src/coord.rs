@@ -11,9 +11,9 @@ use crate::retry::LuaScript;
 use sha2::{Digest, Sha256};
 
 use crate::client::{Valkey, millis as ms};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::family::FamilyKey;
-use microdcs_schema::KeyTemplate;
+use microdcs_schema::{KeyPrefix, KeyTemplate};
 
 /// The outcome of a dedupe claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,14 @@ pub enum Claim {
 }
 
 /// Dedupe of CloudEvents by (`source`, `id`).
+///
+/// The claim lease and the retention must each be 1 ms to 30 days, like the
+/// TTL of a fencing lease: outside that, `claim` and `mark_done` fail with
+/// [`Error::InvalidArgument`] and store nothing (a longer time would
+/// overflow the in-memory clock or be refused by the server).
+/// A stored value that is neither `done` nor a claim with an expiry is
+/// [`Error::Corrupt`], a key of another type [`Error::WrongType`]; neither
+/// is overwritten.
 pub trait DedupeStore: Send + Sync {
     /// Claims the event for `token` for the lease time.
     fn claim(&self, source: &str, id: &str, token: &str) -> impl Future<Output = Result<Claim>> + Send;
@@ -40,6 +48,9 @@ pub trait DedupeStore: Send + Sync {
 /// The post-start lease: one instance runs post-start work per configuration.
 pub trait StartLease: Send + Sync {
     /// Takes the lease for `lifetime` if nobody holds it; `true` when taken.
+    ///
+    /// A lifetime outside 1 ms..30 days is [`Error::InvalidArgument`], an
+    /// empty or over-long `config_id` [`Error::Key`]; nothing is taken.
     fn acquire(&self, config_id: &str, lifetime: Duration) -> impl Future<Output = Result<bool>> + Send;
 }
 
@@ -53,13 +64,40 @@ pub fn dedupe_hash(source: &str, id: &str) -> String {
 const PROCESSING: &str = "processing:";
 const DONE: &str = "done";
 
-fn decide(held: &str, token: &str) -> Claim {
-    if held == DONE {
-        Claim::Done
-    } else if held.strip_prefix(PROCESSING) == Some(token) {
-        Claim::Claimed
+/// The longest claim lease, retention or start lease lifetime: the bound
+/// of the fencing lease store, for the same reason.
+const MAX_LIFETIME: Duration = crate::lease::MAX_TTL;
+
+/// Refuses a lifetime the stores cannot keep: zero, or so long that an
+/// `Instant` would overflow or the server would refuse the `PX`.
+fn check_lifetime(what: &str, d: Duration) -> Result<()> {
+    if d.is_zero() || d > MAX_LIFETIME {
+        Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
     } else {
-        Claim::Busy
+        Ok(())
+    }
+}
+
+/// `now + d` for a checked lifetime; never overflows after [`check_lifetime`],
+/// but stays checked rather than trusting that.
+fn expiry(now: Instant, what: &str, d: Duration) -> Result<Instant> {
+    check_lifetime(what, d)?;
+    now.checked_add(d).ok_or_else(|| Error::InvalidArgument(format!("{what} {d:?} is too long")))
+}
+
+/// What a held value means for `token`. `pttl_ms` is the key's time left
+/// (negative: no expiry). A value of no known shape, or a claim that would
+/// never expire (busy for ever), is corrupt: reported, never guessed.
+fn decide(key: &str, held: &str, pttl_ms: i64, token: &str) -> Result<Claim> {
+    let corrupt = |reason: &str| Err(Error::Corrupt { key: key.to_owned(), reason: reason.to_owned() });
+    if held == DONE {
+        return Ok(Claim::Done);
+    }
+    match held.strip_prefix(PROCESSING) {
+        Some("") | None => corrupt("the dedupe value is neither `done` nor `processing:<token>`"),
+        Some(_) if pttl_ms < 0 => corrupt("a dedupe claim without an expiry would be busy forever"),
+        Some(holder) if holder == token => Ok(Claim::Claimed),
+        Some(_) => Ok(Claim::Busy),
     }
 }
 
@@ -67,6 +105,12 @@ fn decide(held: &str, token: &str) -> Claim {
 /// Python version needed three tries of `SET NX` then `GET` because the key
 /// could expire between the two; in a script it cannot.
 const CLAIM: &str = include_str!("coord/claim.lua");
+/// `SET done PX`, refusing a key of another type rather than replacing it.
+const DONE_SCRIPT: &str = include_str!("coord/done.lua");
+/// `PTTL`, refusing a key of another type.
+const REMAINING: &str = include_str!("coord/remaining.lua");
+/// `SET NX PX`, telling a held lease from a wrong-type or never-expiring key.
+const START: &str = include_str!("coord/start.lua");
 
 /// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}`
 /// ([`builtin::DEDUPE`](microdcs_schema::builtin::DEDUPE)), or your own with
@@ -78,13 +122,23 @@ pub struct ValkeyDedupe {
     lease: Duration,
     retention: Duration,
     claim: LuaScript,
+    done: LuaScript,
+    remaining: LuaScript,
 }
 
 impl ValkeyDedupe {
     /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
     pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
         let family = FamilyKey::builtin(microdcs_schema::builtin::DEDUPE);
-        ValkeyDedupe { valkey, family, lease, retention, claim: LuaScript::new(CLAIM) }
+        ValkeyDedupe {
+            valkey,
+            family,
+            lease,
+            retention,
+            claim: LuaScript::new(CLAIM),
+            done: LuaScript::new(DONE_SCRIPT),
+            remaining: LuaScript::new(REMAINING),
+        }
     }
 
     /// Keeps claims in `family` instead: a string family whose only
@@ -108,34 +162,42 @@ impl ValkeyDedupe {
 
 impl DedupeStore for ValkeyDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
+        check_lifetime("dedupe lease", self.lease)?;
         let key = self.key(source, id)?;
         let mut con = self.valkey.connection();
         let value = format!("{PROCESSING}{token}");
         let lease = ms(self.lease).to_string();
         let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
-        let held: Option<String> = crate::retry::reply(call.run(&mut con).await?)?;
+        let run = async |con: &mut _| -> Result<Option<(String, i64)>> {
+            let reply = call.run(con).await.map_err(|e| Error::from_redis(e, &key))?;
+            crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))
+        };
         // Nothing held can only mean it expired this very moment: claim again once.
+        let held = match run(&mut con).await? {
+            Some(h) => Some(h),
+            None => run(&mut con).await?,
+        };
         match held {
-            Some(h) => Ok(decide(&h, token)),
-            None => {
-                let held: Option<String> = crate::retry::reply(call.run(&mut con).await?)?;
-                Ok(held.map_or(Claim::Busy, |h| decide(&h, token)))
-            }
+            Some((h, pttl)) => decide(&key, &h, pttl, token),
+            None => Ok(Claim::Busy),
         }
     }
 
     async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
+        check_lifetime("dedupe retention", self.retention)?;
         let key = self.key(source, id)?;
         let mut con = self.valkey.connection();
-        let _: () =
-            redis::cmd("SET").arg(&key).arg(DONE).arg("PX").arg(ms(self.retention)).query_async(&mut con).await?;
+        let retention = ms(self.retention).to_string();
+        let call = self.done.call().key(&key).arg(retention.as_bytes());
+        call.run(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
         Ok(())
     }
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
         let key = self.key(source, id)?;
         let mut con = self.valkey.connection();
-        let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut con).await?;
+        let reply = self.remaining.call().key(&key).run(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
+        let pttl: i64 = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
         Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
     }
 }
@@ -147,12 +209,17 @@ impl DedupeStore for ValkeyDedupe {
 pub struct ValkeyStartLease {
     valkey: Valkey,
     family: FamilyKey,
+    start: LuaScript,
 }
 
 impl ValkeyStartLease {
     /// The start lease on the built-in family.
     pub fn new(valkey: Valkey) -> Self {
-        ValkeyStartLease { valkey, family: FamilyKey::builtin(microdcs_schema::builtin::START_LOCK) }
+        ValkeyStartLease {
+            valkey,
+            family: FamilyKey::builtin(microdcs_schema::builtin::START_LOCK),
+            start: LuaScript::new(START),
+        }
     }
 
     /// Keeps start leases in `family` instead: a string family whose only
@@ -170,11 +237,25 @@ impl ValkeyStartLease {
 
 impl StartLease for ValkeyStartLease {
     async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
+        check_lifetime("start lease lifetime", lifetime)?;
         let key = self.family.render(self.valkey.prefix(), &[config_id])?;
         let mut con = self.valkey.connection();
-        let set: Option<String> =
-            redis::cmd("SET").arg(&key).arg("1").arg("NX").arg("PX").arg(ms(lifetime)).query_async(&mut con).await?;
-        Ok(set.is_some())
+        let px = ms(lifetime).to_string();
+        let reply = self
+            .start
+            .call()
+            .key(&key)
+            .arg(px.as_bytes())
+            .run(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, &key))?;
+        match crate::retry::reply::<i64>(reply).map_err(|e| Error::from_redis(e, &key))? {
+            1 => Ok(true),
+            0 => Ok(false),
+            _ => {
+                Err(Error::Corrupt { key, reason: "a start lease without an expiry would be held forever".to_owned() })
+            }
+        }
     }
 }
 
@@ -209,20 +290,29 @@ impl MemoryDedupe {
 
 impl DedupeStore for MemoryDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
+        check_lifetime("dedupe lease", self.lease)?;
         let key = dedupe_hash(source, id);
-        Ok(self.with(|map, now| match map.get(&key) {
-            Some(e) => decide(&e.value, token),
-            None => {
-                map.insert(key, Entry { value: format!("{PROCESSING}{token}"), expires: now + self.lease });
-                Claim::Claimed
+        self.with(|map, now| match map.get(&key) {
+            Some(e) => {
+                let left = i64::try_from(e.expires.saturating_duration_since(now).as_millis()).unwrap_or(i64::MAX);
+                decide(&key, &e.value, left, token)
             }
-        }))
+            None => {
+                let expires = expiry(now, "dedupe lease", self.lease)?;
+                map.insert(key, Entry { value: format!("{PROCESSING}{token}"), expires });
+                Ok(Claim::Claimed)
+            }
+        })
     }
 
     async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
+        check_lifetime("dedupe retention", self.retention)?;
         let key = dedupe_hash(source, id);
-        self.with(|map, now| map.insert(key, Entry { value: DONE.into(), expires: now + self.retention }));
-        Ok(())
+        self.with(|map, now| {
+            let expires = expiry(now, "dedupe retention", self.retention)?;
+            map.insert(key, Entry { value: DONE.into(), expires });
+            Ok(())
+        })
     }
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
@@ -231,7 +321,8 @@ impl DedupeStore for MemoryDedupe {
     }
 }
 
-/// [`StartLease`] in memory.
+/// [`StartLease`] in memory. Checks config ids as the built-in start lease
+/// family does, so code tested against it fails the same way on Valkey.
 #[derive(Debug, Default)]
 pub struct MemoryStartLease {
     held: Mutex<HashMap<String, Instant>>,
@@ -239,12 +330,15 @@ pub struct MemoryStartLease {
 
 impl StartLease for MemoryStartLease {
     async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
+        check_lifetime("start lease lifetime", lifetime)?;
+        // Rendered only for its checks of the id (empty, over-long).
+        FamilyKey::builtin(microdcs_schema::builtin::START_LOCK).render(&KeyPrefix::default(), &[config_id])?;
         let mut map = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         match map.get(config_id) {
             Some(until) if *until > now => Ok(false),
             _ => {
-                map.insert(config_id.to_owned(), now + lifetime);
+                map.insert(config_id.to_owned(), expiry(now, "start lease lifetime", lifetime)?);
                 Ok(true)
             }
         }
@@ -266,8 +360,24 @@ mod tests {
 
     #[test]
     fn decisions() {
-        assert_eq!(decide("done", "t"), Claim::Done);
-        assert_eq!(decide("processing:t", "t"), Claim::Claimed);
-        assert_eq!(decide("processing:u", "t"), Claim::Busy);
+        assert_eq!(decide("k", "done", 5, "t").unwrap(), Claim::Done);
+        assert_eq!(decide("k", "processing:t", 5, "t").unwrap(), Claim::Claimed);
+        assert_eq!(decide("k", "processing:u", 5, "t").unwrap(), Claim::Busy);
+        for (held, pttl) in [("garbage", 5), ("processing:", 5), ("processing:u", -1), ("processing:t", -1), ("", 5)] {
+            assert!(matches!(decide("k", held, pttl, "t"), Err(Error::Corrupt { .. })), "{held:?} {pttl}");
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_twins_refuse_lifetimes_that_overflow_the_clock() {
+        for bad in [Duration::MAX, Duration::ZERO] {
+            let d = MemoryDedupe::new(bad, bad);
+            assert!(matches!(d.claim("s", "i", "t").await, Err(Error::InvalidArgument(_))));
+            assert!(matches!(d.mark_done("s", "i").await, Err(Error::InvalidArgument(_))));
+            let s = MemoryStartLease::default();
+            assert!(matches!(s.acquire("c", bad).await, Err(Error::InvalidArgument(_))));
+        }
+        let s = MemoryStartLease::default();
+        assert!(matches!(s.acquire("", Duration::from_secs(1)).await, Err(Error::Key(_))));
     }
 }

@@ -6,7 +6,8 @@
 //! more *atoms* separated by `|`. An atom is either a literal made of ASCII
 //! letters, digits, `_`, `-` and `.`, or a single placeholder `{name}` whose
 //! name is an identifier (`[A-Za-z_][A-Za-z0-9_]*`). A placeholder never shares
-//! an atom with literal text or another placeholder, and appears at most once.
+//! an atom with literal text or another placeholder, and appears at most once
+//! (counting `{name}` and `{#name}` as the same name).
 //! `{#name}` is a hash-tag placeholder: its value is written inside literal
 //! braces (`lease:{#name}:fence` renders `lease:{l-1}:fence`), so all keys
 //! with the same value share a cluster slot. Encoded values never contain a
@@ -192,17 +193,18 @@ impl KeyTemplate {
                     err(TemplateErrorKind::EmptySegment('|'), range.start.saturating_sub(1)..range.start + 1);
                     continue;
                 }
-                match parse_atom(atom, range.clone(), &mut err) {
-                    Some(Atom::Placeholder(name)) => {
-                        if seen.contains(&name) {
+                if let Some(parsed) = parse_atom(atom, range.clone(), &mut err) {
+                    // Plain and hash-tag placeholders share one name space:
+                    // values are given by position, so a name used twice
+                    // (in either form) would take two values for one name.
+                    if let Atom::Placeholder(name) | Atom::HashTag(name) = &parsed {
+                        if seen.contains(name) {
                             err(TemplateErrorKind::DuplicatePlaceholder(name.clone()), range);
                         } else {
                             seen.push(name.clone());
                         }
-                        atoms.push(Atom::Placeholder(name));
                     }
-                    Some(lit) => atoms.push(lit),
-                    None => {}
+                    atoms.push(parsed);
                 }
             }
             segments.push(atoms);

@@ -224,3 +224,109 @@ fn secrets_never_show() {
     .unwrap_err();
     assert!(!e.to_string().contains("hunter2") && !format!("{e:?}").contains("hunter2"));
 }
+
+#[test]
+fn durations_too_long_are_config_errors_naming_the_setting() {
+    let nines = format!("{}s", "9".repeat(400));
+    for text in [
+        "99999999999999999999d",
+        nines.as_str(),
+        "10000000000000000000s10000000000000000000s",
+        "213503982334601.23:59:59",
+        "36501d",
+    ] {
+        one(&[("Valkey__PollInterval", text)], "MicroDcs:Valkey:PollInterval", "too long");
+        one(&[("DedupeRetention", text)], "MicroDcs:DedupeRetention", "too long");
+        let mut c = MicroDcsConfig::default();
+        let e = c.set("Valkey:ConnectTimeout", text).unwrap_err();
+        assert!(e.contains("100 years"), "{e}");
+        let e = serde_json::from_value::<MicroDcsConfig>(serde_json::json!({"Valkey": {"ResponseTimeout": text}}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too long"), "{e}");
+    }
+    // The bound itself is accepted and documented.
+    assert_eq!(
+        MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__PollInterval", "36500d")]).unwrap().valkey.poll_interval,
+        defaults::MAX_DURATION
+    );
+    // A value set in code beyond the bound is refused by validate.
+    let mut c = MicroDcsConfig::default();
+    c.valkey.response_timeout = Duration::MAX;
+    let e = c.validate().unwrap_err();
+    assert_eq!(e.problems[0].setting, "MicroDcs:Valkey:ResponseTimeout");
+    assert!(e.problems[0].problem.contains("too long"), "{e}");
+}
+
+#[test]
+fn settings_that_would_break_at_run_time_are_refused() {
+    for opt in ["connectTimeout", "syncTimeout", "asyncTimeout"] {
+        one(
+            &[("Valkey__ConnectionString", &format!("h:1,{opt}=0"))],
+            "MicroDcs:Valkey:ConnectionString",
+            "longer than zero",
+        );
+    }
+    one(
+        &[("Valkey__ChangeStreamMaxLength", "9223372036854775808")],
+        "MicroDcs:Valkey:ChangeStreamMaxLength",
+        "at most",
+    );
+    assert!(
+        MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__ChangeStreamMaxLength", "9223372036854775807")]).is_ok()
+    );
+    // The dedupe stores take 1 ms..30 days.
+    one(&[("DedupeLease", "31d")], "MicroDcs:DedupeLease", "at most 30 days");
+    one(&[("DedupeRetention", "30d1s")], "MicroDcs:DedupeRetention", "at most 30 days");
+    assert!(MicroDcsConfig::from_vars([("APP_MicroDcs__DedupeRetention", "30d")]).is_ok());
+}
+
+#[test]
+fn serde_runs_the_same_validation_as_the_environment() {
+    let err = |json: serde_json::Value| serde_json::from_value::<MicroDcsConfig>(json).unwrap_err().to_string();
+    // Unknown fields, at the top and in the Valkey section.
+    let e = err(serde_json::json!({"DedupeLeese": "1s"}));
+    assert!(e.contains("DedupeLeese"), "{e}");
+    let e = err(serde_json::json!({"Valkey": {"KeyPrefx": "x"}}));
+    assert!(e.contains("KeyPrefx"), "{e}");
+    // Every invalid setting, by name, in one error.
+    let e = err(serde_json::json!({
+        "Valkey": {
+            "PollInterval": "0s",
+            "ConnectTimeout": "0s",
+            "WriteAttempts": 0,
+            "KeyPrefix": "a:",
+            "ChangeStreamMaxLength": 9_223_372_036_854_775_808_u64,
+            "ConnectionString": "h:1,syncTimeout=0",
+            "ResponseTimeout": "soon"
+        },
+        "DedupeLease": "0s",
+        "DedupeRetention": "0s"
+    }));
+    for setting in [
+        "MicroDcs:Valkey:PollInterval",
+        "MicroDcs:Valkey:ConnectTimeout",
+        "MicroDcs:Valkey:WriteAttempts",
+        "MicroDcs:Valkey:KeyPrefix",
+        "MicroDcs:Valkey:ChangeStreamMaxLength",
+        "MicroDcs:Valkey:ConnectionString",
+        "MicroDcs:Valkey:ResponseTimeout",
+        "MicroDcs:DedupeLease",
+        "MicroDcs:DedupeRetention",
+    ] {
+        assert!(e.contains(&format!("{setting}: ")), "{setting} missing in: {e}");
+    }
+    // The section alone is checked the same way.
+    let e =
+        serde_json::from_value::<ValkeyConfig>(serde_json::json!({"ResponseTimeout": "0s"})).unwrap_err().to_string();
+    assert!(e.contains("MicroDcs:Valkey:ResponseTimeout: must be longer than zero"), "{e}");
+    // Values written as strings, as .NET configuration stores them.
+    let c: MicroDcsConfig = serde_json::from_value(serde_json::json!({
+        "Valkey": {"WriteAttempts": "6", "RequireTls": "false", "ChangeStreamMaxLength": "10"}
+    }))
+    .unwrap();
+    assert_eq!((c.valkey.write_attempts, c.valkey.change_stream_max_length), (6, 10));
+    // The password never shows in these errors.
+    let e = err(serde_json::json!({"Valkey": {"ConnectionString": "h:1,password=Serde-Pw-3,bogus=1"}}));
+    assert!(e.contains("MicroDcs:Valkey:ConnectionString") && !e.contains("Serde-Pw-3"), "{e}");
+}

@@ -565,3 +565,53 @@ async fn a_bad_url_is_the_callers_mistake_not_tls() {
     assert!(matches!(err, ConnectError::Config(_)), "{err:?}");
     assert!(!format!("{err} {err:?}").contains("Bad-Url-Pw-5"), "{err:?}");
 }
+
+#[tokio::test]
+async fn passwords_in_malformed_connection_strings_never_show() {
+    let cap = capture();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let secret = "Pw-Malformed-77";
+    let forms = [
+        // An unencoded `/` in the password: not a valid URL, and the text
+        // before the `/` is no authority to cut at.
+        format!("redis://app:{secret}/x@127.0.0.1:{port}/"),
+        format!("redis://app:x{secret}@y@127.0.0.1:{port}/"),
+        format!("unix:///tmp/valkey.sock?pass={secret}"),
+        format!("redis+unix:///tmp/valkey.sock?db=1&password={secret}"),
+        format!("redis://127.0.0.1:{port}/0?password={secret}"),
+        // No scheme: refused rather than taken as host `app:secret@127.0.0.1`.
+        format!("app:{secret}@127.0.0.1:{port}"),
+        format!("127.0.0.1:{port},password=a,{secret}"),
+    ];
+    let mut texts = Vec::new();
+    for (i, cs) in forms.iter().enumerate() {
+        let c = ValkeyConfig { connect_timeout: Duration::from_millis(300), ..config(cs, "p") };
+        texts.push(format!("{c:?} {c}"));
+        texts.push(format!("{:?}", c.validate()));
+        texts.push(format!("{:?}", c.endpoint()));
+        if let Err(e) = c.validate() {
+            texts.push(e.to_string());
+        }
+        texts.push(format!("{:?}", MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__ConnectionString", cs)])));
+        let err = Valkey::connect(&c).await.unwrap_err();
+        texts.push(format!("{err} {err:?}"));
+        // Only the forms `connect_url` refuses at once: a URL it accepts
+        // would wait out the 5 s default connect timeout.
+        if [0, 5, 6].contains(&i) {
+            let err = Valkey::connect_url(cs, unique_prefix("mal"), Default::default()).await.unwrap_err();
+            texts.push(format!("{err} {err:?}"));
+        }
+    }
+    for t in &texts {
+        assert!(!t.contains(secret), "secret in: {t}");
+    }
+    let log = cap.lines.lock().unwrap().join("\n");
+    assert!(!log.contains(secret), "secret in the log");
+    // The scheme-less form says what to write instead.
+    let e = config(&forms[5], "p").validate().unwrap_err();
+    assert_eq!(e.problems[0].setting, "MicroDcs:Valkey:ConnectionString");
+    assert!(e.problems[0].problem.contains("user=") && e.problems[0].problem.contains("URL"), "{e}");
+}

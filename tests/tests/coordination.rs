@@ -52,11 +52,42 @@ async fn start_lease_contract(s: &impl StartLease) {
     assert!(s.acquire("cfg-2", Duration::from_millis(300)).await.unwrap());
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap(), "after its lifetime");
+    // Lifetimes outside 1 ms..30 days, and empty or over-long ids, are the
+    // caller's mistake, refused before anything is held.
+    for lifetime in [Duration::ZERO, Duration::from_secs(30 * 86_400 + 1), Duration::MAX] {
+        let e = s.acquire("cfg-3", lifetime).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{lifetime:?}: {e:?}");
+    }
+    assert!(s.acquire("cfg-3", Duration::from_secs(30 * 86_400)).await.unwrap(), "nothing held by the refusals");
+    for id in [String::new(), "x".repeat(100_000)] {
+        let e = s.acquire(&id, Duration::from_secs(1)).await.unwrap_err();
+        assert!(matches!(e, Error::Key(_)), "{e:?}");
+    }
+}
+
+/// Dedupe lifetimes outside 1 ms..30 days are refused on use, before
+/// anything is stored.
+async fn dedupe_bounds_contract<D: DedupeStore>(make: impl Fn(Duration, Duration) -> D) {
+    for bad in [Duration::ZERO, Duration::from_secs(30 * 86_400 + 1), Duration::MAX] {
+        let d = make(bad, RETENTION);
+        let e = d.claim("urn:bounds", "e-1", "tok").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "lease {bad:?}: {e:?}");
+        assert_eq!(d.lease_remaining("urn:bounds", "e-1").await.unwrap(), Duration::ZERO, "nothing stored");
+        let d = make(LEASE, bad);
+        let e = d.mark_done("urn:bounds", "e-1").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "retention {bad:?}: {e:?}");
+        assert_eq!(d.lease_remaining("urn:bounds", "e-1").await.unwrap(), Duration::ZERO, "nothing stored");
+    }
+    let longest = Duration::from_secs(30 * 86_400);
+    let d = make(longest, longest);
+    assert_eq!(d.claim("urn:bounds", "e-2", "tok").await.unwrap(), Claim::Claimed);
+    d.mark_done("urn:bounds", "e-2").await.unwrap();
 }
 
 #[tokio::test]
 async fn dedupe_and_start_lease_contract_in_memory() {
     dedupe_contract(&MemoryDedupe::new(LEASE, RETENTION)).await;
+    dedupe_bounds_contract(MemoryDedupe::new).await;
     start_lease_contract(&MemoryStartLease::default()).await;
 }
 
@@ -66,6 +97,7 @@ async fn dedupe_and_start_lease_contract_on_valkey() {
     let v = valkey(&s, "dedupe").await;
     let d = ValkeyDedupe::new(v.clone(), LEASE, RETENTION);
     dedupe_contract(&d).await;
+    dedupe_bounds_contract(|lease, retention| ValkeyDedupe::new(v.clone(), lease, retention)).await;
     start_lease_contract(&ValkeyStartLease::new(v.clone())).await;
     // The reference key: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
     let key = d.key("urn:line-1", "e-1").unwrap();
@@ -524,4 +556,57 @@ async fn lease_calls_out_of_attempts_end_with_unknown_outcome() {
         other => panic!("fenced write: {other:?}"),
     }
     assert_eq!(proxy.cuts(), 2);
+}
+
+#[tokio::test]
+async fn damaged_dedupe_and_start_lease_keys_are_typed_errors() {
+    let s = server();
+    let v = valkey(&s, "dedupecorrupt").await;
+    let d = ValkeyDedupe::new(v.clone(), LEASE, RETENTION);
+    let mut raw = raw(&s).await;
+    // A value we cannot read, or a claim that would never expire: corrupt,
+    // and the key is left as it was.
+    for (i, (bad, ttl)) in
+        [("garbage", Some(60_000)), ("processing:", Some(60_000)), ("processing:x", None), ("DONE", None)]
+            .into_iter()
+            .enumerate()
+    {
+        let id = format!("e-{i}");
+        let key = d.key("urn:c", &id).unwrap();
+        let mut set = redis::cmd("SET");
+        set.arg(&key).arg(bad);
+        if let Some(ms) = ttl {
+            set.arg("PX").arg(ms);
+        }
+        let _: () = set.query_async(&mut raw).await.unwrap();
+        match d.claim("urn:c", &id, "tok").await {
+            Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+        let held: String = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
+        assert_eq!(held, bad, "nothing written");
+        let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut raw).await.unwrap();
+        assert_eq!(pttl < 0, ttl.is_none());
+    }
+    // A key of another type: WrongType from every call, and kept.
+    let key = d.key("urn:c", "e-hash").unwrap();
+    let _: () = redis::cmd("HSET").arg(&key).arg("f").arg("v").query_async(&mut raw).await.unwrap();
+    let e = d.claim("urn:c", "e-hash", "tok").await.unwrap_err();
+    assert!(matches!(&e, Error::WrongType { key: k, .. } if *k == key), "{e:?}");
+    let e = d.mark_done("urn:c", "e-hash").await.unwrap_err();
+    assert!(matches!(&e, Error::WrongType { key: k, .. } if *k == key), "{e:?}");
+    let e = d.lease_remaining("urn:c", "e-hash").await.unwrap_err();
+    assert!(matches!(&e, Error::WrongType { key: k, .. } if *k == key), "{e:?}");
+    let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut raw).await.unwrap();
+    assert_eq!(kind, "hash");
+    // The start lease: a wrong-type key, and one without an expiry.
+    let start = ValkeyStartLease::new(v.clone());
+    let key = format!("{}:lock:poststart:cfg-hash", v.prefix());
+    let _: () = redis::cmd("HSET").arg(&key).arg("f").arg("v").query_async(&mut raw).await.unwrap();
+    let e = start.acquire("cfg-hash", Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(&e, Error::WrongType { key: k, .. } if *k == key), "{e:?}");
+    let key = format!("{}:lock:poststart:cfg-forever", v.prefix());
+    let _: () = redis::cmd("SET").arg(&key).arg("1").query_async(&mut raw).await.unwrap();
+    let e = start.acquire("cfg-forever", Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { key: k, .. } if *k == key), "{e:?}");
 }

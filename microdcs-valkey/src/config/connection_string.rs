@@ -86,8 +86,18 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
         if let Some((key, value)) = part.split_once('=') {
             let key = key.trim().to_ascii_lowercase();
             let value = value.trim();
+            // Zero would fail every connect or reply at once, so it is refused
+            // like `ConnectTimeout`/`ResponseTimeout` of zero.
             let ms = |v: &str| -> Result<Duration, String> {
-                v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("`{key}` must be milliseconds"))
+                let d =
+                    v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("`{key}` must be milliseconds"))?;
+                if d.is_zero() {
+                    Err(format!("`{key}` must be longer than zero"))
+                } else if d > super::defaults::MAX_DURATION {
+                    Err(format!("`{key}` is too long; the longest accepted duration is 100 years (36500 days)"))
+                } else {
+                    Ok(d)
+                }
             };
             match key.as_str() {
                 "user" => ep.user = Some(value.to_owned()),
@@ -103,6 +113,13 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                 other => return Err(format!("unknown option `{other}`")),
             }
         } else {
+            // `user:password@host` is no StackExchange form; taken as a host it
+            // would carry the password into logs and error texts.
+            if part.contains('@') {
+                return Err("`@` in the endpoint: write credentials as `host:port,user=u,password=p` or as a \
+                            redis:// URL, not `user:password@host`"
+                    .into());
+            }
             endpoints += 1;
             if endpoints > 1 {
                 return Err("more than one endpoint; an island has one Valkey (no cluster)".into());
@@ -144,7 +161,8 @@ fn parse_url(cs: &str) -> Result<Endpoint, String> {
     let info = cs.into_connection_info().map_err(|e| {
         // redis-rs does not put the password in its URL errors, but be sure.
         let msg = e.to_string();
-        if msg.contains(cs) { "not a valid URL".to_owned() } else { format!("not a valid URL: {msg}") }
+        let hint = "(a `/`, `?`, `#` or `@` in the user or password must be percent-encoded, `/` as `%2F`)";
+        if msg.contains(cs) { format!("not a valid URL {hint}") } else { format!("not a valid URL: {msg} {hint}") }
     })?;
     let (host, port, tls) = match info.addr() {
         redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p, false),
@@ -188,5 +206,29 @@ mod tests {
         assert!(parse_connection_string("h:1,bogus=2").unwrap_err().contains("unknown option `bogus`"));
         assert!(parse_connection_string("h:x").unwrap_err().contains("port"));
         assert!(parse_connection_string("http://h").unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn zero_or_huge_timeouts_are_refused() {
+        for opt in ["connectTimeout", "syncTimeout", "asyncTimeout", "CONNECTTIMEOUT"] {
+            let e = parse_connection_string(&format!("h:1,{opt}=0")).unwrap_err();
+            assert!(e.contains("longer than zero"), "{opt}: {e}");
+            let e = parse_connection_string(&format!("h:1,{opt}=18446744073709551615")).unwrap_err();
+            assert!(e.contains("too long"), "{opt}: {e}");
+        }
+        assert_eq!(
+            parse_connection_string("h:1,syncTimeout=1").unwrap().response_timeout,
+            Some(Duration::from_millis(1))
+        );
+    }
+
+    #[test]
+    fn credentials_before_a_host_without_a_scheme_are_refused() {
+        for cs in ["user:s3cret@host:6379", "s3cret@host", "host:1,ssl=true,u:s3cret@h2"] {
+            let e = parse_connection_string(cs).unwrap_err();
+            assert!(e.contains("password=") && e.contains("URL") && !e.contains("s3cret"), "{cs}: {e}");
+        }
+        let e = parse_connection_string("redis://u:s3/cret@h:1").unwrap_err();
+        assert!(e.contains("percent-encoded") && !e.contains("s3"), "{e}");
     }
 }

@@ -3,20 +3,21 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use super::defaults::MAX_DURATION;
 
 /// Parses `1s`, `100ms`, `250us`, `2m`, `1h`, `1d`, combinations (`1m30s`),
-/// or a .NET `TimeSpan` `[d.]hh:mm:ss[.fff]`.
+/// or a .NET `TimeSpan` `[d.]hh:mm:ss[.fff]`, of at most [`MAX_DURATION`](super::defaults::MAX_DURATION).
 ///
 /// # Errors
-/// A text that is none of these, with what was expected.
+/// A text that is none of these, with what was expected, or a duration
+/// longer than [`MAX_DURATION`](super::defaults::MAX_DURATION).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if t.is_empty() {
         return Err("empty duration; write e.g. `1s` or `100ms`".into());
     }
     if t.contains(':') {
-        return parse_timespan(t).ok_or_else(|| format!("`{t}` is not a duration like `00:00:01.5`"));
+        return parse_timespan(t);
     }
     let mut total = Duration::ZERO;
     let mut rest = t;
@@ -38,33 +39,60 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "" => return Err(format!("`{t}` has no unit; write e.g. `{num}s` or `{num}ms`")),
             u => return Err(format!("`{t}`: unknown unit `{u}` (use ns, us, ms, s, m, h, d)")),
         };
-        total += Duration::from_secs_f64(value * scale);
+        // A huge number of units (or a text of 400 nines, which parses as
+        // infinity) is refused here rather than panicking in the conversion.
+        let part = Duration::try_from_secs_f64(value * scale).map_err(|_| too_long(t))?;
+        total = total.checked_add(part).filter(|d| *d <= MAX_DURATION).ok_or_else(|| too_long(t))?;
         rest = next;
     }
     Ok(total)
 }
 
-fn parse_timespan(t: &str) -> Option<Duration> {
+fn too_long(t: &str) -> String {
+    format!("`{t}` is too long; the longest accepted duration is 100 years (36500 days)")
+}
+
+fn parse_timespan(t: &str) -> Result<Duration, String> {
+    let bad = || format!("`{t}` is not a duration like `00:00:01.5`");
     let (days, clock) = match t.split_once('.') {
-        Some((d, c)) if c.contains(':') && !d.contains(':') => (d.parse::<u64>().ok()?, c),
+        Some((d, c)) if c.contains(':') && !d.contains(':') => {
+            // All digits but too many for a u64 is too long, not malformed.
+            let days = match d.parse::<u64>() {
+                Ok(days) => days,
+                Err(_) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => return Err(too_long(t)),
+                Err(_) => return Err(bad()),
+            };
+            (days, c)
+        }
         _ => (0, t),
     };
     let parts: Vec<&str> = clock.split(':').collect();
     if parts.len() != 3 {
-        return None;
+        return Err(bad());
     }
-    let h: u64 = parts[0].parse().ok()?;
-    let m: u64 = parts[1].parse().ok()?;
-    let s: f64 = parts[2].parse().ok()?;
+    let number = |p: &str| -> Result<u64, String> {
+        match p.parse::<u64>() {
+            Ok(n) => Ok(n),
+            Err(_) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Err(too_long(t)),
+            Err(_) => Err(bad()),
+        }
+    };
+    let h = number(parts[0])?;
+    let m = number(parts[1])?;
+    let s: f64 = parts[2].parse().map_err(|_| bad())?;
     if m >= 60 || !(0.0..60.0).contains(&s) {
-        return None;
+        return Err(bad());
     }
-    Some(Duration::from_secs(days * 86400 + h * 3600 + m * 60) + Duration::from_secs_f64(s))
-}
-
-pub(super) fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)
+    // Checked: a large day or hour count would overflow the seconds.
+    let whole = days
+        .checked_mul(86_400)
+        .and_then(|d| h.checked_mul(3600).and_then(|h| d.checked_add(h)))
+        .and_then(|dh| dh.checked_add(m * 60))
+        .ok_or_else(|| too_long(t))?;
+    Duration::from_secs(whole)
+        .checked_add(Duration::from_secs_f64(s))
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| too_long(t))
 }
 
 #[cfg(test)]
@@ -82,5 +110,28 @@ mod tests {
         assert!(parse_duration("5").unwrap_err().contains("no unit"));
         assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_too_long_are_errors_not_panics() {
+        let nines = format!("{}s", "9".repeat(400));
+        for t in [
+            "99999999999999999999d",
+            nines.as_str(),
+            "10000000000000000000s10000000000000000000s",
+            "213503982334601.23:59:59",
+            "99999999999999999999999.00:00:00",
+            "0.99999999999999999999999:00:00",
+            "36501d",
+            "36500d1ns",
+            "36500.00:00:01",
+        ] {
+            let e = parse_duration(t).unwrap_err();
+            assert!(e.contains("too long") && e.contains("100 years"), "{t}: {e}");
+        }
+        assert_eq!(parse_duration("36500d"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("36500.00:00:00"), Ok(MAX_DURATION));
+        assert!(parse_duration("1.2.3s").unwrap_err().contains("not a duration"));
+        assert!(parse_duration("x.00:00:01").unwrap_err().contains("not a duration"));
     }
 }

@@ -4,7 +4,8 @@
 //! ...; see [`MicroDcsConfig::from_env`]) or from any serde format (the
 //! `MicroDcs` section of a file; see [`MicroDcsConfig`]'s field names).
 //! Durations are written `1s`, `100ms`, `2m`, `1h`, `1m30s`, or as a .NET
-//! `TimeSpan` (`00:00:01.5`). Secrets never reach `Debug`, `Display`, logs or
+//! `TimeSpan` (`00:00:01.5`), and are at most 100 years long
+//! ([`defaults::MAX_DURATION`]). Secrets never reach `Debug`, `Display`, logs or
 //! error texts.
 
 use std::fmt;
@@ -22,8 +23,6 @@ mod secret;
 pub use connection_string::{Endpoint, parse_connection_string};
 pub use duration::parse_duration;
 pub use secret::{Secret, redact_connection_string};
-
-use duration::de_duration;
 
 /// The default of every setting, in one place: [`ValkeyConfig::default`],
 /// [`MicroDcsConfig::default`], [`crate::WriteOptions::default`],
@@ -55,6 +54,11 @@ pub mod defaults {
     pub const DEDUPE_LEASE: Duration = Duration::from_secs(30);
     /// `MicroDcs:DedupeRetention`.
     pub const DEDUPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+    /// The longest duration any setting may hold: 100 years (36500 days).
+    /// Nothing here needs to wait longer, and the bound keeps every later
+    /// sum (`now + timeout`, milliseconds for the server) far from
+    /// overflowing.
+    pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
     /// Reconnect attempts of the connection manager after a lost connection
     /// (not a setting).
     pub const RECONNECT_RETRIES: usize = 6;
@@ -65,8 +69,10 @@ pub mod defaults {
 }
 
 /// Section `MicroDcs:Valkey`.
-#[derive(Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "PascalCase", deny_unknown_fields, default)]
+///
+/// Deserializing goes through the same parsing and validation as
+/// [`MicroDcsConfig::from_env`] (see [`MicroDcsConfig`]).
+#[derive(Clone, PartialEq)]
 pub struct ValkeyConfig {
     /// `host:port`, a `redis://`/`rediss://`/`valkey://`/`valkeys://` URL,
     /// or a StackExchange.Redis string (`host:port,user=u,password=p,ssl=true`).
@@ -86,23 +92,18 @@ pub struct ValkeyConfig {
     /// Prefix of every key.
     pub key_prefix: String,
     /// Fallback read of all streams when no nudge arrives.
-    #[serde(deserialize_with = "de_duration")]
     pub poll_interval: Duration,
     /// Read of the scope registry.
-    #[serde(deserialize_with = "de_duration")]
     pub scope_refresh_interval: Duration,
     /// Attempts of a write whose outcome is unknown after a connection error.
     pub write_attempts: u32,
     /// Pause before such a write is checked and repeated.
-    #[serde(deserialize_with = "de_duration")]
     pub write_retry_delay: Duration,
     /// Approximate length of the change streams.
     pub change_stream_max_length: u64,
     /// How long connecting at start may take.
-    #[serde(deserialize_with = "de_duration")]
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
-    #[serde(deserialize_with = "de_duration")]
     pub response_timeout: Duration,
 }
 
@@ -160,16 +161,21 @@ impl fmt::Display for ValkeyConfig {
 }
 
 /// Section `MicroDcs`: the Valkey section plus the dedupe settings.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
+///
+/// Deserializing (any self-describing serde format, fields named as in the
+/// table: `Valkey`, `DedupeLease`, `Valkey.KeyPrefix`, ...) runs the same
+/// parsing and validation as [`MicroDcsConfig::from_env`]: missing settings
+/// take their defaults, numbers and booleans may also be written as strings
+/// (as .NET configuration stores them), an unknown field is an error, and
+/// otherwise every invalid setting is reported by name in one error whose
+/// text is that of a [`ConfigError`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct MicroDcsConfig {
     /// `MicroDcs:Valkey`.
     pub valkey: ValkeyConfig,
     /// `MicroDcs:DedupeLease`: how long a dedupe claim holds.
-    #[serde(deserialize_with = "de_duration")]
     pub dedupe_lease: Duration,
     /// `MicroDcs:DedupeRetention`: how long `done` is kept.
-    #[serde(deserialize_with = "de_duration")]
     pub dedupe_retention: Duration,
 }
 
@@ -222,6 +228,9 @@ impl ConfigError {
 
 const SECTION: &str = "MicroDcs:Valkey";
 
+/// The problem of a duration above [`defaults::MAX_DURATION`].
+const TOO_LONG: &str = "is too long; the longest accepted duration is 100 years (36500 days)";
+
 fn setting(name: &str) -> String {
     format!("{SECTION}:{name}")
 }
@@ -255,10 +264,29 @@ impl MicroDcsConfig {
                 problems.push(ConfigProblem { setting: format!("MicroDcs:{name}"), problem });
             }
         }
-        if let Err(e) = c.validate() {
+        c.checked(problems)
+    }
+
+    /// `self` after validation, with `problems` found while reading it first.
+    fn checked(self, mut problems: Vec<ConfigProblem>) -> Result<Self, ConfigError> {
+        if let Err(e) = self.validate() {
             problems.extend(e.problems);
         }
-        if problems.is_empty() { Ok(c) } else { Err(ConfigError { problems }) }
+        if problems.is_empty() { Ok(self) } else { Err(ConfigError { problems }) }
+    }
+
+    /// Sets each present setting by its name below `MicroDcs`, collecting
+    /// every problem by the setting's full name.
+    fn set_all(&mut self, settings: impl IntoIterator<Item = (String, Option<SettingText>)>) -> Vec<ConfigProblem> {
+        let mut problems = Vec::new();
+        for (name, value) in settings {
+            if let Some(SettingText(v)) = value
+                && let Err(problem) = self.set(&name, &v)
+            {
+                problems.push(ConfigProblem { setting: format!("MicroDcs:{name}"), problem });
+            }
+        }
+        problems
     }
 
     /// Sets one setting by its name below `MicroDcs` (`Valkey:KeyPrefix`,
@@ -315,7 +343,133 @@ impl MicroDcsConfig {
                 problem: "must be longer than zero".into(),
             });
         }
+        // The dedupe stores refuse longer times on every call; say so at start.
+        for (name, d) in [("DedupeLease", self.dedupe_lease), ("DedupeRetention", self.dedupe_retention)] {
+            if d > crate::lease::MAX_TTL {
+                problems.push(ConfigProblem {
+                    setting: format!("MicroDcs:{name}"),
+                    problem: "must be at most 30 days".into(),
+                });
+            }
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
+    }
+}
+
+/// A setting's value as text, whatever scalar the format gave, so it is
+/// parsed exactly as from the environment.
+struct SettingText(String);
+
+impl<'de> Deserialize<'de> for SettingText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = SettingText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_owned()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+        }
+        d.deserialize_any(Text)
+    }
+}
+
+/// Section `MicroDcs:Valkey` as written, before parsing. Unknown fields are
+/// refused: the section belongs to this crate, as `APP_MicroDcs__Valkey__*`
+/// variables do, and a misspelt name would otherwise silently keep a default.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct RawValkey {
+    connection_string: Option<SettingText>,
+    user: Option<SettingText>,
+    password_file: Option<SettingText>,
+    tls_ca_file: Option<SettingText>,
+    require_tls: Option<SettingText>,
+    key_prefix: Option<SettingText>,
+    poll_interval: Option<SettingText>,
+    scope_refresh_interval: Option<SettingText>,
+    write_attempts: Option<SettingText>,
+    write_retry_delay: Option<SettingText>,
+    change_stream_max_length: Option<SettingText>,
+    connect_timeout: Option<SettingText>,
+    response_timeout: Option<SettingText>,
+}
+
+impl RawValkey {
+    /// Each setting by its name below `MicroDcs`.
+    fn settings(self) -> impl Iterator<Item = (String, Option<SettingText>)> {
+        [
+            ("ConnectionString", self.connection_string),
+            ("User", self.user),
+            ("PasswordFile", self.password_file),
+            ("TlsCaFile", self.tls_ca_file),
+            ("RequireTls", self.require_tls),
+            ("KeyPrefix", self.key_prefix),
+            ("PollInterval", self.poll_interval),
+            ("ScopeRefreshInterval", self.scope_refresh_interval),
+            ("WriteAttempts", self.write_attempts),
+            ("WriteRetryDelay", self.write_retry_delay),
+            ("ChangeStreamMaxLength", self.change_stream_max_length),
+            ("ConnectTimeout", self.connect_timeout),
+            ("ResponseTimeout", self.response_timeout),
+        ]
+        .into_iter()
+        .map(|(name, v)| (format!("Valkey:{name}"), v))
+    }
+}
+
+/// Section `MicroDcs` as written, before parsing; unknown fields refused
+/// for the same reason as in [`RawValkey`].
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct RawMicroDcs {
+    valkey: Option<RawValkey>,
+    dedupe_lease: Option<SettingText>,
+    dedupe_retention: Option<SettingText>,
+}
+
+impl<'de> Deserialize<'de> for MicroDcsConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawMicroDcs::deserialize(d)?;
+        let mut c = MicroDcsConfig::default();
+        let settings = raw.valkey.into_iter().flat_map(RawValkey::settings).chain([
+            ("DedupeLease".to_owned(), raw.dedupe_lease),
+            ("DedupeRetention".to_owned(), raw.dedupe_retention),
+        ]);
+        let problems = c.set_all(settings);
+        c.checked(problems).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ValkeyConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawValkey::deserialize(d)?;
+        let mut c = MicroDcsConfig::default();
+        let mut problems = c.set_all(raw.settings());
+        if let Err(e) = c.valkey.validate() {
+            problems.extend(e.problems);
+        }
+        if problems.is_empty() { Ok(c.valkey) } else { Err(serde::de::Error::custom(ConfigError { problems })) }
     }
 }
 
@@ -380,11 +534,29 @@ impl ValkeyConfig {
                 bad(name, "must be longer than zero".into());
             }
         }
+        for (name, d) in [
+            ("PollInterval", self.poll_interval),
+            ("ScopeRefreshInterval", self.scope_refresh_interval),
+            ("WriteRetryDelay", self.write_retry_delay),
+            ("ConnectTimeout", self.connect_timeout),
+            ("ResponseTimeout", self.response_timeout),
+        ] {
+            // The fields are public, so a value set in code can be longer
+            // than any text would parse to.
+            if d > defaults::MAX_DURATION {
+                bad(name, TOO_LONG.into());
+            }
+        }
         if self.write_attempts == 0 {
             bad("WriteAttempts", "must be at least 1".into());
         }
         if self.change_stream_max_length == 0 {
             bad("ChangeStreamMaxLength", "must be at least 1".into());
+        }
+        // The server reads `MAXLEN` as a signed 64-bit number and refuses
+        // anything larger, which would fail every write with a change.
+        if self.change_stream_max_length > i64::MAX as u64 {
+            bad("ChangeStreamMaxLength", format!("must be at most {}", i64::MAX));
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }

@@ -34,26 +34,81 @@ impl<'de> Deserialize<'de> for Secret {
 }
 
 /// A connection string with any password replaced by `***`.
+///
+/// Masking errs on the side of hiding too much, since the text it gets may
+/// not even parse (it is shown precisely when it is wrong):
+/// - after `://` (or from the start without a scheme), everything up to the
+///   last `@` is hidden except a user name before the first `:`, because a
+///   password may hold unencoded `/`, `?`, `#` or `@`;
+/// - the value of every `password=` or `pass=` option (StackExchange
+///   `,password=`, URL query `?pass=`/`&password=`) is hidden up to the next
+///   option, or to the end.
+///
+/// Where both apply the hidden parts merge into one `***`.
 pub fn redact_connection_string(cs: &str) -> String {
-    let lower = cs.to_ascii_lowercase();
-    if let Some(scheme_end) = lower.find("://") {
-        let rest = &cs[scheme_end + 3..];
-        let auth_end = rest.find('/').unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            let userinfo = &rest[..at];
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') { format!("{user}:***") } else { "***".to_owned() };
-            return format!("{}{masked}{}", &cs[..scheme_end + 3], &rest[at..]);
-        }
-        return cs.to_owned();
+    let mut hidden: Vec<(usize, usize)> = Vec::new();
+    let start = cs.find("://").map_or(0, |i| i + 3);
+    if let Some(at) = cs[start..].rfind('@').map(|i| start + i) {
+        let from = cs[start..at].find(':').map_or(start, |i| start + i + 1);
+        hidden.push((from, at));
     }
-    cs.split(',')
-        .map(|part| match part.split_once('=') {
-            Some((k, _)) if k.trim().eq_ignore_ascii_case("password") => format!("{k}=***"),
-            _ => part.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    hidden.extend(secret_option_values(cs));
+    hidden.sort_unstable();
+    // Overlapping or touching ranges become one.
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (from, to) in hidden {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    let mut out = String::with_capacity(cs.len());
+    let mut shown = 0;
+    for (from, to) in merged {
+        out.push_str(&cs[shown..from]);
+        out.push_str("***");
+        shown = to;
+    }
+    out.push_str(&cs[shown..]);
+    out
+}
+
+/// Byte ranges of the values of `password=`/`pass=` options.
+fn secret_option_values(cs: &str) -> Vec<(usize, usize)> {
+    let bytes = cs.as_bytes();
+    let mut found = Vec::new();
+    let mut key_start = 0;
+    for i in 0..=bytes.len() {
+        if i < bytes.len() && !matches!(bytes[i], b',' | b'?' | b'&' | b';') {
+            continue;
+        }
+        // The option running from `key_start` to this separator.
+        if let Some(eq) = cs[key_start..i].find('=') {
+            let key = cs[key_start..key_start + eq].trim();
+            if key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("pass") {
+                let value_start = key_start + eq + 1;
+                found.push((value_start, option_end(cs, value_start)));
+            }
+        }
+        key_start = i + 1;
+    }
+    found
+}
+
+/// Where the value starting at `from` ends: at the next `,` or `&` followed
+/// by an option name and `=`, or at the end (a password may hold `,` or `&`,
+/// so a separator alone does not end it).
+fn option_end(cs: &str, from: usize) -> usize {
+    for (i, b) in cs.bytes().enumerate().skip(from) {
+        if matches!(b, b',' | b'&') {
+            let rest = &cs[i + 1..];
+            let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            if name_len > 0 && rest[name_len..].trim_start().starts_with('=') {
+                return i;
+            }
+        }
+    }
+    cs.len()
 }
 
 #[cfg(test)]
@@ -66,5 +121,36 @@ mod tests {
         assert_eq!(redact_connection_string("redis://:s3cret@h:1"), "redis://:***@h:1");
         assert_eq!(redact_connection_string("h:1,password=s3cret,ssl=true"), "h:1,password=***,ssl=true");
         assert_eq!(redact_connection_string("h:1"), "h:1");
+    }
+
+    #[test]
+    fn redaction_hides_passwords_that_do_not_parse() {
+        let cases = [
+            ("redis://u:pa/ss@h:6379", "redis://u:***@h:6379"),
+            ("redis://u:p@ss@h:6379/0", "redis://u:***@h:6379/0"),
+            ("redis://u:pa?ss#x@h:6379", "redis://u:***@h:6379"),
+            ("unix:///s?pass=x", "unix:///s?pass=***"),
+            ("redis+unix:///s?db=1&pass=x&user=u", "redis+unix:///s?db=1&pass=***&user=u"),
+            ("redis://h:1/0?password=x", "redis://h:1/0?password=***"),
+            ("redis://h:1/0?PassWord=x&protocol=3", "redis://h:1/0?PassWord=***&protocol=3"),
+            ("h:1,password=a,b,ssl=true", "h:1,password=***,ssl=true"),
+            ("h:1, Password = x", "h:1, Password =***"),
+            ("password=x", "password=***"),
+            ("user:secret@host:6379", "user:***@host:6379"),
+            ("user:secret@host:6379,ssl=true", "user:***@host:6379,ssl=true"),
+        ];
+        for (cs, want) in cases {
+            assert_eq!(redact_connection_string(cs), want, "{cs}");
+        }
+        // A query password holding `@`, or a user password holding
+        // `?password=`: both readings are hidden at once.
+        for (cs, pieces) in
+            [("redis://h:1/?password=Qa7@Zb9", ["Qa7", "Zb9"]), ("redis://u:Xk3?password=Yj5@h", ["Xk3", "Yj5"])]
+        {
+            let shown = redact_connection_string(cs);
+            for piece in pieces {
+                assert!(!shown.contains(piece), "{cs}: {shown}");
+            }
+        }
     }
 }

@@ -26,6 +26,9 @@ fn endpoints_are_host_port() {
     let config =
         ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
     assert_eq!(Target::from_config(&config).unwrap().endpoint, "h:1");
+    // Never the text before an `@`, should a host ever hold credentials.
+    assert_eq!(endpoint_of(&ConnectionAddr::Tcp("u:pw@h".into(), 1)), "h:1");
+    assert_eq!(endpoint_of(&ConnectionAddr::Tcp("::1".into(), 1)), "[::1]:1");
 }
 
 #[test]

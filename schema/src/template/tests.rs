@@ -109,3 +109,17 @@ fn scan_patterns_escape_globs() {
     assert_eq!(t.scan_pattern(&p(), &[Some("s*1"), None]).unwrap(), "microdcs:jobresponse:bystate:s%2A1:*");
     assert_eq!(t.scan_pattern(&p(), &[None, None]).unwrap(), "microdcs:jobresponse:bystate:*:*");
 }
+
+#[test]
+fn a_hash_tag_placeholder_counts_as_a_use_of_its_name() {
+    // A name is one value, whether written plain or as a hash tag: rendering
+    // takes values in placeholder order, so a repeated name would silently
+    // consume two values for what reads as one.
+    let dup = [TemplateErrorKind::DuplicatePlaceholder("a".into())];
+    for src in ["{#a}:{#a}", "{a}:{#a}", "{#a}:{a}", "x:{#a}|{a}"] {
+        assert_eq!(kinds(src), dup, "{src}");
+    }
+    let e = &KeyTemplate::parse("{a}:{#a}").unwrap_err()[0];
+    assert_eq!(e.span, 4..8);
+    assert!(KeyTemplate::parse("lease:{#a}:{b}").is_ok());
+}
