@@ -476,17 +476,25 @@ impl LeaseBackend for LeaseStore {
         }
     }
 
+    /// A read: within `ResponseTimeout`, plus one `WriteRetryDelay` and a
+    /// quick second read after a dropped connection.
     async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
         let data = self.key(&self.data, &[name])?;
-        let mut con = self.valkey.connection();
-        redis::cmd("GET").arg(&data).query_async(&mut con).await.map_err(|e| server_error(e, &data))
+        let cmd = redis::cmd("GET").arg(&data).clone();
+        let cmd = &cmd;
+        retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| server_error(e, &data))
     }
 
+    /// A read, bounded like [`LeaseStore::read_protected`].
     async fn fence(&self, name: &str) -> Result<u64> {
         let fence = self.key(&self.fence_t, &[name])?;
-        let mut con = self.valkey.connection();
-        let v: Option<Vec<u8>> =
-            redis::cmd("GET").arg(&fence).query_async(&mut con).await.map_err(|e| server_error(e, &fence))?;
+        let cmd = redis::cmd("GET").arg(&fence).clone();
+        let cmd = &cmd;
+        let v: Option<Vec<u8>> = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| server_error(e, &fence))?;
         match v {
             None => Ok(0),
             Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),
@@ -568,9 +576,18 @@ impl MemoryLeases {
     }
 }
 
+/// Refuses a lease name a [`LeaseStore`] could not put in a key (empty, or
+/// over 1024 bytes once encoded) with the same [`Error::Key`], so code
+/// tested against the in-memory twin fails the same way on Valkey.
+fn check_name(name: &str) -> Result<()> {
+    use microdcs_schema::builtin;
+    FamilyKey::builtin(builtin::LEASE).render(&crate::KeyPrefix::default(), &[name]).map(drop)
+}
+
 impl LeaseBackend for MemoryLeases {
     async fn acquire(&self, name: &str, owner: &str, ttl: Duration, request_id: &str) -> Result<Acquire> {
         check_request(request_id)?;
+        check_name(name)?;
         let mut st = self.lock();
         let now = Instant::now();
         check_ttl(ttl)?;
@@ -615,6 +632,7 @@ impl LeaseBackend for MemoryLeases {
 
     async fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> Result<Duration> {
         check_request(request_id)?;
+        check_name(&lease.name)?;
         let mut st = self.lock();
         let now = Instant::now();
         check_ttl(ttl)?;
@@ -644,6 +662,7 @@ impl LeaseBackend for MemoryLeases {
 
     async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
         check_request(request_id)?;
+        check_name(&lease.name)?;
         let mut st = self.lock();
         let now = Instant::now();
         let fp = fingerprint("release", &[&lease.id, &lease.owner, &lease.token.to_string()]);
@@ -670,6 +689,7 @@ impl LeaseBackend for MemoryLeases {
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
         check_token(token)?;
+        check_name(name)?;
         let mut st = self.lock();
         let highest = st.fences.get(name).copied().unwrap_or(0);
         if token < highest {
@@ -680,10 +700,12 @@ impl LeaseBackend for MemoryLeases {
     }
 
     async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        check_name(name)?;
         Ok(self.lock().data.get(name).cloned())
     }
 
     async fn fence(&self, name: &str) -> Result<u64> {
+        check_name(name)?;
         Ok(self.lock().fences.get(name).copied().unwrap_or(0))
     }
 }

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::client::Valkey;
 use crate::error::Result;
+use crate::retry;
 use crate::streams::{Entry, Streams};
 use microdcs_schema::{Feed, KeyTemplate};
 
@@ -43,7 +44,9 @@ pub trait StreamConsumer: Send + Sync + 'static {
     fn feed(&self) -> Feed<'_>;
     /// The consumer group.
     fn group(&self) -> &str;
-    /// Entries per read.
+    /// Entries per read (and per claim of entries another consumer left
+    /// pending): from 1 to [`Streams::MAX_COUNT`] (10,000); a larger value
+    /// is taken as the maximum.
     fn batch(&self) -> usize {
         100
     }
@@ -53,7 +56,8 @@ pub trait StreamConsumer: Send + Sync + 'static {
 
 /// Periodic work run by the poller (for example the SFC sweep).
 pub trait PollerTask: Send + Sync + 'static {
-    /// How often.
+    /// How often. Anything above about thirty years is taken as that long
+    /// (never, in practice).
     fn interval(&self) -> Duration;
     /// One run.
     fn run(&self) -> BoxFuture<'_, std::result::Result<(), BoxError>>;
@@ -80,7 +84,11 @@ impl std::fmt::Debug for PollerHandle {
 }
 
 impl PollerHandle {
-    /// Stops after the batch in hand and waits for the loop to end.
+    /// Stops after the batch in hand and waits for the loop to end. The
+    /// loop stops between batches and gives up a command in flight (a read,
+    /// claim or acknowledge; unacknowledged entries stay pending and come
+    /// again), so this returns as soon as a consumer's `handle` or a task's
+    /// `run` in progress returns, without waiting on the server.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.join.await;
@@ -125,11 +133,19 @@ impl Poller {
         self
     }
 
-    /// Subscribes, reads the scope registry, creates the groups and starts the loop.
+    /// Opens the nudge subscription, subscribes to the feeds' channels and
+    /// starts the loop. The loop's first step reads the scope registries and
+    /// creates the groups of the scopes found (at once, not after a
+    /// `ScopeRefreshInterval`); a registry that cannot be read then is read
+    /// again at the next refresh.
+    ///
+    /// Bounded: opening the subscription's connection waits at most
+    /// `ConnectTimeout`, each `SUBSCRIBE` at most `ResponseTimeout`.
     ///
     /// # Errors
     /// A feed template that does not parse or render
-    /// ([`crate::Error::InvalidArgument`]), or the subscription failed.
+    /// ([`crate::Error::InvalidArgument`]), or the subscription failed or
+    /// timed out (a connection error, [`crate::Error::is_connection`]).
     pub async fn start(self) -> Result<PollerHandle> {
         let prefix = self.valkey.prefix().clone();
         let mut plans = Vec::new();
@@ -163,10 +179,11 @@ impl Poller {
         }
         let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
         let sub = self.valkey.pubsub_connection(nudge_tx.clone()).await?;
-        let mut sub_con = sub.clone();
         let channels: BTreeSet<String> = plans.iter().map(|p| p.channel.clone()).collect();
+        let timeout = self.valkey.response_timeout();
         for ch in &channels {
-            sub_con.subscribe(ch).await?;
+            let mut sub_con = sub.clone();
+            retry::bounded(timeout, async move { sub_con.subscribe(ch).await }).await?;
         }
         let (stop, stop_rx) = watch::channel(false);
         let state = Loop {
@@ -178,6 +195,7 @@ impl Poller {
             scopes: BTreeMap::new(),
             sub,
             events: nudge_tx,
+            stop: stop_rx.clone(),
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join })
@@ -219,7 +237,10 @@ impl Valkey {
             Ok(())
         };
         let config = self.manager_config().set_push_sender(sender).set_automatic_resubscription();
-        Ok(ConnectionManager::new_with_config(client, config).await?)
+        // The manager's first connection retries with backoff on its own,
+        // for far longer than the connect timeout that bounds start-up.
+        let timeout = config.connection_timeout().unwrap_or(crate::defaults::CONNECT_TIMEOUT);
+        Ok(retry::bounded(timeout, ConnectionManager::new_with_config(client, config)).await?)
     }
 }
 
@@ -234,17 +255,35 @@ struct Loop {
     sub: ConnectionManager,
     /// For the resubscription task to report back.
     events: mpsc::UnboundedSender<Nudge>,
+    /// Turns `true` (or closes) when the loop should stop.
+    stop: watch::Receiver<bool>,
+}
+
+/// The longest interval used: adding more to an instant can overflow the
+/// clock (a panic in the loop's task), and thirty years is never anyway.
+const LONGEST_INTERVAL: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// An interval as the loop uses it: at least 1 ms (a zero period is refused
+/// by the timer), at most [`LONGEST_INTERVAL`].
+fn usable(d: Duration) -> Duration {
+    d.clamp(Duration::from_millis(1), LONGEST_INTERVAL)
+}
+
+/// When a task is due next: `from` plus its interval, or never when that
+/// cannot be represented.
+fn due_after(from: tokio::time::Instant, interval: Duration) -> Option<tokio::time::Instant> {
+    from.checked_add(usable(interval))
 }
 
 impl Loop {
     async fn run(mut self, mut nudges: mpsc::UnboundedReceiver<Nudge>, mut stop: watch::Receiver<bool>) {
         let opts = self.valkey.poll_options().clone();
-        let mut poll = tokio::time::interval(opts.poll_interval);
-        let mut refresh = tokio::time::interval(opts.scope_refresh_interval);
+        let mut poll = tokio::time::interval(usable(opts.poll_interval));
+        let mut refresh = tokio::time::interval(usable(opts.scope_refresh_interval));
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut task_due: Vec<tokio::time::Instant> =
-            self.tasks.iter().map(|t| tokio::time::Instant::now() + t.interval()).collect();
+        let mut task_due: Vec<Option<tokio::time::Instant>> =
+            self.tasks.iter().map(|t| due_after(tokio::time::Instant::now(), t.interval())).collect();
         let mut task_tick = tokio::time::interval(Duration::from_millis(50));
         let mut resubscribing: Option<JoinHandle<()>> = None;
         loop {
@@ -256,11 +295,14 @@ impl Loop {
                 _ = task_tick.tick(), if !self.tasks.is_empty() => {
                     let now = tokio::time::Instant::now();
                     for (i, t) in self.tasks.iter().enumerate() {
-                        if now >= task_due[i] {
+                        if task_due[i].is_some_and(|due| now >= due) {
                             if let Err(e) = t.run().await {
                                 tracing::warn!(error = %e, "poller task failed");
                             }
-                            task_due[i] = now + t.interval();
+                            task_due[i] = due_after(now, t.interval());
+                        }
+                        if self.stopping() {
+                            break;
                         }
                     }
                 }
@@ -288,12 +330,15 @@ impl Loop {
                         let mut sub = self.sub.clone();
                         let mut stop = stop.clone();
                         let events = self.events.clone();
+                        let timeout = self.valkey.response_timeout();
                         resubscribing = Some(tokio::spawn(async move {
                             // A command on the dead connection makes the manager
                             // reconnect and resubscribe; keep trying until it does.
                             let mut delay = Duration::from_millis(100);
                             loop {
-                                let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut sub).await;
+                                let ping = redis::cmd("PING");
+                                let pong: redis::RedisResult<Value> =
+                                    retry::bounded(timeout, ping.query_async(&mut sub)).await;
                                 if pong.is_ok() {
                                     tracing::info!("nudge subscription restored");
                                     let _ = events.send(Nudge::Resubscribed);
@@ -308,6 +353,9 @@ impl Loop {
                         }));
                     }
                     for (channel, scope) in wanted {
+                        if self.stopping() {
+                            break;
+                        }
                         let matching: Vec<usize> =
                             (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
                         for i in matching {
@@ -330,6 +378,22 @@ impl Loop {
         }
     }
 
+    /// Whether a stop was asked for (or the handle dropped).
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() || self.stop.has_changed().is_err()
+    }
+
+    /// Runs `f` unless a stop comes first (`None` then): what is given up is
+    /// a read, claim or acknowledge, after which the entries stay pending.
+    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => None,
+            v = f => Some(v),
+        }
+    }
+
     fn knows(&self, registry: &str, scope: &str) -> bool {
         self.scopes.get(registry).is_some_and(|s| s.contains(scope))
     }
@@ -341,12 +405,16 @@ impl Loop {
 
     async fn refresh(&mut self) {
         for registry in self.registries() {
-            let mut con = self.valkey.connection();
-            let found: redis::RedisResult<Vec<String>> =
-                redis::cmd("SMEMBERS").arg(&registry).query_async(&mut con).await;
+            let cmd = redis::cmd("SMEMBERS").arg(&registry).clone();
+            let cmd = &cmd;
+            let read = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await });
+            let Some(found): Option<redis::RedisResult<Vec<String>>> = self.unless_stopped(read).await else { return };
             match found {
                 Ok(scopes) => {
                     for s in scopes {
+                        if self.stopping() {
+                            return;
+                        }
                         if !self.knows(&registry, &s) {
                             self.add_scope(&registry, &s).await;
                             let on_registry: Vec<usize> =
@@ -364,19 +432,24 @@ impl Loop {
 
     /// Whether the scope registry lists `scope` (nudges name scopes; only registered ones are read).
     async fn registered(&self, registry: &str, scope: &str) -> bool {
-        let mut con = self.valkey.connection();
-        let r: redis::RedisResult<bool> = redis::cmd("SISMEMBER").arg(registry).arg(scope).query_async(&mut con).await;
-        r.unwrap_or(false)
+        let cmd = redis::cmd("SISMEMBER").arg(registry).arg(scope).clone();
+        let cmd = &cmd;
+        let read = retry::read(&self.valkey, |mut con| async move { cmd.query_async::<bool>(&mut con).await });
+        matches!(self.unless_stopped(read).await, Some(Ok(true)))
     }
 
     /// Creates the groups of every plan on `registry` for a new scope.
     async fn add_scope(&mut self, registry: &str, scope: &str) {
         for p in self.plans.iter().filter(|p| p.registry == registry) {
-            if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope])
-                && let Err(e) = self.streams.create_group(&key, p.consumer.group()).await
-            {
-                tracing::warn!(stream = key, error = %e, "cannot create the consumer group");
-                return;
+            if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) {
+                match self.unless_stopped(self.streams.create_group(&key, p.consumer.group())).await {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(stream = key, error = %e, "cannot create the consumer group");
+                        return;
+                    }
+                    None => return,
+                }
             }
         }
         tracing::debug!(scope, "scope discovered");
@@ -389,6 +462,9 @@ impl Loop {
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
+                if self.stopping() {
+                    return;
+                }
                 self.drain(i, s).await;
             }
         }
@@ -397,20 +473,23 @@ impl Loop {
     /// Every stream of every scope: first take over entries another
     /// consumer left pending for long (a crashed instance), then drain.
     async fn poll_all(&mut self) {
-        let min_idle = (self.valkey.poll_options().poll_interval * 10).max(Duration::from_secs(30));
+        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
         for i in 0..self.plans.len() {
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
+                if self.stopping() {
+                    return;
+                }
                 let p = &self.plans[i];
                 if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
                     // Claimed entries become our pending entries; the drain handles them.
-                    if let Err(e) = self
-                        .streams
-                        .autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, p.consumer.batch())
-                        .await
-                    {
-                        tracing::warn!(stream = key, error = %e, "autoclaim failed");
+                    let claim =
+                        self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
+                    match self.unless_stopped(claim).await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => tracing::warn!(stream = key, error = %e, "autoclaim failed"),
+                        None => return,
                     }
                 }
                 self.drain(i, s).await;
@@ -424,24 +503,25 @@ impl Loop {
         let p = &self.plans[plan];
         let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return };
         let group = p.consumer.group();
-        let batch = p.consumer.batch();
+        let batch = batch(p);
         let mut pending = true;
         // At most this many batches per call, so one busy stream cannot hold
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
         loop {
-            if budget == 0 {
+            if budget == 0 || self.stopping() {
                 return;
             }
             budget -= 1;
             let got = if pending {
-                self.streams.read_from(&key, group, &self.consumer_name, batch, "0").await
+                self.unless_stopped(self.streams.read_from(&key, group, &self.consumer_name, batch, "0")).await
             } else {
-                self.streams.read(&key, group, &self.consumer_name, batch).await
+                self.unless_stopped(self.streams.read(&key, group, &self.consumer_name, batch)).await
             };
             let entries = match got {
-                Ok(e) => e,
-                Err(e) => {
+                None => return,
+                Some(Ok(e)) => e,
+                Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
                     return;
                 }
@@ -461,9 +541,13 @@ impl Loop {
                 let ids: Vec<String> = lost.iter().map(|e| e.id.clone()).collect();
                 tracing::warn!(stream = key, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
                 self.valkey.metrics().add_entries_lost(ids.len() as u64);
-                if let Err(e) = self.streams.ack(&key, group, &ids).await {
-                    tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
-                    return;
+                match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
+                        return;
+                    }
+                    None => return,
                 }
                 if entries.is_empty() {
                     continue;
@@ -472,9 +556,14 @@ impl Loop {
             match p.consumer.handle(scope, &entries).await {
                 Ok(()) => {
                     let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-                    if let Err(e) = self.streams.ack(&key, group, &ids).await {
-                        tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
-                        return;
+                    match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => {
+                            tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
+                            return;
+                        }
+                        // Stopping: the batch stays pending and comes again.
+                        None => return,
                     }
                 }
                 Err(e) => {
@@ -486,5 +575,32 @@ impl Loop {
                 pending = false;
             }
         }
+    }
+}
+
+/// A consumer's batch as used: from 1 to [`Streams::MAX_COUNT`].
+fn batch(p: &Plan) -> usize {
+    p.consumer.batch().clamp(1, Streams::MAX_COUNT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_intervals_never_overflow_the_clock() {
+        let now = tokio::time::Instant::now();
+        assert!(due_after(now, Duration::MAX).is_some_and(|d| d > now));
+        assert_eq!(usable(Duration::MAX), LONGEST_INTERVAL);
+        assert_eq!(usable(Duration::ZERO), Duration::from_millis(1));
+        // The loop's timers take the longest interval.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut i = tokio::time::interval(usable(Duration::MAX));
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i.tick().await;
+            assert!(tokio::time::timeout(Duration::from_millis(10), i.tick()).await.is_err());
+        });
+        assert_eq!(Duration::MAX.saturating_mul(10), Duration::MAX);
     }
 }

@@ -197,3 +197,71 @@ where
 pub(crate) fn reply<T: redis::FromRedisValue>(v: Value) -> RedisResult<T> {
     redis::from_redis_value(v).map_err(RedisError::from)
 }
+
+/// Runs a command that only reads (or that is harmless to send twice and
+/// whose answer the caller can take either way), bounded like the store's
+/// reads: each run waits at most the response timeout, also for a
+/// reconnect; after a lost connection (not a timeout: a server that did not
+/// answer in time will not answer the same question sooner) it waits the
+/// retry delay and runs once more. Ends within the response timeout, plus
+/// one retry delay and a quick reconnect after a dropped connection.
+pub(crate) async fn read<T, F, Fut>(valkey: &Valkey, mut run: F) -> RedisResult<T>
+where
+    F: FnMut(ConnectionManager) -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+{
+    let timeout = valkey.response_timeout();
+    match bounded(timeout, run(valkey.connection())).await {
+        Err(e) if is_unknown_outcome(&e) && !e.is_timeout() => {
+            tracing::debug!(error = %e, "read lost its connection; reading again");
+            tokio::time::sleep(valkey.write_options().retry_delay).await;
+            bounded(timeout, run(valkey.connection())).await
+        }
+        other => other,
+    }
+}
+
+/// Runs a command once, waiting at most the response timeout (also for a
+/// reconnect): for writes that must not be sent twice. A failure to get an
+/// answer is a connection error (a timeout or a lost connection).
+pub(crate) async fn once<T, F, Fut>(valkey: &Valkey, run: F) -> RedisResult<T>
+where
+    F: FnOnce(ConnectionManager) -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+{
+    bounded(valkey.response_timeout(), run(valkey.connection())).await
+}
+
+/// Runs a write that is safe to repeat (its effect does not change when it
+/// runs twice) under the one retry rule of this module: while its outcome
+/// is unknown, wait the retry delay and run it again, up to the configured
+/// attempts. Ends within `attempts x (response timeout + retry delay)`.
+pub(crate) async fn repeatable<T, F, Fut>(
+    valkey: &Valkey,
+    what: &'static str,
+    key: &str,
+    mut run: F,
+) -> Result<T, Failure>
+where
+    F: FnMut(ConnectionManager) -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+{
+    let opts = valkey.write_options();
+    let timeout = valkey.response_timeout();
+    let mut attempt = 1;
+    loop {
+        match bounded(timeout, run(valkey.connection())).await {
+            Ok(value) => return Ok(value),
+            Err(e) if is_unknown_outcome(&e) => {
+                if attempt >= opts.attempts {
+                    return Err(Failure::Unknown { source: e, attempts: attempt });
+                }
+                tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running it again");
+                valkey.metrics().add_write_retry();
+                attempt += 1;
+                tokio::time::sleep(opts.retry_delay).await;
+            }
+            Err(e) => return Err(Failure::Failed(e)),
+        }
+    }
+}

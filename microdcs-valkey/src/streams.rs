@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use redis::Value;
-
-use crate::retry::LuaScript;
+use redis::aio::ConnectionManager;
 
 use crate::client::Valkey;
 use crate::error::{Error, Result};
+use crate::lease::call_error;
+use crate::retry::{self, LuaScript};
 
 /// One stream entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,63 +132,92 @@ fn entries(v: &Value) -> Vec<Entry> {
 }
 
 impl Streams {
+    /// The most entries one call reads, claims or asks for: a larger count
+    /// is taken as this many. The server refuses counts near the integer
+    /// limits, and one reply of that size would hold the shared connection
+    /// for every other caller.
+    pub const MAX_COUNT: usize = 10_000;
+
     /// The helper on this connection.
     pub fn new(valkey: Valkey) -> Self {
         Streams { valkey }
     }
 
+    /// A count as sent: at least 1, at most [`Streams::MAX_COUNT`].
+    fn count(count: usize) -> usize {
+        count.clamp(1, Self::MAX_COUNT)
+    }
+
     /// Creates `group` on `stream` (and the stream) reading from the start;
     /// an existing group is fine.
+    ///
+    /// Safe to repeat, so it runs under the write rule: ends within
+    /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, with
+    /// [`Error::UnknownOutcome`] when no attempt got an answer.
     ///
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
-        let mut con = self.valkey.connection();
-        let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(stream)
-            .arg(group)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query_async(&mut con)
-            .await;
-        match r {
-            Ok(()) => Ok(()),
-            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-            Err(e) => Err(Error::from_redis(e, stream)),
-        }
+        let run = |mut con: ConnectionManager| async move {
+            let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(stream)
+                .arg(group)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query_async(&mut con)
+                .await;
+            match r {
+                // Also the answer to an attempt after one whose outcome was unknown.
+                Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+                other => other,
+            }
+        };
+        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| call_error(f, stream))
     }
 
     /// Appends an entry with no length limit (work and outbox streams).
     ///
+    /// Sent once (a second `XADD` would add a second entry): ends within
+    /// `ResponseTimeout`; no answer in time is a connection error
+    /// ([`Error::is_connection`]) and the entry may or may not be there.
+    ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors, a key of another type.
     pub async fn append(&self, stream: &str, fields: &[(&str, &[u8])]) -> Result<String> {
         let mut cmd = redis::cmd("XADD");
         cmd.arg(stream).arg("*");
         for (k, v) in fields {
             cmd.arg(*k).arg(*v);
         }
-        let mut con = self.valkey.connection();
-        cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, stream))
+        self.append_once(stream, &cmd).await
     }
 
     /// Appends with `MAXLEN ~ max_len` (change streams).
     ///
+    /// Sent once, bounded like [`Streams::append`]: within `ResponseTimeout`.
+    ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors, a key of another type.
     pub async fn append_capped(&self, stream: &str, max_len: u64, fields: &[(&str, &[u8])]) -> Result<String> {
         let mut cmd = redis::cmd("XADD");
-        cmd.arg(stream).arg("MAXLEN").arg("~").arg(max_len).arg("*");
+        // The server takes a signed 64-bit length.
+        cmd.arg(stream).arg("MAXLEN").arg("~").arg(max_len.min(i64::MAX as u64)).arg("*");
         for (k, v) in fields {
             cmd.arg(*k).arg(*v);
         }
-        let mut con = self.valkey.connection();
-        cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, stream))
+        self.append_once(stream, &cmd).await
     }
 
-    /// Reads up to `count` new entries for `consumer` of `group`, without
-    /// blocking: returns at once, possibly nothing.
+    async fn append_once(&self, stream: &str, cmd: &redis::Cmd) -> Result<String> {
+        retry::once(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// Reads up to `count` (at most [`Streams::MAX_COUNT`]) new entries for
+    /// `consumer` of `group`, without blocking: returns at once, possibly
+    /// nothing. Bounded like [`Streams::read_from`].
     ///
     /// # Errors
     /// Connection errors, a missing group (`NOGROUP`).
@@ -197,6 +227,11 @@ impl Streams {
 
     /// Like [`Streams::read`] from `id`: `>` for new entries, `0` for this
     /// consumer's own pending entries (delivered, not yet acknowledged).
+    ///
+    /// Bounded like every read: within `ResponseTimeout`, plus one
+    /// `WriteRetryDelay` and a quick second read after a dropped connection.
+    /// Entries delivered by a read whose answer was lost stay pending for
+    /// `consumer` and come with a read from `0`.
     ///
     /// # Errors
     /// Connection errors, a missing group (`NOGROUP`).
@@ -208,17 +243,17 @@ impl Streams {
         count: usize,
         id: &str,
     ) -> Result<Vec<Entry>> {
-        let mut con = self.valkey.connection();
-        let v: Value = redis::cmd("XREADGROUP")
-            .arg("GROUP")
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
             .arg(group)
             .arg(consumer)
             .arg("COUNT")
-            .arg(count.max(1))
+            .arg(Self::count(count))
             .arg("STREAMS")
             .arg(stream)
-            .arg(id)
-            .query_async(&mut con)
+            .arg(id);
+        let cmd = &cmd;
+        let v: Value = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
             .await
             .map_err(|e| Error::from_redis(e, stream))?;
         // RESP2: [[stream, entries]]; RESP3: {stream: entries}; nil when nothing.
@@ -237,20 +272,22 @@ impl Streams {
 
     /// Acknowledges entries.
     ///
+    /// Safe to repeat, so it runs under the write rule: ends within
+    /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, with
+    /// [`Error::UnknownOutcome`] when no attempt got an answer.
+    ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors, a key of another type.
     pub async fn ack(&self, stream: &str, group: &str, ids: &[String]) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut con = self.valkey.connection();
-        redis::cmd("XACK")
-            .arg(stream)
-            .arg(group)
-            .arg(ids)
-            .query_async(&mut con)
+        let mut cmd = redis::cmd("XACK");
+        cmd.arg(stream).arg(group).arg(ids);
+        let cmd = &cmd;
+        retry::repeatable(&self.valkey, "acknowledge", stream, |mut con| async move { cmd.query_async(&mut con).await })
             .await
-            .map_err(|e| Error::from_redis(e, stream))
+            .map_err(|f| call_error(f, stream))
     }
 
     /// Removes the entries every group has acknowledged: below the lowest
@@ -258,22 +295,41 @@ impl Streams {
     /// delivered (its last-delivered id). Works without `XACKDEL`. A stream
     /// without groups is left alone. Returns the number of entries removed.
     ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn trim_acknowledged(&self, stream: &str) -> Result<u64> {
-        let mut con = self.valkey.connection();
-        let call = TRIM_SCRIPT.call().key(stream);
-        let removed: u64 =
-            call.run(&mut con).await.and_then(crate::retry::reply).map_err(|e| Error::from_redis(e, stream))?;
-        Ok(removed)
-    }
-
-    /// Claims entries pending longer than `min_idle` for `consumer`. Entries
-    /// deleted while pending are never returned: they are logged and counted
-    /// (`microdcs.valkey.stream.entries_lost`).
+    /// Safe to repeat, so it runs under the write rule: ends within
+    /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, with
+    /// [`Error::UnknownOutcome`] when no attempt got an answer.
     ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors, a key of another type.
+    pub async fn trim_acknowledged(&self, stream: &str) -> Result<u64> {
+        let call = TRIM_SCRIPT.call().key(stream);
+        let call = &call;
+        let v =
+            retry::repeatable(
+                &self.valkey,
+                "acknowledged trim",
+                stream,
+                |mut con| async move { call.run(&mut con).await },
+            )
+            .await
+            .map_err(|f| call_error(f, stream))?;
+        retry::reply(v).map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// Claims up to `count` (at most [`Streams::MAX_COUNT`]) entries pending
+    /// longer than `min_idle` for `consumer`. Entries deleted while pending
+    /// are never returned: they are logged and counted
+    /// (`microdcs.valkey.stream.entries_lost`).
+    ///
+    /// Bounded like a read: the first claim within `ResponseTimeout`, plus
+    /// one `WriteRetryDelay` and a quick second try after a dropped
+    /// connection; further claims (a long pending list is walked in steps)
+    /// only while the first `ResponseTimeout` lasts. Entries claimed by a
+    /// step whose answer was lost are pending for `consumer`: a read from
+    /// `0` brings them.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
     pub async fn autoclaim(
         &self,
         stream: &str,
@@ -282,21 +338,38 @@ impl Streams {
         min_idle: Duration,
         count: usize,
     ) -> Result<Vec<Entry>> {
-        let mut con = self.valkey.connection();
+        let count = Self::count(count);
+        // The server takes a signed 64-bit number of milliseconds.
+        let idle = u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX).min(i64::MAX as u64);
+        let timeout = self.valkey.response_timeout();
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut start = "0-0".to_owned();
         let mut claimed = Vec::new();
         loop {
-            let v: Value = redis::cmd("XAUTOCLAIM")
-                .arg(stream)
-                .arg(group)
-                .arg(consumer)
-                .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
-                .arg(&start)
-                .arg("COUNT")
-                .arg(count.max(1))
-                .query_async(&mut con)
-                .await
-                .map_err(|e| Error::from_redis(e, stream))?;
+            let mut cmd = redis::cmd("XAUTOCLAIM");
+            // Never more than what is still wanted: the claimed entries
+            // become ours, and the caller asked for `count`.
+            cmd.arg(stream).arg(group).arg(consumer).arg(idle).arg(&start).arg("COUNT").arg(count - claimed.len());
+            let cmd = &cmd;
+            let step = |mut con: ConnectionManager| async move { cmd.query_async::<Value>(&mut con).await };
+            let v = if claimed.is_empty() && start == "0-0" {
+                retry::read(&self.valkey, step).await.map_err(|e| Error::from_redis(e, stream))?
+            } else {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match retry::bounded(left, step(self.valkey.connection())).await {
+                    Ok(v) => v,
+                    // What was claimed so far is ours either way; the rest
+                    // waits for the next call.
+                    Err(e) if crate::error::is_unknown_outcome(&e) => {
+                        tracing::debug!(stream, error = %e, "autoclaim step got no answer; returning what was claimed");
+                        break;
+                    }
+                    Err(e) => return Err(Error::from_redis(e, stream)),
+                }
+            };
             let Value::Array(parts) = v else { break };
             let next = parts.first().and_then(text).unwrap_or_else(|| "0-0".to_owned());
             claimed.extend(entries(parts.get(1).unwrap_or(&Value::Nil)).into_iter().filter(|e| !e.fields.is_empty()));
@@ -312,6 +385,7 @@ impl Streams {
             }
             start = next;
         }
+        claimed.truncate(count);
         Ok(claimed)
     }
 }

@@ -283,3 +283,303 @@ async fn reads_and_writes_of_a_killed_server_end_within_their_bounds() {
     let next = JobResponse { state: vec!["C".into()], ..before.doc.clone() };
     fails_within("killed: update", WRITE_BOUND, store.update(&before, &next)).await;
 }
+
+// ---- streams, leases, fingerprints, maintenance and the poller ----
+//
+// Every one of these used to send a raw command on the shared connection
+// manager: while the server was gone each waited for the manager's own
+// reconnect (its retries times the connect timeout, plus backoff).
+
+use microdcs_valkey::{
+    BoxError, BoxFuture, Document, Entry, LeaseBackend, LeaseStore, MaintenanceOptions, Poller, StreamConsumer, Streams,
+};
+
+/// A write sent once (`append`): one response timeout.
+const ONCE_BOUND: Duration = RESPONSE_TIMEOUT;
+
+/// Stream, lease, fingerprint and maintenance calls against a server that
+/// does not answer, each within its bound.
+async fn helpers_fail_within_their_bounds(
+    valkey: &Valkey,
+    store: &microdcs_valkey::Store<JobResponse>,
+    stream: &str,
+    how: &str,
+) {
+    let streams = Streams::new(valkey.clone());
+    let f: &[(&str, &[u8])] = &[("k", b"v")];
+    fails_within(&format!("{how}: Streams::create_group"), WRITE_BOUND, streams.create_group(stream, "g2")).await;
+    fails_within(&format!("{how}: Streams::append"), ONCE_BOUND, streams.append(stream, f)).await;
+    fails_within(&format!("{how}: Streams::append_capped"), ONCE_BOUND, streams.append_capped(stream, 10, f)).await;
+    fails_within(&format!("{how}: Streams::read"), READ_BOUND, streams.read(stream, "g", "c", 10)).await;
+    fails_within(&format!("{how}: Streams::read_from"), READ_BOUND, streams.read_from(stream, "g", "c", 10, "0")).await;
+    fails_within(&format!("{how}: Streams::ack"), WRITE_BOUND, streams.ack(stream, "g", &["1-0".to_owned()])).await;
+    fails_within(&format!("{how}: Streams::trim_acknowledged"), WRITE_BOUND, streams.trim_acknowledged(stream)).await;
+    let claim = streams.autoclaim(stream, "g", "c", Duration::ZERO, 10);
+    fails_within(&format!("{how}: Streams::autoclaim"), READ_BOUND, claim).await;
+    let leases = LeaseStore::new(valkey.clone());
+    fails_within(&format!("{how}: LeaseStore::read_protected"), READ_BOUND, leases.read_protected("press")).await;
+    fails_within(&format!("{how}: LeaseStore::fence"), READ_BOUND, leases.fence("press")).await;
+    fails_within(&format!("{how}: needs_rebuild"), READ_BOUND, store.needs_rebuild()).await;
+    // A run fails at its first command: the first SCAN.
+    let opts = MaintenanceOptions::default();
+    fails_within(&format!("{how}: verify"), READ_BOUND, store.verify(&opts)).await;
+    fails_within(&format!("{how}: rebuild"), READ_BOUND, store.rebuild(&opts)).await;
+}
+
+/// A stream with group `g` and one pending entry of consumer `c`.
+async fn stream_env(valkey: &Valkey) -> String {
+    let stream = format!("{}:bounds:stream", valkey.prefix().as_str());
+    let streams = Streams::new(valkey.clone());
+    streams.create_group(&stream, "g").await.unwrap();
+    streams.append(&stream, &[("k", b"v")]).await.unwrap();
+    assert_eq!(streams.read(&stream, "g", "c", 10).await.unwrap().len(), 1);
+    stream
+}
+
+#[tokio::test]
+async fn stream_lease_and_maintenance_calls_of_a_stopped_server_end_within_their_bounds() {
+    let s = local_server();
+    let pid = server_pid(&s).await;
+    let (valkey, store) = store_env(&s).await;
+    let stream = stream_env(&valkey).await;
+    {
+        let _stopped = Stopped::new(pid);
+        helpers_fail_within_their_bounds(&valkey, &store, &stream, "stopped").await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Streams::new(valkey.clone()).read_from(&stream, "g", "c", 10, "0").await.is_err() {
+        assert!(Instant::now() < deadline, "still failing after SIGCONT");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn stream_lease_and_maintenance_calls_of_a_killed_server_end_within_their_bounds() {
+    let mut s = local_server();
+    let (valkey, store) = store_env(&s).await;
+    let stream = stream_env(&valkey).await;
+    s.kill();
+    helpers_fail_within_their_bounds(&valkey, &store, &stream, "killed").await;
+}
+
+/// A consumer of the change stream of `JobResponse` that takes its time
+/// with nothing (it only counts).
+struct Count(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl StreamConsumer for Count {
+    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+        JobResponse::SPEC.feed()
+    }
+    fn group(&self) -> &str {
+        "bounds"
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.0.fetch_add(entries.len() as u32, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn count_consumer() -> Count {
+    Count(std::sync::Arc::default())
+}
+
+/// The connect timeout of the poller tests: the pub/sub connection of
+/// `Poller::start` waits at most this long.
+const POLLER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+async fn poller_env(s: &ValkeyServer, poll: Duration) -> Valkey {
+    let c = ValkeyConfig {
+        write_attempts: WRITE_ATTEMPTS,
+        write_retry_delay: WRITE_RETRY_DELAY,
+        poll_interval: poll,
+        scope_refresh_interval: poll,
+        ..config(&s.host_port(), POLLER_CONNECT_TIMEOUT, RESPONSE_TIMEOUT)
+    };
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+    valkey
+}
+
+async fn start_fails_within(valkey: Valkey, how: &str) {
+    let start = Instant::now();
+    let out = Poller::new(valkey, "instance-1").consumer(count_consumer()).start().await;
+    let took = start.elapsed();
+    let bound = POLLER_CONNECT_TIMEOUT + RESPONSE_TIMEOUT;
+    println!("{how}: Poller::start {took:?} (bound {bound:?} + {OP_MARGIN:?}) -> {out:?}");
+    let err = out.expect_err(how);
+    assert!(err.is_connection(), "{how}: a connection error, got {err:?}");
+    assert!(took < bound + OP_MARGIN, "{how}: took {took:?}, bound {bound:?}");
+}
+
+#[tokio::test]
+async fn poller_start_against_a_stopped_server_ends_within_its_bound() {
+    let s = local_server();
+    let pid = server_pid(&s).await;
+    let valkey = poller_env(&s, Duration::from_secs(1)).await;
+    let _stopped = Stopped::new(pid);
+    start_fails_within(valkey, "stopped").await;
+}
+
+#[tokio::test]
+async fn poller_start_against_a_killed_server_ends_within_its_bound() {
+    let mut s = local_server();
+    let valkey = poller_env(&s, Duration::from_secs(1)).await;
+    s.kill();
+    start_fails_within(valkey, "killed").await;
+}
+
+/// Starts a poller on three scopes, makes the server stop answering (`how`)
+/// while fallback polls run every 100 ms, and shuts the poller down: the
+/// shutdown does not wait for a poll in flight to give up.
+async fn shutdown_within_a_response_timeout(how: &str) {
+    let mut s = local_server();
+    let pid = server_pid(&s).await;
+    let valkey = poller_env(&s, Duration::from_millis(100)).await;
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    for scope in ["s2", "s3"] {
+        created(&store, &JobResponse::new(&format!("r-{scope}"), scope, &format!("o-{scope}"), &["A"])).await;
+    }
+    let consumer = count_consumer();
+    let seen = consumer.0.clone();
+    let poller = Poller::new(valkey, "instance-1").consumer(consumer).start().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the poller never delivered the changes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stopped = if how == "stopped" {
+        Some(Stopped::new(pid))
+    } else {
+        s.kill();
+        None
+    };
+    // Polls start and hang on the server that does not answer.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let start = Instant::now();
+    poller.shutdown().await;
+    let took = start.elapsed();
+    drop(stopped);
+    println!("{how}: PollerHandle::shutdown {took:?} (bound {RESPONSE_TIMEOUT:?} + {OP_MARGIN:?})");
+    assert!(took < RESPONSE_TIMEOUT + OP_MARGIN, "{how}: shutdown took {took:?}");
+}
+
+#[tokio::test]
+async fn poller_shutdown_with_a_stopped_server_ends_within_a_response_timeout() {
+    shutdown_within_a_response_timeout("stopped").await;
+}
+
+#[tokio::test]
+async fn poller_shutdown_with_a_killed_server_ends_within_a_response_timeout() {
+    shutdown_within_a_response_timeout("killed").await;
+}
+
+// ---- damaged state and out-of-range arguments: typed answers, nothing written ----
+
+#[tokio::test]
+async fn a_damaged_fingerprints_key_is_wrong_type() {
+    let s = local_server();
+    let (valkey, store) = store_env(&s).await;
+    let key = format!("{}:schema:fingerprints", valkey.prefix().as_str());
+    let mut con = valkey.connection();
+    let _: () = redis::cmd("SET").arg(&key).arg("not a hash").query_async(&mut con).await.unwrap();
+    let err = store.needs_rebuild().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }) && err.is_corrupt(), "needs_rebuild: {err:?}");
+    let err = store.rebuild(&MaintenanceOptions::default()).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "rebuild: {err:?}");
+    let v: String = redis::cmd("GET").arg(&key).query_async(&mut con).await.unwrap();
+    assert_eq!(v, "not a hash", "left alone");
+}
+
+#[tokio::test]
+async fn a_damaged_cached_lease_result_is_lease_corrupt_and_changes_nothing() {
+    let s = local_server();
+    let (valkey, _store) = store_env(&s).await;
+    let leases = LeaseStore::new(valkey.clone());
+    let ttl = Duration::from_secs(30);
+    let microdcs_valkey::Acquire::Acquired(lease) = leases.acquire("press", "alice", ttl, "req-1").await.unwrap()
+    else {
+        panic!("a free lease")
+    };
+    let mut con = valkey.connection();
+    let pattern = format!("{}:lease:*:req:*", valkey.prefix().as_str());
+    let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(&mut con).await.unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let all = |con: &mut redis::aio::ConnectionManager| {
+        let mut con = con.clone();
+        let pattern = format!("{}:*", valkey.prefix().as_str());
+        async move {
+            let mut keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(&mut con).await.unwrap();
+            keys.sort();
+            let mut dump = Vec::new();
+            for k in keys {
+                let t: String = redis::cmd("TYPE").arg(&k).query_async(&mut con).await.unwrap();
+                let v: redis::Value = match t.as_str() {
+                    "hash" => redis::cmd("HGETALL").arg(&k).query_async(&mut con).await.unwrap(),
+                    "string" => redis::cmd("GET").arg(&k).query_async(&mut con).await.unwrap(),
+                    _ => redis::Value::Nil,
+                };
+                dump.push(format!("{k} {t} {v:?}"));
+            }
+            dump
+        }
+    };
+    for (field, value) in [("r1", "bogus"), ("r1", "held"), ("r3", "07")] {
+        // Each time a fresh copy of the cached acquire, then one field damaged.
+        let _: () = redis::cmd("HSET")
+            .arg(&keys[0])
+            .arg("r1")
+            .arg("acquired")
+            .arg("r3")
+            .arg(lease.token.to_string())
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("HSET").arg(&keys[0]).arg(field).arg(value).query_async(&mut con).await.unwrap();
+        if (field, value) == ("r1", "held") {
+            // `held` needs a number where the acquire cached a lease id.
+            let _: () = redis::cmd("HSET").arg(&keys[0]).arg("r3").arg("x").query_async(&mut con).await.unwrap();
+        }
+        let before = all(&mut con).await;
+        let err = leases.acquire("press", "alice", ttl, "req-1").await.unwrap_err();
+        println!("cached {field}={value}: {err}");
+        assert!(matches!(err, Error::LeaseCorrupt { .. }) && err.is_corrupt(), "{field}={value}: {err:?}");
+        assert_eq!(all(&mut con).await, before, "{field}={value}: nothing written");
+    }
+    // Renew and release replay their own cache the same way.
+    leases.renew(&lease, ttl, "req-2").await.unwrap();
+    let renew_key: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(&mut con).await.unwrap();
+    for k in &renew_key {
+        let _: () = redis::cmd("HSET").arg(k).arg("r1").arg("bogus").query_async(&mut con).await.unwrap();
+    }
+    let err = leases.renew(&lease, ttl, "req-2").await.unwrap_err();
+    assert!(matches!(err, Error::LeaseCorrupt { .. }), "renew: {err:?}");
+    leases.release(&lease, "req-3").await.unwrap();
+    let release_keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(&mut con).await.unwrap();
+    for k in &release_keys {
+        let _: () = redis::cmd("HSET").arg(k).arg("r1").arg("bogus").query_async(&mut con).await.unwrap();
+    }
+    let err = leases.release(&lease, "req-3").await.unwrap_err();
+    assert!(matches!(err, Error::LeaseCorrupt { .. }), "release: {err:?}");
+}
+
+#[tokio::test]
+async fn huge_batches_and_counts_are_taken_as_the_maximum() {
+    let s = local_server();
+    let (valkey, store) = store_env(&s).await;
+    let stream = stream_env(&valkey).await;
+    let streams = Streams::new(valkey.clone());
+    // The pending entry moves from one consumer to the other each round.
+    for (count, owner, other) in [(usize::MAX, "c", "c2"), (100_000_000_000_000_000, "c2", "c")] {
+        assert_eq!(streams.read_from(&stream, "g", owner, count, "0").await.unwrap().len(), 1, "read_from {count}");
+        assert!(streams.read(&stream, "g", owner, count).await.unwrap().is_empty(), "read {count}");
+        let claimed = streams.autoclaim(&stream, "g", other, Duration::ZERO, count).await.unwrap();
+        assert_eq!(claimed.len(), 1, "autoclaim {count}");
+        let opts = MaintenanceOptions { batch: count, ..MaintenanceOptions::default() };
+        assert!(store.verify(&opts).await.unwrap().is_clean(), "verify batch {count}");
+        store.rebuild(&opts).await.unwrap();
+    }
+    // Also the longest idle time and a length cap past the server's integers.
+    streams.autoclaim(&stream, "g", "c", Duration::MAX, 10).await.unwrap();
+    streams.append_capped(&stream, u64::MAX, &[("k", b"v")]).await.unwrap();
+}

@@ -543,3 +543,28 @@ async fn periodic_tasks_run_and_stop_on_shutdown() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(runs.load(Ordering::SeqCst), after, "nothing runs after shutdown");
 }
+
+/// A claim never hands out more than `count`: a step that passed over an
+/// entry deleted while pending used to be followed by a full step.
+#[tokio::test]
+async fn autoclaim_returns_at_most_count() {
+    let s = server();
+    let valkey =
+        Valkey::connect(&config(&s.host_port(), unique_prefix("claim-count").as_str(), "1s", "5s")).await.unwrap();
+    let streams = Streams::new(valkey.clone());
+    let stream = format!("{}:claim-count", valkey.prefix().as_str());
+    streams.create_group(&stream, "g").await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..6u8 {
+        ids.push(streams.append(&stream, &[("n", &[b'0' + i])]).await.unwrap());
+    }
+    assert_eq!(streams.read(&stream, "g", "crashed", 100).await.unwrap().len(), 6);
+    let mut con: ConnectionManager = valkey.connection();
+    let _: i64 = redis::cmd("XDEL").arg(&stream).arg(&ids[0]).query_async(&mut con).await.unwrap();
+    let claimed = streams.autoclaim(&stream, "g", "c", Duration::ZERO, 2).await.unwrap();
+    let got: Vec<&str> = claimed.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(got, [ids[1].as_str(), ids[2].as_str()], "at most 2, in order");
+    // The rest is still there for the next claim.
+    let claimed = streams.autoclaim(&stream, "g", "c", Duration::ZERO, Streams::MAX_COUNT + 1).await.unwrap();
+    assert_eq!(claimed.len(), 5, "the two claimed before (idle 0) and the three left");
+}

@@ -25,3 +25,20 @@ local function type_ok(key, want)
   local t = redis.call('TYPE', key)['ok']
   return t == 'none' or t == want
 end
+-- Whether a request cache entry (HMGET fp r1 r2 r3 r4) holds a result this
+-- script can have written: its status is one of `statuses` (status -> the
+-- positions, 3 to 5, that must hold whole numbers of milliseconds or a
+-- canonical token) and every field is there. A damaged entry is reported as
+-- corrupt and never replayed: a caller would take it as the lease's state.
+local function cached_ok(c, statuses)
+  local numbers = statuses[c[2]]
+  if not numbers then return false end
+  for i = 3, 5 do
+    if type(c[i]) ~= 'string' then return false end
+  end
+  for _, i in ipairs(numbers) do
+    if not canonical(c[i]) then return false end
+  end
+  return true
+end
+local CACHED_DAMAGED = 'the cached result of this request id is damaged'

@@ -13,11 +13,14 @@
 --   {'notheld', '', '', ''}                 expired or another grant; nothing deleted
 --   {'wrongtype', 'request', '', ''}        the request cache has another type; nothing deleted
 --   {'conflict', '', '', ''}                the request id was used with other arguments
--- A repeated request id with the same fingerprint returns the cached result.
+--   {'corrupt', reason, '', ''}             the cached result of this request id is damaged; nothing deleted
+-- A repeated request id with the same fingerprint returns the cached result
+-- (a damaged cached result is 'corrupt', never replayed).
 if not type_ok(KEYS[2], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[2], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[4] then return {'conflict', '', '', ''} end
+  if not cached_ok(cached, {released = {}, notheld = {}}) then return {'corrupt', CACHED_DAMAGED, '', ''} end
   return {cached[2], cached[3], cached[4], cached[5]}
 end
 local bad = nil

@@ -13,11 +13,13 @@
 --   {'corrupt', reason, '', ''}      corrupt record; nothing changed
 --   {'wrongtype', key role, '', ''}  'record' or 'request' has another type; nothing changed
 --   {'conflict', '', '', ''}         the request id was used with other arguments
--- A repeated request id with the same fingerprint returns the cached result.
+-- A repeated request id with the same fingerprint returns the cached result
+-- (a damaged cached result is 'corrupt', never replayed).
 if not type_ok(KEYS[2], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[2], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[5] then return {'conflict', '', '', ''} end
+  if not cached_ok(cached, {renewed = {3}, lost = {}}) then return {'corrupt', CACHED_DAMAGED, '', ''} end
   return {cached[2], cached[3], cached[4], cached[5]}
 end
 if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end

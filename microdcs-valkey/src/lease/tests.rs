@@ -70,3 +70,22 @@ fn unknown_outcome_after_the_last_attempt() {
     let other = server(b"-ERR user script mentions WRONGTYPE\r\n");
     assert!(matches!(call_error(retry::Failure::Failed(other), "k"), Error::Redis(_)));
 }
+
+#[test]
+fn memory_leases_refuse_the_names_a_lease_store_refuses() {
+    let m = MemoryLeases::default();
+    let ttl = Duration::from_secs(5);
+    let long = "x".repeat(1025);
+    for name in ["", long.as_str()] {
+        let e = block(m.acquire(name, "alice", ttl, "req-1")).unwrap_err();
+        assert!(matches!(e, Error::Key(_)), "acquire {}: {e:?}", name.len());
+        let lease = Lease { name: name.to_owned(), id: "i".into(), owner: "o".into(), token: 1, ttl };
+        assert!(matches!(block(m.renew(&lease, ttl, "req-2")), Err(Error::Key(_))));
+        assert!(matches!(block(m.release(&lease, "req-3")), Err(Error::Key(_))));
+        assert!(matches!(block(m.fenced_write(name, 1, b"v")), Err(Error::Key(_))));
+        assert!(matches!(block(m.read_protected(name)), Err(Error::Key(_))));
+        assert!(matches!(block(m.fence(name)), Err(Error::Key(_))));
+    }
+    let edge = "x".repeat(1024);
+    assert!(matches!(block(m.acquire(&edge, "alice", ttl, "req-4")), Ok(Acquire::Acquired(_))));
+}

@@ -6,7 +6,7 @@ use microdcs_schema::{Document, DocumentSpec};
 use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::Store;
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -16,7 +16,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// Records the fingerprints of the indexes just rebuilt (all of them, or
-    /// only `only`), so [`Store::needs_rebuild`] stops flagging them.
+    /// only `only`), so [`Store::needs_rebuild`] stops flagging them. Safe to
+    /// repeat: ends within `WriteAttempts x (ResponseTimeout +
+    /// WriteRetryDelay)`; a key of another type is [`Error::WrongType`].
     pub(super) async fn record_fingerprint(&self, only: Option<&str>) -> Result<()> {
         let key = fingerprint_key(&self.valkey)?;
         let fields: Vec<(String, String)> = self
@@ -27,26 +29,41 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if fields.is_empty() {
             return Ok(());
         }
-        let mut con = self.valkey.connection();
-        let _: () = redis::cmd("HSET").arg(&key).arg(fields).query_async(&mut con).await?;
-        Ok(())
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&key).arg(fields);
+        let cmd = &cmd;
+        // Setting the same fields again changes nothing, so the write rule applies.
+        crate::retry::repeatable(&self.valkey, "fingerprint record", &key, |mut con| async move {
+            cmd.query_async::<()>(&mut con).await
+        })
+        .await
+        .map_err(|f| crate::lease::call_error(f, &key))
     }
 
     /// The indexes of `D` whose layout changed since the last rebuild (or
     /// that were never rebuilt), from the fingerprints hash
     /// (`schema:fingerprints`, the built-in family `builtin::FINGERPRINTS`).
     ///
+    /// A read: ends within `ResponseTimeout`, plus one `WriteRetryDelay` and
+    /// a quick second read after a dropped connection.
+    ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors; [`crate::Error::WrongType`] when the fingerprints
+    /// key holds another type.
     pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
         let key = fingerprint_key(&self.valkey)?;
         let want = self.fingerprint_fields();
         if want.is_empty() {
             return Ok(Vec::new());
         }
-        let mut con = self.valkey.connection();
         let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
-        let stored: Vec<Option<String>> = redis::cmd("HMGET").arg(&key).arg(&names).query_async(&mut con).await?;
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&key).arg(&names);
+        let cmd = &cmd;
+        let stored: Vec<Option<String>> =
+            crate::retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, &key))?;
         Ok(want
             .iter()
             .zip(stored)

@@ -23,8 +23,9 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Instant;
 
-use redis::Value;
-use redis::aio::ConnectionManager;
+use redis::{FromRedisValue, Value};
+
+use crate::client::Valkey;
 
 use microdcs_schema::{Document, IndexEntries};
 
@@ -143,7 +144,7 @@ impl<'o> Pass<'o> {
             mode,
             filter,
             scope: opts.scope,
-            batch: opts.batch.max(1),
+            batch: opts.batch.clamp(1, report::MAX_BATCH),
             progress: opts.progress,
             report: Report::default(),
             diffs: Diffs { out: Vec::new(), truncated: 0, max: opts.max_differences, filter },
@@ -218,11 +219,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             )));
         }
         let mut pass = Pass::new(opts, mode, self.plan.unique.len());
-        let mut con = self.valkey.connection();
         // Every document -> its expected entries; then every index entry ->
         // does its document exist and claim it?
-        self.document_pass(&mut con, &mut pass).await?;
-        self.entry_pass(&mut con, &mut pass).await?;
+        self.document_pass(&mut pass).await?;
+        self.entry_pass(&mut pass).await?;
         Ok(pass.finish(start))
     }
 
@@ -232,7 +232,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// entries (empty for the entry pass).
     async fn settle(
         &self,
-        con: &mut ConnectionManager,
         pass: &mut Pass<'_>,
         findings: Vec<Finding>,
         documents: &[(String, IndexEntries)],
@@ -240,7 +239,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         match pass.mode {
             Mode::Rebuild => {
                 let repairs = self.plan_repairs(&findings, documents).await?;
-                pass.report.fixed += repair::apply(con, &pass.delete_if_equals, repairs).await?;
+                pass.report.fixed += repair::apply(&self.valkey, &pass.delete_if_equals, repairs).await?;
             }
             Mode::Verify => {
                 let drifted = findings.iter().filter(|f| matches!(f.diff.kind, DiffKind::Field { .. }));
@@ -260,11 +259,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// family's type, naming the type it holds now: `(family, key, id)`,
     /// where `family` is `None` for a document key. A key that no longer
     /// exists (deleted since) is no difference.
-    async fn wrong_type_findings(
-        &self,
-        con: &mut ConnectionManager,
-        damaged: Vec<(Option<Family>, String, String)>,
-    ) -> Result<Vec<Finding>> {
+    async fn wrong_type_findings(&self, damaged: Vec<(Option<Family>, String, String)>) -> Result<Vec<Finding>> {
         if damaged.is_empty() {
             return Ok(Vec::new());
         }
@@ -272,7 +267,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for (_, key, _) in &damaged {
             p.cmd("TYPE").arg(key);
         }
-        let types: Vec<String> = p.query_async(con).await?;
+        let types: Vec<String> = read_pipe(&self.valkey, &p, &damaged[0].1).await?;
         Ok(damaged
             .into_iter()
             .zip(types)
@@ -324,23 +319,43 @@ fn merge_moved(mut out: Vec<Difference>) -> Vec<Difference> {
     out
 }
 
-async fn scan_batch(
-    con: &mut ConnectionManager,
-    cursor: u64,
-    pattern: &str,
-    ty: &str,
-    count: usize,
-) -> Result<(u64, Vec<String>)> {
-    Ok(redis::cmd("SCAN")
-        .arg(cursor)
-        .arg("MATCH")
-        .arg(pattern)
-        .arg("COUNT")
-        .arg(count)
-        .arg("TYPE")
-        .arg(ty)
-        .query_async(con)
-        .await?)
+/// One `SCAN` step, bounded like every read. `count` is at most
+/// [`report::MAX_BATCH`] (the options are clamped when a run starts).
+async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count: usize) -> Result<(u64, Vec<String>)> {
+    let mut cmd = redis::cmd("SCAN");
+    cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(count).arg("TYPE").arg(ty);
+    read_cmd(valkey, &cmd, pattern).await
+}
+
+// Every command of a maintenance run waits at most the response timeout
+// (also for a reconnect): a run against a server that is gone fails within
+// one read or write bound instead of waiting out the reconnect backoff at
+// each step. A key of the wrong type is `Error::WrongType` (by its code);
+// `key` names the key, or the first of a pipeline's keys.
+
+/// A read command: within `ResponseTimeout`, plus one `WriteRetryDelay` and
+/// a quick second read after a dropped connection.
+async fn read_cmd<T: FromRedisValue>(valkey: &Valkey, cmd: &redis::Cmd, key: &str) -> Result<T> {
+    crate::retry::read(valkey, |mut con| async move { cmd.query_async(&mut con).await })
+        .await
+        .map_err(|e| Error::from_redis(e, key))
+}
+
+/// A pipeline of reads, bounded like [`read_cmd`].
+async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
+    crate::retry::read(valkey, |mut con| async move { pipe.query_async(&mut con).await })
+        .await
+        .map_err(|e| Error::from_redis(e, key))
+}
+
+/// A pipeline of repairs. Each repair leaves the same state when applied
+/// twice (a rebuild runs while no writer is active), so it runs under the
+/// write rule: within `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`,
+/// [`Error::UnknownOutcome`] when no attempt got an answer.
+async fn write_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
+    crate::retry::repeatable(valkey, "index repair", key, |mut con| async move { pipe.query_async(&mut con).await })
+        .await
+        .map_err(|f| crate::lease::call_error(f, key))
 }
 
 fn as_str(v: &Value) -> Option<String> {

@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 
 use crate::retry::{LuaScript, reply};
-use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, IndexEntries};
 
@@ -140,7 +139,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The expected entries of the document `id`, or `None` if it is missing
     /// or cannot be indexed.
     async fn expected_entries(&self, id: &str) -> Result<Option<IndexEntries>> {
-        Ok(match self.get_once(id).await {
+        Ok(match self.get(id).await {
             Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
             Ok(None) | Err(Error::Corrupt { .. } | Error::Codec { .. } | Error::WrongType { .. } | Error::Key(_)) => {
                 None
@@ -152,16 +151,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
 /// Applies repairs: one pipeline of plain commands, then the unique-key
 /// releases. Returns how many repairs were applied.
-pub(super) async fn apply(
-    con: &mut ConnectionManager,
-    delete_if_equals: &LuaScript,
-    repairs: Vec<Repair>,
-) -> Result<u64> {
+pub(super) async fn apply(valkey: &crate::Valkey, delete_if_equals: &LuaScript, repairs: Vec<Repair>) -> Result<u64> {
     let count = repairs.len() as u64;
     let mut pipe = redis::pipe();
     let mut queued = 0;
     let mut releases = Vec::new();
+    // Named in errors: the first key the pipeline touches.
+    let mut first: Option<String> = None;
     for repair in repairs {
+        if first.is_none() {
+            first = Some(repair_key(&repair).to_owned());
+        }
         match repair {
             Repair::SetField { key, field, value: Some(v) } => pipe.cmd("HSET").arg(key).arg(field).arg(v),
             Repair::SetField { key, field, value: None } => pipe.cmd("HDEL").arg(key).arg(field),
@@ -181,10 +181,32 @@ pub(super) async fn apply(
         queued += 1;
     }
     if queued > 0 {
-        let _: () = pipe.query_async(con).await?;
+        let _: () = super::write_pipe(valkey, &pipe, first.as_deref().unwrap_or_default()).await?;
     }
     for (key, id) in releases {
-        let _: i64 = reply(delete_if_equals.call().key(&key).arg(id.as_bytes()).run(con).await?)?;
+        let call = delete_if_equals.call().key(&key).arg(id.as_bytes());
+        let call = &call;
+        // Compare-and-delete: a second run finds the key gone or taken and does nothing.
+        let v =
+            crate::retry::repeatable(valkey, "unique release", &key, |mut con| async move { call.run(&mut con).await })
+                .await
+                .map_err(|f| crate::lease::call_error(f, &key))?;
+        let _: i64 = reply(v).map_err(|e| Error::from_redis(e, &key))?;
     }
     Ok(count)
+}
+
+/// The key a repair writes.
+fn repair_key(r: &Repair) -> &str {
+    match r {
+        Repair::SetField { key, .. }
+        | Repair::SortedAdd { key, .. }
+        | Repair::SetAdd { key, .. }
+        | Repair::SortedRemove { key, .. }
+        | Repair::SetRemove { key, .. }
+        | Repair::UniqueClaim { key, .. }
+        | Repair::UniqueReassign { key, .. }
+        | Repair::UniqueRelease { key, .. }
+        | Repair::Delete { key } => key,
+    }
 }

@@ -142,12 +142,23 @@ pub struct MaintenanceOptions<'a> {
     pub scope: Option<&'a str>,
     /// Only this index (`list` or an index name); the others are not touched.
     pub index: Option<&'a str>,
-    /// Keys per `SCAN` batch and per pipeline.
+    /// Keys per `SCAN` batch and per pipeline: from 1 to
+    /// [`MaintenanceOptions::MAX_BATCH`] (10,000); a larger value is taken
+    /// as the maximum.
     pub batch: usize,
     /// Differences kept in the report (the rest are counted).
     pub max_differences: usize,
     /// Called after each batch with the documents and entries scanned so far.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+}
+
+/// The largest batch a run uses: the server refuses counts near the integer
+/// limits, and a bigger pipeline only holds the shared connection longer.
+pub(super) const MAX_BATCH: usize = 10_000;
+
+impl MaintenanceOptions<'_> {
+    /// The largest `batch` a run uses (10,000).
+    pub const MAX_BATCH: usize = MAX_BATCH;
 }
 
 impl Default for MaintenanceOptions<'_> {

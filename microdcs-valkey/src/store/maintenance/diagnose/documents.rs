@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 
 use redis::Value;
-use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, IndexEntries};
 
-use super::super::{Answer, DiffKind, Family, Finding, Pass, answer, as_bool, as_f64, as_str, scan_batch};
+use super::super::{Answer, DiffKind, Family, Finding, Pass, answer, as_bool, as_f64, as_str, read_pipe, scan_batch};
 use super::expected_fields;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -27,24 +26,20 @@ enum Examined {
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Scans every document key and diagnoses the documents batch by batch.
-    pub(in crate::store::maintenance) async fn document_pass(
-        &self,
-        con: &mut ConnectionManager,
-        pass: &mut Pass<'_>,
-    ) -> Result<()> {
+    pub(in crate::store::maintenance) async fn document_pass(&self, pass: &mut Pass<'_>) -> Result<()> {
         let prefix = self.valkey.prefix().clone();
         let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
         let mut cursor = 0;
         loop {
-            let (next, keys) = scan_batch(con, cursor, &pattern, "hash", pass.batch).await?;
+            let (next, keys) = scan_batch(&self.valkey, cursor, &pattern, "hash", pass.batch).await?;
             // The parse-back drops keys that only look like documents (`joborder:list:s1`).
             let docs: Vec<(String, String)> = keys
                 .into_iter()
                 .filter_map(|k| self.plan.doc.parse_key(&prefix, &k).map(|mut v| (k, v.remove(0))))
                 .collect();
             if !docs.is_empty() {
-                let (findings, documents) = self.diagnose_documents(con, pass, docs).await?;
-                self.settle(con, pass, findings, &documents).await?;
+                let (findings, documents) = self.diagnose_documents(pass, docs).await?;
+                self.settle(pass, findings, &documents).await?;
             }
             pass.report_progress();
             cursor = next;
@@ -60,7 +55,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// could be indexed, with their expected entries.
     async fn diagnose_documents(
         &self,
-        con: &mut ConnectionManager,
         pass: &mut Pass<'_>,
         docs: Vec<(String, String)>,
     ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
@@ -70,7 +64,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for (k, _) in &docs {
             p.cmd("HGETALL").arg(k);
         }
-        let replies: Vec<Value> = p.query_async(con).await?;
+        let replies: Vec<Value> = read_pipe(&self.valkey, &p, &docs[0].0).await?;
         let mut found = Vec::new();
         let mut damaged: Vec<(Option<Family>, String, String)> = Vec::new();
         let mut checks = redis::pipe();
@@ -120,7 +114,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             documents.push((id, entries));
         }
         if !pending.is_empty() {
-            let answers: Vec<Value> = checks.query_async(con).await?;
+            let answers: Vec<Value> = read_pipe(&self.valkey, &checks, "the index keys of the batch").await?;
             for ((doc, family), reply) in pending.iter().zip(&answers) {
                 let (id, entries) = &documents[*doc];
                 match answer(reply)? {
@@ -138,7 +132,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
-        found.extend(self.wrong_type_findings(con, damaged).await?);
+        found.extend(self.wrong_type_findings(damaged).await?);
         Ok((found, documents))
     }
 

@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 
 use redis::Value;
-use redis::aio::ConnectionManager;
 
 use microdcs_schema::{Document, KeyTemplate};
 
-use super::super::{Answer, DiffKind, Family, Finding, IndexFilter, Pass, answer, as_str, scan_batch};
+use super::super::{
+    Answer, DiffKind, Family, Finding, IndexFilter, Pass, answer, as_str, read_cmd, read_pipe, scan_batch,
+};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::store::{ReadState, Store, parse_version, render_err};
@@ -58,11 +59,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// are checked as they come; unique keys are first only counted, and a
     /// unique family whose count differs from the keys the document pass
     /// found held is walked again entry by entry.
-    pub(in crate::store::maintenance) async fn entry_pass(
-        &self,
-        con: &mut ConnectionManager,
-        pass: &mut Pass<'_>,
-    ) -> Result<()> {
+    pub(in crate::store::maintenance) async fn entry_pass(&self, pass: &mut Pass<'_>) -> Result<()> {
         let prefix = self.valkey.prefix().clone();
         for (family, template, index) in self.families(pass.filter) {
             let values: Vec<Option<&str>> =
@@ -73,7 +70,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 let mut count = 0u64;
                 let mut c = 0;
                 loop {
-                    let (next, keys) = scan_batch(con, c, &pattern, ty, pass.batch).await?;
+                    let (next, keys) = scan_batch(&self.valkey, c, &pattern, ty, pass.batch).await?;
                     count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
                     c = next;
                     if c == 0 {
@@ -87,10 +84,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             let mut c = 0;
             loop {
-                let (next, keys) = scan_batch(con, c, &pattern, ty, pass.batch).await?;
+                let (next, keys) = scan_batch(&self.valkey, c, &pattern, ty, pass.batch).await?;
                 let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
                 if !keys.is_empty() {
-                    self.check_keys(con, pass, keys, family, index).await?;
+                    self.check_keys(pass, keys, family, index).await?;
                 }
                 pass.report_progress();
                 c = next;
@@ -103,14 +100,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// Checks the entries of these index keys of one family.
-    async fn check_keys(
-        &self,
-        con: &mut ConnectionManager,
-        pass: &mut Pass<'_>,
-        keys: Vec<String>,
-        family: Family,
-        index: &str,
-    ) -> Result<()> {
+    async fn check_keys(&self, pass: &mut Pass<'_>, keys: Vec<String>, family: Family, index: &str) -> Result<()> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         match family {
             Family::Unique(_) => {
@@ -118,7 +108,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 for k in &keys {
                     p.cmd("GET").arg(k);
                 }
-                let ids: Vec<Option<String>> = p.query_async(con).await?;
+                let ids: Vec<Option<String>> = read_pipe(&self.valkey, &p, &keys[0]).await?;
                 pairs.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
             }
             Family::List | Family::Group(_) => {
@@ -129,7 +119,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     for k in &keys {
                         p.cmd(if zset { "ZCARD" } else { "SCARD" }).arg(k);
                     }
-                    cards = p.query_async(con).await?;
+                    cards = read_pipe(&self.valkey, &p, &keys[0]).await?;
                 }
                 for (i, k) in keys.iter().enumerate() {
                     // As many members as documents found present: no orphans here.
@@ -141,13 +131,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     }
                     let mut c = 0u64;
                     loop {
-                        let (n, members): (u64, Vec<Value>) = redis::cmd(if zset { "ZSCAN" } else { "SSCAN" })
-                            .arg(k)
-                            .arg(c)
-                            .arg("COUNT")
-                            .arg(pass.batch)
-                            .query_async(con)
-                            .await?;
+                        let mut cmd = redis::cmd(if zset { "ZSCAN" } else { "SSCAN" });
+                        cmd.arg(k).arg(c).arg("COUNT").arg(pass.batch);
+                        let (n, members): (u64, Vec<Value>) = read_cmd(&self.valkey, &cmd, k).await?;
                         // A sorted set's scan interleaves members and scores.
                         for m in members.iter().step_by(if zset { 2 } else { 1 }) {
                             if let Some(id) = as_str(m) {
@@ -155,7 +141,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                             }
                         }
                         if pairs.len() >= pass.batch {
-                            self.judge_and_settle(con, pass, &mut pairs, index, family).await?;
+                            self.judge_and_settle(pass, &mut pairs, index, family).await?;
                         }
                         c = n;
                         if c == 0 {
@@ -165,13 +151,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
-        self.judge_and_settle(con, pass, &mut pairs, index, family).await
+        self.judge_and_settle(pass, &mut pairs, index, family).await
     }
 
     /// Judges `(index key, id)` pairs and settles the findings; drains `pairs`.
     async fn judge_and_settle(
         &self,
-        con: &mut ConnectionManager,
         pass: &mut Pass<'_>,
         pairs: &mut Vec<(String, String)>,
         index: &str,
@@ -180,15 +165,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if pairs.is_empty() {
             return Ok(());
         }
-        let findings = self.judge(con, pass, pairs, index, family).await?;
+        let findings = self.judge(pass, pairs, index, family).await?;
         pairs.clear();
-        self.settle(con, pass, findings, &[]).await
+        self.settle(pass, findings, &[]).await
     }
 
     /// Checks `(index key, id)` pairs against their documents.
     async fn judge(
         &self,
-        con: &mut ConnectionManager,
         pass: &mut Pass<'_>,
         pairs: &[(String, String)],
         index: &str,
@@ -198,7 +182,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
-        let claims = self.read_claims(con, pass.scope, &ids, family).await?;
+        let claims = self.read_claims(pass.scope, &ids, family).await?;
         let claims: HashMap<&str, Claim> = ids.into_iter().zip(claims).collect();
         let mut found = Vec::new();
         let mut damaged = Vec::new();
@@ -236,20 +220,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             found.push(Finding::new(Some(family), index, key, id, kind));
         }
-        found.extend(self.wrong_type_findings(con, damaged).await?);
+        found.extend(self.wrong_type_findings(damaged).await?);
         Ok(found)
     }
 
     /// Reads what each document's stored index fields say (the document pass
     /// has checked them against the document itself): per id, its claim on
     /// this family.
-    async fn read_claims(
-        &self,
-        con: &mut ConnectionManager,
-        scope_filter: Option<&str>,
-        ids: &[&str],
-        family: Family,
-    ) -> Result<Vec<Claim>> {
+    async fn read_claims(&self, scope_filter: Option<&str>, ids: &[&str], family: Family) -> Result<Vec<Claim>> {
         let prefix = self.valkey.prefix();
         // Errors are answers here: a document key of the wrong type is a difference.
         let mut p = redis::pipe();
@@ -257,7 +235,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for id in ids {
             p.cmd("HMGET").arg(self.key(id).unwrap_or_default()).arg("v").arg("scope").arg(&self.plan.fields);
         }
-        let replies: Vec<Value> = p.query_async(con).await?;
+        let replies: Vec<Value> = read_pipe(&self.valkey, &p, &self.key(ids[0]).unwrap_or_default()).await?;
         let mut claims = Vec::with_capacity(replies.len());
         for (id, reply) in ids.iter().zip(replies) {
             let row: Vec<Option<String>> = match answer(&reply)? {
