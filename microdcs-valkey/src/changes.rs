@@ -45,7 +45,8 @@ pub struct Change<D> {
     pub op: String,
     /// The document as stored when the batch was read, when the consumer
     /// fetches documents ([`Changes::fetching`]); `None` otherwise, after a
-    /// delete, or when it was deleted since. It may be newer than `version`.
+    /// delete, or when it was deleted since (or re-created in another
+    /// scope). It may be newer than `version`, never older.
     pub document: Option<crate::Stored<D>>,
 }
 
@@ -201,7 +202,10 @@ where
                 for mut c in changes {
                     if c.kind != ChangeKind::Deleted {
                         match self.store.get(&c.id).await {
-                            Ok(doc) => c.document = doc,
+                            // Only the document this change is about: one
+                            // re-created since in another scope, or older
+                            // than the change, is not it.
+                            Ok(doc) => c.document = doc.filter(|d| d.scope == c.scope && d.version >= c.version),
                             // The batch comes again once the server answers.
                             Err(e) if e.is_connection() => return Err(e.into()),
                             // A document that cannot be read would fail the

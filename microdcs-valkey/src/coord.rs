@@ -163,19 +163,27 @@ impl ValkeyDedupe {
 impl DedupeStore for ValkeyDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
         check_lifetime("dedupe lease", self.lease)?;
+        // An empty token would be stored as a claim no one can recognise as
+        // theirs: refused before anything is written.
+        if token.is_empty() {
+            return Err(Error::InvalidArgument("a dedupe claim needs a non-empty token".into()));
+        }
         let key = self.key(source, id)?;
-        let mut con = self.valkey.connection();
         let value = format!("{PROCESSING}{token}");
         let lease = ms(self.lease).to_string();
         let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
-        let run = async |con: &mut _| -> Result<Option<(String, i64)>> {
-            let reply = call.run(con).await.map_err(|e| Error::from_redis(e, &key))?;
+        // Each run within ResponseTimeout (a claim run twice with the same
+        // token answers the same).
+        let run = async || -> Result<Option<(String, i64)>> {
+            let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
+                .await
+                .map_err(|e| Error::from_redis(e, &key))?;
             crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))
         };
         // Nothing held can only mean it expired this very moment: claim again once.
-        let held = match run(&mut con).await? {
+        let held = match run().await? {
             Some(h) => Some(h),
-            None => run(&mut con).await?,
+            None => run().await?,
         };
         match held {
             Some((h, pttl)) => decide(&key, &h, pttl, token),
@@ -186,17 +194,20 @@ impl DedupeStore for ValkeyDedupe {
     async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
         check_lifetime("dedupe retention", self.retention)?;
         let key = self.key(source, id)?;
-        let mut con = self.valkey.connection();
         let retention = ms(self.retention).to_string();
         let call = self.done.call().key(&key).arg(retention.as_bytes());
-        call.run(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
+        crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
+            .await
+            .map_err(|e| Error::from_redis(e, &key))?;
         Ok(())
     }
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
         let key = self.key(source, id)?;
-        let mut con = self.valkey.connection();
-        let reply = self.remaining.call().key(&key).run(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
+        let call = self.remaining.call().key(&key);
+        let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
+            .await
+            .map_err(|e| Error::from_redis(e, &key))?;
         let pttl: i64 = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
         Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
     }
@@ -239,14 +250,9 @@ impl StartLease for ValkeyStartLease {
     async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
         check_lifetime("start lease lifetime", lifetime)?;
         let key = self.family.render(self.valkey.prefix(), &[config_id])?;
-        let mut con = self.valkey.connection();
         let px = ms(lifetime).to_string();
-        let reply = self
-            .start
-            .call()
-            .key(&key)
-            .arg(px.as_bytes())
-            .run(&mut con)
+        let call = self.start.call().key(&key).arg(px.as_bytes());
+        let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
             .await
             .map_err(|e| Error::from_redis(e, &key))?;
         match crate::retry::reply::<i64>(reply).map_err(|e| Error::from_redis(e, &key))? {
@@ -291,6 +297,9 @@ impl MemoryDedupe {
 impl DedupeStore for MemoryDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
         check_lifetime("dedupe lease", self.lease)?;
+        if token.is_empty() {
+            return Err(Error::InvalidArgument("a dedupe claim needs a non-empty token".into()));
+        }
         let key = dedupe_hash(source, id);
         self.with(|map, now| match map.get(&key) {
             Some(e) => {

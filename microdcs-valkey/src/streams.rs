@@ -44,9 +44,17 @@ const TRIM_ACKNOWLEDGED: &str = "\
 local function parse(id)
   return string.match(id, '^(%d+)-(%d+)$')
 end
+-- Byte order, never Lua's locale-dependent string `<`.
+local function bytes_lt(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
 local function num_lt(a, b)
   if #a ~= #b then return #a < #b end
-  return a < b
+  return bytes_lt(a, b)
 end
 local function id_lt(ams, aseq, bms, bseq)
   if ams ~= bms then return num_lt(ams, bms) end
@@ -76,7 +84,19 @@ for _, g in ipairs(groups) do
     if g[i] == 'last-delivered-id' then last = g[i + 1] end
   end
   local ms, seq = parse(last or '0-0')
-  if not keep(ms, seq and succ(seq)) then return 0 end
+  if ms == nil then return 0 end
+  -- The id right after the last delivered one; a sequence at its 64-bit
+  -- limit carries into the milliseconds, and past the last possible id
+  -- nothing can be trimmed safely.
+  local U64_MAX = '18446744073709551615'
+  if seq ~= U64_MAX then
+    seq = succ(seq)
+  elseif ms ~= U64_MAX then
+    ms, seq = succ(ms), '0'
+  else
+    return 0
+  end
+  if not keep(ms, seq) then return 0 end
   local pending = redis.call('XPENDING', KEYS[1], name)
   if pending[1] > 0 then
     if not keep(parse(pending[2])) then return 0 end

@@ -107,3 +107,34 @@ async fn huge_page_sizes_are_capped() {
     let held = responses.ids(JobResponse::by_state("s1", "Held"), Page::first(0)).await.unwrap();
     assert_eq!(held.ids.len(), 1, "a count of 0 is taken as 1");
 }
+
+#[test]
+fn pieces_of_a_password_with_a_comma_never_reach_an_error() {
+    for cs in ["password=se,cr:et,host:6379", "h:1,password=ab,cd=ef", "h:1,password=ab,cd,ef"] {
+        let mut c = MicroDcsConfig::default();
+        let text = match c.set("Valkey:ConnectionString", cs) {
+            Err(e) => format!("{e} {e:?}"),
+            Ok(()) => match c.valkey.validate() {
+                Err(e) => format!("{e} {e:?}"),
+                Ok(()) => panic!("`{cs}` is ambiguous and must be refused"),
+            },
+        };
+        for piece in ["cr", "et", "cd", "ef"] {
+            assert!(!text.contains(&format!("`{piece}`")), "{cs}: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_empty_dedupe_token_is_refused_before_anything_is_written() {
+    use microdcs_valkey::{DedupeStore, MemoryDedupe, ValkeyDedupe};
+    let (_s, valkey, _prefix, mut raw) = setup("hostile-dedupe").await;
+    let dedupe = ValkeyDedupe::new(valkey, Duration::from_secs(5), Duration::from_secs(60));
+    let err = dedupe.claim("urn:a", "e-1", "").await.unwrap_err();
+    assert!(err.is_invalid_input(), "{err:?}");
+    let exists: bool =
+        redis::cmd("EXISTS").arg(dedupe.key("urn:a", "e-1").unwrap()).query_async(&mut raw).await.unwrap();
+    assert!(!exists, "nothing written");
+    let memory = MemoryDedupe::new(Duration::from_secs(5), Duration::from_secs(60));
+    assert!(memory.claim("urn:a", "e-1", "").await.unwrap_err().is_invalid_input(), "both implementations agree");
+}

@@ -103,3 +103,35 @@ async fn a_sorted_list_read_while_100_are_inserted_never_repeats_or_skips() {
     let total = walk(1000, |p| responses.list("s1", p)).await;
     assert_eq!(total.len(), 400, "every response once when nothing moves");
 }
+
+#[tokio::test]
+async fn a_page_continues_after_its_anchor_even_when_the_anchor_moved() {
+    let (plant, _s) = plant("pages-anchor").await;
+    let responses = plant.store::<JobResponse>();
+    // 60 responses on three scores (20 ties each), ordered by id within a score.
+    for i in 0..60 {
+        let id = format!("r-{i:02}");
+        let r = JobResponse { start_time: (i % 3) as i64, ..JobResponse::new(&id, "s1", &id, &[]) };
+        created(&responses, &r).await;
+    }
+    let first = responses.list("s1", Page::first(25)).await.unwrap();
+    assert_eq!(first.ids.len(), 25);
+    // The anchor (the last id of the page) moves to the end, then leaves.
+    let anchor = first.ids.last().unwrap().clone();
+    let read = responses.get(&anchor).await.unwrap().unwrap();
+    let moved = JobResponse { start_time: 99, ..read.doc.clone() };
+    responses.update(&read, &moved).await.unwrap();
+    let mut rest = Vec::new();
+    let mut page = first.next.clone();
+    while let Some(p) = page {
+        let got = responses.list("s1", p).await.unwrap();
+        rest.extend(got.ids);
+        page = got.next;
+    }
+    let mut all: Vec<String> = first.ids.clone();
+    all.extend(rest.iter().cloned());
+    let others: BTreeSet<String> = (0..60).map(|i| format!("r-{i:02}")).filter(|id| *id != anchor).collect();
+    let seen: Vec<&String> = all.iter().filter(|id| **id != anchor).collect();
+    assert_eq!(seen.len(), others.len(), "no repeat, no skip: {all:?}");
+    assert_eq!(seen.into_iter().cloned().collect::<BTreeSet<_>>(), others);
+}

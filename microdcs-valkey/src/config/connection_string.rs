@@ -82,6 +82,9 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
         response_timeout: None,
     };
     let mut endpoints = 0;
+    // After a password, a part may be a piece of it (a `,` in the password
+    // splits it): such parts are never quoted in an error.
+    let mut after_password = false;
     for part in cs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((key, value)) = part.split_once('=') {
             let key = key.trim().to_ascii_lowercase();
@@ -101,7 +104,10 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
             };
             match key.as_str() {
                 "user" => ep.user = Some(value.to_owned()),
-                "password" => ep.password = Some(Secret::new(value)),
+                "password" => {
+                    ep.password = Some(Secret::new(value));
+                    after_password = true;
+                }
                 "ssl" => ep.tls = parse_bool(value).map_err(|e| format!("ssl: {e}"))?,
                 "defaultdatabase" => {
                     ep.db = value.parse().map_err(|_| "defaultDatabase must be a number".to_owned())?
@@ -110,7 +116,15 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                 "synctimeout" | "asynctimeout" => ep.response_timeout = Some(ms(value)?),
                 k if IGNORED_OPTIONS.contains(&k) => {}
                 "servicename" => return Err("Sentinel (serviceName) is not supported: one Valkey per island".into()),
-                other => return Err(format!("unknown option `{other}`")),
+                // Named only when it cannot be a piece of a password that
+                // held a `,` (the split would make one an option).
+                other if !after_password && other.chars().all(|c| c.is_ascii_alphabetic()) && other.len() <= 24 => {
+                    return Err(format!("unknown option `{other}`"));
+                }
+                _ => {
+                    return Err("an option that is not `name=value` (a `,` in a password must be escaped; use a URL)"
+                        .to_owned());
+                }
             }
         } else {
             // `user:password@host` is no StackExchange form; taken as a host it
@@ -140,7 +154,9 @@ fn split_host_port(part: &str) -> Result<(String, u16), String> {
     if let Some(rest) = part.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or("unclosed `[` in the host")?;
         let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| format!("port `{p}` is not a number"))?,
+            // The text is not quoted: with a `,` in a password, a piece of
+            // it can land here.
+            Some(p) => p.parse().map_err(|_| "a port that is not a number".to_owned())?,
             None => 6379,
         };
         return Ok((host.to_owned(), port));
@@ -150,7 +166,7 @@ fn split_host_port(part: &str) -> Result<(String, u16), String> {
             if host.is_empty() {
                 return Err("no host before `:`".into());
             }
-            Ok((host.to_owned(), port.parse().map_err(|_| format!("port `{port}` is not a number"))?))
+            Ok((host.to_owned(), port.parse().map_err(|_| "a port that is not a number".to_owned())?))
         }
         None => Ok((part.to_owned(), 6379)),
     }

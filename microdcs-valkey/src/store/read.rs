@@ -258,6 +258,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut con = self.valkey.connection();
         // SSCAN's COUNT is a hint: scan until the page is full or the walk
         // ends, and carry what does not fit over to the next page.
+        // Ids in this page and the carried-over rest, for a linear dedupe.
+        let mut seen: std::collections::HashSet<String> = ids.iter().cloned().collect();
         while ids.len() < count && !(started && cursor == 0) {
             let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
                 .arg(key)
@@ -270,7 +272,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             started = true;
             cursor = next;
             for id in batch {
-                if !ids.contains(&id) {
+                if seen.insert(id.clone()) {
                     ids.push(id);
                 }
             }
@@ -308,17 +310,16 @@ local function above(a, b)
   end
   return la > lb
 end
-local out = {}
-local tie = redis.call('ZRANGE', KEYS[1], ARGV[3], ARGV[3], 'BYSCORE', 'WITHSCORES')
-for i = 1, #tie, 2 do
-  if #out < 2 * n and above(tie[i], ARGV[2]) then
-    out[#out + 1] = tie[i]
-    out[#out + 1] = tie[i + 1]
-  end
+-- The first rank after the anchor's old place: members of its score are
+-- ordered by bytes, so a binary search over that run finds it in a few
+-- calls however many members share the score.
+local lo = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
+local hi = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[3])
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  local m = redis.call('ZRANGE', KEYS[1], mid, mid)[1]
+  if m and above(m, ARGV[2]) then hi = mid else lo = mid + 1 end
 end
-if #out < 2 * n then
-  local more = redis.call('ZRANGE', KEYS[1], '(' .. ARGV[3], '+inf', 'BYSCORE', 'LIMIT', 0, n - #out / 2, 'WITHSCORES')
-  for i = 1, #more do out[#out + 1] = more[i] end
-end
+local out = redis.call('ZRANGE', KEYS[1], lo, lo + n - 1, 'WITHSCORES')
 return out
 ";
