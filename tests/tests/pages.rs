@@ -120,7 +120,7 @@ async fn a_page_continues_after_its_anchor_even_when_the_anchor_moved() {
     let anchor = first.ids.last().unwrap().clone();
     let read = responses.get(&anchor).await.unwrap().unwrap();
     let moved = JobResponse { start_time: 99, ..read.doc.clone() };
-    responses.update(&read, &moved).await.unwrap();
+    assert!(matches!(responses.update(&read, &moved).await.unwrap(), microdcs_valkey::PutOutcome::Written { .. }));
     let mut rest = Vec::new();
     let mut page = first.next.clone();
     while let Some(p) = page {
