@@ -79,6 +79,16 @@ fn parse_timespan(t: &str) -> Result<Duration, String> {
     };
     let h = number(parts[0])?;
     let m = number(parts[1])?;
+    // Seconds as `ss` or `ss.fff`: digits only, so `1e1`, `inf` or `+5`
+    // (which a float parser takes) are not read as durations.
+    let plain = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    let sec_ok = match parts[2].split_once('.') {
+        Some((w, f)) => plain(w) && plain(f),
+        None => plain(parts[2]),
+    };
+    if !sec_ok {
+        return Err(bad());
+    }
     let s: f64 = parts[2].parse().map_err(|_| bad())?;
     if m >= 60 || !(0.0..60.0).contains(&s) {
         return Err(bad());
@@ -98,6 +108,14 @@ fn parse_timespan(t: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timespan_seconds_are_plain_digits() {
+        for t in ["00:00:1e1", "00:00:inf", "00:00:+5", "00:00:5.", "00:00:.5", "00:00:NaN"] {
+            assert!(parse_duration(t).is_err(), "{t}");
+        }
+        assert_eq!(parse_duration("00:00:01.5").unwrap(), Duration::from_millis(1500));
+    }
 
     #[test]
     fn durations() {
