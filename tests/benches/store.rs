@@ -114,6 +114,7 @@ impl Raw {
             .arg(&state)
             .arg(old_present)
             .arg(prev)
+            .arg(WriteOptions::default().op_history.to_string())
             .invoke_async(&mut self.con)
             .await
             .unwrap();

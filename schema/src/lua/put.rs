@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
 use super::layout::PutLayout;
 use super::text::{Described, header, lua_str};
-use super::{MAX_VERSION, OP_HISTORY_ENTRIES, OP_ID_LEN};
+use super::{MAX_VERSION, OP_ID_LEN};
 use crate::spec::DocumentSpec;
 
 const PUT_RETURNS: &str = "\
@@ -23,24 +23,21 @@ const PUT_RETURNS: &str = "\
 /// The op history: the ids of the last writes, oldest first, each
 /// `OP_ID_LEN` bytes with no separator, for consecutive versions ending at
 /// the stored `v`. Appending and trimming is one concatenation and at most
-/// one `string.sub`; no scan.
-fn history() -> String {
-    let max = OP_HISTORY_ENTRIES * OP_ID_LEN;
-    format!(
-        "\
+/// one `string.sub`; no scan. `keep` is the caller's history length in
+/// bytes, taken from ARGV before the first write.
+const HISTORY: &str = "\
 ops = ops .. op
-if #ops > {max} then ops = string.sub(ops, -{max}) end
-"
-    )
-}
+if #ops > keep then ops = string.sub(ops, -keep) end
+";
 
 /// The lookup of the op id in the history: a match at an entry boundary is
 /// this write, already applied; its position gives its version. A history
 /// whose length is not whole entries is refused as corrupt; one in the
 /// earlier ` op=version` form is dropped (its ids were longer).
-fn lookup() -> String {
+fn lookup(history: usize) -> String {
     format!(
         "\
+local keep = tonumber(ARGV[{history}]) * {n}
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % {n} ~= 0 then return {{6, 'ops'}} end
@@ -56,6 +53,7 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     let mut keys = describe_common_keys(spec, &l.common);
     let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
+    argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
     if let Some(s) = l.score {
         argv.push((s, "list score".into()));
     }
@@ -96,7 +94,7 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let (keys, argv) = describe(spec, &l);
     header(&mut out, "put", spec, keys, argv, PUT_RETURNS);
     prologue(&mut out, &slots, c);
-    out.push_str(&lookup());
+    out.push_str(&lookup(l.history));
     let _ = write!(
         out,
         "\
@@ -228,7 +226,7 @@ if not exists then change = 'created' end
         }
         _ => {}
     }
-    out.push_str(&history());
+    out.push_str(HISTORY);
     // `scope` never changes once written (another scope is refused).
     let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
     out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");

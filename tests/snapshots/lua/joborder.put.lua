@@ -12,6 +12,7 @@
 -- ARGV[7] nudge channel (PUBLISH scope)
 -- ARGV[8] change stream approximate max length
 -- ARGV[9] list score
+-- ARGV[10] how many operation ids `ops` keeps (1 to 64)
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -50,6 +51,7 @@ if exists then
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
+local keep = tonumber(ARGV[10]) * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 then return {6, 'ops'} end
@@ -76,7 +78,7 @@ if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
-if #ops > 96 then ops = string.sub(ops, -96) end
+if #ops > keep then ops = string.sub(ops, -keep) end
 local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
 if not exists then
   h[#h + 1] = 'scope'

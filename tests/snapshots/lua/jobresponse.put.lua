@@ -20,6 +20,7 @@
 -- ARGV[12] `by_order`: `1` if the caller read an indexed document, else `0`; then the values read of: order
 -- ARGV[14] `by_state`: `1` if the new document is indexed, else `0`; then new values of: state
 -- ARGV[16] `by_state`: `1` if the caller read an indexed document, else `0`; then the values read of: state
+-- ARGV[18] how many operation ids `ops` keeps (1 to 64)
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -58,6 +59,7 @@ if exists then
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
+local keep = tonumber(ARGV[18]) * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 then return {6, 'ops'} end
@@ -114,7 +116,7 @@ if drop_1 then redis.call('DEL', KEYS[6]) end
 if new_1 and not keep_1 then redis.call('SET', KEYS[5], id) end
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
-if #ops > 96 then ops = string.sub(ops, -96) end
+if #ops > keep then ops = string.sub(ops, -keep) end
 local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
 if not exists then
   h[#h + 1] = 'scope'
