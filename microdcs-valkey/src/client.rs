@@ -12,7 +12,8 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 
 /// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
-/// `ChangeStreamMaxLength`; defaults from [`crate::config::defaults`]).
+/// `ChangeStreamMaxLength`, `OpHistoryLength`; defaults from
+/// [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Attempts of a write whose outcome is unknown after a connection error (default 4).
@@ -21,6 +22,11 @@ pub struct WriteOptions {
     pub retry_delay: Duration,
     /// Approximate length of the change streams (default 5000).
     pub change_stream_max_len: u64,
+    /// How many operation ids a document keeps for exactly-once retries
+    /// (default 8, 1 to 64): a write is recognised while fewer than this
+    /// many later writes reached its document. The configuration refuses
+    /// other values; one set here is taken to the nearest bound.
+    pub op_history: u32,
 }
 
 impl Default for WriteOptions {
@@ -29,6 +35,7 @@ impl Default for WriteOptions {
             attempts: defaults::WRITE_ATTEMPTS,
             retry_delay: defaults::WRITE_RETRY_DELAY,
             change_stream_max_len: defaults::CHANGE_STREAM_MAX_LENGTH,
+            op_history: defaults::OP_HISTORY_LENGTH,
         }
     }
 }

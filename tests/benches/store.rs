@@ -7,10 +7,10 @@
 //!
 //! `-- --cost` prints only the cost per document instead: bytes per stored
 //! document beside a plain hash with the same index keys, and server time
-//! per put beside a minimal Lua CAS doing the same writes (and beside the
-//! put script before the op history change, `put-before.lua`), each pair
-//! measured in the same run. `--docs N` sets the number of documents
-//! (default 10000).
+//! per put beside a minimal Lua CAS doing the same writes, the put script
+//! before the op history change (`put-before.lua`) and the put script
+//! before the server time work (`put-before-cost.lua`), all measured in the
+//! same run. `--docs N` sets the number of documents (default 10000).
 
 use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
@@ -114,6 +114,7 @@ impl Raw {
             .arg(&state)
             .arg(old_present)
             .arg(prev)
+            .arg(WriteOptions::default().op_history.to_string())
             .invoke_async(&mut self.con)
             .await
             .unwrap();
@@ -360,7 +361,8 @@ async fn cost(server: &ValkeyServer, docs: usize) {
     let scripts = [
         ("generated put", Script::new(JobResponse::PUT_SCRIPT)),
         ("minimal Lua CAS, same writes", Script::new(MINIMAL_CAS)),
-        ("generated put before this change", Script::new(include_str!("put-before.lua"))),
+        ("generated put before the op history change", Script::new(include_str!("put-before.lua"))),
+        ("generated put before the server time work", Script::new(include_str!("put-before-cost.lua"))),
     ];
     let n = 3000;
     let mut base = 0;

@@ -278,6 +278,7 @@ async fn connect(url: &str, prefix: &KeyPrefix) -> Valkey {
         retry_delay: Duration::from_millis(50),
         // Long enough to keep every change of the run for the final check.
         change_stream_max_len: 1_000_000,
+        ..WriteOptions::default()
     };
     Valkey::connect_url(url, prefix.clone(), write).await.unwrap_or_else(|e| panic!("connect {url}: {e}"))
 }

@@ -28,6 +28,7 @@ fn defaults_match_the_documented_table() {
     assert_eq!(v.write_attempts, 4);
     assert_eq!(v.write_retry_delay, Duration::from_millis(100));
     assert_eq!(v.change_stream_max_length, 5000);
+    assert_eq!(v.op_history_length, 8);
     assert_eq!(c.dedupe_lease, defaults::DEDUPE_LEASE);
     assert_eq!(c.dedupe_retention, defaults::DEDUPE_RETENTION);
     assert!(c.validate().is_ok());
@@ -50,6 +51,7 @@ fn every_option_from_the_environment() {
         ("APP_MicroDcs__Valkey__WriteAttempts", "6".into()),
         ("APP_MicroDcs__Valkey__WriteRetryDelay", "50ms".into()),
         ("APP_MicroDcs__Valkey__ChangeStreamMaxLength", "10000".into()),
+        ("APP_MicroDcs__Valkey__OpHistoryLength", "3".into()),
         ("app_microdcs__valkey__connecttimeout", "2s".into()),
         ("APP_MicroDcs__Valkey__ResponseTimeout", "1500ms".into()),
         ("APP_MicroDcs__DedupeLease", "45s".into()),
@@ -69,6 +71,7 @@ fn every_option_from_the_environment() {
     assert_eq!(v.write_attempts, 6);
     assert_eq!(v.write_retry_delay, Duration::from_millis(50));
     assert_eq!(v.change_stream_max_length, 10_000);
+    assert_eq!(v.op_history_length, 3);
     assert_eq!(v.connect_timeout, Duration::from_secs(2));
     assert_eq!(v.response_timeout, Duration::from_millis(1500));
     assert_eq!(c.dedupe_lease, Duration::from_secs(45));
@@ -90,6 +93,7 @@ fn every_option_from_serde() {
             "WriteAttempts": 3,
             "WriteRetryDelay": "20ms",
             "ChangeStreamMaxLength": 100,
+            "OpHistoryLength": 64,
             "ConnectTimeout": "3s",
             "ResponseTimeout": "4s"
         },
@@ -106,6 +110,7 @@ fn every_option_from_serde() {
     assert_eq!(v.write_attempts, 3);
     assert_eq!(v.write_retry_delay, Duration::from_millis(20));
     assert_eq!(v.change_stream_max_length, 100);
+    assert_eq!(v.op_history_length, 64);
     assert_eq!(v.connect_timeout, Duration::from_secs(3));
     assert_eq!(v.response_timeout, Duration::from_secs(4));
     assert_eq!(c.dedupe_lease, Duration::from_secs(10));
@@ -156,6 +161,9 @@ fn each_validation_error_names_the_setting() {
     one(&[("Valkey__WriteAttempts", "many")], "MicroDcs:Valkey:WriteAttempts", "whole number");
     one(&[("Valkey__WriteRetryDelay", "1 fortnight")], "MicroDcs:Valkey:WriteRetryDelay", "unknown unit");
     one(&[("Valkey__ChangeStreamMaxLength", "0")], "MicroDcs:Valkey:ChangeStreamMaxLength", "at least 1");
+    one(&[("Valkey__OpHistoryLength", "0")], "MicroDcs:Valkey:OpHistoryLength", "between 1 and 64");
+    one(&[("Valkey__OpHistoryLength", "65")], "MicroDcs:Valkey:OpHistoryLength", "between 1 and 64");
+    one(&[("Valkey__OpHistoryLength", "eight")], "MicroDcs:Valkey:OpHistoryLength", "whole number");
     one(&[("DedupeLease", "0s")], "MicroDcs:DedupeLease", "longer than zero");
     one(&[("DedupeRetention", "never")], "MicroDcs:DedupeRetention", "not a duration");
     one(&[("Valkey__Colour", "blue")], "MicroDcs:Valkey:Colour", "unknown setting");
@@ -297,6 +305,7 @@ fn serde_runs_the_same_validation_as_the_environment() {
             "WriteAttempts": 0,
             "KeyPrefix": "a:",
             "ChangeStreamMaxLength": 9_223_372_036_854_775_808_u64,
+            "OpHistoryLength": 65,
             "ConnectionString": "h:1,syncTimeout=0",
             "ResponseTimeout": "soon"
         },
@@ -309,6 +318,7 @@ fn serde_runs_the_same_validation_as_the_environment() {
         "MicroDcs:Valkey:WriteAttempts",
         "MicroDcs:Valkey:KeyPrefix",
         "MicroDcs:Valkey:ChangeStreamMaxLength",
+        "MicroDcs:Valkey:OpHistoryLength",
         "MicroDcs:Valkey:ConnectionString",
         "MicroDcs:Valkey:ResponseTimeout",
         "MicroDcs:DedupeLease",

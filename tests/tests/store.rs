@@ -678,10 +678,13 @@ async fn lists_and_queries_page() {
     assert_eq!(got, ["wm-1", "wm-2"]);
 }
 
-#[tokio::test]
-async fn op_history_keeps_exactly_the_last_writes() {
-    use microdcs_schema::lua::{OP_HISTORY_ENTRIES, OP_ID_LEN};
-    let mut e = env("history").await;
+/// Writes 20 updates with caller ids under a history of `keep` ids, then
+/// retries old writes: each of the last `keep` is recognised with the
+/// version it produced, the one before them is not.
+async fn op_history_boundary(name: &str, keep: u32) {
+    use microdcs_schema::lua::OP_ID_LEN;
+    let mut e = env_with(name, WriteOptions { op_history: keep, ..WriteOptions::default() }).await;
+    let keep = keep as usize;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let _ = store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     let mut writes = Vec::new();
@@ -695,12 +698,13 @@ async fn op_history_keeps_exactly_the_last_writes() {
     }
     let key = e.k("jobresponse:r-1");
     let ops: String = redis::cmd("HGET").arg(&key).arg("ops").query_async(&mut e.raw).await.unwrap();
-    assert_eq!(ops.len(), OP_HISTORY_ENTRIES * OP_ID_LEN, "bounded by count: {ops}");
+    assert_eq!(ops.len(), keep * OP_ID_LEN, "bounded by the setting: {ops}");
     let op_field: Option<String> = redis::cmd("HGET").arg(&key).arg("op").query_async(&mut e.raw).await.unwrap();
     assert_eq!(op_field, None, "the newest id is not stored twice");
-    // The boundary: each of the last OP_HISTORY_ENTRIES writes, retried with
-    // its op id, is recognised with the version it produced ...
-    let kept = writes.len() - OP_HISTORY_ENTRIES;
+    // The boundary: each of the last `keep` writes (the oldest of them is
+    // `keep` writes back), retried with its op id, is recognised with the
+    // version it produced ...
+    let kept = writes.len() - keep;
     for (read, next, op) in &writes[kept..] {
         assert_eq!(
             store.update_with_op(read, next, op).await.unwrap(),
@@ -708,11 +712,21 @@ async fn op_history_keeps_exactly_the_last_writes() {
             "op {op}"
         );
     }
-    // ... and the one before them no longer is: a version expectation then
-    // reports the conflict, and nothing is written twice.
+    // ... and the one `keep + 1` back no longer is: a version expectation
+    // then reports the conflict, and nothing is written twice.
     let (read, next, op) = &writes[kept - 1];
     assert_eq!(store.update_with_op(read, next, op).await.unwrap(), PutOutcome::Conflict { current: 21 });
     assert_eq!(e.changes("s1").await.len(), 21);
+}
+
+#[tokio::test]
+async fn op_history_keeps_exactly_the_last_writes() {
+    op_history_boundary("history", WriteOptions::default().op_history).await;
+}
+
+#[tokio::test]
+async fn op_history_length_is_a_setting() {
+    op_history_boundary("history3", 3).await;
 }
 
 #[tokio::test]

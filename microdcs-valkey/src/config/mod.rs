@@ -46,6 +46,11 @@ pub mod defaults {
     pub const WRITE_RETRY_DELAY: Duration = Duration::from_millis(100);
     /// `ChangeStreamMaxLength`.
     pub const CHANGE_STREAM_MAX_LENGTH: u64 = 5000;
+    /// `OpHistoryLength`: operation ids kept per document.
+    pub const OP_HISTORY_LENGTH: u32 = 8;
+    /// The largest `OpHistoryLength` (not a default: the bound the setting
+    /// is checked against).
+    pub const MAX_OP_HISTORY_LENGTH: u32 = microdcs_schema::lua::MAX_OP_HISTORY_ENTRIES as u32;
     /// `ConnectTimeout`: how long start may wait for the server.
     pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     /// `ResponseTimeout`: a reply slower than this is an unknown outcome.
@@ -101,6 +106,8 @@ pub struct ValkeyConfig {
     pub write_retry_delay: Duration,
     /// Approximate length of the change streams.
     pub change_stream_max_length: u64,
+    /// Operation ids kept per document for exactly-once retries (1 to 64).
+    pub op_history_length: u32,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
@@ -121,6 +128,7 @@ impl Default for ValkeyConfig {
             write_attempts: defaults::WRITE_ATTEMPTS,
             write_retry_delay: defaults::WRITE_RETRY_DELAY,
             change_stream_max_length: defaults::CHANGE_STREAM_MAX_LENGTH,
+            op_history_length: defaults::OP_HISTORY_LENGTH,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
         }
@@ -141,6 +149,7 @@ impl fmt::Debug for ValkeyConfig {
             .field("write_attempts", &self.write_attempts)
             .field("write_retry_delay", &self.write_retry_delay)
             .field("change_stream_max_length", &self.change_stream_max_length)
+            .field("op_history_length", &self.op_history_length)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .finish()
@@ -318,6 +327,9 @@ impl MicroDcsConfig {
                 v.change_stream_max_length =
                     value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
             }
+            "valkey:ophistorylength" => {
+                v.op_history_length = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            }
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
             _ => return Err("unknown setting".to_owned()),
@@ -411,6 +423,7 @@ struct RawValkey {
     write_attempts: Option<SettingText>,
     write_retry_delay: Option<SettingText>,
     change_stream_max_length: Option<SettingText>,
+    op_history_length: Option<SettingText>,
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
 }
@@ -430,6 +443,7 @@ impl RawValkey {
             ("WriteAttempts", self.write_attempts),
             ("WriteRetryDelay", self.write_retry_delay),
             ("ChangeStreamMaxLength", self.change_stream_max_length),
+            ("OpHistoryLength", self.op_history_length),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
         ]
@@ -558,6 +572,11 @@ impl ValkeyConfig {
         if self.change_stream_max_length > i64::MAX as u64 {
             bad("ChangeStreamMaxLength", format!("must be at most {}", i64::MAX));
         }
+        // Fewer than one id would recognise no retry; more than the bound
+        // would let the history outweigh the document.
+        if !(1..=defaults::MAX_OP_HISTORY_LENGTH).contains(&self.op_history_length) {
+            bad("OpHistoryLength", format!("must be between 1 and {}", defaults::MAX_OP_HISTORY_LENGTH));
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
 
@@ -576,6 +595,7 @@ impl ValkeyConfig {
             attempts: self.write_attempts,
             retry_delay: self.write_retry_delay,
             change_stream_max_len: self.change_stream_max_length,
+            op_history: self.op_history_length,
         }
     }
 

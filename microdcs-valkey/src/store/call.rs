@@ -13,6 +13,7 @@ use super::plan::Plan;
 use super::render_err;
 use super::types::ReadState;
 use crate::client::Valkey;
+use crate::config::defaults;
 use crate::error::{Error, Result, short};
 use crate::retry::{self, Failure, Invoked, LuaScript};
 
@@ -101,6 +102,10 @@ impl<'a> Call<'a> {
     ) -> Result<Self> {
         let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
         call.set_arg(l.doc, Arg::Borrowed(doc));
+        // The script trusts this count, so it is always within the bounds
+        // the configuration enforces, even when set in code.
+        let history = valkey.write_options().op_history.clamp(1, defaults::MAX_OP_HISTORY_LENGTH);
+        call.set_arg(l.history, Arg::Owned(history.to_string()));
         if let (Some(s), Some(score)) = (l.score, score) {
             call.set_arg(s, Arg::Owned(score));
         }

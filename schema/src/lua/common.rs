@@ -16,13 +16,17 @@ pub(super) struct Slots {
     first_field: usize,
     /// Position of the stored `score`, for a sorted-set list (put only).
     pub(super) score: Option<usize>,
+    /// Position of the stored `doc`, read only to see that it is there.
+    pub(super) doc: usize,
     /// The HMGET field list as Lua literals.
     hmget: String,
 }
 
 impl Slots {
     /// Reads `v`, `scope`, then `ops` (when the script checks the op
-    /// history), `score` (when it compares the list score), then `fields`.
+    /// history), `score` (when it compares the list score), `doc`, then
+    /// `fields`. The document text comes along in the one read the script
+    /// makes anyway: cheaper than a second command to see that it exists.
     pub(super) fn new(fields: &[String], with_ops: bool, with_score: bool) -> Self {
         let mut names = vec!["v", "scope"];
         if with_ops {
@@ -32,9 +36,11 @@ impl Slots {
             names.push("score");
             names.len()
         });
+        names.push("doc");
+        let doc = names.len();
         let first_field = names.len() + 1;
         let hmget = names.into_iter().chain(fields.iter().map(String::as_str)).map(lua_str).collect::<Vec<_>>();
-        Slots { first_field, score, hmget: hmget.join(", ") }
+        Slots { first_field, score, doc, hmget: hmget.join(", ") }
     }
 
     /// The position of the distinct index field at `at` in the layout's `fields`.
@@ -52,26 +58,28 @@ local doc_key = KEYS[{dk}]
 local id = ARGV[{id}]
 local scope = ARGV[{scope}]
 local op = ARGV[{op}]
--- A version: decimal digits without sign or leading zero, at most {max}.
--- Checked as text (bytes, not the locale's collation), so nothing is
--- rounded before it is known to be exact.
-local function is_version(s)
-  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
-  if #s ~= {max_len} then return #s < {max_len} end
-  for i = 1, {max_len} do
-    local a, b = string.byte(s, i), string.byte('{max}', i)
-    if a ~= b then return a < b end
-  end
-  return true
-end
 local cur = redis.call('HMGET', doc_key, {hmget})
-local exists = cur[1] ~= false or cur[2] ~= false
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if not is_version(cur[1]) then return {{6, 'v'}} end
-  v = tonumber(cur[1])
+  -- A version: decimal digits without sign or leading zero, at most {max}.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > {max_len} or not string.find(vs, '^[1-9][0-9]*$') then return {{6, 'v'}} end
+  if #vs == {max_len} then
+    for i = 1, {max_len} do
+      local a, b = string.byte(vs, i), string.byte('{max}', i)
+      if a ~= b then
+        if a > b then return {{6, 'v'}} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
   if cur[2] == false then return {{6, 'scope'}} end
-  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {{6, 'doc'}} end
+  if cur[{doc}] == false then return {{6, 'doc'}} end
   if cur[2] ~= scope then return {{3, cur[2]}} end
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {{6, 'v'}}
@@ -82,6 +90,7 @@ end
         scope = c.scope,
         op = c.op,
         hmget = slots.hmget,
+        doc = slots.doc,
         max = MAX_VERSION,
         max_len = MAX_VERSION.to_string().len(),
     );

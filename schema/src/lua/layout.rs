@@ -97,6 +97,9 @@ pub struct PutLayout {
     pub score: Option<usize>,
     /// Per index (unique first, then groups).
     pub indexes: Vec<PutIndexSlots>,
+    /// ARGV: how many operation ids the `ops` history keeps (a write
+    /// option, so the script never fixes the count).
+    pub history: usize,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -228,7 +231,9 @@ impl PutLayout {
                 }
             })
             .collect();
-        PutLayout { fields: p.fields, common, doc, score, indexes, num_keys: p.keys, num_args: p.args }
+        // Last, so the positions before it stay where they were.
+        let history = p.arg();
+        PutLayout { fields: p.fields, common, doc, score, indexes, history, num_keys: p.keys, num_args: p.args }
     }
 }
 
@@ -269,7 +274,8 @@ mod tests {
         // by_order: new flag 10, value 11, old flag 12, value 13; by_state: 14..17
         assert_eq!((l.indexes[0].new.flag, l.indexes[0].index.old.flag), (10, 12));
         assert_eq!((l.indexes[1].new.flag, l.indexes[1].index.old.flag), (14, 16));
-        assert_eq!(l.num_args, 17);
+        assert_eq!(l.history, 18);
+        assert_eq!(l.num_args, 18);
     }
 
     #[test]

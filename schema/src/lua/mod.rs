@@ -63,13 +63,14 @@ pub const MAX_VERSION: u64 = (1 << 53) - 1;
 /// [`stored_op_id`]), so the `ops` history needs no separators.
 pub const OP_ID_LEN: usize = 12;
 
-/// How many operation ids a document hash keeps (field `ops`: the ids of the
-/// last writes, oldest first, each [`OP_ID_LEN`] bytes, no separator). The
-/// entries are the ids of consecutive versions ending at `v`, so an entry's
-/// position gives the version it produced and no version is stored. 8 ids
-/// are 96 bytes: small enough that a document costs about what a plain hash
-/// with the same index keys costs.
-pub const OP_HISTORY_ENTRIES: usize = 8;
+/// The most operation ids a document hash may keep (field `ops`: the ids
+/// of the last writes, oldest first, each [`OP_ID_LEN`] bytes, no
+/// separator). The count itself is a write option passed to the put script;
+/// the entries are the ids of consecutive versions ending at `v`, so an
+/// entry's position gives the version it produced and no version is stored.
+/// 64 ids are 768 bytes: beyond that the history would outweigh a typical
+/// document.
+pub const MAX_OP_HISTORY_ENTRIES: usize = 64;
 
 /// The longest operation id accepted.
 pub const MAX_OP_ID_LEN: usize = 64;

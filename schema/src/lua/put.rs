@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
 use super::layout::PutLayout;
 use super::text::{Described, header, lua_str};
-use super::{MAX_VERSION, OP_HISTORY_ENTRIES, OP_ID_LEN};
+use super::{MAX_VERSION, OP_ID_LEN};
 use crate::spec::DocumentSpec;
 
 const PUT_RETURNS: &str = "\
@@ -23,24 +23,21 @@ const PUT_RETURNS: &str = "\
 /// The op history: the ids of the last writes, oldest first, each
 /// `OP_ID_LEN` bytes with no separator, for consecutive versions ending at
 /// the stored `v`. Appending and trimming is one concatenation and at most
-/// one `string.sub`; no scan.
-fn history() -> String {
-    let max = OP_HISTORY_ENTRIES * OP_ID_LEN;
-    format!(
-        "\
+/// one `string.sub`; no scan. `keep` is the caller's history length in
+/// bytes, taken from ARGV before the first write.
+const HISTORY: &str = "\
 ops = ops .. op
-if #ops > {max} then ops = string.sub(ops, -{max}) end
-"
-    )
-}
+if #ops > keep then ops = string.sub(ops, -keep) end
+";
 
 /// The lookup of the op id in the history: a match at an entry boundary is
 /// this write, already applied; its position gives its version. A history
 /// whose length is not whole entries is refused as corrupt; one in the
 /// earlier ` op=version` form is dropped (its ids were longer).
-fn lookup() -> String {
+fn lookup(history: usize) -> String {
     format!(
         "\
+local keep = ARGV[{history}] * {n}
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % {n} ~= 0 then return {{6, 'ops'}} end
@@ -56,6 +53,7 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     let mut keys = describe_common_keys(spec, &l.common);
     let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
+    argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
     if let Some(s) = l.score {
         argv.push((s, "list score".into()));
     }
@@ -96,7 +94,7 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let (keys, argv) = describe(spec, &l);
     header(&mut out, "put", spec, keys, argv, PUT_RETURNS);
     prologue(&mut out, &slots, c);
-    out.push_str(&lookup());
+    out.push_str(&lookup(l.history));
     let _ = write!(
         out,
         "\
@@ -137,7 +135,10 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
         } else if Some(i) == lead(&l) {
             // This entry moves as the first write (one SMOVE, whose failure
             // on a wrong type writes nothing), so the change stream, written
-            // next, is the key to check here.
+            // next, is the key to check here. The other order (the change
+            // entry first, checked by XADD itself) would leave the move to
+            // fail after a write on a wrong-type set, so it would need a read
+            // of each set instead: two reads to save one.
             let _ = writeln!(out, "local lead = not keep_{n} and (was_{n} or new_{n})");
             let _ = writeln!(out, "if lead then redis.call('XLEN', KEYS[{}]) end", c.changes_key);
         } else {
@@ -228,29 +229,39 @@ if not exists then change = 'created' end
         }
         _ => {}
     }
-    out.push_str(&history());
+    out.push_str(HISTORY);
     // `scope` never changes once written (another scope is refused).
     let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
     out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
     if let Some(a) = l.score {
-        let _ = writeln!(out, "h[#h + 1] = 'score'\nh[#h + 1] = ARGV[{a}]");
+        // An unchanged score is neither moved in the list nor written.
+        let _ = writeln!(out, "if not list_same then\n  h[#h + 1] = 'score'\n  h[#h + 1] = ARGV[{a}]\nend");
     }
     if !l.fields.is_empty() {
-        out.push_str("local drop = {}\n");
+        out.push_str("local drop = nil\n");
         for (at, f) in l.fields.iter().enumerate() {
             // The field is stored when any index that uses it is indexed
             // (they share the source, so the values agree).
             let users = l.indexes.iter().enumerate().filter_map(|(i, ix)| {
                 ix.index.fields.iter().position(|g| g.at == at).map(|k| (i + 1, ix.new.value(k)))
             });
+            // A field already holding its new value is not written again.
+            let stored = slots.field(at);
             for (u, (n, arg)) in users.enumerate() {
                 let kw = if u == 0 { "if" } else { "elseif" };
-                let _ = writeln!(out, "{kw} new_{n} then\n  h[#h + 1] = {}\n  h[#h + 1] = ARGV[{arg}]", lua_str(f));
+                let _ = writeln!(
+                    out,
+                    "{kw} new_{n} then\n  if cur[{stored}] ~= ARGV[{arg}] then\n    h[#h + 1] = {f}\n    h[#h + 1] = ARGV[{arg}]\n  end",
+                    f = lua_str(f)
+                );
             }
-            let _ =
-                writeln!(out, "elseif cur[{}] ~= false then\n  drop[#drop + 1] = {}\nend", slots.field(at), lua_str(f));
+            let _ = writeln!(
+                out,
+                "elseif cur[{stored}] ~= false then\n  drop = drop or {{}}\n  drop[#drop + 1] = {}\nend",
+                lua_str(f)
+            );
         }
-        out.push_str("if #drop > 0 then redis.call('HDEL', doc_key, unpack(drop)) end\n");
+        out.push_str("if drop then redis.call('HDEL', doc_key, unpack(drop)) end\n");
     }
     let _ = write!(
         out,
@@ -302,7 +313,7 @@ mod tests {
     #[test]
     fn versions_are_checked_as_text_before_any_arithmetic() {
         for text in [put_script(&SPEC).0, delete_script(&SPEC).0] {
-            let check = text.find("if not is_version(cur[1])").expect("stored version checked");
+            let check = text.find("string.find(vs, '^[1-9][0-9]*$')").expect("stored version checked");
             let first_tonumber = text.find("tonumber(").expect("one conversion");
             assert!(check < first_tonumber, "a conversion before the check:\n{text}");
             assert!(!text.contains("tonumber(expect)"), "the expectation is compared as text");

@@ -20,6 +20,7 @@
 -- ARGV[12] `by_order`: `1` if the caller read an indexed document, else `0`; then the values read of: order
 -- ARGV[14] `by_state`: `1` if the new document is indexed, else `0`; then new values of: state
 -- ARGV[16] `by_state`: `1` if the caller read an indexed document, else `0`; then the values read of: state
+-- ARGV[18] how many operation ids `ops` keeps (1 to 64)
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -34,30 +35,33 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
--- A version: decimal digits without sign or leading zero, at most 9007199254740991.
--- Checked as text (bytes, not the locale's collation), so nothing is
--- rounded before it is known to be exact.
-local function is_version(s)
-  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
-  if #s ~= 16 then return #s < 16 end
-  for i = 1, 16 do
-    local a, b = string.byte(s, i), string.byte('9007199254740991', i)
-    if a ~= b then return a < b end
-  end
-  return true
-end
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'order', 'state')
-local exists = cur[1] ~= false or cur[2] ~= false
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'order', 'state')
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if not is_version(cur[1]) then return {6, 'v'} end
-  v = tonumber(cur[1])
+  -- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
   if cur[2] == false then return {6, 'scope'} end
-  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
+  if cur[5] == false then return {6, 'doc'} end
   if cur[2] ~= scope then return {3, cur[2]} end
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
+local keep = ARGV[18] * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 then return {6, 'ops'} end
@@ -73,15 +77,15 @@ elseif expect ~= 'any' then
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: unique `by_order`
-local was_1 = exists and cur[5] ~= false
+local was_1 = exists and cur[6] ~= false
 if was_1 ~= (ARGV[12] == '1') then return {5} end
-if was_1 and (cur[5] ~= ARGV[13]) then return {5} end
+if was_1 and (cur[6] ~= ARGV[13]) then return {5} end
 local new_1 = ARGV[10] == '1'
 local keep_1 = was_1 and new_1 and KEYS[5] == KEYS[6]
 -- index 2: group `by_state`
-local was_2 = exists and cur[6] ~= false
+local was_2 = exists and cur[7] ~= false
 if was_2 ~= (ARGV[16] == '1') then return {5} end
-if was_2 and (cur[6] ~= ARGV[17]) then return {5} end
+if was_2 and (cur[7] ~= ARGV[17]) then return {5} end
 local new_2 = ARGV[14] == '1'
 local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
 -- validation reads (a wrong type aborts here, before any write)
@@ -114,28 +118,36 @@ if drop_1 then redis.call('DEL', KEYS[6]) end
 if new_1 and not keep_1 then redis.call('SET', KEYS[5], id) end
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
-if #ops > 96 then ops = string.sub(ops, -96) end
+if #ops > keep then ops = string.sub(ops, -keep) end
 local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
 if not exists then
   h[#h + 1] = 'scope'
   h[#h + 1] = scope
 end
-h[#h + 1] = 'score'
-h[#h + 1] = ARGV[9]
-local drop = {}
+if not list_same then
+  h[#h + 1] = 'score'
+  h[#h + 1] = ARGV[9]
+end
+local drop = nil
 if new_1 then
-  h[#h + 1] = 'order'
-  h[#h + 1] = ARGV[11]
-elseif cur[5] ~= false then
+  if cur[6] ~= ARGV[11] then
+    h[#h + 1] = 'order'
+    h[#h + 1] = ARGV[11]
+  end
+elseif cur[6] ~= false then
+  drop = drop or {}
   drop[#drop + 1] = 'order'
 end
 if new_2 then
-  h[#h + 1] = 'state'
-  h[#h + 1] = ARGV[15]
-elseif cur[6] ~= false then
+  if cur[7] ~= ARGV[15] then
+    h[#h + 1] = 'state'
+    h[#h + 1] = ARGV[15]
+  end
+elseif cur[7] ~= false then
+  drop = drop or {}
   drop[#drop + 1] = 'state'
 end
-if #drop > 0 then redis.call('HDEL', doc_key, unpack(drop)) end
+if drop then redis.call('HDEL', doc_key, unpack(drop)) end
 redis.call('HSET', doc_key, unpack(h))
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)

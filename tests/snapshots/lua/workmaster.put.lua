@@ -11,6 +11,7 @@
 -- ARGV[6] kind (change entries)
 -- ARGV[7] nudge channel (PUBLISH scope)
 -- ARGV[8] change stream approximate max length
+-- ARGV[9] how many operation ids `ops` keeps (1 to 64)
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -25,30 +26,33 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
--- A version: decimal digits without sign or leading zero, at most 9007199254740991.
--- Checked as text (bytes, not the locale's collation), so nothing is
--- rounded before it is known to be exact.
-local function is_version(s)
-  if not s or not string.find(s, '^[1-9][0-9]*$') then return false end
-  if #s ~= 16 then return #s < 16 end
-  for i = 1, 16 do
-    local a, b = string.byte(s, i), string.byte('9007199254740991', i)
-    if a ~= b then return a < b end
-  end
-  return true
-end
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops')
-local exists = cur[1] ~= false or cur[2] ~= false
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
 local v = 0
 if exists then
-  if not is_version(cur[1]) then return {6, 'v'} end
-  v = tonumber(cur[1])
+  -- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
   if cur[2] == false then return {6, 'scope'} end
-  if redis.call('HSTRLEN', doc_key, 'doc') == 0 and redis.call('HEXISTS', doc_key, 'doc') == 0 then return {6, 'doc'} end
+  if cur[4] == false then return {6, 'doc'} end
   if cur[2] ~= scope then return {3, cur[2]} end
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
+local keep = ARGV[9] * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 then return {6, 'ops'} end
@@ -74,7 +78,7 @@ if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if not exists then redis.call('SADD', KEYS[4], id) end
 ops = ops .. op
-if #ops > 96 then ops = string.sub(ops, -96) end
+if #ops > keep then ops = string.sub(ops, -keep) end
 local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
 if not exists then
   h[#h + 1] = 'scope'
