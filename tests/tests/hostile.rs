@@ -138,3 +138,18 @@ async fn an_empty_dedupe_token_is_refused_before_anything_is_written() {
     let memory = MemoryDedupe::new(Duration::from_secs(5), Duration::from_secs(60));
     assert!(memory.claim("urn:a", "e-1", "").await.unwrap_err().is_invalid_input(), "both implementations agree");
 }
+
+#[tokio::test]
+async fn an_op_history_longer_than_the_version_is_corrupt() {
+    let (_s, valkey, _prefix, mut raw) = setup("hostile-ops").await;
+    let responses = Plant::open(valkey).store::<JobResponse>();
+    created(&responses, &JobResponse::new("r-1", "s1", "o-1", &[])).await;
+    let key = responses.key("r-1").unwrap();
+    // Two ids of history for version 1: no position can name a version.
+    let () =
+        redis::cmd("HSET").arg(&key).arg("ops").arg("aaaaaaaaaaaabbbbbbbbbbbb").query_async(&mut raw).await.unwrap();
+    let before = hash(&mut raw, &key).await;
+    let err = responses.put(&JobResponse::new("r-1", "s1", "o-1", &["x"]), Expect::Any).await.unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    assert_eq!(hash(&mut raw, &key).await, before, "nothing written");
+}

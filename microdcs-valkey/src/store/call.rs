@@ -84,7 +84,10 @@ impl<'a> Call<'a> {
         call.set_arg(slots.scope, Arg::Borrowed(t.scope));
         call.set_arg(slots.kind, Arg::Static(kind));
         call.set_arg(slots.channel, Arg::Borrowed(&plan.channel));
-        call.set_arg(slots.maxlen, Arg::Owned(valkey.write_options().change_stream_max_len.to_string()));
+        // The server takes a signed 64-bit length; a larger one would fail
+        // XADD in the middle of the script, after the first write.
+        let max_len = valkey.write_options().change_stream_max_len.min(i64::MAX as u64);
+        call.set_arg(slots.maxlen, Arg::Owned(max_len.to_string()));
         Ok(call)
     }
 
@@ -247,6 +250,7 @@ pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> 
             microdcs_schema::lua::MAX_VERSION
         ),
         "v" => VERSION_REASON.to_owned(),
+        "ops" => "`ops` is not a history of whole operation ids that the version can account for".to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }

@@ -32,7 +32,9 @@ if #ops > keep then ops = string.sub(ops, -keep) end
 
 /// The lookup of the op id in the history: a match at an entry boundary is
 /// this write, already applied; its position gives its version. A history
-/// whose length is not whole entries is refused as corrupt; one in the
+/// whose length is not whole entries, or that holds more writes than the
+/// version counts (a position would give a version of 0 or less), is
+/// refused as corrupt; one in the
 /// earlier ` op=version` form is dropped (its ids were longer).
 fn lookup(history: usize) -> String {
     format!(
@@ -40,7 +42,7 @@ fn lookup(history: usize) -> String {
 local keep = ARGV[{history}] * {n}
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
-if #ops % {n} ~= 0 then return {{6, 'ops'}} end
+if #ops % {n} ~= 0 or #ops / {n} > v then return {{6, 'ops'}} end
 local at = string.find(ops, op, 1, true)
 while at and at % {n} ~= 1 do at = string.find(ops, op, at + 1, true) end
 if at then return {{7, v - (#ops - at + 1) / {n} + 1}} end

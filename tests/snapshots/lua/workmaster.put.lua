@@ -55,7 +55,7 @@ end
 local keep = ARGV[9] * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
-if #ops % 12 ~= 0 then return {6, 'ops'} end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
 local at = string.find(ops, op, 1, true)
 while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
 if at then return {7, v - (#ops - at + 1) / 12 + 1} end
