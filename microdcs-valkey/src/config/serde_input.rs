@@ -1,0 +1,125 @@
+//! Reading the configuration with serde: every value goes through the same
+//! parsing and validation as the environment, and unknown fields are
+//! refused, so a misspelt setting is an error rather than a silent default.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// A setting's value as text, whatever scalar the format gave, so it is
+/// parsed exactly as from the environment.
+pub(super) struct SettingText(pub(super) String);
+
+impl<'de> Deserialize<'de> for SettingText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = SettingText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_owned()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<SettingText, E> {
+                Ok(SettingText(v.to_string()))
+            }
+        }
+        d.deserialize_any(Text)
+    }
+}
+
+/// Section `MicroDcs:Valkey` as written, before parsing. Unknown fields are
+/// refused: the section belongs to this crate, as `APP_MicroDcs__Valkey__*`
+/// variables do, and a misspelt name would otherwise silently keep a default.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct RawValkey {
+    connection_string: Option<SettingText>,
+    user: Option<SettingText>,
+    password_file: Option<SettingText>,
+    tls_ca_file: Option<SettingText>,
+    require_tls: Option<SettingText>,
+    key_prefix: Option<SettingText>,
+    poll_interval: Option<SettingText>,
+    scope_refresh_interval: Option<SettingText>,
+    write_attempts: Option<SettingText>,
+    write_retry_delay: Option<SettingText>,
+    change_stream_max_length: Option<SettingText>,
+    op_history_length: Option<SettingText>,
+    connect_timeout: Option<SettingText>,
+    response_timeout: Option<SettingText>,
+}
+
+impl RawValkey {
+    /// Each setting by its name below `MicroDcs`.
+    fn settings(self) -> impl Iterator<Item = (String, Option<SettingText>)> {
+        [
+            ("ConnectionString", self.connection_string),
+            ("User", self.user),
+            ("PasswordFile", self.password_file),
+            ("TlsCaFile", self.tls_ca_file),
+            ("RequireTls", self.require_tls),
+            ("KeyPrefix", self.key_prefix),
+            ("PollInterval", self.poll_interval),
+            ("ScopeRefreshInterval", self.scope_refresh_interval),
+            ("WriteAttempts", self.write_attempts),
+            ("WriteRetryDelay", self.write_retry_delay),
+            ("ChangeStreamMaxLength", self.change_stream_max_length),
+            ("OpHistoryLength", self.op_history_length),
+            ("ConnectTimeout", self.connect_timeout),
+            ("ResponseTimeout", self.response_timeout),
+        ]
+        .into_iter()
+        .map(|(name, v)| (format!("Valkey:{name}"), v))
+    }
+}
+
+/// Section `MicroDcs` as written, before parsing; unknown fields refused
+/// for the same reason as in [`RawValkey`].
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct RawMicroDcs {
+    valkey: Option<RawValkey>,
+    dedupe_lease: Option<SettingText>,
+    dedupe_retention: Option<SettingText>,
+}
+
+impl<'de> Deserialize<'de> for MicroDcsConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawMicroDcs::deserialize(d)?;
+        let mut c = MicroDcsConfig::default();
+        let settings = raw.valkey.into_iter().flat_map(RawValkey::settings).chain([
+            ("DedupeLease".to_owned(), raw.dedupe_lease),
+            ("DedupeRetention".to_owned(), raw.dedupe_retention),
+        ]);
+        let problems = c.set_all(settings);
+        c.checked(problems).map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for ValkeyConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = RawValkey::deserialize(d)?;
+        let mut c = MicroDcsConfig::default();
+        let mut problems = c.set_all(raw.settings());
+        if let Err(e) = c.valkey.validate() {
+            problems.extend(e.problems);
+        }
+        if problems.is_empty() { Ok(c.valkey) } else { Err(serde::de::Error::custom(ConfigError { problems })) }
+    }
+}

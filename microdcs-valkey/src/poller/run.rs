@@ -1,0 +1,345 @@
+//! The poller's loop: nudges, the fallback poll, registry refreshes,
+//! periodic tasks and drains, each call bounded and each step giving way to
+//! a stop.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+pub(super) struct Loop {
+    pub(super) valkey: Valkey,
+    pub(super) streams: Streams,
+    pub(super) consumer_name: String,
+    pub(super) plans: Vec<Plan>,
+    pub(super) tasks: Vec<Arc<dyn PollerTask>>,
+    /// Known scopes per registry key.
+    pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
+    pub(super) sub: ConnectionManager,
+    /// For the resubscription task to report back.
+    pub(super) events: mpsc::UnboundedSender<Nudge>,
+    /// Turns `true` (or closes) when the loop should stop.
+    pub(super) stop: watch::Receiver<bool>,
+}
+
+/// The longest interval used: adding more to an instant can overflow the
+/// clock (a panic in the loop's task), and thirty years is never anyway.
+pub(super) const LONGEST_INTERVAL: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// An interval as the loop uses it: at least 1 ms (a zero period is refused
+/// by the timer), at most [`LONGEST_INTERVAL`].
+pub(super) fn usable(d: Duration) -> Duration {
+    d.clamp(Duration::from_millis(1), LONGEST_INTERVAL)
+}
+
+/// When a task is due next: `from` plus its interval, or never when that
+/// cannot be represented.
+pub(super) fn due_after(from: tokio::time::Instant, interval: Duration) -> Option<tokio::time::Instant> {
+    from.checked_add(usable(interval))
+}
+
+impl Loop {
+    pub(super) async fn run(mut self, mut nudges: mpsc::UnboundedReceiver<Nudge>, mut stop: watch::Receiver<bool>) {
+        let opts = self.valkey.poll_options().clone();
+        let mut poll = tokio::time::interval(usable(opts.poll_interval));
+        let mut refresh = tokio::time::interval(usable(opts.scope_refresh_interval));
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut task_due: Vec<Option<tokio::time::Instant>> =
+            self.tasks.iter().map(|t| due_after(tokio::time::Instant::now(), t.interval())).collect();
+        let mut task_tick = tokio::time::interval(Duration::from_millis(50));
+        let mut resubscribing: Option<JoinHandle<()>> = None;
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                _ = refresh.tick() => self.refresh().await,
+                _ = poll.tick() => self.poll_all().await,
+                _ = task_tick.tick(), if !self.tasks.is_empty() => {
+                    let now = tokio::time::Instant::now();
+                    for (i, t) in self.tasks.iter().enumerate() {
+                        if task_due[i].is_some_and(|due| now >= due) {
+                            if let Err(e) = t.run().await {
+                                tracing::warn!(error = %e, "poller task failed");
+                            }
+                            task_due[i] = due_after(now, t.interval());
+                        }
+                        if self.stopping() {
+                            break;
+                        }
+                    }
+                }
+                Some(first) = nudges.recv() => {
+                    // Coalesce the nudges waiting now: one drain per (channel, scope).
+                    let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+                    let mut disconnected = false;
+                    let mut resubscribed = false;
+                    let mut next = Some(first);
+                    while let Some(n) = next {
+                        match n {
+                            Nudge::Scope { channel, scope } => {
+                                wanted.insert((channel, scope));
+                            }
+                            Nudge::Disconnected => disconnected = true,
+                            Nudge::Resubscribed => resubscribed = true,
+                        }
+                        next = nudges.try_recv().ok();
+                    }
+                    if resubscribed {
+                        self.drain_all().await;
+                    }
+                    if disconnected && resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
+                        tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
+                        let mut sub = self.sub.clone();
+                        let mut stop = stop.clone();
+                        let events = self.events.clone();
+                        let timeout = self.valkey.response_timeout();
+                        resubscribing = Some(tokio::spawn(async move {
+                            // A command on the dead connection makes the manager
+                            // reconnect and resubscribe; keep trying until it does.
+                            let mut delay = Duration::from_millis(100);
+                            loop {
+                                let ping = redis::cmd("PING");
+                                let pong: redis::RedisResult<Value> =
+                                    retry::bounded(timeout, ping.query_async(&mut sub)).await;
+                                if pong.is_ok() {
+                                    tracing::info!("nudge subscription restored");
+                                    let _ = events.send(Nudge::Resubscribed);
+                                    return;
+                                }
+                                tokio::select! {
+                                    _ = stop.changed() => return,
+                                    () = tokio::time::sleep(delay) => {}
+                                }
+                                delay = (delay * 2).min(Duration::from_secs(5));
+                            }
+                        }));
+                    }
+                    for (channel, scope) in wanted {
+                        if self.stopping() {
+                            break;
+                        }
+                        let matching: Vec<usize> =
+                            (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
+                        for i in matching {
+                            let registry = self.plans[i].registry.clone();
+                            if !self.knows(&registry, &scope) {
+                                if !self.registered(&registry, &scope).await {
+                                    tracing::debug!(scope, "nudge for a scope the registry does not list; ignored");
+                                    continue;
+                                }
+                                self.add_scope(&registry, &scope).await;
+                            }
+                            self.drain(i, &scope).await;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(h) = resubscribing {
+            h.abort();
+        }
+    }
+
+    /// Whether a stop was asked for (or the handle dropped).
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() || self.stop.has_changed().is_err()
+    }
+
+    /// Runs `f` unless a stop comes first (`None` then): what is given up is
+    /// a read, claim or acknowledge, after which the entries stay pending.
+    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => None,
+            v = f => Some(v),
+        }
+    }
+
+    fn knows(&self, registry: &str, scope: &str) -> bool {
+        self.scopes.get(registry).is_some_and(|s| s.contains(scope))
+    }
+
+    /// The registry keys the plans use, each once.
+    fn registries(&self) -> BTreeSet<String> {
+        self.plans.iter().map(|p| p.registry.clone()).collect()
+    }
+
+    async fn refresh(&mut self) {
+        for registry in self.registries() {
+            let cmd = redis::cmd("SMEMBERS").arg(&registry).clone();
+            let cmd = &cmd;
+            let read = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await });
+            let Some(found): Option<redis::RedisResult<Vec<String>>> = self.unless_stopped(read).await else { return };
+            match found {
+                Ok(scopes) => {
+                    for s in scopes {
+                        if self.stopping() {
+                            return;
+                        }
+                        if !self.knows(&registry, &s) {
+                            self.add_scope(&registry, &s).await;
+                            let on_registry: Vec<usize> =
+                                (0..self.plans.len()).filter(|i| self.plans[*i].registry == registry).collect();
+                            for i in on_registry {
+                                self.drain(i, &s).await;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the scope registry"),
+            }
+        }
+    }
+
+    /// Whether the scope registry lists `scope` (nudges name scopes; only registered ones are read).
+    async fn registered(&self, registry: &str, scope: &str) -> bool {
+        let cmd = redis::cmd("SISMEMBER").arg(registry).arg(scope).clone();
+        let cmd = &cmd;
+        let read = retry::read(&self.valkey, |mut con| async move { cmd.query_async::<bool>(&mut con).await });
+        matches!(self.unless_stopped(read).await, Some(Ok(true)))
+    }
+
+    /// Creates the groups of every plan on `registry` for a new scope.
+    async fn add_scope(&mut self, registry: &str, scope: &str) {
+        for p in self.plans.iter().filter(|p| p.registry == registry) {
+            if let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) {
+                match self.unless_stopped(self.streams.create_group(&key, p.consumer.group())).await {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(stream = key, error = %e, "cannot create the consumer group");
+                        return;
+                    }
+                    None => return,
+                }
+            }
+        }
+        tracing::debug!(scope, "scope discovered");
+        self.scopes.entry(registry.to_owned()).or_default().insert(scope.to_owned());
+    }
+
+    /// Every stream of every known scope, once (after a resubscription).
+    async fn drain_all(&self) {
+        for i in 0..self.plans.len() {
+            let scopes: Vec<String> =
+                self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+            for s in &scopes {
+                if self.stopping() {
+                    return;
+                }
+                self.drain(i, s).await;
+            }
+        }
+    }
+
+    /// Every stream of every scope: first take over entries another
+    /// consumer left pending for long (a crashed instance), then drain.
+    async fn poll_all(&mut self) {
+        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
+        for i in 0..self.plans.len() {
+            let scopes: Vec<String> =
+                self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+            for s in &scopes {
+                if self.stopping() {
+                    return;
+                }
+                let p = &self.plans[i];
+                if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
+                    // Claimed entries become our pending entries; the drain handles them.
+                    let claim =
+                        self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
+                    match self.unless_stopped(claim).await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => tracing::warn!(stream = key, error = %e, "autoclaim failed"),
+                        None => return,
+                    }
+                }
+                self.drain(i, s).await;
+            }
+        }
+    }
+
+    /// Own pending entries first (a failed batch comes again), then new ones
+    /// until a read returns nothing or the consumer fails.
+    async fn drain(&self, plan: usize, scope: &str) {
+        let p = &self.plans[plan];
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return };
+        let group = p.consumer.group();
+        let batch = batch(p);
+        let mut pending = true;
+        // At most this many batches per call, so one busy stream cannot hold
+        // the loop (the rest comes with the next nudge or poll).
+        let mut budget = 16u32;
+        loop {
+            if budget == 0 || self.stopping() {
+                return;
+            }
+            budget -= 1;
+            let got = if pending {
+                self.unless_stopped(self.streams.read_from(&key, group, &self.consumer_name, batch, "0")).await
+            } else {
+                self.unless_stopped(self.streams.read(&key, group, &self.consumer_name, batch)).await
+            };
+            let entries = match got {
+                None => return,
+                Some(Ok(e)) => e,
+                Some(Err(e)) => {
+                    tracing::warn!(stream = key, error = %e, "stream read failed");
+                    return;
+                }
+            };
+            if entries.is_empty() {
+                if pending {
+                    pending = false;
+                    continue;
+                }
+                return;
+            }
+            // A pending entry deleted from the stream comes back without
+            // fields: it is lost, never handed to the consumer.
+            let read_len = entries.len();
+            let (entries, lost): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| !e.fields.is_empty());
+            if !lost.is_empty() {
+                let ids: Vec<String> = lost.iter().map(|e| e.id.clone()).collect();
+                tracing::warn!(stream = key, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
+                self.valkey.metrics().add_entries_lost(ids.len() as u64);
+                match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
+                        return;
+                    }
+                    None => return,
+                }
+                if entries.is_empty() {
+                    continue;
+                }
+            }
+            match p.consumer.handle(scope, &entries).await {
+                Ok(()) => {
+                    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+                    match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => {
+                            tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
+                            return;
+                        }
+                        // Stopping: the batch stays pending and comes again.
+                        None => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(stream = key, entries = entries.len(), error = %e, "consumer failed; entries stay pending");
+                    return;
+                }
+            }
+            if pending && read_len < batch {
+                pending = false;
+            }
+        }
+    }
+}
+
+/// A consumer's batch as used: from 1 to [`Streams::MAX_COUNT`].
+fn batch(p: &Plan) -> usize {
+    p.consumer.batch().clamp(1, Streams::MAX_COUNT)
+}
