@@ -11,6 +11,8 @@
 
 pub mod fixtures;
 mod inspect;
+pub mod seeded;
+pub mod tls;
 
 pub use inspect::{command_calls, command_usec, snapshot, stream_entries};
 pub use microdcs_valkey::testing::{
@@ -38,4 +40,21 @@ pub async fn created<D: Document, C: Codec<D>>(store: &Store<D, C>, doc: &D) -> 
         Ok(PutOutcome::Written { version }) => version,
         other => panic!("create of `{}` should write, got {other:?}", doc.id()),
     }
+}
+
+/// A change handler that forwards every change it is given, and the
+/// receiving end: a test reads what a typed consumer delivered.
+pub fn change_channel<D: Send + 'static>()
+-> (impl microdcs_valkey::ChangeHandler<D>, tokio::sync::mpsc::UnboundedReceiver<microdcs_valkey::Change<D>>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move |_scope: String, changes: Vec<microdcs_valkey::Change<D>>| {
+        let tx = tx.clone();
+        async move {
+            for c in changes {
+                tx.send(c).map_err(|_| "the test stopped listening")?;
+            }
+            Ok(())
+        }
+    };
+    (handler, rx)
 }

@@ -27,6 +27,7 @@
 //! number of writes (all writers together).
 
 use microdcs_tests::fixtures::Plant;
+use microdcs_tests::seeded::{Rng, env_u64};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,30 +45,6 @@ const DOWN: Duration = Duration::from_millis(300);
 const GRACE: Duration = Duration::from_secs(2);
 /// How long a writer may go without getting a read through.
 const STUCK: Duration = Duration::from_secs(30);
-
-/// xorshift64*: small, deterministic, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
 
 /// One failed call, kept for judging once the restart window is known.
 #[derive(Debug)]

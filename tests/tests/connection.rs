@@ -2,11 +2,10 @@
 //! password file rotation, TLS (Debian's redis-server), restarts, health,
 //! and that no secret reaches logs, `Debug` or error texts.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use microdcs_tests::tls::{certificates, temp_dir};
 use microdcs_tests::{ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{ConnectError, Document, Health, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
@@ -107,16 +106,6 @@ fn config(cs: &str, prefix: &str) -> ValkeyConfig {
     c.set("Valkey:KeyPrefix", prefix).unwrap();
     c.set("Valkey:ConnectTimeout", "3s").unwrap();
     c.valkey
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "microdcs-conn-{}-{name}-{}",
-        std::process::id(),
-        unique_prefix("d").as_str()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 async fn raw(server: &ValkeyServer) -> ConnectionManager {
@@ -274,91 +263,6 @@ async fn operations_resume_after_a_server_restart() {
     assert_eq!(out, PutOutcome::Written { version: 1 });
     assert_eq!(store.get("b").await.unwrap().unwrap().doc.n, 2);
     assert!(valkey.health().await.is_healthy());
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl CLI (apt-get install openssl)");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A CA, a server certificate for localhost/127.0.0.1 signed by it, and an unrelated CA.
-fn certificates(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=microdcs test CA",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "other.key",
-            "-out",
-            "other.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=other CA",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-    );
 }
 
 #[tokio::test]

@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
+use microdcs_tests::change_channel;
 use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
 use microdcs_tests::{created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, Change, Changes, DeleteExpect, Error, Expect, KeyPrefix, MicroDcsConfig, Page, Poller, Valkey,
-    WriteOptions,
+    Changes, DeleteExpect, Error, Expect, KeyPrefix, MicroDcsConfig, Page, Poller, Valkey, WriteOptions,
 };
-use tokio::sync::mpsc;
 
 async fn setup(name: &str) -> (microdcs_valkey::testing::ValkeyServer, Valkey, KeyPrefix, ConnectionManager) {
     let s = server();
@@ -69,23 +68,14 @@ async fn a_damaged_document_does_not_hold_back_a_fetching_consumer() {
     created(&responses, &JobResponse::new("r-1", "s1", "o-1", &[])).await;
     let key = responses.key("r-1").unwrap();
     let () = redis::cmd("HSET").arg(&key).arg("doc").arg("{not json").query_async(&mut raw).await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let handler = move |_scope: String, changes: Vec<Change<JobResponse>>| {
-        let tx = tx.clone();
-        async move {
-            for c in changes {
-                tx.send(c.id).map_err(|e| Box::new(e) as BoxError)?;
-            }
-            Ok(())
-        }
-    };
+    let (handler, mut rx) = change_channel::<JobResponse>();
     let poller = Poller::new(valkey.clone(), "i-1")
         .consumer(Changes::new(responses.clone(), "audit", handler).fetching())
         .start()
         .await
         .unwrap();
     created(&responses, &JobResponse::new("r-2", "s1", "o-2", &[])).await;
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.ok().flatten();
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.ok().flatten().map(|c| c.id);
     assert_eq!(got.as_deref(), Some("r-2"), "the next change arrives; the damaged one is passed over");
     assert_eq!(valkey.metrics().stream_entries_corrupt(), 1);
     poller.shutdown().await;

@@ -12,6 +12,7 @@
 //! business, here the point is every outcome under lost connections.
 
 use microdcs_tests::fixtures::Plant;
+use microdcs_tests::seeded::{Rng, env_u64};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,35 +30,6 @@ use microdcs_valkey::{
 
 /// A pattern no request contains: arming it disarms a proxy.
 const NEVER: &[u8] = b"\x00never\x00";
-
-/// xorshift64*: small, deterministic, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// True `pct` times in a hundred.
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
 
 /// A proxy that loses a request: the connection carrying the armed pattern
 /// is closed without forwarding it, so the server never runs it, while the

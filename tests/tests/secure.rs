@@ -7,17 +7,17 @@
 //! connection, use the same credentials and TLS settings.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use microdcs_tests::change_channel;
+use microdcs_tests::tls::{certificates, temp_dir};
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Acquire, Change, ChangeKind, Changes, Claim, ConnectError, DedupeStore, Document, Error, LeaseBackend, LeaseStore,
+    Acquire, ChangeKind, Changes, Claim, ConnectError, DedupeStore, Document, Error, LeaseBackend, LeaseStore,
     MicroDcsConfig, Poller, PutOutcome, Valkey, ValkeyConfig, ValkeyDedupe,
 };
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(kind = "reading", list(key = "reading:list:{scope}", score = n))]
@@ -52,16 +52,6 @@ fn base_config(cs: &str, prefix: &str) -> ValkeyConfig {
     c.set("Valkey:PollInterval", SLOW_POLL).unwrap();
     c.set("Valkey:ScopeRefreshInterval", SLOW_POLL).unwrap();
     c.valkey
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "microdcs-secure-{}-{name}-{}",
-        std::process::id(),
-        unique_prefix("d").as_str()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// One of the two protected servers, with a config that gets in.
@@ -127,61 +117,6 @@ async fn password_server(name: &str) -> Protected {
     config.user = Some(USER.into());
     config.password_file = Some(pw_file);
     Protected { server, config, admin, label: "password server, ACL user, password file", dir }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().unwrap_or_else(|e| {
-        panic!("the openssl CLI is needed to make test certificates (apt-get install openssl): {e}")
-    });
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A CA and a server certificate for localhost/127.0.0.1 signed by it.
-fn certificates(dir: &Path) {
-    let subj_ca = "/CN=microdcs secure test CA";
-    openssl(
-        dir,
-        &[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", subj_ca,
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ],
-    );
-    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-    );
 }
 
 /// A TLS-only server (no plain port at all) and a config trusting its CA
@@ -315,16 +250,7 @@ async fn nudged_change_arrives(p: &mut Protected, user: Option<&str>) {
     let valkey = p.connect().await;
     let label = p.label;
     let readings = Secure::open(valkey.clone()).store::<Reading>();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Change<Reading>>();
-    let handler = move |_scope: String, changes: Vec<Change<Reading>>| {
-        let tx = tx.clone();
-        async move {
-            for c in changes {
-                tx.send(c).map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }
-    };
+    let (handler, mut rx) = change_channel::<Reading>();
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Changes::new(readings.clone(), "audit", handler).fetching())
         .start()

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use microdcs_tests::change_channel;
 use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
@@ -173,16 +174,7 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
     // Polls far apart: the custom nudge channel must wake the consumer.
     let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
     let alarms = Feeds::open(valkey.clone()).store::<Alarm>();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Change<Alarm>>();
-    let handler = move |_scope: String, changes: Vec<Change<Alarm>>| {
-        let tx = tx.clone();
-        async move {
-            for c in changes {
-                tx.send(c).map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }
-    };
+    let (handler, mut rx) = change_channel::<Alarm>();
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Changes::new(alarms.clone(), "audit", handler).fetching())
         .start()
