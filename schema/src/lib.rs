@@ -45,6 +45,7 @@ pub use document::{
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
-    Binding, DocumentSpec, Family, FamilySpec, Feed, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role, Source,
+    Binding, DocumentSpec, Family, FamilySpec, Feed, IndexLayout, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role,
+    Source,
 };
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

@@ -200,10 +200,48 @@ impl<'a> DocumentSpec<'a> {
         (0..self.family_count()).map(|i| self.family(i))
     }
 
+    /// Each index's layout: its name, the fingerprints-hash field that
+    /// records it (`{kind}:{index}`, the list as `list`) and the text a
+    /// change of layout changes (template, kind of index, bindings or score
+    /// source, and the document key). One definition, so recording and
+    /// checking fingerprints can never name or describe an index apart.
+    pub fn index_layouts(&self) -> Vec<IndexLayout<'a>> {
+        let mut out = Vec::new();
+        if let Some(l) = self.list {
+            out.push(IndexLayout {
+                index: "list",
+                field: format!("{}:list", self.kind),
+                text: format!("list|{}|{:?}|{}", l.key, l.score, self.key),
+            });
+        }
+        for (what, ixs) in [("unique", self.unique), ("group", self.groups)] {
+            for ix in ixs {
+                out.push(IndexLayout {
+                    index: ix.name,
+                    field: format!("{}:{}", self.kind, ix.name),
+                    text: format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
+                });
+            }
+        }
+        out
+    }
+
     /// Where this type's change entries go and how readers learn of them.
     pub const fn feed(&self) -> Feed<'a> {
         Feed { kind: self.kind, stream: self.changes, nudge: self.nudge, registry: self.registry }
     }
+}
+
+/// The layout of one index of a document type (see
+/// [`DocumentSpec::index_layouts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexLayout<'a> {
+    /// Index name (`list` for the per-scope list).
+    pub index: &'a str,
+    /// The field of the fingerprints hash that records it.
+    pub field: String,
+    /// What its fingerprint is computed over.
+    pub text: String,
 }
 
 /// A stream per scope that a consumer reads, with the nudge channel that

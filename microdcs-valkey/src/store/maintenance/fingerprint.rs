@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
-    /// Hash field of the fingerprint family holding `D`'s layout fingerprint.
-    fn fingerprint_fields(&self) -> Vec<(String, String)> {
-        fingerprints(&D::SPEC)
+    /// `(index, field, fingerprint)` per index of `D`.
+    fn fingerprint_fields(&self) -> Vec<(&'static str, String, String)> {
+        D::SPEC.index_layouts().into_iter().map(|l| (l.index, l.field, digest(&l.text))).collect()
     }
 
     /// Records the fingerprints of the indexes just rebuilt (all of them, or
@@ -24,7 +24,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let fields: Vec<(String, String)> = self
             .fingerprint_fields()
             .into_iter()
-            .filter(|(f, _)| only.is_none_or(|i| f.ends_with(&format!(":{i}"))))
+            .filter(|(index, _, _)| only.is_none_or(|i| i == *index))
+            .map(|(_, field, fp)| (field, fp))
             .collect();
         if fields.is_empty() {
             return Ok(());
@@ -37,7 +38,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             cmd.query_async::<()>(&mut con).await
         })
         .await
-        .map_err(|f| crate::lease::call_error(f, &key))
+        .map_err(|f| f.into_error(&key))
     }
 
     /// The indexes of `D` whose layout changed since the last rebuild (or
@@ -56,7 +57,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if want.is_empty() {
             return Ok(Vec::new());
         }
-        let names: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
+        let names: Vec<&str> = want.iter().map(|(_, f, _)| f.as_str()).collect();
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(&key).arg(&names);
         let cmd = &cmd;
@@ -67,33 +68,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(want
             .iter()
             .zip(stored)
-            .filter(|((_, fp), s)| s.as_deref() != Some(fp.as_str()))
-            .map(|((f, _), _)| f.rsplit(':').next().unwrap_or_default().to_owned())
+            .filter(|((_, _, fp), s)| s.as_deref() != Some(fp.as_str()))
+            .map(|((index, _, _), _)| (*index).to_owned())
             .collect())
     }
 }
 
-/// `(field, fingerprint)` per index of a document type: field
-/// `{kind}:{index}`, value the first 16 hex digits of SHA-256 over the
-/// index's template, type and bindings (and the list's score source).
+/// `(field, fingerprint)` per index of a document type: the field of its
+/// [`IndexLayout`](microdcs_schema::IndexLayout), the first 16 hex digits of
+/// SHA-256 over its layout text.
 pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let hash = |text: String| {
-        let d = Sha256::digest(text.as_bytes());
-        d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
-    };
-    if let Some(l) = spec.list {
-        out.push((format!("{}:list", spec.kind), hash(format!("list|{}|{:?}|{}", l.key, l.score, spec.key))));
-    }
-    for (what, ixs) in [("unique", spec.unique), ("group", spec.groups)] {
-        for ix in ixs {
-            out.push((
-                format!("{}:{}", spec.kind, ix.name),
-                hash(format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, spec.key)),
-            ));
-        }
-    }
-    out
+    spec.index_layouts().into_iter().map(|l| (l.field, digest(&l.text))).collect()
+}
+
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// The fingerprints hash: always the built-in family, so recording and
