@@ -175,25 +175,6 @@ pub(crate) fn parse_counter(s: &str) -> Option<u64> {
     s.parse().ok().filter(|n| *n <= MAX_COUNTER)
 }
 
-/// The error of a script call that did not answer: after the last attempt
-/// with an unknown outcome the same [`Error::UnknownOutcome`] as a store
-/// write; a wrong-type key by the server's error code.
-pub(crate) fn call_error(failure: retry::Failure, key: &str) -> Error {
-    match failure {
-        retry::Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
-        failed @ retry::Failure::Failed(_) => server_error(failed.into_source(), key),
-    }
-}
-
-/// A server error; WRONGTYPE by its code, as the message text may change.
-fn server_error(e: redis::RedisError, key: &str) -> Error {
-    if e.code() == Some("WRONGTYPE") {
-        Error::WrongType { key: key.to_owned(), detail: e.to_string() }
-    } else {
-        Error::Redis(e)
-    }
-}
-
 const REQUEST_CACHE_TTL: Duration = Duration::from_secs(600);
 
 /// Where a [`LeaseStore`] keeps its keys.
@@ -303,7 +284,7 @@ impl LeaseStore {
     async fn invoke(&self, call: &ScriptCall<'_>, key: &str) -> Result<Vec<String>> {
         match retry::invoke_call(&self.valkey, call, "lease call", key).await {
             Ok(reply) => Ok(texts(&reply.value)),
-            Err(failure) => Err(call_error(failure, key)),
+            Err(failure) => Err(failure.into_error(key)),
         }
     }
 
@@ -484,7 +465,7 @@ impl LeaseBackend for LeaseStore {
         let cmd = &cmd;
         retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
             .await
-            .map_err(|e| server_error(e, &data))
+            .map_err(|e| Error::from_redis(e, &data))
     }
 
     /// A read, bounded like [`LeaseStore::read_protected`].
@@ -494,7 +475,7 @@ impl LeaseBackend for LeaseStore {
         let cmd = &cmd;
         let v: Option<Vec<u8>> = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
             .await
-            .map_err(|e| server_error(e, &fence))?;
+            .map_err(|e| Error::from_redis(e, &fence))?;
         match v {
             None => Ok(0),
             Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),

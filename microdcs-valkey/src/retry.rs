@@ -51,10 +51,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// The last error, whatever the kind of failure.
-    pub(crate) fn into_source(self) -> RedisError {
+    /// The caller's error for a call about `key`: an outcome still unknown
+    /// after every attempt is [`crate::Error::UnknownOutcome`], a server
+    /// error is mapped by its code ([`crate::Error::from_redis`]).
+    pub(crate) fn into_error(self, key: &str) -> crate::Error {
         match self {
-            Failure::Unknown { source, .. } | Failure::Failed(source) => source,
+            Failure::Unknown { source, attempts } => {
+                crate::Error::UnknownOutcome { key: key.to_owned(), attempts, source }
+            }
+            Failure::Failed(e) => crate::Error::from_redis(e, key),
         }
     }
 }

@@ -12,7 +12,6 @@ use redis::aio::ConnectionManager;
 
 use crate::client::Valkey;
 use crate::error::{Error, Result};
-use crate::lease::call_error;
 use crate::retry::{self, LuaScript};
 
 /// One stream entry.
@@ -193,7 +192,7 @@ impl Streams {
                 other => other,
             }
         };
-        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| call_error(f, stream))
+        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))
     }
 
     /// Appends an entry with no length limit (work and outbox streams).
@@ -307,7 +306,7 @@ impl Streams {
         let cmd = &cmd;
         retry::repeatable(&self.valkey, "acknowledge", stream, |mut con| async move { cmd.query_async(&mut con).await })
             .await
-            .map_err(|f| call_error(f, stream))
+            .map_err(|f| f.into_error(stream))
     }
 
     /// Removes the entries every group has acknowledged: below the lowest
@@ -332,7 +331,7 @@ impl Streams {
                 |mut con| async move { call.run(&mut con).await },
             )
             .await
-            .map_err(|f| call_error(f, stream))?;
+            .map_err(|f| f.into_error(stream))?;
         retry::reply(v).map_err(|e| Error::from_redis(e, stream))
     }
 

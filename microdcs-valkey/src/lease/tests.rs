@@ -59,16 +59,16 @@ fn one_counter_grammar() {
 #[test]
 fn unknown_outcome_after_the_last_attempt() {
     let cut = || redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-    match call_error(retry::Failure::Unknown { source: cut(), attempts: 4 }, "k") {
+    match (retry::Failure::Unknown { source: cut(), attempts: 4 }).into_error("k") {
         Error::UnknownOutcome { key, attempts, .. } => assert_eq!((key.as_str(), attempts), ("k", 4)),
         other => panic!("{other:?}"),
     }
     let server = |reply: &[u8]| redis::parse_redis_value(reply).unwrap().extract_error().unwrap_err();
     let wrong = server(b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
-    assert!(matches!(call_error(retry::Failure::Failed(wrong), "k"), Error::WrongType { .. }));
+    assert!(matches!(retry::Failure::Failed(wrong).into_error("k"), Error::WrongType { .. }));
     // Matched by the error code, not by words in a message.
     let other = server(b"-ERR user script mentions WRONGTYPE\r\n");
-    assert!(matches!(call_error(retry::Failure::Failed(other), "k"), Error::Redis(_)));
+    assert!(matches!(retry::Failure::Failed(other).into_error("k"), Error::Redis(_)));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::types::ReadState;
 use crate::client::Valkey;
 use crate::config::defaults;
 use crate::error::{Error, Result, short};
-use crate::retry::{self, Failure, Invoked, LuaScript};
+use crate::retry::{self, Invoked, LuaScript};
 
 /// One script argument.
 pub(super) enum Arg<'a> {
@@ -205,10 +205,7 @@ impl<'a> Call<'a> {
         for a in &self.args {
             call = call.arg(a.bytes());
         }
-        retry::invoke_call(valkey, &call, "write", key).await.map_err(|f| match f {
-            Failure::Unknown { source, attempts } => Error::UnknownOutcome { key: key.to_owned(), attempts, source },
-            Failure::Failed(e) => Error::from_redis(e, key),
-        })
+        retry::invoke_call(valkey, &call, "write", key).await.map_err(|f| f.into_error(key))
     }
 }
 

@@ -355,7 +355,7 @@ async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, k
 async fn write_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
     crate::retry::repeatable(valkey, "index repair", key, |mut con| async move { pipe.query_async(&mut con).await })
         .await
-        .map_err(|f| crate::lease::call_error(f, key))
+        .map_err(|f| f.into_error(key))
 }
 
 fn as_str(v: &Value) -> Option<String> {

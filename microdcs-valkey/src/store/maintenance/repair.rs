@@ -190,7 +190,7 @@ pub(super) async fn apply(valkey: &crate::Valkey, delete_if_equals: &LuaScript, 
         let v =
             crate::retry::repeatable(valkey, "unique release", &key, |mut con| async move { call.run(&mut con).await })
                 .await
-                .map_err(|f| crate::lease::call_error(f, &key))?;
+                .map_err(|f| f.into_error(&key))?;
         let _: i64 = reply(v).map_err(|e| Error::from_redis(e, &key))?;
     }
     Ok(count)
