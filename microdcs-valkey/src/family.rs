@@ -11,16 +11,21 @@ use microdcs_schema::{FamilySpec, KeyPrefix, KeyTemplate, KeyType};
 use crate::error::{Error, Result};
 
 /// A family whose template was checked to have exactly the placeholders a
-/// service fills, in that order.
-#[derive(Debug, Clone, Copy)]
+/// service fills, in that order. The template is parsed once, when the
+/// service is built, not on every key.
+#[derive(Debug, Clone)]
 pub(crate) struct FamilyKey {
     spec: FamilySpec<'static>,
+    template: std::result::Result<KeyTemplate, String>,
 }
 
 impl FamilyKey {
-    /// One of the runtime's own families (valid by the schema crate's tests).
-    pub(crate) const fn builtin(spec: FamilySpec<'static>) -> Self {
-        FamilyKey { spec }
+    /// One of the runtime's own families (valid by the schema crate's
+    /// tests; should one not parse, every key of it is a typed error).
+    pub(crate) fn builtin(spec: FamilySpec<'static>) -> Self {
+        let template = KeyTemplate::parse(spec.key)
+            .map_err(|_| format!("family `{}` has an invalid template `{}`", spec.name, spec.key));
+        FamilyKey { spec, template }
     }
 
     /// A caller's family for the role `what`: it must parse, be of type
@@ -42,7 +47,7 @@ impl FamilyKey {
             let want: Vec<String> = placeholders.iter().map(|p| format!("{{{p}}}")).collect();
             return Err(bad(format!("must have exactly the placeholders {}", want.join(", "))));
         }
-        Ok(FamilyKey { spec })
+        Ok(FamilyKey { spec, template: Ok(t) })
     }
 
     /// The family's spec.
@@ -52,9 +57,7 @@ impl FamilyKey {
 
     /// The key for `values` (in placeholder order).
     pub(crate) fn render(&self, prefix: &KeyPrefix, values: &[&str]) -> Result<String> {
-        let t = KeyTemplate::parse(self.spec.key).map_err(|_| {
-            Error::InvalidArgument(format!("family `{}` has an invalid template `{}`", self.spec.name, self.spec.key))
-        })?;
+        let t = self.template.as_ref().map_err(|why| Error::InvalidArgument(why.clone()))?;
         t.render(prefix, values).map_err(crate::store::render_err)
     }
 }
