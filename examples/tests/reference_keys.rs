@@ -58,7 +58,10 @@ fn shape(t: &str) -> String {
 fn every_reference_family_renders_the_reference_key() {
     let rows = key_table(&KeyPrefix::default()).unwrap();
     // Families we add to the reference table, each for a stated reason.
-    const ADDED: &[(&str, &str)] = &[("schema:fingerprints", "microdcs:schema:fingerprints")];
+    const ADDED: &[(&str, &str)] = &[
+        ("schema:fingerprints", "microdcs:schema:fingerprints"),
+        ("tomb:{kind}:{id}", "microdcs:tomb:jobresponse:r-1"),
+    ];
     assert_eq!(
         rows.len(),
         REFERENCE.len() + ADDED.len(),

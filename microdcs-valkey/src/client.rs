@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 
 /// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
-/// `ChangeStreamMaxLength`, `OpHistoryLength`; defaults from
+/// `ChangeStreamMaxLength`, `OpHistoryLength`, `TombstoneRetention`; defaults from
 /// [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
@@ -27,6 +27,11 @@ pub struct WriteOptions {
     /// many later writes reached its document. The configuration refuses
     /// other values; one set here is taken to the nearest bound.
     pub op_history: u32,
+    /// How long a deleted document's tombstone is kept (default 10 min,
+    /// at least 1 s): within it, a retried delete and a retried write of
+    /// the deleted document are recognised. The configuration refuses
+    /// shorter values; one set here is raised to 1 s.
+    pub tombstone_retention: Duration,
 }
 
 impl Default for WriteOptions {
@@ -36,6 +41,7 @@ impl Default for WriteOptions {
             retry_delay: defaults::WRITE_RETRY_DELAY,
             change_stream_max_len: defaults::CHANGE_STREAM_MAX_LENGTH,
             op_history: defaults::OP_HISTORY_LENGTH,
+            tombstone_retention: defaults::TOMBSTONE_RETENTION,
         }
     }
 }

@@ -27,13 +27,11 @@ use redis::{Cmd, RedisError, RedisResult, Script, Value};
 use crate::client::Valkey;
 use crate::error::is_unknown_outcome;
 
-/// A reply, and whether an earlier attempt of the same call may have run.
+/// A script's reply. Whether an earlier attempt ran is for the script to
+/// tell (by its operation id), not the caller: a lost reply proves nothing.
 pub(crate) struct Invoked {
     /// The script's reply.
     pub(crate) value: Value,
-    /// `true` when an earlier attempt's outcome was unknown: its effect may
-    /// already be in place.
-    pub(crate) after_unknown: bool,
 }
 
 /// Why a call gave up.
@@ -183,7 +181,7 @@ where
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(valkey.connection())).await {
-            Ok(value) => return Ok(Invoked { value, after_unknown: attempt > 1 }),
+            Ok(value) => return Ok(Invoked { value }),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts {
                     return Err(Failure::Unknown { source: e, attempts: attempt });

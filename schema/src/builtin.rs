@@ -1,6 +1,6 @@
 //! The key families the runtime's own services use, as constants: the
 //! shared families every document type writes by default (change stream,
-//! nudge channel, scope registry), the dedupe and start-lock keys, the lease
+//! nudge channel, scope registry, tombstones), the dedupe and start-lock keys, the lease
 //! keys and the index-layout fingerprints.
 //!
 //! Services take their keys from these specs, never from a family looked up
@@ -22,6 +22,14 @@ pub const NUDGE: FamilySpec<'static> = FamilySpec { name: "nudge", key: "nudge:{
 /// The scope registry (`scopes`), the default of every document type's
 /// `registry`.
 pub const SCOPES: FamilySpec<'static> = FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set };
+
+/// The tombstone a delete leaves (`tomb:{kind}:{id}`): the document's last
+/// version, the delete's operation id and the document's operation history,
+/// kept for `TombstoneRetention`. A retried delete and a retried write of a
+/// document deleted in between find their operation id here, so neither is
+/// applied twice nor misreported after a lost reply.
+pub const TOMBSTONES: FamilySpec<'static> =
+    FamilySpec { name: "tombstones", key: "tomb:{kind}:{id}", key_type: KeyType::String };
 
 /// A dedupe claim: `{hash}` is a digest of the event's source and id.
 pub const DEDUPE: FamilySpec<'static> =
@@ -51,8 +59,19 @@ pub const FINGERPRINTS: FamilySpec<'static> =
     FamilySpec { name: "fingerprints", key: "schema:fingerprints", key_type: KeyType::Hash };
 
 /// Every family above.
-pub const ALL: [FamilySpec<'static>; 10] =
-    [CHANGES, NUDGE, SCOPES, DEDUPE, START_LOCK, LEASE, LEASE_FENCE, LEASE_REQUEST, LEASE_DATA, FINGERPRINTS];
+pub const ALL: [FamilySpec<'static>; 11] = [
+    CHANGES,
+    NUDGE,
+    SCOPES,
+    TOMBSTONES,
+    DEDUPE,
+    START_LOCK,
+    LEASE,
+    LEASE_FENCE,
+    LEASE_REQUEST,
+    LEASE_DATA,
+    FINGERPRINTS,
+];
 
 #[cfg(test)]
 mod tests {

@@ -279,9 +279,11 @@ pub struct FamilySpec<'a> {
     pub key_type: KeyType,
 }
 
-/// The shared families a document type uses by default, in the order of
-/// its `changes`, `nudge` and `registry` fields.
-const SHARED: [FamilySpec<'static>; 3] = [crate::builtin::CHANGES, crate::builtin::NUDGE, crate::builtin::SCOPES];
+/// The shared families a document type uses: by default the first three,
+/// in the order of its `changes`, `nudge` and `registry` fields; always the
+/// tombstones its deletes leave.
+const SHARED: [FamilySpec<'static>; 4] =
+    [crate::builtin::CHANGES, crate::builtin::NUDGE, crate::builtin::SCOPES, crate::builtin::TOMBSTONES];
 
 /// Byte equality in constant evaluation.
 pub(crate) const fn str_eq(a: &str, b: &str) -> bool {
@@ -372,7 +374,7 @@ impl<'a> KeyspaceSpec<'a> {
     }
 
     /// Whether shared family `SHARED[b]` (the default change stream, nudge
-    /// channel or scope registry) belongs to the keyspace without being
+    /// channel, scope registry, or the tombstones) belongs to the keyspace without being
     /// declared: a document type uses it and no declared family is it.
     /// A keyspace of document types on the defaults is then one line, and
     /// the overlap check still covers those keys.
@@ -391,7 +393,8 @@ impl<'a> KeyspaceSpec<'a> {
             let used = match b {
                 0 => doc.changes,
                 1 => doc.nudge,
-                _ => doc.registry,
+                2 => doc.registry,
+                _ => return true,
             };
             if str_eq(used, shared.key) {
                 return true;

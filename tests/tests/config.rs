@@ -52,6 +52,7 @@ fn every_option_from_the_environment() {
         ("APP_MicroDcs__Valkey__WriteRetryDelay", "50ms".into()),
         ("APP_MicroDcs__Valkey__ChangeStreamMaxLength", "10000".into()),
         ("APP_MicroDcs__Valkey__OpHistoryLength", "3".into()),
+        ("APP_MicroDcs__Valkey__TombstoneRetention", "2h".into()),
         ("app_microdcs__valkey__connecttimeout", "2s".into()),
         ("APP_MicroDcs__Valkey__ResponseTimeout", "1500ms".into()),
         ("APP_MicroDcs__DedupeLease", "45s".into()),
@@ -72,6 +73,7 @@ fn every_option_from_the_environment() {
     assert_eq!(v.write_retry_delay, Duration::from_millis(50));
     assert_eq!(v.change_stream_max_length, 10_000);
     assert_eq!(v.op_history_length, 3);
+    assert_eq!(v.tombstone_retention, Duration::from_secs(7200));
     assert_eq!(v.connect_timeout, Duration::from_secs(2));
     assert_eq!(v.response_timeout, Duration::from_millis(1500));
     assert_eq!(c.dedupe_lease, Duration::from_secs(45));
@@ -94,6 +96,7 @@ fn every_option_from_serde() {
             "WriteRetryDelay": "20ms",
             "ChangeStreamMaxLength": 100,
             "OpHistoryLength": 64,
+            "TombstoneRetention": "30s",
             "ConnectTimeout": "3s",
             "ResponseTimeout": "4s"
         },
@@ -111,6 +114,7 @@ fn every_option_from_serde() {
     assert_eq!(v.write_retry_delay, Duration::from_millis(20));
     assert_eq!(v.change_stream_max_length, 100);
     assert_eq!(v.op_history_length, 64);
+    assert_eq!(v.tombstone_retention, Duration::from_secs(30));
     assert_eq!(v.connect_timeout, Duration::from_secs(3));
     assert_eq!(v.response_timeout, Duration::from_secs(4));
     assert_eq!(c.dedupe_lease, Duration::from_secs(10));
@@ -164,6 +168,8 @@ fn each_validation_error_names_the_setting() {
     one(&[("Valkey__OpHistoryLength", "0")], "MicroDcs:Valkey:OpHistoryLength", "between 1 and 64");
     one(&[("Valkey__OpHistoryLength", "65")], "MicroDcs:Valkey:OpHistoryLength", "between 1 and 64");
     one(&[("Valkey__OpHistoryLength", "eight")], "MicroDcs:Valkey:OpHistoryLength", "whole number");
+    one(&[("Valkey__TombstoneRetention", "500ms")], "MicroDcs:Valkey:TombstoneRetention", "at least 1s");
+    one(&[("Valkey__TombstoneRetention", "soon")], "MicroDcs:Valkey:TombstoneRetention", "");
     one(&[("DedupeLease", "0s")], "MicroDcs:DedupeLease", "longer than zero");
     one(&[("DedupeRetention", "never")], "MicroDcs:DedupeRetention", "not a duration");
     one(&[("Valkey__Colour", "blue")], "MicroDcs:Valkey:Colour", "unknown setting");

@@ -119,6 +119,8 @@ keyspace! {
         nudge: channel("nudge:{kind}"),
         // Ours, beyond the reference table: index layout fingerprints (verify/rebuild).
         fingerprints: hash("schema:fingerprints"),
+        // Ours: what a delete leaves so retries across it are recognised.
+        tombstones: string("tomb:{kind}:{id}"),
     }
 }
 
@@ -170,6 +172,7 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             (_, _, "sfc_event") => Plant::sfc_event_key(p, "s1", "urn:line-1", "e-1")?,
             (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
             (_, _, "fingerprints") => Plant::fingerprints_key(p)?,
+            (_, _, "tombstones") => Plant::tombstones_key(p, "jobresponse", "r-1")?,
             (owner, role, name) => unreachable!("family {owner} {role:?} {name} has no sample"),
         };
         let family = match f.role {

@@ -53,6 +53,12 @@ pub mod defaults {
     /// The largest `OpHistoryLength` (not a default: the bound the setting
     /// is checked against).
     pub const MAX_OP_HISTORY_LENGTH: u32 = microdcs_schema::lua::MAX_OP_HISTORY_ENTRIES as u32;
+    /// `TombstoneRetention`: how long a deleted document's tombstone is kept.
+    pub const TOMBSTONE_RETENTION: Duration = Duration::from_secs(600);
+    /// The shortest `TombstoneRetention` (not a default: the bound the
+    /// setting is checked against); shorter would not outlast the default
+    /// retries of one call.
+    pub const MIN_TOMBSTONE_RETENTION: Duration = Duration::from_secs(1);
     /// `ConnectTimeout`: how long start may wait for the server.
     pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     /// `ResponseTimeout`: a reply slower than this is an unknown outcome.
@@ -110,6 +116,9 @@ pub struct ValkeyConfig {
     pub change_stream_max_length: u64,
     /// Operation ids kept per document for exactly-once retries (1 to 64).
     pub op_history_length: u32,
+    /// How long a deleted document's tombstone (its last version and
+    /// operation ids) is kept, so retries across the delete are recognised.
+    pub tombstone_retention: Duration,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
@@ -131,6 +140,7 @@ impl Default for ValkeyConfig {
             write_retry_delay: defaults::WRITE_RETRY_DELAY,
             change_stream_max_length: defaults::CHANGE_STREAM_MAX_LENGTH,
             op_history_length: defaults::OP_HISTORY_LENGTH,
+            tombstone_retention: defaults::TOMBSTONE_RETENTION,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
         }
@@ -152,6 +162,7 @@ impl fmt::Debug for ValkeyConfig {
             .field("write_retry_delay", &self.write_retry_delay)
             .field("change_stream_max_length", &self.change_stream_max_length)
             .field("op_history_length", &self.op_history_length)
+            .field("tombstone_retention", &self.tombstone_retention)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .finish()
@@ -332,6 +343,7 @@ impl MicroDcsConfig {
             "valkey:ophistorylength" => {
                 v.op_history_length = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
             }
+            "valkey:tombstoneretention" => v.tombstone_retention = dur(value)?,
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
             _ => return Err("unknown setting".to_owned()),
@@ -435,6 +447,7 @@ impl ValkeyConfig {
             ("PollInterval", self.poll_interval),
             ("ScopeRefreshInterval", self.scope_refresh_interval),
             ("WriteRetryDelay", self.write_retry_delay),
+            ("TombstoneRetention", self.tombstone_retention),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
         ] {
@@ -460,6 +473,11 @@ impl ValkeyConfig {
         if !(1..=defaults::MAX_OP_HISTORY_LENGTH).contains(&self.op_history_length) {
             bad("OpHistoryLength", format!("must be between 1 and {}", defaults::MAX_OP_HISTORY_LENGTH));
         }
+        // Shorter than the retries of one call would let a retried delete
+        // miss its own tombstone.
+        if self.tombstone_retention < defaults::MIN_TOMBSTONE_RETENTION {
+            bad("TombstoneRetention", "must be at least 1s".into());
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
 
@@ -479,6 +497,7 @@ impl ValkeyConfig {
             retry_delay: self.write_retry_delay,
             change_stream_max_len: self.change_stream_max_length,
             op_history: self.op_history_length,
+            tombstone_retention: self.tombstone_retention,
         }
     }
 

@@ -61,6 +61,7 @@ struct RawValkey {
     write_retry_delay: Option<SettingText>,
     change_stream_max_length: Option<SettingText>,
     op_history_length: Option<SettingText>,
+    tombstone_retention: Option<SettingText>,
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
 }
@@ -81,6 +82,7 @@ impl RawValkey {
             ("WriteRetryDelay", self.write_retry_delay),
             ("ChangeStreamMaxLength", self.change_stream_max_length),
             ("OpHistoryLength", self.op_history_length),
+            ("TombstoneRetention", self.tombstone_retention),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
         ]

@@ -70,10 +70,15 @@ impl<'a> Call<'a> {
         kind: &'static str,
         t: Target<'a>,
     ) -> Result<Self> {
+        // A key the call does not name is the document key, which the
+        // script never writes in that role.
         let mut call =
-            Call { keys: vec![String::new(); num_keys], args: (0..num_args).map(|_| Arg::Static("")).collect() };
-        call.set_key(slots.doc_key, t.key.to_owned());
-        call.set_key(slots.changes_key, plan.changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
+            Call { keys: vec![t.key.to_owned(); num_keys], args: (0..num_args).map(|_| Arg::Static("")).collect() };
+        // A delete of a missing document has no scope: the script only
+        // reads the hash and the tombstone then.
+        if !t.scope.is_empty() {
+            call.set_key(slots.changes_key, plan.changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
+        }
         call.set_key(slots.registry_key, plan.registry_key.clone());
         if let (Some(k), Some(list)) = (slots.list_key, t.list_key) {
             call.set_key(k, list);
@@ -103,6 +108,7 @@ impl<'a> Call<'a> {
         doc: &'a str,
         score: Option<String>,
     ) -> Result<Self> {
+        let t_id = t.id;
         let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
         call.set_arg(l.doc, Arg::Borrowed(doc));
         // The script trusts this count, so it is always within the bounds
@@ -112,6 +118,7 @@ impl<'a> Call<'a> {
         if let (Some(s), Some(score)) = (l.score, score) {
             call.set_arg(s, Arg::Owned(score));
         }
+        call.set_key(l.tomb_key, plan.tomb.render(valkey.prefix(), &[kind, t_id]).map_err(render_err)?);
         Ok(call)
     }
 
@@ -123,7 +130,16 @@ impl<'a> Call<'a> {
         kind: &'static str,
         t: Target<'a>,
     ) -> Result<Self> {
-        Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)
+        let t_id = t.id;
+        let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
+        call.set_key(l.tomb_key, plan.tomb.render(valkey.prefix(), &[kind, t_id]).map_err(render_err)?);
+        // Within the configuration's bounds, whatever was set in code: the
+        // server refuses an expiry it cannot add to its clock, and that
+        // would fail the script after its first write.
+        let ttl =
+            valkey.write_options().tombstone_retention.clamp(defaults::MIN_TOMBSTONE_RETENTION, defaults::MAX_DURATION);
+        call.set_arg(l.tomb_ttl, Arg::Owned(ttl.as_millis().to_string()));
+        Ok(call)
     }
 
     fn set_key(&mut self, pos: usize, key: String) {
@@ -248,6 +264,7 @@ pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> 
         ),
         "v" => VERSION_REASON.to_owned(),
         "ops" => "`ops` is not a history of whole operation ids that the version can account for".to_owned(),
+        "tomb" => "its tombstone is not `<version>:<operation ids>`".to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }

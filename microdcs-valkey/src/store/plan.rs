@@ -35,10 +35,15 @@ pub(super) struct Plan {
     pub(super) list: Option<KeyTemplate>,
     pub(super) sorted_list: bool,
     pub(super) changes: KeyTemplate,
+    /// The tombstones' template (`{kind}`, `{id}`).
+    pub(super) tomb: KeyTemplate,
     pub(super) registry_key: String,
     pub(super) channel: String,
     /// The distinct index hash fields, in layout order.
     pub(super) fields: Vec<String>,
+    /// Per field of `fields`, the indexes that keep it (unique first, then
+    /// groups), so checks never parse a template per document.
+    pub(super) field_users: Vec<Vec<&'static str>>,
     pub(super) unique: Vec<IndexPlan>,
     pub(super) groups: Vec<IndexPlan>,
 }
@@ -66,6 +71,14 @@ impl Plan {
             IndexPlan { template, placeholders }
         };
         let kind_channel = parse(spec.nudge);
+        let users_of = |f: &String| {
+            spec.unique
+                .iter()
+                .chain(spec.groups)
+                .filter(|ix| lua::index_fields(ix).contains(f))
+                .map(|ix| ix.name)
+                .collect()
+        };
         Plan {
             put: LuaScript::new(D::PUT_SCRIPT),
             delete: LuaScript::new(D::DELETE_SCRIPT),
@@ -76,10 +89,12 @@ impl Plan {
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
             changes: parse(spec.changes),
+            tomb: parse(microdcs_schema::builtin::TOMBSTONES.key),
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
             channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),
             unique: spec.unique.iter().map(index_plan).collect(),
             groups: spec.groups.iter().map(index_plan).collect(),
+            field_users: fields.iter().map(users_of).collect(),
             fields,
         }
     }

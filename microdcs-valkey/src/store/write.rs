@@ -219,10 +219,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Deletes a document you read, expecting its version unchanged (one round trip).
     ///
+    /// The delete leaves a tombstone for `TombstoneRetention`: a retry
+    /// after a lost reply reports this delete (`Deleted`) only if it made
+    /// it, and a write of the document retried after the delete is
+    /// recognised rather than creating it again.
+    ///
     /// # Errors
     /// See [`Store::delete_id`].
     pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
-        self.delete_inner(&read.id, DeleteExpect::Version(read.version), Some(read.state.clone())).await
+        self.delete_inner(&read.id, DeleteExpect::Version(read.version), Some(read.state.clone()), None).await
     }
 
     /// Deletes by id (`DeleteExpect::Any` or `DeleteExpect::Version`); reads the document's
@@ -231,52 +236,72 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
     pub async fn delete_id(&self, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
-        self.delete_inner(id, expect, None).await
+        self.delete_inner(id, expect, None, None).await
     }
 
-    async fn delete_inner(&self, id: &str, expect: DeleteExpect, read: Option<ReadState>) -> Result<DeleteOutcome> {
+    /// Like [`Store::delete_id`] with your own operation id: repeated while
+    /// the document's tombstone lasts (`TombstoneRetention`), it reports
+    /// `Deleted` with the version it deleted, and never deletes a document
+    /// created again since.
+    ///
+    /// # Errors
+    /// See [`Store::delete_id`]; [`Error::InvalidOpId`] for a malformed id.
+    pub async fn delete_id_with_op(&self, id: &str, expect: DeleteExpect, op: &str) -> Result<DeleteOutcome> {
+        self.delete_inner(id, expect, None, Some(op)).await
+    }
+
+    async fn delete_inner(
+        &self,
+        id: &str,
+        expect: DeleteExpect,
+        read: Option<ReadState>,
+        op: Option<&str>,
+    ) -> Result<DeleteOutcome> {
+        let op = match op {
+            Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
+            Some(op) => lua::stored_op_id(op),
+            None => new_op_id(),
+        };
         let plan = &*self.plan;
         let key = self.key(id)?;
-        let op = new_op_id();
         let mut state = match read {
             Some(s) => s,
             None => self.read_state(&key).await?,
         };
         let l = &plan.delete_layout;
-        let mut unknown_before = false;
         for _ in 0..MAX_REREADS {
-            if !state.exists {
-                return Ok(DeleteOutcome::NotFound);
-            }
+            // A missing document still goes to the script: its tombstone
+            // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
             let list_key = match &plan.list {
-                Some(t) => Some(t.render(self.valkey.prefix(), &[&scope]).map_err(super::render_err)?),
-                None => None,
+                Some(t) if state.exists => Some(t.render(self.valkey.prefix(), &[&scope]).map_err(super::render_err)?),
+                _ => None,
             };
-            // Always the version read: a retry after a lost reply then never
-            // deletes a document re-created in between (unless it reached the
-            // same version); `DeleteExpect::Any` re-reads on a conflict instead.
+            // Always the version read: a retry after a lost reply finds its
+            // op id in the tombstone before it looks at a document created
+            // again in between; `DeleteExpect::Any` re-reads on a conflict.
             let expect_read = Arg::Owned(state.version.to_string());
             let target = Target { key: &key, id, scope: &scope, list_key, expect: expect_read, op: &op };
             let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target)?;
             if let DeleteExpect::Version(n) = expect
+                && state.exists
                 && n != state.version
             {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
             }
             call.reads(l.indexes.iter(), plan, &self.valkey, id, Some(&state), &key)?;
             let reply = call.invoke(&self.valkey, &plan.delete, &key).await?;
-            unknown_before |= reply.after_unknown;
             let (code, rest) = split_reply("delete", &reply.value)?;
             match code {
                 ret::WRITTEN => return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? }),
+                ret::ALREADY_APPLIED => {
+                    // This op id deleted it: an attempt whose reply was lost,
+                    // or an earlier call with the caller's id.
+                    self.valkey.metrics().add_already_applied();
+                    return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? });
+                }
                 ret::CONFLICT if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
                 ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
-                ret::NOT_FOUND if unknown_before => {
-                    // The attempt whose reply was lost deleted it.
-                    self.valkey.metrics().add_already_applied();
-                    return Ok(DeleteOutcome::Deleted { version: state.version });
-                }
                 ret::NOT_FOUND => return Ok(DeleteOutcome::NotFound),
                 ret::WRONG_SCOPE => {
                     return Err(Error::WrongScope {

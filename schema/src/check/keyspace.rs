@@ -345,7 +345,7 @@ mod tests {
         let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &[] };
         assert!(keyspace_problem::<64>(&ks).is_empty());
         assert_eq!(check_keyspace(&ks), []);
-        assert_eq!(ks.family_count(), 4, "the hash and the three shared families");
+        assert_eq!(ks.family_count(), 5, "the hash, the three shared families and the tombstones");
         // ...and the overlap check still covers them.
         const CLASH: [DocumentSpec<'static>; 2] =
             [doc("Job", "job", "job:{id}"), doc("Change", "change", "changes:{id}")];
@@ -357,7 +357,7 @@ mod tests {
         );
         // Declared once, a shared family is not added twice.
         let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &SHARED };
-        assert_eq!(ks.family_count(), 4);
+        assert_eq!(ks.family_count(), 5);
     }
 
     #[test]
@@ -391,12 +391,15 @@ mod tests {
             ..doc("Owner", "owner", "owner:{id}")
         }];
         let ks = KeyspaceSpec { name: "K", documents: &OWNER, families: &families };
+        // The implicit tombstones (`tomb:{kind}:{id}`) are the other overlap.
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
-            "key families overlap: list `{scope}:tenant:q` of `Owner` and family `by_q` (`q:tenant:q`) of \
-             keyspace `K` can render the same key"
+            "keyspace `K` has 2 problems:\n- key families overlap: list `{scope}:tenant:q` of `Owner` and \
+             family `by_q` (`q:tenant:q`) of keyspace `K` can render the same key\n- key families overlap: list \
+             `{scope}:tenant:q` of `Owner` and family `tombstones` (`tomb:{kind}:{id}`) of keyspace `K` can \
+             render the same key"
         );
-        assert_eq!(check_keyspace(&ks).len(), 1);
+        assert_eq!(check_keyspace(&ks).len(), 2);
         // A declared family, after them.
         families.push(FamilySpec { name: "per_owner", key: "{owner}:tenant:c", key_type: KeyType::String });
         let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::MAX_VERSION;
 use super::layout::{CommonSlots, IndexSlots};
 use super::text::{Described, lua_str};
+use super::{MAX_VERSION, OP_ID_LEN};
 use crate::spec::DocumentSpec;
 
 /// The HMGET positions (1-based) of the values a write script reads.
@@ -94,6 +94,71 @@ end
         max = MAX_VERSION,
         max_len = MAX_VERSION.to_string().len(),
     );
+}
+
+/// Takes the stored op history into `ops`: the ids of the document's last
+/// writes, oldest first, each `OP_ID_LEN` bytes with no separator, for
+/// consecutive versions ending at `v`. A history whose length is not whole
+/// entries, or that holds more writes than the version counts (a position
+/// would give a version of 0 or less), is refused as corrupt; one in the
+/// earlier ` op=version` form is dropped (its ids were longer).
+pub(super) fn history(out: &mut String) {
+    let _ = write!(
+        out,
+        "\
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % {n} ~= 0 or #ops / {n} > v then return {{6, 'ops'}} end
+",
+        n = OP_ID_LEN
+    );
+}
+
+/// Reads the document's tombstone from `KEYS[key]` (a wrong type aborts
+/// here, before any write) into `tomb_v` (the last version), `tomb_op` (the
+/// delete's op id) and `tomb_ops` (the history as it was), all `nil` when
+/// there is none. The text is `<version>:<delete op id><history>`; anything
+/// else is refused as corrupt, so a damaged tombstone never makes a write
+/// look applied. `indent` prefixes every line.
+pub(super) fn tomb_read(out: &mut String, key: usize, indent: &str) {
+    let text = format!(
+        "\
+local tomb = redis.call('GET', KEYS[{key}])
+local tomb_v, tomb_op, tomb_ops
+if tomb then
+  local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+  if not tv or #tv > {max_len} or tonumber(tv) > {max} or #rest < {n} or #rest % {n} ~= 0 then return {{6, 'tomb'}} end
+  tomb_v = tonumber(tv)
+  tomb_op = string.sub(rest, 1, {n})
+  tomb_ops = string.sub(rest, {n1})
+  if #tomb_ops / {n} > tomb_v then return {{6, 'tomb'}} end
+end
+",
+        n = OP_ID_LEN,
+        n1 = OP_ID_LEN + 1,
+        max = MAX_VERSION,
+        max_len = MAX_VERSION.to_string().len(),
+    );
+    for line in text.lines() {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+}
+
+/// Looks `op` up in the history `hist` (a Lua expression) whose newest
+/// entry produced version `newest`: a match at an entry boundary is this
+/// write, already applied, and its position gives its version (`{7, version}`).
+pub(super) fn lookup(out: &mut String, hist: &str, newest: &str, indent: &str) {
+    let text = format!(
+        "\
+local at = string.find({hist}, op, 1, true)
+while at and at % {n} ~= 1 do at = string.find({hist}, op, at + 1, true) end
+if at then return {{7, {newest} - (#{hist} - at + 1) / {n} + 1}} end
+",
+        n = OP_ID_LEN
+    );
+    for line in text.lines() {
+        let _ = writeln!(out, "{indent}{line}");
+    }
 }
 
 /// Index `n` (1-based): compares the caller's read with the stored fields

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
+use super::common::{
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, prologue, tomb_read,
+};
 use super::layout::DeleteLayout;
 use super::text::header;
 use crate::spec::DocumentSpec;
@@ -13,15 +15,20 @@ const DELETE_RETURNS: &str = "\
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
+--                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
+--   {7, version}          this operation id already deleted the document at `version`
 ";
 
 /// The delete script of `spec`, with its layout. Same order as the put
-/// script: checks, validation reads, then writes starting with the change entry.
+/// script: checks, validation reads, then writes starting with the change
+/// entry. The last write leaves the tombstone: the version, this delete's
+/// op id and the document's history, for the retention the caller passes.
+/// A delete that finds its own op id there was already applied.
 pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     let l = DeleteLayout::new(spec);
     let c = &l.common;
-    let slots = Slots::new(&l.fields, false, false);
+    let slots = Slots::new(&l.fields, true, false);
     let mut out = String::new();
     let mut keys = describe_common_keys(spec, c);
     let mut argv = describe_common_argv(c, "expected version: `any` or the version number");
@@ -30,8 +37,13 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         keys.push(key);
         argv.push(arg);
     }
+    keys.push((l.tomb_key, format!("tombstone `{}`", crate::builtin::TOMBSTONES.key)));
+    argv.push((l.tomb_ttl, "how long the tombstone is kept, in milliseconds".into()));
     header(&mut out, "delete", spec, keys, argv, DELETE_RETURNS);
     prologue(&mut out, &slots, c);
+    history(&mut out);
+    tomb_read(&mut out, l.tomb_key, "");
+    out.push_str("if tomb and tomb_op == op then return {7, tomb_v} end\n");
     let _ = write!(
         out,
         "\
@@ -84,10 +96,13 @@ redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id
         out,
         "\
 redis.call('DEL', doc_key)
+redis.call('SET', KEYS[{tomb}], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[{ttl}])
 redis.call('PUBLISH', ARGV[{channel}], scope)
 return {{1, v}}
 ",
         channel = c.channel,
+        tomb = l.tomb_key,
+        ttl = l.tomb_ttl,
     );
     (out, l)
 }

@@ -100,6 +100,8 @@ pub struct PutLayout {
     /// ARGV: how many operation ids the `ops` history keeps (a write
     /// option, so the script never fixes the count).
     pub history: usize,
+    /// KEYS: the document's tombstone, read when the document is missing.
+    pub tomb_key: usize,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -115,6 +117,10 @@ pub struct DeleteLayout {
     pub common: CommonSlots,
     /// Per index (unique first, then groups).
     pub indexes: Vec<IndexSlots>,
+    /// KEYS: the tombstone the delete leaves.
+    pub tomb_key: usize,
+    /// ARGV: how long the tombstone is kept, in milliseconds.
+    pub tomb_ttl: usize,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -231,9 +237,20 @@ impl PutLayout {
                 }
             })
             .collect();
-        // Last, so the positions before it stay where they were.
+        // Last, so the positions before them stay where they were.
         let history = p.arg();
-        PutLayout { fields: p.fields, common, doc, score, indexes, history, num_keys: p.keys, num_args: p.args }
+        let tomb_key = p.key();
+        PutLayout {
+            fields: p.fields,
+            common,
+            doc,
+            score,
+            indexes,
+            history,
+            tomb_key,
+            num_keys: p.keys,
+            num_args: p.args,
+        }
     }
 }
 
@@ -251,7 +268,8 @@ impl DeleteLayout {
                 IndexSlots { name: name.to_owned(), unique, fields, old: EntrySlots { key, flag } }
             })
             .collect();
-        DeleteLayout { fields: p.fields, common, indexes, num_keys: p.keys, num_args: p.args }
+        let (tomb_key, tomb_ttl) = (p.key(), p.arg());
+        DeleteLayout { fields: p.fields, common, indexes, tomb_key, tomb_ttl, num_keys: p.keys, num_args: p.args }
     }
 }
 
@@ -268,7 +286,6 @@ mod tests {
         assert_eq!(c.list_key, Some(4));
         assert_eq!((l.indexes[0].new.key, l.indexes[0].index.old.key), (5, 6));
         assert_eq!((l.indexes[1].new.key, l.indexes[1].index.old.key), (7, 8));
-        assert_eq!(l.num_keys, 8);
         assert_eq!((c.expect, c.op, c.id, c.scope, l.doc, c.kind, c.channel, c.maxlen), (1, 2, 3, 4, 5, 6, 7, 8));
         assert_eq!(l.score, Some(9));
         // by_order: new flag 10, value 11, old flag 12, value 13; by_state: 14..17
@@ -276,6 +293,8 @@ mod tests {
         assert_eq!((l.indexes[1].new.flag, l.indexes[1].index.old.flag), (14, 16));
         assert_eq!(l.history, 18);
         assert_eq!(l.num_args, 18);
+        assert_eq!(l.tomb_key, 9);
+        assert_eq!(l.num_keys, 9);
     }
 
     #[test]
@@ -284,8 +303,9 @@ mod tests {
         let l = DeleteLayout::new(&SPEC);
         assert_eq!((l.indexes[0].old.key, l.indexes[1].old.key), (5, 6));
         assert_eq!((l.indexes[0].old.flag, l.indexes[1].old.flag), (8, 10));
-        assert_eq!(l.num_keys, 6);
-        assert_eq!(l.num_args, 11);
+        assert_eq!((l.tomb_key, l.tomb_ttl), (7, 12));
+        assert_eq!(l.num_keys, 7);
+        assert_eq!(l.num_args, 12);
     }
 
     #[test]

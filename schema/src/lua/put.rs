@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::common::{Slots, check_read, describe_common_argv, describe_common_keys, describe_read, prologue};
+use super::common::{
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, prologue, tomb_read,
+};
 use super::layout::PutLayout;
 use super::text::{Described, header, lua_str};
 use super::{MAX_VERSION, OP_ID_LEN};
@@ -17,7 +19,9 @@ const PUT_RETURNS: &str = "\
 --   {5}                   stored index fields differ from the caller's read; read again
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 --   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
+--   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
+--                         (found in the history, or in the tombstone of a deleted document)
 ";
 
 /// The op history: the ids of the last writes, oldest first, each
@@ -30,32 +34,15 @@ ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
 ";
 
-/// The lookup of the op id in the history: a match at an entry boundary is
-/// this write, already applied; its position gives its version. A history
-/// whose length is not whole entries, or that holds more writes than the
-/// version counts (a position would give a version of 0 or less), is
-/// refused as corrupt; one in the
-/// earlier ` op=version` form is dropped (its ids were longer).
-fn lookup(history: usize) -> String {
-    format!(
-        "\
-local keep = ARGV[{history}] * {n}
-local ops = cur[3] or ''
-if string.find(ops, '=', 1, true) then ops = '' end
-if #ops % {n} ~= 0 or #ops / {n} > v then return {{6, 'ops'}} end
-local at = string.find(ops, op, 1, true)
-while at and at % {n} ~= 1 do at = string.find(ops, op, at + 1, true) end
-if at then return {{7, v - (#ops - at + 1) / {n} + 1}} end
-",
-        n = OP_ID_LEN
-    )
-}
-
 fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Described>) {
     let mut keys = describe_common_keys(spec, &l.common);
     let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
     argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
+    keys.push((
+        l.tomb_key,
+        format!("tombstone `{}`, read when the document is missing", crate::builtin::TOMBSTONES.key),
+    ));
     if let Some(s) = l.score {
         argv.push((s, "list score".into()));
     }
@@ -96,7 +83,16 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     let (keys, argv) = describe(spec, &l);
     header(&mut out, "put", spec, keys, argv, PUT_RETURNS);
     prologue(&mut out, &slots, c);
-    out.push_str(&lookup(l.history));
+    let _ = writeln!(out, "local keep = ARGV[{}] * {OP_ID_LEN}", l.history);
+    history(&mut out);
+    lookup(&mut out, "ops", "v", "");
+    // A missing document may have been deleted after this write applied
+    // (its reply lost): the tombstone keeps the history it had.
+    out.push_str("if not exists then\n");
+    tomb_read(&mut out, l.tomb_key, "  ");
+    out.push_str("  if tomb then\n");
+    lookup(&mut out, "tomb_ops", "tomb_v", "    ");
+    out.push_str("  end\nend\n");
     let _ = write!(
         out,
         "\

@@ -3,6 +3,7 @@
 -- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
 -- KEYS[3] scope registry `scopes` (set)
 -- KEYS[4] list `joborder:list:{scope}` (sorted set)
+-- KEYS[5] tombstone `tomb:{kind}:{id}`, read when the document is missing
 -- ARGV[1] expected version: `create`, `any` or the version number
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
@@ -22,7 +23,9 @@
 --   {5}                   stored index fields differ from the caller's read; read again
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 --   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
+--   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
+--                         (found in the history, or in the tombstone of a deleted document)
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
@@ -60,6 +63,23 @@ if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
 local at = string.find(ops, op, 1, true)
 while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
 if at then return {7, v - (#ops - at + 1) / 12 + 1} end
+if not exists then
+  local tomb = redis.call('GET', KEYS[5])
+  local tomb_v, tomb_op, tomb_ops
+  if tomb then
+    local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+    if not tv or #tv > 16 or tonumber(tv) > 9007199254740991 or #rest < 12 or #rest % 12 ~= 0 then return {6, 'tomb'} end
+    tomb_v = tonumber(tv)
+    tomb_op = string.sub(rest, 1, 12)
+    tomb_ops = string.sub(rest, 13)
+    if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
+  end
+  if tomb then
+    local at = string.find(tomb_ops, op, 1, true)
+    while at and at % 12 ~= 1 do at = string.find(tomb_ops, op, at + 1, true) end
+    if at then return {7, tomb_v - (#tomb_ops - at + 1) / 12 + 1} end
+  end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end

@@ -3,6 +3,7 @@
 -- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
 -- KEYS[3] scope registry `scopes` (set)
 -- KEYS[4] list `workmaster:list:{scope}` (set)
+-- KEYS[5] tombstone `tomb:{kind}:{id}`
 -- ARGV[1] expected version: `any` or the version number
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
@@ -10,18 +11,21 @@
 -- ARGV[5] kind (change entries)
 -- ARGV[6] nudge channel (PUBLISH scope)
 -- ARGV[7] change stream approximate max length
+-- ARGV[8] how long the tombstone is kept, in milliseconds
 -- Returns:
 --   {1, version}          deleted; `version` was the last version
 --   {0, current}          the expected version does not match
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
 --   {5}                   stored index fields differ from the caller's read; read again
---   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
+--                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
+--   {7, version}          this operation id already deleted the document at `version`
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'doc')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -42,11 +46,25 @@ if exists then
   end
   v = tonumber(vs)
   if cur[2] == false then return {6, 'scope'} end
-  if cur[3] == false then return {6, 'doc'} end
+  if cur[4] == false then return {6, 'doc'} end
   if cur[2] ~= scope then return {3, cur[2]} end
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
+local tomb = redis.call('GET', KEYS[5])
+local tomb_v, tomb_op, tomb_ops
+if tomb then
+  local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+  if not tv or #tv > 16 or tonumber(tv) > 9007199254740991 or #rest < 12 or #rest % 12 ~= 0 then return {6, 'tomb'} end
+  tomb_v = tonumber(tv)
+  tomb_op = string.sub(rest, 1, 12)
+  tomb_ops = string.sub(rest, 13)
+  if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
+end
+if tomb and tomb_op == op then return {7, tomb_v} end
 if not exists then return {2} end
 local expect = ARGV[1]
 if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
@@ -56,5 +74,6 @@ redis.call('SISMEMBER', KEYS[4], id)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])
 redis.call('SREM', KEYS[4], id)
 redis.call('DEL', doc_key)
+redis.call('SET', KEYS[5], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[8])
 redis.call('PUBLISH', ARGV[6], scope)
 return {1, v}
