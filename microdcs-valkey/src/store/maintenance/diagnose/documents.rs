@@ -7,11 +7,16 @@ use redis::Value;
 
 use microdcs_schema::{Document, IndexEntries};
 
-use super::super::{Answer, DiffKind, Family, Finding, Pass, answer, as_bool, as_f64, as_str, read_pipe, scan_batch};
-use super::expected_fields;
+use super::super::{
+    Answer, DiffKind, Family, Finding, Mode, Pass, answer, as_bool, as_f64, as_str, read_pipe, scan_batch,
+};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::store::{Store, render_err};
+
+/// A fetched batch: the next `SCAN` cursor, the `(key, id)` documents and
+/// their `HGETALL` replies.
+type Fetched = (u64, Vec<(String, String)>, Vec<Value>);
 
 /// What the document pass makes of one document hash.
 enum Examined {
@@ -26,38 +31,47 @@ enum Examined {
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Scans every document key and diagnoses the documents batch by batch.
+    /// A verify reads the next batch while it checks the current one (the
+    /// server answers while the client decodes; at most two batches are
+    /// held); a rebuild reads a batch only after the previous one's repairs
+    /// landed, so a key the scan returns twice is never judged stale.
     pub(in crate::store::maintenance) async fn document_pass(&self, pass: &mut Pass<'_>) -> Result<()> {
         let prefix = self.valkey.prefix().clone();
         let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
-        let mut cursor = 0;
+        let batch = pass.batch;
+        let mut fetched = self.fetch_documents(&pattern, 0, batch).await?;
         loop {
-            let (next, keys) = scan_batch(&self.valkey, cursor, &pattern, "hash", pass.batch).await?;
-            // The parse-back drops keys that only look like documents (`joborder:list:s1`).
-            let docs: Vec<(String, String)> = keys
-                .into_iter()
-                .filter_map(|k| self.plan.doc.parse_key(&prefix, &k).map(|mut v| (k, v.remove(0))))
-                .collect();
-            if !docs.is_empty() {
-                let (findings, documents) = self.diagnose_documents(pass, docs).await?;
-                self.settle(pass, findings, &documents).await?;
-            }
-            pass.report_progress();
-            cursor = next;
-            if cursor == 0 {
-                break;
+            let (next, docs, replies) = fetched;
+            if next != 0 && matches!(pass.mode, Mode::Verify) {
+                let (following, checked) =
+                    tokio::join!(self.fetch_documents(&pattern, next, batch), self.check_batch(pass, docs, replies));
+                checked?;
+                fetched = following?;
+            } else {
+                self.check_batch(pass, docs, replies).await?;
+                if next == 0 {
+                    break;
+                }
+                fetched = self.fetch_documents(&pattern, next, batch).await?;
             }
         }
         Ok(())
     }
 
-    /// Reads one batch of `(key, id)` documents and checks each one's index
-    /// fields and index entries. Returns the findings and the documents that
-    /// could be indexed, with their expected entries.
-    async fn diagnose_documents(
-        &self,
-        pass: &mut Pass<'_>,
-        docs: Vec<(String, String)>,
-    ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
+    /// One `SCAN` step over the document keys and the `HGETALL` of each
+    /// document it returns: the next cursor, the `(key, id)` documents and
+    /// their replies.
+    async fn fetch_documents(&self, pattern: &str, cursor: u64, batch: usize) -> Result<Fetched> {
+        let prefix = self.valkey.prefix();
+        let (next, keys) = scan_batch(&self.valkey, cursor, pattern, "hash", batch).await?;
+        // The parse-back drops keys that only look like documents (`joborder:list:s1`).
+        let docs: Vec<(String, String)> = keys
+            .into_iter()
+            .filter_map(|k| self.plan.doc.parse_key(prefix, &k).map(|mut v| (k, v.remove(0))))
+            .collect();
+        if docs.is_empty() {
+            return Ok((next, docs, Vec::new()));
+        }
         // Errors are answers here: a key of the wrong type is a difference.
         let mut p = redis::pipe();
         p.ignore_errors();
@@ -65,6 +79,29 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             p.cmd("HGETALL").arg(k);
         }
         let replies: Vec<Value> = read_pipe(&self.valkey, &p, &docs[0].0).await?;
+        Ok((next, docs, replies))
+    }
+
+    /// Diagnoses one fetched batch and settles its findings.
+    async fn check_batch(&self, pass: &mut Pass<'_>, docs: Vec<(String, String)>, replies: Vec<Value>) -> Result<()> {
+        if !docs.is_empty() {
+            let (findings, documents) = self.diagnose_documents(pass, docs, replies).await?;
+            self.settle(pass, findings, &documents).await?;
+        }
+        pass.report_progress();
+        Ok(())
+    }
+
+    /// Checks one batch of `(key, id)` documents, with their `HGETALL`
+    /// replies: each one's index fields and index entries. Returns the
+    /// findings and the documents that could be indexed, with their
+    /// expected entries.
+    async fn diagnose_documents(
+        &self,
+        pass: &mut Pass<'_>,
+        docs: Vec<(String, String)>,
+        replies: Vec<Value>,
+    ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
         let mut found = Vec::new();
         let mut damaged: Vec<(Option<Family>, String, String)> = Vec::new();
         let mut checks = redis::pipe();
@@ -177,16 +214,30 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         entries: &IndexEntries,
         found: &mut Vec<Finding>,
     ) {
-        let expected = expected_fields(entries);
         for (i, f) in self.plan.fields.iter().enumerate() {
-            if !self.field_owner_wanted(f, pass.filter) {
+            if !self.field_owner_wanted(i, pass.filter) {
                 continue;
             }
-            let exp = expected.get(f.as_str()).cloned();
-            let stored_value = stored_fields.get(i).cloned().flatten();
+            // The value the document's entries give the field (indexes that
+            // share a field share its source, so any one of them will do;
+            // the last, as before).
+            let exp = entries
+                .unique
+                .iter()
+                .chain(&entries.groups)
+                .flatten()
+                .flat_map(|e| &e.fields)
+                .filter(|(name, _)| *name == f.as_str())
+                .map(|(_, v)| v.as_str())
+                .next_back();
+            let stored_value = stored_fields.get(i).and_then(Option::as_deref);
             if exp != stored_value {
-                let kind = DiffKind::Field { field: f.clone(), expected: exp, found: stored_value };
-                found.push(Finding::new(None, self.field_owner(f), key, id, kind));
+                let kind = DiffKind::Field {
+                    field: f.clone(),
+                    expected: exp.map(str::to_owned),
+                    found: stored_value.map(str::to_owned),
+                };
+                found.push(Finding::new(None, self.field_owner(i), key, id, kind));
             }
         }
     }

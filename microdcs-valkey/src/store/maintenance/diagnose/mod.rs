@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use microdcs_schema::{Document, IndexEntries};
+use microdcs_schema::Document;
 
 use super::{Family, IndexFilter};
 use crate::codec::Codec;
@@ -48,17 +48,6 @@ impl Shortcuts {
     }
 }
 
-/// The expected hash fields of a document's index entries, by field name.
-fn expected_fields(entries: &IndexEntries) -> HashMap<&'static str, String> {
-    let mut m = HashMap::new();
-    for e in entries.unique.iter().chain(&entries.groups).flatten() {
-        for (f, v) in &e.fields {
-            m.insert(*f, v.clone());
-        }
-    }
-    m
-}
-
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The name of a family's index, as reports and filters use it.
     pub(super) fn family_name(&self, family: Family) -> &'static str {
@@ -78,23 +67,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
     }
 
-    /// The hash field's index, for reporting.
-    fn field_owner(&self, field: &str) -> &'static str {
-        let spec = &D::SPEC;
-        spec.unique
-            .iter()
-            .chain(spec.groups)
-            .find(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
-            .map_or("document", |ix| ix.name)
+    /// The index that keeps hash field number `i`, for reporting.
+    fn field_owner(&self, i: usize) -> &'static str {
+        self.plan.field_users.get(i).and_then(|u| u.first()).copied().unwrap_or("document")
     }
 
-    /// Whether the run covers an index that keeps this hash field.
-    fn field_owner_wanted(&self, field: &str, filter: IndexFilter<'_>) -> bool {
-        let spec = &D::SPEC;
-        spec.unique
-            .iter()
-            .chain(spec.groups)
-            .filter(|ix| microdcs_schema::lua::index_fields(ix).iter().any(|f| f == field))
-            .any(|ix| filter.wants(ix.name))
+    /// Whether the run covers an index that keeps hash field number `i`.
+    fn field_owner_wanted(&self, i: usize, filter: IndexFilter<'_>) -> bool {
+        self.plan.field_users.get(i).is_some_and(|u| u.iter().any(|n| filter.wants(n)))
     }
 }
