@@ -221,8 +221,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut pass = Pass::new(opts, mode, self.plan.unique.len());
         // Every document -> its expected entries; then every index entry ->
         // does its document exist and claim it?
-        self.document_pass(&mut pass).await?;
-        self.entry_pass(&mut pass).await?;
+        let (filter, batch) = (pass.filter, pass.batch);
+        let counts = match (mode, opts.scope) {
+            // A scope-limited run walks its unique entries (their keys carry
+            // no scope to count by).
+            (_, Some(_)) => {
+                self.document_pass(&mut pass).await?;
+                None
+            }
+            (Mode::Verify, None) => {
+                let (done, counts) = tokio::join!(self.document_pass(&mut pass), self.unique_counts(filter, batch));
+                done?;
+                Some(counts?)
+            }
+            (Mode::Rebuild, None) => {
+                self.document_pass(&mut pass).await?;
+                Some(self.unique_counts(filter, batch).await?)
+            }
+        };
+        self.entry_pass(&mut pass, counts).await?;
         Ok(pass.finish(start))
     }
 

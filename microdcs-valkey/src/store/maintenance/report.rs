@@ -144,7 +144,9 @@ pub struct MaintenanceOptions<'a> {
     pub index: Option<&'a str>,
     /// Keys per `SCAN` batch and per pipeline: from 1 to
     /// [`MaintenanceOptions::MAX_BATCH`] (10,000); a larger value is taken
-    /// as the maximum.
+    /// as the maximum. The walks over index keys, which the server filters
+    /// by type, examine 8 x this many slots per step (at most `MAX_BATCH`)
+    /// and check what they return a batch at a time.
     pub batch: usize,
     /// Differences kept in the report (the rest are counted).
     pub max_differences: usize,

@@ -104,8 +104,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
         let mut found = Vec::new();
         let mut damaged: Vec<(Option<Family>, String, String)> = Vec::new();
-        let mut checks = redis::pipe();
-        checks.ignore_errors();
         let mut pending: Vec<(usize, Family)> = Vec::new();
         let mut documents: Vec<(String, IndexEntries)> = Vec::new();
         for ((key, id), reply) in docs.into_iter().zip(replies) {
@@ -128,30 +126,24 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Examined::Indexed(fields, entries) => (fields, entries),
             };
             self.check_fields(pass, &key, &id, &stored_fields, &entries, &mut found);
-            // One check per entry the document should have, answered in one pipeline.
-            if let (Some(l), true) = (&entries.list, pass.filter.wants("list")) {
-                match l.score {
-                    Some(_) => checks.cmd("ZSCORE").arg(&l.key).arg(&id),
-                    None => checks.cmd("SISMEMBER").arg(&l.key).arg(&id),
-                };
+            // One check per entry the document should have.
+            if entries.list.is_some() && pass.filter.wants("list") {
                 pending.push((documents.len(), Family::List));
             }
             for (n, e) in entries.unique.iter().enumerate() {
-                if let (Some(e), true) = (e, pass.filter.wants(D::SPEC.unique[n].name)) {
-                    checks.cmd("GET").arg(&e.key);
+                if e.is_some() && pass.filter.wants(D::SPEC.unique[n].name) {
                     pending.push((documents.len(), Family::Unique(n)));
                 }
             }
             for (n, e) in entries.groups.iter().enumerate() {
-                if let (Some(e), true) = (e, pass.filter.wants(D::SPEC.groups[n].name)) {
-                    checks.cmd("SISMEMBER").arg(&e.key).arg(&id);
+                if e.is_some() && pass.filter.wants(D::SPEC.groups[n].name) {
                     pending.push((documents.len(), Family::Group(n)));
                 }
             }
             documents.push((id, entries));
         }
         if !pending.is_empty() {
-            let answers: Vec<Value> = read_pipe(&self.valkey, &checks, "the index keys of the batch").await?;
+            let answers = self.entry_answers(&pending, &documents).await?;
             for ((doc, family), reply) in pending.iter().zip(&answers) {
                 let (id, entries) = &documents[*doc];
                 match answer(reply)? {
@@ -171,6 +163,100 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         found.extend(self.wrong_type_findings(damaged).await?);
         Ok((found, documents))
+    }
+
+    /// The answer to each pending entry check, in `pending` order, as the
+    /// single-entry command would give it (`ZSCORE`, `SISMEMBER`, `GET`).
+    /// Asked with one command per key, not per entry: `ZMSCORE` or
+    /// `SMISMEMBER` with every id of the batch that key should hold, and
+    /// one `MGET` for the unique keys. `MGET` answers nil for a key of the
+    /// wrong type as for a missing one, so only its nils are asked again
+    /// with `GET`, which tells the two apart (a clean keyspace has none).
+    async fn entry_answers(
+        &self,
+        pending: &[(usize, Family)],
+        documents: &[(String, IndexEntries)],
+    ) -> Result<Vec<Value>> {
+        // Per key: the command, and the pending checks it answers.
+        let mut keyed: Vec<(&'static str, &str, Vec<usize>)> = Vec::new();
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        let mut unique: Vec<(usize, &str)> = Vec::new();
+        for (i, (doc, family)) in pending.iter().enumerate() {
+            let entries = &documents[*doc].1;
+            let key = entry_key(entries, *family).unwrap_or_default();
+            let cmd = match family {
+                Family::Unique(_) => {
+                    unique.push((i, key));
+                    continue;
+                }
+                Family::List if self.plan.sorted_list => "ZMSCORE",
+                Family::List | Family::Group(_) => "SMISMEMBER",
+            };
+            let slot = *at.entry(key).or_insert_with(|| {
+                keyed.push((cmd, key, Vec::new()));
+                keyed.len() - 1
+            });
+            keyed[slot].2.push(i);
+        }
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        for (cmd, key, checks) in &keyed {
+            let c = p.cmd(cmd).arg(*key);
+            for i in checks {
+                c.arg(&documents[pending[*i].0].0);
+            }
+        }
+        if !unique.is_empty() {
+            let c = p.cmd("MGET");
+            for (_, key) in &unique {
+                c.arg(*key);
+            }
+        }
+        let mut replies: Vec<Value> = read_pipe(&self.valkey, &p, "the index keys of the batch").await?;
+        let mut out = vec![Value::Nil; pending.len()];
+        let mget = if unique.is_empty() { None } else { replies.pop() };
+        for ((_, _, checks), reply) in keyed.iter().zip(replies) {
+            match reply {
+                Value::Array(items) if items.len() == checks.len() => {
+                    for (i, item) in checks.iter().zip(items) {
+                        out[*i] = item;
+                    }
+                }
+                // An error (a key of the wrong type) answers each check of the key.
+                other => {
+                    for i in checks {
+                        out[*i] = other.clone();
+                    }
+                }
+            }
+        }
+        if let Some(reply) = mget {
+            let items = match reply {
+                Value::Array(items) if items.len() == unique.len() => items,
+                other => {
+                    return Err(Error::Protocol { script: "MGET", reply: crate::error::short(&other) });
+                }
+            };
+            let mut again = Vec::new();
+            for ((i, key), item) in unique.iter().zip(items) {
+                if item == Value::Nil {
+                    again.push((*i, *key));
+                }
+                out[*i] = item;
+            }
+            if !again.is_empty() {
+                let mut p = redis::pipe();
+                p.ignore_errors();
+                for (_, key) in &again {
+                    p.cmd("GET").arg(*key);
+                }
+                let replies: Vec<Value> = read_pipe(&self.valkey, &p, again[0].1).await?;
+                for ((i, _), reply) in again.iter().zip(replies) {
+                    out[*i] = reply;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Decodes one document hash and computes its expected index entries.

@@ -34,6 +34,16 @@ enum Claim {
     Foreign,
 }
 
+/// How many slots one step of an index-family walk examines: a multiple of
+/// the batch, because the server returns only keys of the family's type
+/// and most slots hold documents, so a step of `batch` slots would return
+/// a fraction of a batch for a full round trip. Still one short command
+/// (bounded by [`crate::MaintenanceOptions::MAX_BATCH`]); the keys it
+/// returns are checked a batch at a time.
+fn walk_step(batch: usize) -> usize {
+    (batch * 8).clamp(1, crate::MaintenanceOptions::MAX_BATCH)
+}
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The families of `D` the run covers: (family, template, index name).
     fn families(&self, filter: IndexFilter<'_>) -> Vec<(Family, &KeyTemplate, &'static str)> {
@@ -54,40 +64,68 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         v
     }
 
+    /// The number of keys of each unique family the run covers (`None` for
+    /// the other families), walked with `SCAN ... TYPE string`. A verify
+    /// takes it while the document pass runs; a rebuild after it, since its
+    /// repairs change the keys.
+    pub(in crate::store::maintenance) async fn unique_counts(
+        &self,
+        filter: IndexFilter<'_>,
+        batch: usize,
+    ) -> Result<Vec<Option<u64>>> {
+        let prefix = self.valkey.prefix();
+        let mut out = Vec::new();
+        for (family, template, _) in self.families(filter) {
+            if !matches!(family, Family::Unique(_)) {
+                out.push(None);
+                continue;
+            }
+            let values: Vec<Option<&str>> = template.placeholders().map(|_| None).collect();
+            let pattern = template.scan_pattern(prefix, &values).map_err(render_err)?;
+            let (mut count, mut c) = (0u64, 0);
+            loop {
+                let (next, keys) = scan_batch(&self.valkey, c, &pattern, "string", walk_step(batch)).await?;
+                count += keys.iter().filter(|k| template.parse_key(prefix, k).is_some()).count() as u64;
+                c = next;
+                if c == 0 {
+                    break;
+                }
+            }
+            out.push(Some(count));
+        }
+        Ok(out)
+    }
+
     /// Walks each index family with `SCAN ... TYPE` (the server filters by
     /// type, so a walk returns only that family's keys): list and group keys
-    /// are checked as they come; unique keys are first only counted, and a
-    /// unique family whose count differs from the keys the document pass
-    /// found held is walked again entry by entry.
-    pub(in crate::store::maintenance) async fn entry_pass(&self, pass: &mut Pass<'_>) -> Result<()> {
+    /// are checked as they come. A unique family is first only counted
+    /// (`counts`, from [`Store::unique_counts`], when the run is not limited
+    /// to a scope), and walked entry by entry only when its count differs
+    /// from the keys the document pass found held.
+    pub(in crate::store::maintenance) async fn entry_pass(
+        &self,
+        pass: &mut Pass<'_>,
+        counts: Option<Vec<Option<u64>>>,
+    ) -> Result<()> {
         let prefix = self.valkey.prefix().clone();
-        for (family, template, index) in self.families(pass.filter) {
+        for (i, (family, template, index)) in self.families(pass.filter).into_iter().enumerate() {
             let values: Vec<Option<&str>> =
                 template.placeholders().map(|p| if p == "scope" { pass.scope } else { None }).collect();
             let pattern = template.scan_pattern(&prefix, &values).map_err(render_err)?;
             let ty = self.family_type(family);
-            if let (Family::Unique(n), None) = (family, pass.scope) {
-                let mut count = 0u64;
-                let mut c = 0;
-                loop {
-                    let (next, keys) = scan_batch(&self.valkey, c, &pattern, ty, pass.batch).await?;
-                    count += keys.iter().filter(|k| template.parse_key(&prefix, k).is_some()).count() as u64;
-                    c = next;
-                    if c == 0 {
-                        break;
-                    }
-                }
-                if count == pass.shortcuts.unique_held[n] {
-                    pass.report.entries += count;
-                    continue;
-                }
+            if let (Family::Unique(n), Some(Some(count))) =
+                (family, counts.as_ref().map(|c| c.get(i).copied().flatten()))
+                && count == pass.shortcuts.unique_held[n]
+            {
+                pass.report.entries += count;
+                continue;
             }
             let mut c = 0;
             loop {
-                let (next, keys) = scan_batch(&self.valkey, c, &pattern, ty, pass.batch).await?;
+                let (next, keys) = scan_batch(&self.valkey, c, &pattern, ty, walk_step(pass.batch)).await?;
                 let keys: Vec<String> = keys.into_iter().filter(|k| template.parse_key(&prefix, k).is_some()).collect();
-                if !keys.is_empty() {
-                    self.check_keys(pass, keys, family, index).await?;
+                for chunk in keys.chunks(pass.batch) {
+                    self.check_keys(pass, chunk.to_vec(), family, index).await?;
                 }
                 pass.report_progress();
                 c = next;
