@@ -10,7 +10,12 @@
 //! per put beside a minimal Lua CAS doing the same writes, the put script
 //! before the op history change (`put-before.lua`) and the put script
 //! before the server time work (`put-before-cost.lua`), all measured in the
-//! same run. `--docs N` sets the number of documents (default 10000).
+//! same run, and beside the put with one part removed at a time (the op
+//! history, the version grammar, the scope and doc checks, the caller-read
+//! checks). `--docs N` sets the number of documents (default 10000).
+//! `-- --server-time` prints only the server time. Both pin the server to
+//! the first core and the bench to the second (`taskset`), and report the
+//! server's `INFO commandstats` time and its main-thread CPU time.
 
 use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
@@ -97,6 +102,7 @@ impl Raw {
             .key(format!("{p}:jobresponse:byorder:o-{i}"))
             .key(format!("{p}:jobresponse:bystate:s1:{state}"))
             .key(format!("{p}:jobresponse:bystate:s1:{prev}"))
+            .key(format!("{p}:tomb:jobresponse:r-{i}"))
             .arg("any")
             .arg(&op)
             .arg(format!("r-{i}"))
@@ -324,22 +330,6 @@ async fn plain_bytes(con: &mut ConnectionManager, p: &str, docs: usize, updates:
 /// Server microseconds per EVALSHA of `script` over `n` puts spread over
 /// 100 documents, after `warm` puts on each (so the op history is as full
 /// as it gets after that many writes).
-async fn server_us(raw: &mut Raw, stats: &mut ConnectionManager, base: usize, warm: u64, n: usize) -> f64 {
-    for i in 0..100 {
-        for step in 0..warm {
-            raw.put(base + i, step).await;
-        }
-    }
-    let before = command_usec(stats).await;
-    for k in 0..n {
-        raw.put(base + k % 100, warm + (k / 100) as u64).await;
-    }
-    let after = command_usec(stats).await;
-    let get = |m: &std::collections::BTreeMap<String, (u64, u64)>| m.get("evalsha").copied().unwrap_or((0, 0));
-    let (a, b) = (get(&after), get(&before));
-    (a.1 - b.1) as f64 / (a.0 - b.0) as f64
-}
-
 async fn cost(server: &ValkeyServer, docs: usize) {
     let prefix = unique_prefix("cost");
     let p = prefix.as_str().to_owned();
@@ -356,43 +346,189 @@ async fn cost(server: &ValkeyServer, docs: usize) {
         println!("| {updates} | {plain:.0} | {ours:.0} | {:.2} |", ours / plain);
     }
     flush(&mut con).await;
+    server_time(&mut con, &p).await;
+}
 
-    // Server time: the three scripts in interleaved rounds, median per column.
-    let scripts = [
+/// `script` with each `(from, to)` replaced once; every `from` must be
+/// there, so a change to the generator cannot silently void a variant.
+fn without(script: &str, cuts: &[(&str, &str)]) -> String {
+    let mut out = script.to_owned();
+    for (from, to) in cuts {
+        assert!(out.contains(from), "the generated put no longer has:\n{from}");
+        out = out.replacen(from, to, 1);
+    }
+    out
+}
+
+/// The generated put with one part removed at a time, to price each part.
+fn ablations() -> Vec<(&'static str, String)> {
+    let put = JobResponse::PUT_SCRIPT;
+    let grammar = "  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+";
+    let lookup = "if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
+local at = string.find(ops, op, 1, true)
+while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
+if at then return {7, v - (#ops - at + 1) / 12 + 1} end
+";
+    let reads = [
+        ("if was_1 ~= (ARGV[12] == '1') then return {5} end\n", ""),
+        ("if was_1 and (cur[6] ~= ARGV[13]) then return {5} end\n", ""),
+        ("if was_2 ~= (ARGV[16] == '1') then return {5} end\n", ""),
+        ("if was_2 and (cur[7] ~= ARGV[17]) then return {5} end\n", ""),
+    ];
+    vec![
+        ("without the op history lookup", without(put, &[(lookup, "")])),
+        (
+            "without the op history (lookup and append)",
+            without(
+                put,
+                &[(lookup, ""), ("ops = ops .. op\nif #ops > keep then ops = string.sub(ops, -keep) end\n", "")],
+            ),
+        ),
+        ("without the version grammar", without(put, &[(grammar, "")])),
+        (
+            "without the scope and doc checks",
+            without(
+                put,
+                &[
+                    ("  if cur[2] == false then return {6, 'scope'} end\n", ""),
+                    ("  if cur[5] == false then return {6, 'doc'} end\n", ""),
+                ],
+            ),
+        ),
+        ("without the caller-read checks", without(put, &reads)),
+    ]
+}
+
+/// Server time per put: the generated put, the minimal script, the
+/// earlier generated puts and the ablations, in interleaved rounds; the
+/// median per column.
+async fn server_time(con: &mut ConnectionManager, p: &str) {
+    let p = p.to_owned();
+    let mut scripts: Vec<(&str, Script)> = vec![
         ("generated put", Script::new(JobResponse::PUT_SCRIPT)),
         ("minimal Lua CAS, same writes", Script::new(MINIMAL_CAS)),
         ("generated put before the op history change", Script::new(include_str!("put-before.lua"))),
         ("generated put before the server time work", Script::new(include_str!("put-before-cost.lua"))),
     ];
-    let n = 3000;
-    let mut base = 0;
+    let texts = ablations();
+    scripts.extend(texts.iter().map(|(name, text)| (*name, Script::new(text))));
+    let mut con = con.clone();
+    // Each script writes its own 100 documents. The scripts take turns in
+    // rounds of 300 puts (3 writes per document), in a rotating order, so
+    // each sees the same moments of a shared, noisy machine; per column the
+    // median round.
+    let rounds = 20;
     let mut cols: Vec<[Vec<f64>; 2]> = scripts.iter().map(|_| [Vec::new(), Vec::new()]).collect();
-    for _ in 0..5 {
-        for (k, (_, script)) in scripts.iter().enumerate() {
-            let mut raw = Raw { script: script.clone(), con: con.clone(), prefix: p.clone() };
-            // Fresh: the first writes of each document; full: after 60.
-            cols[k][0].push(server_us(&mut raw, &mut con, base, 1, n).await);
-            base += 100;
-            cols[k][1].push(server_us(&mut raw, &mut con, base, 60, n).await);
-            base += 100;
+    let mut cpu: Vec<[Vec<f64>; 2]> = scripts.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    for (cell, warm) in [(0usize, 1u64), (1, 60)] {
+        let base = |k: usize| (cell * scripts.len() + k) * 100;
+        let mut raws: Vec<Raw> =
+            scripts.iter().map(|(_, s)| Raw { script: s.clone(), con: con.clone(), prefix: p.clone() }).collect();
+        // Fresh: the writes after the create; full: after 60 writes.
+        for (k, raw) in raws.iter_mut().enumerate() {
+            for i in 0..100 {
+                for step in 0..warm {
+                    raw.put(base(k) + i, step).await;
+                }
+            }
+        }
+        for r in 0..rounds {
+            for j in 0..raws.len() {
+                let k = (j + r) % raws.len();
+                let before = command_usec(&mut con).await;
+                let cpu_before = main_thread_cpu(&mut con).await;
+                for w in 0..300 {
+                    raws[k].put(base(k) + w % 100, warm + (r * 3 + w / 100) as u64).await;
+                }
+                let cpu_after = main_thread_cpu(&mut con).await;
+                let after = command_usec(&mut con).await;
+                let get =
+                    |m: &std::collections::BTreeMap<String, (u64, u64)>| m.get("evalsha").copied().unwrap_or((0, 0));
+                let (a, b) = (get(&after), get(&before));
+                cols[k][cell].push((a.1 - b.1) as f64 / (a.0 - b.0) as f64);
+                cpu[k][cell].push((cpu_after - cpu_before) * 1e6 / 300.0);
+            }
         }
     }
     let med: Vec<[f64; 2]> = cols.into_iter().map(|[a, b]| [median(a), median(b)]).collect();
-    println!("\n## Server microseconds per put (INFO commandstats, EVALSHA; {n} puts x 5 rounds, median)\n");
-    println!("| script | writes 2-31 of a document | ratio to minimal | writes 62-91 | ratio to minimal |");
+    println!(
+        "\n## Server microseconds per put (INFO commandstats, EVALSHA; {rounds} interleaved rounds of 300 puts, median)\n"
+    );
+    println!(
+        "| script | writes 2-{} of a document | ratio to minimal | writes 62-{} | ratio to minimal |",
+        1 + rounds * 3,
+        61 + rounds * 3
+    );
+    println!("|---|---|---|---|---|");
+    for ((name, _), m) in scripts.iter().zip(&med) {
+        println!("| {name} | {:.1} | {:.2} | {:.1} | {:.2} |", m[0], m[0] / med[1][0], m[1], m[1] / med[1][1]);
+    }
+    // The server's main-thread CPU time per put (not inflated when the
+    // thread waits for a core), including reading the request and writing
+    // the reply, which are the same for every script.
+    let med: Vec<[f64; 2]> = cpu.into_iter().map(|[a, b]| [median(a), median(b)]).collect();
+    println!("\n## Server main-thread CPU microseconds per put (INFO cpu, same rounds, median)\n");
+    println!(
+        "| script | writes 2-{} of a document | ratio to minimal | writes 62-{} | ratio to minimal |",
+        1 + rounds * 3,
+        61 + rounds * 3
+    );
     println!("|---|---|---|---|---|");
     for ((name, _), m) in scripts.iter().zip(&med) {
         println!("| {name} | {:.1} | {:.2} | {:.1} | {:.2} |", m[0], m[0] / med[1][0], m[1], m[1] / med[1][1]);
     }
 }
 
+/// The server main thread's CPU seconds so far (user + system).
+async fn main_thread_cpu(con: &mut ConnectionManager) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(con).await.unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user_main_thread" || *k == "used_cpu_sys_main_thread")
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Pins the server to the first core and this process to the second
+/// (where `taskset` exists), so the client's work does not share the
+/// server's core.
+async fn pin(con: &mut ConnectionManager) {
+    let info: String = redis::cmd("INFO").arg("server").query_async(con).await.unwrap();
+    let pid = info.lines().find_map(|l| l.strip_prefix("process_id:")).unwrap_or("").trim().to_owned();
+    let run =
+        |args: &[&str]| std::process::Command::new("taskset").args(args).output().is_ok_and(|o| o.status.success());
+    let me = std::process::id().to_string();
+    let pinned = run(&["-a", "-cp", "0", &pid]) && run(&["-a", "-cp", "1", &me]);
+    println!("server pinned to core 0, client to core 1: {pinned}");
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--server-time") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        pin(&mut con).await;
+        server_time(&mut con, unique_prefix("time").as_str()).await;
+        return;
+    }
     if args.iter().any(|a| a == "--cost") {
         let docs =
             args.iter().position(|a| a == "--docs").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(10_000);
         let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        pin(&mut con).await;
         cost(&server, docs).await;
         return;
     }

@@ -752,7 +752,14 @@ async fn a_wrong_type_index_key_aborts_before_any_write() {
     let _: () = redis::cmd("SET").arg(e.k("changes:s1")).arg("junk").query_async(&mut e.raw).await.unwrap();
     let before = e.snapshot().await;
     assert!(matches!(store.update(&read, &next).await, Err(Error::WrongType { .. })));
-    assert_eq!(e.snapshot().await, before, "no partial write");
+    assert_eq!(e.snapshot().await, before, "no partial write: the group move was undone");
+    // The same with the id missing from its old group (the move becomes
+    // an add to the new group, undone just as well).
+    let _: () =
+        redis::cmd("SREM").arg(e.k("jobresponse:bystate:s1:A")).arg("r-1").query_async(&mut e.raw).await.unwrap();
+    let before = e.snapshot().await;
+    assert!(matches!(store.update(&read, &next).await, Err(Error::WrongType { .. })));
+    assert_eq!(e.snapshot().await, before, "no partial write: the add was undone");
 }
 
 #[tokio::test]

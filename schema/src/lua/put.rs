@@ -132,13 +132,10 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
                 writeln!(out, "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{old_key}]) == id");
         } else if Some(i) == lead(&l) {
             // This entry moves as the first write (one SMOVE, whose failure
-            // on a wrong type writes nothing), so the change stream, written
-            // next, is the key to check here. The other order (the change
-            // entry first, checked by XADD itself) would leave the move to
-            // fail after a write on a wrong-type set, so it would need a read
-            // of each set instead: two reads to save one.
+            // on a wrong type writes nothing); the change entry follows and
+            // undoes the move if the stream refuses it (see `writes`), so
+            // neither key needs a read here.
             let _ = writeln!(out, "local lead = not keep_{n} and (was_{n} or new_{n})");
-            let _ = writeln!(out, "if lead then redis.call('XLEN', KEYS[{}]) end", c.changes_key);
         } else {
             let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{new_key}], id) end");
             let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SISMEMBER', KEYS[{old_key}], id) end");
@@ -166,21 +163,60 @@ fn lead(l: &PutLayout) -> Option<usize> {
 }
 
 /// The move of the lead group entry: SMOVE when it changes sets (SADD when
-/// the id was missing from the old set), else SREM or SADD.
+/// the id was missing from the old set), else SREM or SADD. `moved`
+/// records what changed (`1` moved, `2` added to the new set, `3` removed
+/// from the old one) so the move can be undone exactly.
 fn lead_write(l: &PutLayout) -> String {
     let Some(i) = lead(l) else { return String::new() };
     let (n, ix) = (i + 1, &l.indexes[i]);
     let (new_key, old_key) = (ix.new.key, ix.index.old.key);
     format!(
         "\
+local moved = 0
 if lead then
   if not was_{n} then
-    redis.call('SADD', KEYS[{new_key}], id)
+    if redis.call('SADD', KEYS[{new_key}], id) == 1 then moved = 2 end
   elseif not new_{n} then
-    redis.call('SREM', KEYS[{old_key}], id)
-  elseif redis.call('SMOVE', KEYS[{old_key}], KEYS[{new_key}], id) == 0 then
-    redis.call('SADD', KEYS[{new_key}], id)
+    if redis.call('SREM', KEYS[{old_key}], id) == 1 then moved = 3 end
+  elseif redis.call('SMOVE', KEYS[{old_key}], KEYS[{new_key}], id) == 1 then
+    moved = 1
+  elseif redis.call('SADD', KEYS[{new_key}], id) == 1 then
+    moved = 2
   end
+end
+"
+    )
+}
+
+/// The change entry. After the lead move it is the second write, so a
+/// stream of the wrong type (the one key not read before) must not leave
+/// the move behind: the entry is added with `pcall`, and on an error the
+/// move is undone before the error is returned. Nothing else has been
+/// written then, so the script leaves the keyspace as it found it (cheaper
+/// than a read of the stream on every write, which this replaces).
+fn change_entry(l: &PutLayout) -> String {
+    let c = &l.common;
+    let add = format!(
+        "'XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}]",
+        changes = c.changes_key,
+        maxlen = c.maxlen,
+        kind = c.kind,
+    );
+    let Some(i) = lead(l) else { return format!("redis.call({add})\n") };
+    let ix = &l.indexes[i];
+    let (new_key, old_key) = (ix.new.key, ix.index.old.key);
+    format!(
+        "\
+local added = redis.pcall({add})
+if type(added) == 'table' and added.err then
+  if moved == 1 then
+    redis.call('SMOVE', KEYS[{new_key}], KEYS[{old_key}], id)
+  elseif moved == 2 then
+    redis.call('SREM', KEYS[{new_key}], id)
+  elseif moved == 3 then
+    redis.call('SADD', KEYS[{old_key}], id)
+  end
+  return added
 end
 "
     )
@@ -197,12 +233,9 @@ local newv = v + 1
 local newv_s = string.format('%d', newv)
 local change = 'updated'
 if not exists then change = 'created' end
-{lead}redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[{kind}])
-",
-        changes = c.changes_key,
-        maxlen = c.maxlen,
-        kind = c.kind,
+{lead}{entry}",
         lead = lead_write(l),
+        entry = change_entry(l),
     );
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
@@ -228,6 +261,48 @@ if not exists then change = 'created' end
         _ => {}
     }
     out.push_str(HISTORY);
+    // The usual case, every index indexed: one HSET with every field, as
+    // written here (no table to build). `scope` is written again unchanged
+    // (another scope was refused), which costs less than deciding not to.
+    let all_new: Vec<String> = (1..=l.indexes.len()).map(|n| format!("new_{n}")).collect();
+    let mut direct = format!("'v', newv_s, 'ops', ops, 'doc', ARGV[{}], 'scope', scope", l.doc);
+    if let Some(a) = l.score {
+        let _ = write!(direct, ", 'score', ARGV[{a}]");
+    }
+    for (at, f) in l.fields.iter().enumerate() {
+        // A field shared by several indexes has one source: any user's value.
+        let arg =
+            l.indexes.iter().find_map(|ix| ix.index.fields.iter().position(|g| g.at == at).map(|k| ix.new.value(k)));
+        if let Some(arg) = arg {
+            let _ = write!(direct, ", {}, ARGV[{arg}]", lua_str(f));
+        }
+    }
+    if all_new.is_empty() {
+        let _ = writeln!(out, "redis.call('HSET', doc_key, {direct})");
+    } else {
+        let _ = writeln!(out, "if {} then\n  redis.call('HSET', doc_key, {direct})\nelse", all_new.join(" and "));
+        let mut rest = String::new();
+        partial_hash_write(&mut rest, l, slots);
+        for line in rest.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out.push_str("end\n");
+    }
+    let _ = write!(
+        out,
+        "\
+if not exists then redis.call('SADD', KEYS[{registry}], scope) end
+redis.call('PUBLISH', ARGV[{channel}], scope)
+return {{1, newv}}
+",
+        registry = c.registry_key,
+        channel = c.channel,
+    );
+}
+
+/// The hash write when some index is not indexed: its fields are dropped,
+/// and only what changed is written.
+fn partial_hash_write(out: &mut String, l: &PutLayout, slots: &Slots) {
     // `scope` never changes once written (another scope is refused).
     let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
     out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
@@ -261,17 +336,7 @@ if not exists then change = 'created' end
         }
         out.push_str("if drop then redis.call('HDEL', doc_key, unpack(drop)) end\n");
     }
-    let _ = write!(
-        out,
-        "\
-redis.call('HSET', doc_key, unpack(h))
-if not exists then redis.call('SADD', KEYS[{registry}], scope) end
-redis.call('PUBLISH', ARGV[{channel}], scope)
-return {{1, newv}}
-",
-        registry = c.registry_key,
-        channel = c.channel,
-    );
+    out.push_str("redis.call('HSET', doc_key, unpack(h))\n");
 }
 
 #[cfg(test)]
@@ -298,10 +363,17 @@ mod tests {
         let first_write = writes.iter().filter_map(|w| text.find(&format!("redis.call({w}"))).min().unwrap();
         let lead = text.find("if lead then\n  if not was_").unwrap();
         assert!(first_write > lead, "a write before the lead move");
-        for r in ["'GET'", "'XLEN'", "'SISMEMBER'", "'ZSCORE'"] {
+        for r in ["'GET'", "'SISMEMBER'", "'ZSCORE'"] {
             let at = text.find(&format!("redis.call({r}")).unwrap();
             assert!(at < lead, "{r} after the first write");
         }
+        // The change entry, the one key not read before, comes right after
+        // the move and undoes it when the stream refuses the entry.
+        let entry = text.find("local added = redis.pcall('XADD'").expect("change entry by pcall");
+        let undo = text.find("if type(added) == 'table' and added.err then").unwrap();
+        assert!(lead < entry && entry < undo);
+        assert_eq!(text.matches("redis.pcall(").count(), 1, "only the change entry is caught");
+        assert!(!text.contains("'XLEN'"), "no read of the stream");
         assert!(!text.contains("'op', op, 'ops'"), "the newest op id is not stored twice");
         assert!(!text.contains("cjson"), "scripts never build or parse JSON");
         let (text, _) = delete_script(&SPEC);

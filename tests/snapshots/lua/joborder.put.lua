@@ -101,16 +101,7 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
-local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
-if not exists then
-  h[#h + 1] = 'scope'
-  h[#h + 1] = scope
-end
-if not list_same then
-  h[#h + 1] = 'score'
-  h[#h + 1] = ARGV[9]
-end
-redis.call('HSET', doc_key, unpack(h))
+redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9])
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
 return {1, newv}

@@ -115,7 +115,6 @@ if new_1 and not keep_1 then
 end
 local drop_1 = was_1 and not keep_1 and redis.call('GET', KEYS[6]) == id
 local lead = not keep_2 and (was_2 or new_2)
-if lead then redis.call('XLEN', KEYS[2]) end
 local list_same = exists and cur[4] == ARGV[9]
 if not list_same then redis.call('ZSCORE', KEYS[4], id) end
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
@@ -124,51 +123,68 @@ local newv = v + 1
 local newv_s = string.format('%d', newv)
 local change = 'updated'
 if not exists then change = 'created' end
+local moved = 0
 if lead then
   if not was_2 then
-    redis.call('SADD', KEYS[7], id)
+    if redis.call('SADD', KEYS[7], id) == 1 then moved = 2 end
   elseif not new_2 then
-    redis.call('SREM', KEYS[8], id)
-  elseif redis.call('SMOVE', KEYS[8], KEYS[7], id) == 0 then
-    redis.call('SADD', KEYS[7], id)
+    if redis.call('SREM', KEYS[8], id) == 1 then moved = 3 end
+  elseif redis.call('SMOVE', KEYS[8], KEYS[7], id) == 1 then
+    moved = 1
+  elseif redis.call('SADD', KEYS[7], id) == 1 then
+    moved = 2
   end
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
+local added = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
+if type(added) == 'table' and added.err then
+  if moved == 1 then
+    redis.call('SMOVE', KEYS[7], KEYS[8], id)
+  elseif moved == 2 then
+    redis.call('SREM', KEYS[7], id)
+  elseif moved == 3 then
+    redis.call('SADD', KEYS[8], id)
+  end
+  return added
+end
 if drop_1 then redis.call('DEL', KEYS[6]) end
 if new_1 and not keep_1 then redis.call('SET', KEYS[5], id) end
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
-local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
-if not exists then
-  h[#h + 1] = 'scope'
-  h[#h + 1] = scope
-end
-if not list_same then
-  h[#h + 1] = 'score'
-  h[#h + 1] = ARGV[9]
-end
-local drop = nil
-if new_1 then
-  if cur[6] ~= ARGV[11] then
-    h[#h + 1] = 'order'
-    h[#h + 1] = ARGV[11]
+if new_1 and new_2 then
+  redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9], 'order', ARGV[11], 'state', ARGV[15])
+else
+  local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
+  if not exists then
+    h[#h + 1] = 'scope'
+    h[#h + 1] = scope
   end
-elseif cur[6] ~= false then
-  drop = drop or {}
-  drop[#drop + 1] = 'order'
-end
-if new_2 then
-  if cur[7] ~= ARGV[15] then
-    h[#h + 1] = 'state'
-    h[#h + 1] = ARGV[15]
+  if not list_same then
+    h[#h + 1] = 'score'
+    h[#h + 1] = ARGV[9]
   end
-elseif cur[7] ~= false then
-  drop = drop or {}
-  drop[#drop + 1] = 'state'
+  local drop = nil
+  if new_1 then
+    if cur[6] ~= ARGV[11] then
+      h[#h + 1] = 'order'
+      h[#h + 1] = ARGV[11]
+    end
+  elseif cur[6] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'order'
+  end
+  if new_2 then
+    if cur[7] ~= ARGV[15] then
+      h[#h + 1] = 'state'
+      h[#h + 1] = ARGV[15]
+    end
+  elseif cur[7] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'state'
+  end
+  if drop then redis.call('HDEL', doc_key, unpack(drop)) end
+  redis.call('HSET', doc_key, unpack(h))
 end
-if drop then redis.call('HDEL', doc_key, unpack(drop)) end
-redis.call('HSET', doc_key, unpack(h))
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
 return {1, newv}

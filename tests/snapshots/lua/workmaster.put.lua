@@ -99,12 +99,7 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 
 if not exists then redis.call('SADD', KEYS[4], id) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
-local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
-if not exists then
-  h[#h + 1] = 'scope'
-  h[#h + 1] = scope
-end
-redis.call('HSET', doc_key, unpack(h))
+redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope)
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
 return {1, newv}
