@@ -31,6 +31,55 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         self.read(|| self.get_once(id)).await
     }
 
+    /// Reads many documents in one round trip (a pipeline of `HGETALL`s):
+    /// one entry per id, in the order asked, `None` for an id with no
+    /// document; an id asked twice is answered twice. At most
+    /// [`Store::MAX_MANY`] ids; none asks nothing of the server.
+    ///
+    /// # Errors
+    /// An invalid id or too many ids (nothing is read), connection errors,
+    /// and the first corrupt hash, key of the wrong type or document text
+    /// the codec rejects, named by its key: the call does not hand out the
+    /// other documents beside a damaged one.
+    pub async fn get_many<I: AsRef<str>>(&self, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
+        if ids.len() > Self::MAX_MANY {
+            return Err(Error::InvalidArgument(format!(
+                "get_many takes at most {} ids, not {}",
+                Self::MAX_MANY,
+                ids.len()
+            )));
+        }
+        let keys = ids.iter().map(|id| self.key(id.as_ref())).collect::<Result<Vec<_>>>()?;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read(|| self.get_many_once(ids, &keys)).await
+    }
+
+    /// The most ids one [`Store::get_many`] takes.
+    pub const MAX_MANY: usize = 10_000;
+
+    async fn get_many_once<I: AsRef<str>>(&self, ids: &[I], keys: &[String]) -> Result<Vec<Option<Stored<D>>>> {
+        let mut p = redis::pipe();
+        // Each answer on its own, so a damaged key is named, not the batch.
+        p.ignore_errors();
+        for k in keys {
+            p.cmd("HGETALL").arg(k);
+        }
+        let mut con = self.valkey.connection();
+        let replies: Vec<redis::Value> = p.query_async(&mut con).await.map_err(|e| Error::from_redis(e, &keys[0]))?;
+        let mut out = Vec::with_capacity(keys.len());
+        for ((id, key), reply) in ids.iter().zip(keys).zip(replies) {
+            if let redis::Value::ServerError(e) = reply {
+                return Err(Error::from_redis(e.into(), key));
+            }
+            let map: HashMap<String, Vec<u8>> =
+                redis::from_redis_value(reply).map_err(|e| Error::from_redis(e.into(), key))?;
+            out.push(if map.is_empty() { None } else { Some(self.decode_hash(key, id.as_ref(), map)?) });
+        }
+        Ok(out)
+    }
+
     /// Runs a read; after a lost connection runs it once more (a read is
     /// safe to repeat, and the connection manager reconnects in between).
     ///
