@@ -28,6 +28,9 @@ pub(crate) struct Document {
     pub(crate) changes: Option<LitStr>,
     pub(crate) nudge: Option<LitStr>,
     pub(crate) registry: Option<LitStr>,
+    /// `ttl = "30m"` and its milliseconds (`None` if the text was refused,
+    /// which was reported).
+    pub(crate) ttl: Option<(LitStr, Option<u64>)>,
 }
 
 /// A named field of the struct.
@@ -151,6 +154,26 @@ impl Document {
             changes: c.changes.take(),
             nudge: c.nudge.take(),
             registry: c.registry.take(),
+            ttl: c.ttl.take().map(|lit| {
+                let ms = ttl_millis(cx, &lit);
+                (lit, ms)
+            }),
+        }
+    }
+}
+
+/// The milliseconds of `ttl = "..."` (the settings' duration grammar:
+/// `30m`, `1h30m`, `500ms`, `00:30:00`), or a spanned error.
+fn ttl_millis(cx: &mut Ctxt, lit: &LitStr) -> Option<u64> {
+    match microdcs_schema::duration::parse_duration(&lit.value()) {
+        Ok(d) if d.as_millis() == 0 => {
+            cx.error_spanned_by(lit, "`ttl` must be at least 1ms");
+            None
+        }
+        Ok(d) => u64::try_from(d.as_millis()).ok(),
+        Err(e) => {
+            cx.error_spanned_by(lit, format_args!("`ttl`: {e}"));
+            None
         }
     }
 }

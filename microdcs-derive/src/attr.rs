@@ -67,11 +67,12 @@ pub(crate) struct Container {
     pub(crate) changes: Once<LitStr>,
     pub(crate) nudge: Once<LitStr>,
     pub(crate) registry: Once<LitStr>,
+    pub(crate) ttl: Once<LitStr>,
     pub(crate) unique: Vec<IndexAttr>,
     pub(crate) groups: Vec<IndexAttr>,
 }
 
-const CONTAINER_KEYS: &[&str] = &["kind", "key", "list", "unique", "group", "changes", "nudge", "registry"];
+const CONTAINER_KEYS: &[&str] = &["kind", "key", "list", "unique", "group", "changes", "nudge", "registry", "ttl"];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -120,6 +121,7 @@ impl Container {
             changes: Once::new("changes"),
             nudge: Once::new("nudge"),
             registry: Once::new("registry"),
+            ttl: Once::new("ttl"),
             unique: Vec::new(),
             groups: Vec::new(),
         };
@@ -137,6 +139,8 @@ impl Container {
                     c.nudge.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("registry") {
                     c.registry.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("ttl") {
+                    c.ttl.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("list") {
                     let list = parse_list(cx, &meta, span)?;
                     c.list.set(cx, span, list);

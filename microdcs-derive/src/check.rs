@@ -37,6 +37,7 @@ fn span_of(doc: &Document, attr: &Attr, placeholder: Option<&str>) -> Span {
         Attr::Changes => lit_or(doc.changes.as_ref()),
         Attr::Nudge => lit_or(doc.nudge.as_ref()),
         Attr::Registry => lit_or(doc.registry.as_ref()),
+        Attr::Ttl => lit_or(doc.ttl.as_ref().map(|(l, _)| l)),
         Attr::Family(_) | Attr::Document(_) => ident,
     }
 }

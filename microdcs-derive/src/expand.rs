@@ -129,7 +129,11 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
 /// The `SPEC` constant's value.
 fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
-    let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, .. } = *spec;
+    let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, ttl_ms, .. } = *spec;
+    let ttl_ms = match ttl_ms {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
     let list = match &spec.list {
         Some(l) => {
             let k = l.key;
@@ -159,6 +163,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
             changes: #changes,
             nudge: #nudge,
             registry: #registry,
+            ttl_ms: #ttl_ms,
         }
     }
 }

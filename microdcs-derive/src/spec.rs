@@ -64,6 +64,7 @@ pub(crate) fn with_spec<R>(doc: &Document, texts: &Texts, f: impl FnOnce(&Docume
         changes: &texts.changes,
         nudge: &texts.nudge,
         registry: &texts.registry,
+        ttl_ms: doc.ttl.as_ref().and_then(|(_, ms)| *ms),
     };
     f(&spec)
 }

@@ -22,6 +22,7 @@
 pub mod builtin;
 mod check;
 mod document;
+pub mod duration;
 #[doc(hidden)]
 pub mod encode;
 #[cfg(test)]

@@ -111,6 +111,11 @@ pub struct DocumentSpec<'a> {
     pub nudge: &'a str,
     /// Scope registry key (`scopes`), shared by document types.
     pub registry: &'a str,
+    /// Default lifetime of a document in milliseconds (`ttl = "30m"`), set
+    /// again by every write; `None`: documents live until deleted. A type
+    /// with a lifetime has no list and no group index (their entries would
+    /// outlive the document); its unique index keys expire with it.
+    pub ttl_ms: Option<u64>,
 }
 
 /// Hash fields every document hash has; index fields may not use these names.
@@ -163,6 +168,7 @@ impl<'a> DocumentSpec<'a> {
             changes: crate::builtin::CHANGES.key,
             nudge: crate::builtin::NUDGE.key,
             registry: crate::builtin::SCOPES.key,
+            ttl_ms: None,
         }
     }
 

@@ -1,9 +1,33 @@
 //! Document types shared by the integration tests, the benches and the demo:
 //! the plant keyspace's job response (sorted-set list, unique by-order index,
 //! group by-state index) and work master (plain-set list). One declaration,
-//! so a test and the demo can never drift apart.
+//! so a test and the demo can never drift apart. Beside them, the `Extras`
+//! keyspace: shapes the plant does not use (a document with a lifetime).
 
 pub use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
 
 /// The plant keyspace on a connection.
 pub type PlantHandle = microdcs_valkey::KeyspaceHandle<Plant>;
+
+use microdcs_valkey::Document;
+use serde::{Deserialize, Serialize};
+
+/// A login session: found by its token, gone 30 minutes after its last
+/// write (a document with a lifetime and a unique index that expires with it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "session", ttl = "30m", unique(key = "session:bytoken:{token}"))]
+pub struct Session {
+    /// Session id.
+    pub id: String,
+    /// Tenant.
+    pub scope: String,
+    /// Bearer token.
+    pub token: String,
+    /// Who logged in.
+    pub user: String,
+}
+
+microdcs_valkey::keyspace! {
+    /// Document shapes beside the plant keyspace.
+    pub Extras { documents: [Session] }
+}

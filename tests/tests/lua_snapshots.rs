@@ -1,6 +1,6 @@
 //! The generated Lua is reviewed like code: the put, delete and find scripts
-//! of every document type of the plant keyspace (the types the tests and the
-//! demo use) are committed under `tests/snapshots/lua/<kind>.<op>.lua`, and
+//! of every document type of the plant and extras keyspaces (the types the
+//! tests and the demo use) are committed under `tests/snapshots/lua/<kind>.<op>.lua`, and
 //! this test fails when the generator's output differs from them. After an
 //! intended generator change, rewrite them with
 //! `BLESS=1 cargo test -p microdcs-tests --test lua_snapshots` and review the
@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use microdcs_tests::fixtures::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
+use microdcs_tests::fixtures::{Extras, JobOrder, JobResponse, Plant, Session, SfcState, WorkMaster};
 use microdcs_valkey::Document;
 
 /// `(kind, op, text)` for one document type.
@@ -23,15 +23,21 @@ fn dir() -> PathBuf {
 
 #[test]
 fn generated_lua_matches_the_committed_snapshots() {
-    let all: Vec<_> = [scripts::<JobOrder>(), scripts::<JobResponse>(), scripts::<WorkMaster>(), scripts::<SfcState>()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let all: Vec<_> = [
+        scripts::<JobOrder>(),
+        scripts::<JobResponse>(),
+        scripts::<WorkMaster>(),
+        scripts::<SfcState>(),
+        scripts::<Session>(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     // Every document type of the keyspace is covered (a type added to the
     // keyspace must be added here, so its scripts are reviewed too).
     let mut covered: Vec<&str> = all.iter().map(|(k, _, _)| *k).collect();
     covered.dedup();
-    let mut declared: Vec<&str> = Plant::SPEC.documents.iter().map(|d| d.kind).collect();
+    let mut declared: Vec<&str> = Plant::SPEC.documents.iter().chain(Extras::SPEC.documents).map(|d| d.kind).collect();
     declared.sort_unstable();
     covered.sort_unstable();
     assert_eq!(covered, declared, "snapshot list and the plant keyspace differ");

@@ -17,13 +17,12 @@ use serde::Deserialize;
 use crate::KeyPrefix;
 
 mod connection_string;
-mod duration;
 mod secret;
 mod serde_input;
 use serde_input::SettingText;
 
 pub use connection_string::{Endpoint, parse_connection_string};
-pub use duration::parse_duration;
+pub use microdcs_schema::duration::parse_duration;
 pub use secret::{Secret, redact_connection_string};
 
 /// The default of every setting, in one place: [`ValkeyConfig::default`],
@@ -71,7 +70,7 @@ pub mod defaults {
     /// Nothing here needs to wait longer, and the bound keeps every later
     /// sum (`now + timeout`, milliseconds for the server) far from
     /// overflowing.
-    pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
+    pub const MAX_DURATION: Duration = microdcs_schema::duration::MAX_DURATION;
     /// Reconnect attempts of the connection manager after a lost connection
     /// (not a setting).
     pub const RECONNECT_RETRIES: usize = 6;

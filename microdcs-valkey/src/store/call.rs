@@ -54,6 +54,16 @@ pub(super) struct Target<'a> {
     pub(super) op: &'a str,
 }
 
+/// What a put writes beside its index entries.
+pub(super) struct PutBody<'a> {
+    /// The document text.
+    pub(super) doc: &'a str,
+    /// The list score, for a type with a sorted list.
+    pub(super) score: Option<String>,
+    /// The document's lifetime, for a type with a `ttl`.
+    pub(super) ttl_ms: Option<u64>,
+}
+
 /// The KEYS and ARGV of one write-script call.
 pub(super) struct Call<'a> {
     keys: Vec<String>,
@@ -96,8 +106,8 @@ impl<'a> Call<'a> {
         Ok(call)
     }
 
-    /// A put call: the shared positions, the document text and the list
-    /// score; the index entries are filled by [`Call::new_entries`] and
+    /// A put call: the shared positions and what the put writes beside its
+    /// index entries; those are filled by [`Call::new_entries`] and
     /// [`Call::reads`].
     pub(super) fn put(
         l: &PutLayout,
@@ -105,9 +115,9 @@ impl<'a> Call<'a> {
         valkey: &Valkey,
         kind: &'static str,
         t: Target<'a>,
-        doc: &'a str,
-        score: Option<String>,
+        body: PutBody<'a>,
     ) -> Result<Self> {
+        let PutBody { doc, score, ttl_ms } = body;
         let t_id = t.id;
         let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
         call.set_arg(l.doc, Arg::Borrowed(doc));
@@ -119,6 +129,9 @@ impl<'a> Call<'a> {
             call.set_arg(s, Arg::Owned(score));
         }
         call.set_key(l.tomb_key, plan.tomb.render(valkey.prefix(), &[kind, t_id]).map_err(render_err)?);
+        if let (Some(pos), Some(ms)) = (l.ttl, ttl_ms) {
+            call.set_arg(pos, Arg::Owned(ms.to_string()));
+        }
         Ok(call)
     }
 

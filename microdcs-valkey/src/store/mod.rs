@@ -44,12 +44,21 @@ pub struct Store<D, C = Json> {
     valkey: Valkey,
     plan: Arc<Plan>,
     codec: Arc<C>,
+    /// The lifetime writes give documents, when set by [`Store::with_ttl`];
+    /// else the type's `ttl`.
+    ttl: Option<std::time::Duration>,
     _doc: PhantomData<fn() -> D>,
 }
 
 impl<D, C> Clone for Store<D, C> {
     fn clone(&self) -> Self {
-        Store { valkey: self.valkey.clone(), plan: self.plan.clone(), codec: self.codec.clone(), _doc: PhantomData }
+        Store {
+            valkey: self.valkey.clone(),
+            plan: self.plan.clone(),
+            codec: self.codec.clone(),
+            ttl: self.ttl,
+            _doc: PhantomData,
+        }
     }
 }
 
@@ -65,7 +74,35 @@ const MAX_REREADS: u32 = 8;
 impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
         let plan = Arc::new(Plan::new::<D>(&valkey));
-        Store { valkey, plan, codec: Arc::new(codec), _doc: PhantomData }
+        Store { valkey, plan, codec: Arc::new(codec), ttl: None, _doc: PhantomData }
+    }
+
+    /// This store, writing documents with lifetime `ttl` instead of the
+    /// type's `ttl = "..."` (each write sets it again, for the document and
+    /// its unique keys, in the same script).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the type declares no `ttl` (its lists
+    /// and group entries would outlive expiring documents), or `ttl` is
+    /// under 1 ms or over 100 years.
+    pub fn with_ttl(&self, ttl: std::time::Duration) -> Result<Self> {
+        if D::SPEC.ttl_ms.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` declares no `ttl`, so its documents cannot expire; add `#[microdcs(ttl = \"...\")]`",
+                D::SPEC.type_name
+            )));
+        }
+        if ttl.as_millis() == 0 || ttl > crate::config::defaults::MAX_DURATION {
+            return Err(Error::InvalidArgument(format!("a ttl must be between 1ms and 100 years, not {ttl:?}")));
+        }
+        Ok(Store { ttl: Some(ttl), ..self.clone() })
+    }
+
+    /// The lifetime a write gives its document, in milliseconds, for a
+    /// type with a `ttl`.
+    fn ttl_ms(&self) -> Option<u64> {
+        let spec = D::SPEC.ttl_ms?;
+        Some(self.ttl.map_or(spec, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)))
     }
 
     /// The connection this store uses.

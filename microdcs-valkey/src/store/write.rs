@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
-use super::call::{Arg, Call, Target, corrupt_reply, int_at, split_reply, str_at};
+use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at};
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
@@ -177,7 +177,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 op: &op,
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
-            let mut call = Call::put(l, plan, &self.valkey, D::SPEC.kind, target, &text, score)?;
+            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms() };
+            let mut call = Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?;
             call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
             let reply = call.invoke(&self.valkey, &plan.put, key).await?;

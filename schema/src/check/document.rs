@@ -29,6 +29,7 @@ pub fn check_document(doc: &DocumentSpec<'_>) -> Vec<SchemaError> {
     check_list(doc, &mut errors);
     check_indexes(doc, &mut errors);
     check_shared(doc, &mut errors);
+    check_ttl(doc, &mut errors);
     let families: Vec<_> = doc.families().collect();
     check_disjoint(&families, &mut errors);
     for f in &families {
@@ -132,6 +133,23 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
                 None => fields.push((b.placeholder, b.source, ix.name)),
             }
         }
+    }
+}
+
+/// A lifetime is longer than zero, and a type with one keeps no entries
+/// that would outlive its documents (a set member cannot expire with the
+/// hash that claims it).
+fn check_ttl(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let Some(ttl) = doc.ttl_ms else { return };
+    let err = |attr, kind| SchemaError { origin: origin(doc.type_name, attr, None), kind };
+    if ttl == 0 {
+        errors.push(err(Attr::Ttl, SchemaErrorKind::ZeroTtl));
+    }
+    if doc.list.is_some() {
+        errors.push(err(Attr::List, SchemaErrorKind::TtlWithEntries("a list".into())));
+    }
+    for (i, g) in doc.groups.iter().enumerate() {
+        errors.push(err(Attr::Group(i), SchemaErrorKind::TtlWithEntries(format!("group index `{}`", g.name))));
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Attr {
     Nudge,
     /// `registry = ...`
     Registry,
+    /// `ttl = ...`
+    Ttl,
     /// A family declared in a keyspace, by name.
     Family(String),
     /// A document type listed in a keyspace, by type name.
@@ -96,6 +98,11 @@ pub enum SchemaErrorKind {
     HashTagInDocument(String),
     /// Two families or indexes share a name.
     DuplicateName(String),
+    /// A document type with a lifetime (`ttl`) has a list or group index,
+    /// whose entries would outlive its documents; names what it has.
+    TtlWithEntries(String),
+    /// A lifetime of zero.
+    ZeroTtl,
     /// A document refers to a shared family the keyspace does not declare.
     Undeclared {
         /// Template referred to.
@@ -148,6 +155,12 @@ impl fmt::Display for SchemaError {
                 f,
                 "hash-tag placeholder `{{#{p}}}` in a document family: documents live on one primary; use `{{{p}}}`"
             ),
+            K::TtlWithEntries(what) => write!(
+                f,
+                "a document type with `ttl` cannot have {what}: its entries would outlive the documents, \
+                 which expire on their own (unique indexes may stay: their keys expire with the document)"
+            ),
+            K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
             K::Undeclared { template, key_type } => write!(
                 f,
                 "the keyspace does not declare the {} family `{template}` that this document type uses",

@@ -102,6 +102,9 @@ pub struct PutLayout {
     pub history: usize,
     /// KEYS: the document's tombstone, read when the document is missing.
     pub tomb_key: usize,
+    /// ARGV: the document's lifetime in milliseconds, for a type with a
+    /// `ttl` (a write option over the type's default).
+    pub ttl: Option<usize>,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -240,6 +243,7 @@ impl PutLayout {
         // Last, so the positions before them stay where they were.
         let history = p.arg();
         let tomb_key = p.key();
+        let ttl = spec.ttl_ms.map(|_| p.arg());
         PutLayout {
             fields: p.fields,
             common,
@@ -248,6 +252,7 @@ impl PutLayout {
             indexes,
             history,
             tomb_key,
+            ttl,
             num_keys: p.keys,
             num_args: p.args,
         }

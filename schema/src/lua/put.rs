@@ -39,6 +39,9 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
     argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
+    if let Some(t) = l.ttl {
+        argv.push((t, "the document's lifetime in milliseconds (its unique keys expire with it)".into()));
+    }
     keys.push((
         l.tomb_key,
         format!("tombstone `{}`, read when the document is missing", crate::builtin::TOMBSTONES.key),
@@ -245,7 +248,21 @@ if not exists then change = 'created' end
         }
         if ix.index.unique {
             let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
-            let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id) end");
+            match l.ttl {
+                // The key lives as long as the document: set with the same
+                // lifetime, or given it again when it stays.
+                Some(t) => {
+                    let _ = writeln!(
+                        out,
+                        "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id, 'PX', ARGV[{t}]) end"
+                    );
+                    let _ = writeln!(out, "if keep_{n} then redis.call('PEXPIRE', KEYS[{new_key}], ARGV[{t}]) end");
+                }
+                None => {
+                    let _ =
+                        writeln!(out, "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id) end");
+                }
+            }
         } else {
             let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('SREM', KEYS[{old_key}], id) end");
             let _ = writeln!(out, "if new_{n} and not keep_{n} then redis.call('SADD', KEYS[{new_key}], id) end");
@@ -287,6 +304,11 @@ if not exists then change = 'created' end
             let _ = writeln!(out, "  {line}");
         }
         out.push_str("end\n");
+    }
+    if let Some(t) = l.ttl {
+        // Every write gives the document its lifetime again, in the same
+        // script as the write.
+        let _ = writeln!(out, "redis.call('PEXPIRE', doc_key, ARGV[{t}])");
     }
     let _ = write!(
         out,

@@ -1,16 +1,20 @@
-//! Durations as configuration text: `1s`, `100ms`, `1m30s`, or a .NET
-//! `TimeSpan` (`00:00:01.5`), since settings are shared with .NET services.
+//! Durations as text: `1s`, `100ms`, `1m30s`, or a .NET `TimeSpan`
+//! (`00:00:01.5`), since settings are shared with .NET services. One
+//! grammar for the runtime's settings and the derive's `ttl = "..."`.
 
 use std::time::Duration;
 
-use super::defaults::MAX_DURATION;
+/// The longest duration a setting or attribute may hold: 100 years (36500
+/// days). Nothing needs to wait longer, and the bound keeps every later sum
+/// (`now + timeout`, milliseconds for the server) far from overflowing.
+pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
 
 /// Parses `1s`, `100ms`, `250us`, `2m`, `1h`, `1d`, combinations (`1m30s`),
-/// or a .NET `TimeSpan` `[d.]hh:mm:ss[.fff]`, of at most [`MAX_DURATION`](super::defaults::MAX_DURATION).
+/// or a .NET `TimeSpan` `[d.]hh:mm:ss[.fff]`, of at most [`MAX_DURATION`].
 ///
 /// # Errors
 /// A text that is none of these, with what was expected, or a duration
-/// longer than [`MAX_DURATION`](super::defaults::MAX_DURATION).
+/// longer than [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if t.is_empty() {

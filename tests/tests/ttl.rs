@@ -1,0 +1,80 @@
+//! Documents with a lifetime (`ttl`): each write sets it, for the document
+//! and its unique keys, in the same script. Against a real Valkey.
+
+use std::time::Duration;
+
+use microdcs_tests::fixtures::{Extras, Session};
+use microdcs_tests::{server, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{DeleteExpect, DeleteOutcome, Document, Error, Expect, PutOutcome, Valkey, WriteOptions};
+
+fn session(id: &str, token: &str) -> Session {
+    Session { id: id.into(), scope: "s1".into(), token: token.into(), user: "ada".into() }
+}
+
+async fn pttl(con: &mut ConnectionManager, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(con).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_write_sets_the_lifetime_of_the_document_and_its_unique_keys() {
+    let server = server();
+    let prefix = unique_prefix("ttl");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Extras::open(valkey).store::<Session>();
+    assert_eq!(Session::SPEC.ttl_ms, Some(30 * 60 * 1000));
+    let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
+
+    assert_eq!(store.create(&session("x-1", "t-1")).await.unwrap(), PutOutcome::Written { version: 1 });
+    let half_hour = 30 * 60 * 1000;
+    for key in [k("session:x-1"), k("session:bytoken:t-1")] {
+        let ttl = pttl(&mut raw, &key).await;
+        assert!(ttl > half_hour - 60_000 && ttl <= half_hour, "{key}: {ttl}");
+    }
+    // A store with its own lifetime: the next write sets that one, also on
+    // a unique key that stays and on one that moves.
+    let short = store.with_ttl(Duration::from_secs(5)).unwrap();
+    let read = short.get("x-1").await.unwrap().unwrap();
+    assert_eq!(
+        short.update(&read, &Session { user: "bob".into(), ..read.doc.clone() }).await.unwrap(),
+        PutOutcome::Written { version: 2 }
+    );
+    for key in [k("session:x-1"), k("session:bytoken:t-1")] {
+        let ttl = pttl(&mut raw, &key).await;
+        assert!(ttl > 0 && ttl <= 5000, "{key}: {ttl}");
+    }
+    let read = short.get("x-1").await.unwrap().unwrap();
+    let moved = Session { token: "t-2".into(), ..read.doc.clone() };
+    assert_eq!(short.update(&read, &moved).await.unwrap(), PutOutcome::Written { version: 3 });
+    let gone: i64 = redis::cmd("EXISTS").arg(k("session:bytoken:t-1")).query_async(&mut raw).await.unwrap();
+    assert_eq!(gone, 0, "the old unique key is removed");
+    let ttl = pttl(&mut raw, &k("session:bytoken:t-2")).await;
+    assert!(ttl > 0 && ttl <= 5000, "the new unique key expires with the document: {ttl}");
+    assert_eq!(store.find(Session::by_token("t-2")).await.unwrap().unwrap().doc.user, "bob");
+
+    // Out of bounds, or on a type without a lifetime: refused.
+    assert!(matches!(store.with_ttl(Duration::ZERO), Err(Error::InvalidArgument(_))));
+    assert!(matches!(store.with_ttl(Duration::from_secs(200 * 365 * 86_400)), Err(Error::InvalidArgument(_))));
+    let plant = microdcs_tests::fixtures::Plant::open(store.valkey().clone());
+    let responses = plant.store::<microdcs_tests::fixtures::JobResponse>();
+    assert!(matches!(responses.with_ttl(Duration::from_secs(5)), Err(Error::InvalidArgument(_))));
+}
+
+#[tokio::test]
+async fn an_expired_document_and_its_unique_keys_are_gone_together() {
+    let server = server();
+    let prefix = unique_prefix("ttl-expire");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Session>().with_ttl(Duration::from_millis(300)).unwrap();
+    assert_eq!(store.put(&session("x-1", "t-1"), Expect::Create).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert!(store.find(Session::by_token("t-1")).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(store.get("x-1").await.unwrap().is_none());
+    assert!(store.find(Session::by_token("t-1")).await.unwrap().is_none());
+    // The id and the token are free again.
+    assert_eq!(store.create(&session("x-1", "t-1")).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.delete_id("x-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 1 });
+    let report = store.verify(&Default::default()).await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+}
