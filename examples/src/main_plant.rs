@@ -290,10 +290,25 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
         orders.list(scope, Page::first(100)).await?.ids
     );
 
+    let _ = writeln!(out, "\n## Other families (typed operations, one round trip each)\n");
+    let refs = Plant::reference(&plant, "jobresponse", scope)?;
+    refs.add(&["r-1", "r-2"]).await?;
+    let mut referenced = refs.members(Page::first(100)).await?.ids;
+    referenced.sort();
+    let _ = writeln!(out, "  references jobresponse in {scope}     -> {referenced:?}");
+    let acceptance = Plant::job_acceptance(&plant, scope)?;
+    acceptance.set("10", None).await?;
+    let _ = writeln!(out, "  job acceptance limit in {scope}        -> {:?}", acceptance.get().await?);
+    let seq = Plant::pubseq(&plant, scope)?.increment(1).await?;
+    let _ = writeln!(out, "  next publish sequence in {scope}       -> {seq}");
+    let cursors = Plant::publisher_cursors(&plant)?;
+    cursors.set(scope, &seq.to_string()).await?;
+    let _ = writeln!(out, "  publisher cursor of {scope}            -> {:?}", cursors.get(scope).await?);
+
     let mut con = valkey.connection();
-    let prefix = valkey.prefix().as_str();
-    let changes: usize = redis::cmd("XLEN").arg(format!("{prefix}:changes:{scope}")).query_async(&mut con).await?;
-    let scopes: Vec<String> = redis::cmd("SMEMBERS").arg(format!("{prefix}:scopes")).query_async(&mut con).await?;
+    let changes_key = Plant::changes_key(valkey.prefix(), scope)?;
+    let changes: usize = redis::cmd("XLEN").arg(changes_key).query_async(&mut con).await?;
+    let scopes = Plant::scopes(&plant)?.members(Page::first(100)).await?.ids;
     let _ = writeln!(out, "  change entries in {scope}               -> {changes}");
     let _ = writeln!(out, "  scope registry                        -> {scopes:?}");
     if verbose {

@@ -28,11 +28,11 @@ pub(crate) struct KeyspaceInput {
     families: Vec<Family>,
 }
 
-const TYPES: &[&str] = &["string", "hash", "set", "zset", "stream", "channel"];
+const TYPES: &[&str] = &["string", "counter", "hash", "set", "zset", "stream", "channel"];
 
 fn key_type(name: &str) -> Option<KeyType> {
     Some(match name {
-        "string" => KeyType::String,
+        "string" | "counter" => KeyType::String,
         "hash" => KeyType::Hash,
         "set" => KeyType::Set,
         "zset" => KeyType::SortedSet,
@@ -96,6 +96,15 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             );
         }
     }
+    for f in &input.families {
+        // The keyspace type's own items; a family of that name would clash.
+        if f.name == "open" || f.name == "SPEC" {
+            cx.error_spanned_by(
+                &f.name,
+                format_args!("`{}` is taken by the keyspace itself; name the family otherwise", f.name),
+            );
+        }
+    }
     if input.documents_kw.is_none() && input.families.is_empty() {
         cx.error_spanned_by(
             &input.name,
@@ -146,7 +155,13 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         let suffix = if f.key_type == Some(KeyType::Channel) { "channel" } else { "key" };
         let fname = format_ident!("{}_{}", f.name, suffix, span = f.name.span());
         let what = f.key_type.map_or("string", KeyType::type_name);
-        builder_fn(&fname, &f.key.value(), &format!("The {what} `{{prefix}}:{}` (family `{}`).", f.key.value(), f.name))
+        let builder = builder_fn(
+            &fname,
+            &f.key.value(),
+            &format!("The {what} `{{prefix}}:{}` (family `{}`).", f.key.value(), f.name),
+        );
+        let typed = typed_fn(name, f, &fname);
+        quote!(#builder #typed)
     });
     let doc_specs =
         documents.iter().map(|d| quote_spanned!(syn::spanned::Spanned::span(d)=> <#d as #p::Document>::SPEC));
@@ -199,5 +214,38 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             )*
             #check
         };
+    }
+}
+
+/// The typed handle of one key of family `f` (`Plant::reference(&plant,
+/// kind, scope)`), made from its key builder `builder`; nothing for a stream
+/// (read and written through `Streams`).
+fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
+    let p = quote!(::microdcs_valkey::__private);
+    let handle = match (f.ty.to_string().as_str(), f.key_type) {
+        ("counter", _) => quote!(::microdcs_valkey::CounterKey),
+        (_, Some(KeyType::String)) => quote!(::microdcs_valkey::ValueKey),
+        (_, Some(KeyType::Hash)) => quote!(::microdcs_valkey::HashKey),
+        (_, Some(KeyType::Set)) => quote!(::microdcs_valkey::SetKey),
+        (_, Some(KeyType::SortedSet)) => quote!(::microdcs_valkey::SortedSetKey),
+        (_, Some(KeyType::Channel)) => quote!(::microdcs_valkey::ChannelKey),
+        _ => return TokenStream::new(),
+    };
+    let Ok(t) = microdcs_schema::KeyTemplate::parse(&f.key.value()) else { return TokenStream::new() };
+    let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
+    let name = &f.name;
+    let doc = format!(
+        "Typed operations on one key of family `{name}` (`{}`), one round trip each.\n\n# Errors\nA value that is empty or longer than `MAX_VALUE_LEN` bytes.",
+        f.key.value()
+    );
+    quote! {
+        #[doc = #doc]
+        pub fn #name(
+            handle: &::microdcs_valkey::KeyspaceHandle<#keyspace>,
+            #(#params: &(impl #p::KeySegment + ?::core::marker::Sized),)*
+        ) -> ::core::result::Result<#handle, ::microdcs_valkey::Error> {
+            let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(::microdcs_valkey::Error::Key)?;
+            ::core::result::Result::Ok(<#handle as #p::FromKey>::from_key(handle.valkey().clone(), key))
+        }
     }
 }

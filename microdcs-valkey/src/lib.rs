@@ -24,6 +24,7 @@ mod streams;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod typed;
 
 pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
 pub use client::{PollOptions, Valkey, WriteOptions};
@@ -55,9 +56,11 @@ pub use store::{
     Store, Stored, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
+pub use typed::{ChannelKey, CounterKey, HashEntries, HashKey, Scored, SetKey, SortedSetKey, ValueKey};
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::typed::FromKey;
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,

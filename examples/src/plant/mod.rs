@@ -108,7 +108,7 @@ keyspace! {
         job_acceptance: string("jobacceptance:{scope}"),
         scopes: set("scopes"),
         changes: stream("changes:{scope}"),
-        pubseq: string("pubseq:{scope}"),
+        pubseq: counter("pubseq:{scope}"),
         publisher_cursors: hash("publisher:cursors"),
         sfc_work: stream("sfc:work:{scope}"),
         sfc_active: set("sfc:active:{scope}"),

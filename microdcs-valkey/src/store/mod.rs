@@ -20,6 +20,7 @@ mod types;
 mod write;
 
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
+pub(crate) use read::{read_bounded, sscan_page};
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;

@@ -93,18 +93,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let timeout = self.valkey.response_timeout();
-        let once = || async {
-            tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(Error::Redis(retry::no_answer(timeout))))
-        };
-        match once().await {
-            Err(e) if e.is_connection() && !is_timeout(&e) => {
-                tracing::debug!(error = %e, "read lost its connection; reading again");
-                tokio::time::sleep(self.valkey.write_options().retry_delay).await;
-                once().await
-            }
-            other => other,
-        }
+        read_bounded(&self.valkey, f).await
     }
 
     pub(super) async fn get_once(&self, id: &str) -> Result<Option<Stored<D>>> {
@@ -298,39 +287,66 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn sscan(&self, key: &str, page: Page) -> Result<IdPage> {
-        let count = page.count.max(1);
-        let mut started = !matches!(page.at, PageAt::Start);
-        let (mut cursor, mut ids) = match page.at {
-            PageAt::Scan { cursor, pending } => (cursor, pending),
-            _ => (0, Vec::new()),
-        };
-        let mut con = self.valkey.connection();
-        // SSCAN's COUNT is a hint: scan until the page is full or the walk
-        // ends, and carry what does not fit over to the next page.
-        // Ids in this page and the carried-over rest, for a linear dedupe.
-        let mut seen: std::collections::HashSet<String> = ids.iter().cloned().collect();
-        while ids.len() < count && !(started && cursor == 0) {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
-                .arg(key)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(count)
-                .query_async(&mut con)
-                .await
-                .map_err(|e| Error::from_redis(e, key))?;
-            started = true;
-            cursor = next;
-            for id in batch {
-                if seen.insert(id.clone()) {
-                    ids.push(id);
-                }
+        sscan_page(&self.valkey, key, page).await
+    }
+}
+
+/// Runs a read of ours; after a lost connection runs it once more (see
+/// [`Store::read`]'s rule).
+pub(crate) async fn read_bounded<T, F, Fut>(valkey: &crate::Valkey, f: F) -> Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let timeout = valkey.response_timeout();
+    let once = || async {
+        tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(Error::Redis(retry::no_answer(timeout))))
+    };
+    match once().await {
+        Err(e) if e.is_connection() && !is_timeout(&e) => {
+            tracing::debug!(error = %e, "read lost its connection; reading again");
+            tokio::time::sleep(valkey.write_options().retry_delay).await;
+            once().await
+        }
+        other => other,
+    }
+}
+
+/// One page of a set's members by `SSCAN` (see [`Page`] for what a walk
+/// over pages returns); one attempt, for a caller's bounded read.
+pub(crate) async fn sscan_page(valkey: &crate::Valkey, key: &str, page: Page) -> Result<IdPage> {
+    let count = page.count.max(1);
+    let mut started = !matches!(page.at, PageAt::Start);
+    let (mut cursor, mut ids) = match page.at {
+        PageAt::Scan { cursor, pending } => (cursor, pending),
+        _ => (0, Vec::new()),
+    };
+    let mut con = valkey.connection();
+    // SSCAN's COUNT is a hint: scan until the page is full or the walk
+    // ends, and carry what does not fit over to the next page.
+    // Ids in this page and the carried-over rest, for a linear dedupe.
+    let mut seen: std::collections::HashSet<String> = ids.iter().cloned().collect();
+    while ids.len() < count && !(started && cursor == 0) {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
+            .arg(key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        started = true;
+        cursor = next;
+        for id in batch {
+            if seen.insert(id.clone()) {
+                ids.push(id);
             }
         }
-        let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
-        let next = (cursor != 0 || !pending.is_empty())
-            .then_some(Page { count: page.count, at: PageAt::Scan { cursor, pending } });
-        Ok(IdPage { ids, next })
     }
+    let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
+    let next = (cursor != 0 || !pending.is_empty())
+        .then_some(Page { count: page.count, at: PageAt::Scan { cursor, pending } });
+    Ok(IdPage { ids, next })
 }
 
 static PAGE_AFTER_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PAGE_AFTER));

@@ -1,0 +1,105 @@
+//! Typed operations on the non-document families of a keyspace: what
+//! `keyspace!` hands out for each declared family (`Plant::reference(&plant,
+//! kind, scope)`), so a family with a template is used through the same
+//! bounded, typed calls as documents, never through raw commands.
+//!
+//! Each handle is one key, rendered from its family's template when the
+//! handle is made (values encoded like document placeholders). Every call
+//! is one round trip, waits at most `ResponseTimeout` (writes that are safe
+//! to repeat retry an unknown outcome under `WriteAttempts`), and reports a
+//! key of another type as [`Error::WrongType`] and a value it cannot read
+//! as [`Error::Corrupt`], with nothing written.
+
+use std::time::Duration;
+
+use redis::{Cmd, FromRedisValue};
+
+use crate::client::Valkey;
+use crate::error::{Error, Result};
+use crate::retry;
+
+mod channel;
+mod hash;
+mod set;
+mod value;
+mod zset;
+
+pub use channel::ChannelKey;
+pub use hash::{HashEntries, HashKey};
+pub use set::SetKey;
+pub use value::{CounterKey, ValueKey};
+pub use zset::{Scored, SortedSetKey};
+
+/// One key of a declared family on a connection.
+#[derive(Clone)]
+struct Target {
+    valkey: Valkey,
+    key: String,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+impl Target {
+    /// A read: within the response timeout, once more after a dropped connection.
+    async fn read<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
+        retry::read(&self.valkey, |mut con| {
+            let cmd = &cmd;
+            async move { cmd.query_async(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, &self.key))
+    }
+
+    /// A write whose effect does not change when it runs twice: an unknown
+    /// outcome is retried under `WriteAttempts`.
+    async fn repeatable<T: FromRedisValue>(&self, what: &'static str, cmd: Cmd) -> Result<T> {
+        retry::repeatable(&self.valkey, what, &self.key, |mut con| {
+            let cmd = &cmd;
+            async move { cmd.query_async(&mut con).await }
+        })
+        .await
+        .map_err(|f| f.into_error(&self.key))
+    }
+
+    /// A write that must not run twice (a count, a set-if-absent): one
+    /// attempt; a lost answer is an error whose `is_unknown_outcome()` holds.
+    async fn once<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
+        retry::once(&self.valkey, |mut con| {
+            let cmd = &cmd;
+            async move { cmd.query_async(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, &self.key))
+    }
+}
+
+/// Milliseconds of a lifetime for the server: at least 1, at most the
+/// longest duration a setting may hold.
+fn ttl_ms(ttl: Duration) -> Result<u64> {
+    if ttl.is_zero() || ttl > crate::config::defaults::MAX_DURATION {
+        return Err(Error::InvalidArgument(format!("a lifetime must be between 1ms and 100 years, not {ttl:?}")));
+    }
+    Ok(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+}
+
+/// Made by the code `keyspace!` generates: the handle of one key.
+#[doc(hidden)]
+pub trait FromKey: Sized {
+    /// The handle of `key` on `valkey`.
+    fn from_key(valkey: Valkey, key: String) -> Self;
+}
+
+macro_rules! from_key {
+    ($($t:ty),*) => {$(
+        impl FromKey for $t {
+            fn from_key(valkey: Valkey, key: String) -> Self {
+                Self { t: Target { valkey, key } }
+            }
+        }
+    )*};
+}
+from_key!(SetKey, ValueKey, CounterKey, HashKey, SortedSetKey, ChannelKey);

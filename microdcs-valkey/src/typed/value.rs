@@ -1,0 +1,169 @@
+//! String families: a text value (`ValueKey`) or a counter (`CounterKey`).
+
+use std::time::Duration;
+
+use std::sync::LazyLock;
+
+use super::{Target, ttl_ms};
+use crate::error::{Error, Result};
+use crate::retry::{self, LuaScript};
+
+/// One key of a string family holding a text (a limit, a heartbeat, a
+/// marker), optionally with a lifetime.
+#[derive(Debug, Clone)]
+pub struct ValueKey {
+    pub(super) t: Target,
+}
+
+impl ValueKey {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.t.key
+    }
+
+    /// The value, if set (`GET`).
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type, a value that is not UTF-8
+    /// ([`Error::Corrupt`]).
+    pub async fn get(&self) -> Result<Option<String>> {
+        let raw: Option<Vec<u8>> = self.t.read(redis::cmd("GET").arg(&self.t.key).clone()).await?;
+        raw.map(|b| {
+            String::from_utf8(b)
+                .map_err(|_| Error::Corrupt { key: self.t.key.clone(), reason: "the value is not UTF-8".into() })
+        })
+        .transpose()
+    }
+
+    /// Sets the value, with a lifetime or none (a set without one removes
+    /// an earlier lifetime). Safe to repeat.
+    ///
+    /// # Errors
+    /// A lifetime under 1 ms or over 100 years, connection errors
+    /// ([`Error::UnknownOutcome`] after every attempt), a key of another
+    /// type ([`Error::WrongType`]: unlike a bare `SET`, nothing of another
+    /// type is replaced).
+    pub async fn set(&self, value: &str, ttl: Option<Duration>) -> Result<()> {
+        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"set").arg(value.as_bytes()).arg(px.as_bytes());
+        retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+            .await
+            .map_err(|f| f.into_error(&self.t.key))?;
+        Ok(())
+    }
+
+    /// Sets the value only if the key holds none; whether it did. One
+    /// attempt: after a lost answer the outcome is unknown (a second attempt
+    /// could not tell its own write from another's).
+    ///
+    /// # Errors
+    /// As [`ValueKey::set`]; a lost answer is an error whose
+    /// `is_unknown_outcome()` holds.
+    pub async fn set_if_absent(&self, value: &str, ttl: Option<Duration>) -> Result<bool> {
+        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"nx").arg(value.as_bytes()).arg(px.as_bytes());
+        let v = retry::once(&self.t.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, &self.t.key))?;
+        Ok(matches!(v, redis::Value::Int(1)))
+    }
+
+    /// Removes the value; whether it was there. Safe to repeat.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type (left alone).
+    pub async fn delete(&self) -> Result<bool> {
+        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"del").arg(b"").arg(b"");
+        let v = retry::invoke_call(&self.t.valkey, &call, "value delete", &self.t.key)
+            .await
+            .map_err(|f| f.into_error(&self.t.key))?;
+        Ok(matches!(v.value, redis::Value::Int(1)))
+    }
+
+    /// The remaining lifetime: `None` when the key has no value or no lifetime.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ttl(&self) -> Result<Option<Duration>> {
+        let ms: i64 = self.t.read(redis::cmd("PTTL").arg(&self.t.key).clone()).await?;
+        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+    }
+}
+
+/// `SET` and `DEL` act on a key of any type; a string family's handle must
+/// not replace or remove a set someone stored there, so the type is checked
+/// in the same script as the write.
+static VALUE_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(VALUE));
+
+const VALUE: &str = "\
+-- KEYS[1] the value's key. ARGV[1] `set`, `nx` or `del`; ARGV[2] the value;
+-- ARGV[3] lifetime in milliseconds, or '' for none.
+-- Returns 1 when written (or removed), 0 when not (NX found a value; DEL
+-- found none); a key of another type is a WRONGTYPE error, nothing written.
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'string' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+if ARGV[1] == 'del' then return redis.call('DEL', KEYS[1]) end
+local args = {KEYS[1], ARGV[2]}
+if ARGV[1] == 'nx' then args[#args + 1] = 'NX' end
+if ARGV[3] ~= '' then
+  args[#args + 1] = 'PX'
+  args[#args + 1] = ARGV[3]
+end
+if redis.call('SET', unpack(args)) then return 1 end
+return 0
+";
+
+/// One key of a string family holding a signed 64-bit count (a publish
+/// sequence, an acceptance counter).
+#[derive(Debug, Clone)]
+pub struct CounterKey {
+    pub(super) t: Target,
+}
+
+impl CounterKey {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.t.key
+    }
+
+    /// Adds `n` (`INCRBY`; a missing key counts from 0) and returns the new
+    /// count. One attempt: after a lost answer the outcome is unknown, since
+    /// running it again would count twice.
+    ///
+    /// # Errors
+    /// A stored value that is not a 64-bit integer or a count that would
+    /// overflow ([`Error::Corrupt`], nothing changed), a key of another
+    /// type, connection errors (`is_unknown_outcome()` after a lost answer).
+    pub async fn increment(&self, n: i64) -> Result<i64> {
+        match self.t.once(redis::cmd("INCRBY").arg(&self.t.key).arg(n).clone()).await {
+            // The server refuses a value that is not an integer, or an
+            // overflow, with `ERR` and changes nothing.
+            Err(Error::Redis(e)) if e.code() == Some("ERR") => Err(Error::Corrupt {
+                key: self.t.key.clone(),
+                reason: format!("the count cannot grow by {n}: {}", e.detail().unwrap_or("not an integer")),
+            }),
+            other => other,
+        }
+    }
+
+    /// The count (0 when never counted).
+    ///
+    /// # Errors
+    /// A stored value that is not a 64-bit integer ([`Error::Corrupt`]), a
+    /// key of another type, connection errors.
+    pub async fn get(&self) -> Result<i64> {
+        let raw: Option<String> = self.t.read(redis::cmd("GET").arg(&self.t.key).clone()).await?;
+        match raw {
+            None => Ok(0),
+            Some(s) => s.parse().map_err(|_| Error::Corrupt {
+                key: self.t.key.clone(),
+                reason: format!("`{}` is not a count", s.chars().take(40).collect::<String>()),
+            }),
+        }
+    }
+}

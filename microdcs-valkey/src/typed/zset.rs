@@ -1,0 +1,158 @@
+//! A sorted-set family: members with scores, read by score or rank in
+//! either direction, optionally bounded to the highest-ranked `max`.
+
+use std::sync::LazyLock;
+
+use super::Target;
+use crate::error::{Error, Result};
+use crate::retry::{self, LuaScript};
+
+/// One key of a sorted-set family.
+#[derive(Debug, Clone)]
+pub struct SortedSetKey {
+    pub(super) t: Target,
+}
+
+/// A member and its score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// The member.
+    pub member: String,
+    /// Its score.
+    pub score: f64,
+}
+
+fn finite(score: f64, what: &str) -> Result<()> {
+    if score.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("{what} must be a finite number, not {score}")))
+    }
+}
+
+fn pairs(flat: Vec<(String, f64)>) -> Vec<Scored> {
+    flat.into_iter().map(|(member, score)| Scored { member, score }).collect()
+}
+
+impl SortedSetKey {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.t.key
+    }
+
+    /// Adds `member` with `score` or moves it there (`ZADD`); whether it is
+    /// new. Safe to repeat.
+    ///
+    /// # Errors
+    /// A score that is not finite (nothing sent), connection errors
+    /// ([`Error::UnknownOutcome`] after every attempt), a key of another type.
+    pub async fn add(&self, member: &str, score: f64) -> Result<bool> {
+        finite(score, "a score")?;
+        let n: u64 = self
+            .t
+            .repeatable("sorted set add", redis::cmd("ZADD").arg(&self.t.key).arg(score).arg(member).clone())
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Adds `member` with `score` and keeps only the `max` members of the
+    /// highest scores, in one script (`ZADD` + `ZREMRANGEBYRANK`); how many
+    /// were evicted. Safe to repeat.
+    ///
+    /// # Errors
+    /// As [`SortedSetKey::add`]; a `max` of 0.
+    pub async fn add_bounded(&self, member: &str, score: f64, max: u64) -> Result<u64> {
+        finite(score, "a score")?;
+        if max == 0 {
+            return Err(Error::InvalidArgument("a bounded sorted set keeps at least one member".into()));
+        }
+        let (score, max) = (score.to_string(), max.to_string());
+        let call =
+            BOUNDED_SCRIPT.call().key(&self.t.key).arg(member.as_bytes()).arg(score.as_bytes()).arg(max.as_bytes());
+        let v = retry::invoke_call(&self.t.valkey, &call, "sorted set add", &self.t.key)
+            .await
+            .map_err(|f| f.into_error(&self.t.key))?;
+        retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
+    }
+
+    /// Removes `member` (`ZREM`); whether it was there. Safe to repeat.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn remove(&self, member: &str) -> Result<bool> {
+        let n: u64 =
+            self.t.repeatable("sorted set remove", redis::cmd("ZREM").arg(&self.t.key).arg(member).clone()).await?;
+        Ok(n > 0)
+    }
+
+    /// The score of `member`, if present (`ZSCORE`).
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn score(&self, member: &str) -> Result<Option<f64>> {
+        self.t.read(redis::cmd("ZSCORE").arg(&self.t.key).arg(member).clone()).await
+    }
+
+    /// How many members (`ZCARD`).
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn count(&self) -> Result<u64> {
+        self.t.read(redis::cmd("ZCARD").arg(&self.t.key).clone()).await
+    }
+
+    /// Members with `min <= score <= max`, lowest first (highest first when
+    /// `reverse`), at most `limit` (`ZRANGE ... BYSCORE LIMIT`).
+    ///
+    /// # Errors
+    /// A bound that is NaN, connection errors, a key of another type.
+    pub async fn range_by_score(&self, min: f64, max: f64, reverse: bool, limit: usize) -> Result<Vec<Scored>> {
+        if min.is_nan() || max.is_nan() {
+            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+        }
+        let bound = |x: f64| {
+            if x == f64::INFINITY {
+                "+inf".to_owned()
+            } else if x == f64::NEG_INFINITY {
+                "-inf".to_owned()
+            } else {
+                x.to_string()
+            }
+        };
+        let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(&self.t.key).arg(from).arg(to).arg("BYSCORE");
+        if reverse {
+            cmd.arg("REV");
+        }
+        cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::Page::MAX)).arg("WITHSCORES");
+        self.t.read(cmd).await.map(pairs)
+    }
+
+    /// Members of ranks `start..=stop` (0 is the lowest score; the highest
+    /// when `reverse`; negative ranks count from the other end), with scores.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn range_by_rank(&self, start: i64, stop: i64, reverse: bool) -> Result<Vec<Scored>> {
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(&self.t.key).arg(start).arg(stop);
+        if reverse {
+            cmd.arg("REV");
+        }
+        cmd.arg("WITHSCORES");
+        self.t.read(cmd).await.map(pairs)
+    }
+}
+
+static BOUNDED_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(BOUNDED));
+
+const BOUNDED: &str = "\
+-- KEYS[1] the sorted set. ARGV[1] member; ARGV[2] score; ARGV[3] how many
+-- members to keep (those of the highest scores).
+-- Returns how many members were evicted.
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if over <= 0 then return 0 end
+return redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
+";

@@ -1,0 +1,204 @@
+//! Typed operations on the declared families of a keyspace, one family
+//! type per test, against a real Valkey: what `keyspace!` hands out for
+//! `set`, `string`, `counter`, `hash`, `zset` and `channel` families.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use microdcs_tests::fixtures::{Plant, PlantHandle};
+use microdcs_tests::{server, unique_prefix};
+use microdcs_valkey::redis::{self, AsyncCommands, aio::ConnectionManager};
+use microdcs_valkey::testing::ValkeyServer;
+use microdcs_valkey::{Error, KeyPrefix, Page, Scored, Valkey, WriteOptions};
+
+struct Env {
+    _server: ValkeyServer,
+    plant: PlantHandle,
+    prefix: KeyPrefix,
+    raw: ConnectionManager,
+    url: String,
+}
+
+async fn env(name: &str) -> Env {
+    let server = server();
+    let prefix = unique_prefix(name);
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    Env { url: server.url().to_owned(), _server: server, plant: Plant::open(valkey), prefix, raw }
+}
+
+#[tokio::test]
+async fn set_family() {
+    let mut e = env("fam-set").await;
+    let refs = Plant::reference(&e.plant, "equipment", "s1").unwrap();
+    assert_eq!(refs.key(), format!("{}:ref:equipment:s1", e.prefix.as_str()));
+    assert_eq!(refs.add(&["m-1", "m-2", "m-1"]).await.unwrap(), 2);
+    assert_eq!(refs.add(&["m-2", "m-3"]).await.unwrap(), 1, "a repeated add changes nothing");
+    assert!(refs.contains("m-3").await.unwrap());
+    assert!(!refs.contains("m-9").await.unwrap());
+    assert_eq!(refs.remove(&["m-3", "m-9"]).await.unwrap(), 1);
+    assert_eq!(refs.count().await.unwrap(), 2);
+    let many: Vec<String> = (0..250).map(|i| format!("x-{i}")).collect();
+    refs.add(&many).await.unwrap();
+    let (mut seen, mut page) = (Vec::new(), Some(Page::first(40)));
+    while let Some(p) = page {
+        let got = refs.members(p).await.unwrap();
+        assert!(got.ids.len() <= 40);
+        seen.extend(got.ids);
+        page = got.next;
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 252, "every member, once");
+    // Values are encoded like document placeholders; an empty one is refused.
+    assert!(matches!(Plant::reference(&e.plant, "", "s1"), Err(Error::Key(_))));
+    // A key of another type: typed error, nothing changed.
+    let other = Plant::reference(&e.plant, "equipment", "s2").unwrap();
+    let _: () = e.raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.add(&["m-1"]).await, Err(Error::WrongType { .. })));
+    assert!(matches!(other.count().await, Err(Error::WrongType { .. })));
+    let still: String = e.raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk");
+}
+
+#[tokio::test]
+async fn string_family() {
+    let mut e = env("fam-value").await;
+    let limit = Plant::job_acceptance(&e.plant, "s1").unwrap();
+    assert_eq!(limit.get().await.unwrap(), None);
+    assert!(limit.set_if_absent("5", None).await.unwrap());
+    assert!(!limit.set_if_absent("7", None).await.unwrap(), "already set");
+    assert_eq!(limit.get().await.unwrap().as_deref(), Some("5"));
+    assert_eq!(limit.ttl().await.unwrap(), None);
+    limit.set("6", Some(Duration::from_secs(60))).await.unwrap();
+    let ttl = limit.ttl().await.unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(55) && ttl <= Duration::from_secs(60), "{ttl:?}");
+    limit.set("6", None).await.unwrap();
+    assert_eq!(limit.ttl().await.unwrap(), None, "a set without a lifetime removes it");
+    assert!(limit.delete().await.unwrap());
+    assert!(!limit.delete().await.unwrap());
+    assert!(matches!(limit.set("1", Some(Duration::ZERO)).await, Err(Error::InvalidArgument(_))));
+    // A lifetime expires.
+    let beat = Plant::sfc_heartbeat(&e.plant).unwrap();
+    beat.set("t", Some(Duration::from_millis(200))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(beat.get().await.unwrap(), None);
+    // Never replaces or removes a key of another type.
+    let _: () = e.raw.sadd(limit.key(), "x").await.unwrap();
+    assert!(matches!(limit.set("1", None).await, Err(Error::WrongType { .. })));
+    assert!(matches!(limit.set_if_absent("1", None).await, Err(Error::WrongType { .. })));
+    assert!(matches!(limit.delete().await, Err(Error::WrongType { .. })));
+    assert!(matches!(limit.get().await, Err(Error::WrongType { .. })));
+    let kind: String = redis::cmd("TYPE").arg(limit.key()).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(kind, "set");
+    // Bytes that are not UTF-8 are corrupt, not mangled.
+    let bin = Plant::job_acceptance(&e.plant, "s2").unwrap();
+    let _: () = e.raw.set(bin.key(), &[0xff_u8, 0xfe][..]).await.unwrap();
+    assert!(matches!(bin.get().await, Err(Error::Corrupt { .. })));
+}
+
+#[tokio::test]
+async fn counter_family() {
+    let mut e = env("fam-counter").await;
+    let seq = Plant::pubseq(&e.plant, "s1").unwrap();
+    assert_eq!(seq.get().await.unwrap(), 0);
+    assert_eq!(seq.increment(1).await.unwrap(), 1);
+    assert_eq!(seq.increment(10).await.unwrap(), 11);
+    assert_eq!(seq.increment(-2).await.unwrap(), 9);
+    assert_eq!(seq.get().await.unwrap(), 9);
+    // Concurrent increments all count.
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let seq = seq.clone();
+            tokio::spawn(async move { seq.increment(1).await.unwrap() })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(t.await.unwrap());
+    }
+    got.sort_unstable();
+    assert_eq!(got, (10..30).collect::<Vec<_>>(), "each increment saw its own count");
+    // A stored value that is not a count: corrupt, and left as it was.
+    let bad = Plant::pubseq(&e.plant, "s2").unwrap();
+    let _: () = e.raw.set(bad.key(), "seven").await.unwrap();
+    assert!(matches!(bad.get().await, Err(Error::Corrupt { .. })));
+    assert!(matches!(bad.increment(1).await, Err(Error::Corrupt { .. })));
+    let still: String = e.raw.get(bad.key()).await.unwrap();
+    assert_eq!(still, "seven");
+    // Overflow is refused, not wrapped.
+    let _: () = e.raw.set(bad.key(), i64::MAX).await.unwrap();
+    assert!(matches!(bad.increment(1).await, Err(Error::Corrupt { .. })));
+    assert_eq!(bad.get().await.unwrap(), i64::MAX);
+}
+
+#[tokio::test]
+async fn hash_family() {
+    let e = env("fam-hash").await;
+    let cursors = Plant::publisher_cursors(&e.plant).unwrap();
+    assert_eq!(cursors.get("s1").await.unwrap(), None);
+    assert!(cursors.set("s1", "1700000000000-0").await.unwrap());
+    assert!(!cursors.set("s1", "1700000000001-0").await.unwrap(), "an existing field");
+    assert_eq!(cursors.get("s1").await.unwrap().as_deref(), Some("1700000000001-0"));
+    for i in 0..300 {
+        cursors.set(&format!("t{i}"), &i.to_string()).await.unwrap();
+    }
+    assert_eq!(cursors.count().await.unwrap(), 301);
+    let (mut all, mut cursor) = (Vec::new(), Some(0));
+    while let Some(c) = cursor {
+        let page = cursors.entries(c, 50).await.unwrap();
+        all.extend(page.entries);
+        cursor = page.next;
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 301);
+    assert!(all.contains(&("t42".to_owned(), "42".to_owned())));
+    assert!(cursors.delete("s1").await.unwrap());
+    assert!(!cursors.delete("s1").await.unwrap());
+}
+
+#[tokio::test]
+async fn sorted_set_family() {
+    let e = env("fam-zset").await;
+    let due = Plant::sfc_due(&e.plant, "s1").unwrap();
+    for (m, s) in [("j-1", 30.0), ("j-2", 10.0), ("j-3", 20.0), ("j-4", 40.0)] {
+        assert!(due.add(m, s).await.unwrap());
+    }
+    assert!(!due.add("j-4", 45.0).await.unwrap(), "moved, not new");
+    assert_eq!(due.score("j-4").await.unwrap(), Some(45.0));
+    assert_eq!(due.score("j-9").await.unwrap(), None);
+    let names = |v: Vec<Scored>| v.into_iter().map(|s| s.member).collect::<Vec<_>>();
+    // Due by 25: the two earliest, oldest first; newest first in reverse.
+    assert_eq!(names(due.range_by_score(f64::NEG_INFINITY, 25.0, false, 100).await.unwrap()), ["j-2", "j-3"]);
+    assert_eq!(names(due.range_by_score(15.0, f64::INFINITY, true, 2).await.unwrap()), ["j-4", "j-1"]);
+    assert_eq!(names(due.range_by_rank(0, 0, false).await.unwrap()), ["j-2"]);
+    assert_eq!(due.range_by_rank(0, 0, true).await.unwrap(), [Scored { member: "j-4".into(), score: 45.0 }]);
+    assert!(due.remove("j-2").await.unwrap());
+    assert_eq!(due.count().await.unwrap(), 3);
+    assert!(matches!(due.add("j-5", f64::NAN).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(due.range_by_score(f64::NAN, 1.0, false, 1).await, Err(Error::InvalidArgument(_))));
+    // Bounded: keeps the `max` highest scores, trimmed in the same script.
+    let runs = Plant::sfc_waits(&e.plant, "s1", "canary").unwrap();
+    for i in 0..10 {
+        runs.add_bounded(&format!("r-{i}"), f64::from(i), 4).await.unwrap();
+    }
+    assert_eq!(runs.count().await.unwrap(), 4);
+    assert_eq!(names(runs.range_by_rank(0, -1, false).await.unwrap()), ["r-6", "r-7", "r-8", "r-9"]);
+    assert_eq!(runs.add_bounded("r-0", 0.5, 4).await.unwrap(), 1, "a low score is evicted at once");
+    assert!(matches!(runs.add_bounded("r-x", 1.0, 0).await, Err(Error::InvalidArgument(_))));
+}
+
+#[tokio::test]
+async fn channel_family() {
+    let e = env("fam-channel").await;
+    let nudge = Plant::nudge(&e.plant, "jobresponse").unwrap();
+    assert_eq!(nudge.channel(), format!("{}:nudge:jobresponse", e.prefix.as_str()));
+    assert_eq!(nudge.publish("nobody").await.unwrap(), 0);
+    let client = redis::Client::open(e.url.as_str()).unwrap();
+    let mut sub = client.get_async_pubsub().await.unwrap();
+    sub.subscribe(nudge.channel()).await.unwrap();
+    assert_eq!(nudge.publish("s1").await.unwrap(), 1);
+    let msg = tokio::time::timeout(Duration::from_secs(2), sub.on_message().next()).await.expect("within 2 s");
+    assert_eq!(msg.expect("subscribed").get_payload::<String>().unwrap(), "s1");
+}
