@@ -52,8 +52,8 @@ pub use microdcs_schema::{
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
 pub use store::{
-    DeleteExpect, DeleteOutcome, DiffKind, Difference, Expect, IdPage, MaintenanceOptions, Page, PutOutcome, Report,
-    Store, Stored, fingerprints, new_op_id,
+    DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Expect, IdPage, MaintenanceOptions, Page, PutOutcome,
+    Report, Store, Stored, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
 pub use typed::{ChannelKey, CounterKey, HashEntries, HashKey, Scored, SetKey, SortedSetKey, ValueKey};

@@ -13,7 +13,8 @@
 //! same run, and beside the put with one part removed at a time (the op
 //! history, the version grammar, the scope and doc checks, the caller-read
 //! checks). `--docs N` sets the number of documents (default 10000).
-//! `-- --server-time` prints only the server time. Both pin the server to
+//! `-- --server-time` prints only the server time; `-- --batch` the
+//! many-at-a-time figures (`put_many`, `get_many`, `claim`). Both pin the server to
 //! the first core and the bench to the second (`taskset`), and report the
 //! server's `INFO commandstats` time and its main-thread CPU time.
 
@@ -490,6 +491,86 @@ async fn server_time(con: &mut ConnectionManager, p: &str) {
     }
 }
 
+/// Many at a time: `get_many` of 100 against 100 `get`s, `put_many` of
+/// 10,000 against one at a time, and claims by 50 workers, in one run.
+async fn batch(server: &ValkeyServer) {
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("batch"), WriteOptions::default()).await.unwrap();
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let n = 10_000;
+    let docs: Vec<JobResponse> = (0..n).map(|i| doc(i, 0)).collect();
+    let one = |i: usize| JobResponse { id: format!("one-{i}"), job_order_id: format!("one-o-{i}"), ..doc(i, 0) };
+    let t = Instant::now();
+    for i in 0..n {
+        assert!(matches!(store.create(&one(i)).await.unwrap(), PutOutcome::Written { .. }));
+    }
+    let one_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let out = store.put_many(&docs, microdcs_valkey::Expect::Create).await;
+    let many_s = t.elapsed().as_secs_f64();
+    assert!(out.iter().all(|o| matches!(o, Ok(PutOutcome::Written { .. }))));
+    println!("## Many at a time\n");
+    println!("| operation | figure | ratio |");
+    println!("|---|---|---|");
+    println!("| create one at a time ({n}), documents/s | {:.0} | 1.00 |", n as f64 / one_s);
+    println!("| put_many ({n}), documents/s | {:.0} | {:.2} |", n as f64 / many_s, one_s / many_s);
+
+    let ids: Vec<String> = (0..100).map(|i| format!("r-{i}")).collect();
+    let rounds = 200;
+    let (mut singles, mut many) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for id in &ids {
+            store.get(id).await.unwrap().unwrap();
+        }
+        singles.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        let got = store.get_many(&ids).await.unwrap();
+        many.push(t.elapsed().as_secs_f64() * 1e6);
+        assert_eq!(got.len(), 100);
+    }
+    let (s, m) = (median(singles), median(many));
+    println!("| 100 gets one after another, us (median of {rounds}) | {s:.0} | 1.00 |");
+    println!("| get_many of 100, us (median of {rounds}) | {m:.0} | {:.2}x faster |", s / m);
+
+    // Claims: 1,000 queued jobs, 50 workers moving each to running.
+    let queued: Vec<JobResponse> = (0..1000)
+        .map(|i| JobResponse {
+            id: format!("q-{i}"),
+            job_order_id: format!("q-o-{i}"),
+            state: vec!["Queued".into()],
+            ..doc(i, 0)
+        })
+        .collect();
+    assert!(store.put_many(&queued, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
+    let t = Instant::now();
+    let workers: Vec<_> = (0..50)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut n = 0u32;
+                while store
+                    .claim(JobResponse::by_state("s1", "Queued"), |d| {
+                        (d.state == ["Queued"]).then(|| JobResponse { state: vec!["Running".into()], ..d.clone() })
+                    })
+                    .await
+                    .unwrap()
+                    .is_some()
+                {
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut claimed = 0;
+    for w in workers {
+        claimed += w.await.unwrap();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(claimed, 1000);
+    println!("| claims by 50 workers over 1,000 queued jobs, claims/s | {:.0} | |", f64::from(claimed) / secs);
+}
+
 /// The server main thread's CPU seconds so far (user + system).
 async fn main_thread_cpu(con: &mut ConnectionManager) -> f64 {
     let info: String = redis::cmd("INFO").arg("cpu").query_async(con).await.unwrap();
@@ -530,6 +611,11 @@ async fn main() {
         let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
         pin(&mut con).await;
         cost(&server, docs).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--batch") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        batch(&server).await;
         return;
     }
     let quick = std::env::args().any(|a| a == "--quick");

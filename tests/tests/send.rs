@@ -34,6 +34,25 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.verify(&MaintenanceOptions::default()));
     send(responses.rebuild(&MaintenanceOptions::default()));
     send(responses.needs_rebuild());
+    send(responses.get_many(&["r-1"]));
+    send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
+    send(responses.claim(JobResponse::by_state("s1", "Queued"), |d| Some(d.clone())));
+    send(responses.docs(JobResponse::by_state("s1", "Running"), Page::first(10)));
+    send(responses.scopes(Page::first(10)));
+    send(responses.scan(0, 10));
+    send(responses.delete_id_with_op("r-1", DeleteExpect::Any, "op"));
+    let families = plant.clone();
+    send(async move {
+        use microdcs_tests::fixtures::Plant;
+        let p = &families;
+        let _ = Plant::reference(p, "k", "s1").expect("compile-time only").add(&["m"]).await;
+        let _ = Plant::reference(p, "k", "s1").expect("compile-time only").members(Page::first(1)).await;
+        let _ = Plant::job_acceptance(p, "s1").expect("compile-time only").set_if_absent("1", None).await;
+        let _ = Plant::pubseq(p, "s1").expect("compile-time only").increment(1).await;
+        let _ = Plant::publisher_cursors(p).expect("compile-time only").entries(0, 10).await;
+        let _ = Plant::sfc_due(p, "s1").expect("compile-time only").add_bounded("m", 1.0, 5).await;
+        let _ = Plant::nudge(p, "jobresponse").expect("compile-time only").publish("s1").await;
+    });
     send(async move {
         let mut read = responses.get("r-1").await.ok().flatten().expect("compile-time only");
         let _ = responses.update(&read, &r).await;

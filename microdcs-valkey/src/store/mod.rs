@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use microdcs_schema::Document;
 
+mod batch;
 mod call;
 mod maintenance;
 mod plan;
@@ -19,6 +20,7 @@ mod read;
 mod types;
 mod write;
 
+pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub(crate) use read::{read_bounded, sscan_page};
 pub(crate) use types::parse_version;

@@ -232,11 +232,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
-        let ix = self.plan.groups.get(query.index()).ok_or_else(|| {
-            Error::InvalidArgument(format!("no group index {} on {}", query.index(), D::SPEC.type_name))
-        })?;
-        let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
-        let key = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
+        let key = self.group_key(&query)?;
         self.read(|| self.sscan(&key, page.clone())).await
     }
 
