@@ -6,6 +6,7 @@
 
 // Modules are private; every public item has one path, at the root (the
 // layout deadpool-redis uses), except the feature-gated test helpers.
+mod acl;
 mod changes;
 mod client;
 mod codec;
@@ -15,6 +16,8 @@ mod coord;
 mod error;
 mod family;
 mod handle;
+mod inspect;
+mod keyspace_doc;
 mod lease;
 mod metrics;
 mod poller;
@@ -26,6 +29,7 @@ mod streams;
 pub mod testing;
 mod typed;
 
+pub use acl::AclRole;
 pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
 pub use client::{PollOptions, Valkey, WriteOptions};
 pub use codec::{Codec, Json};
@@ -39,6 +43,11 @@ pub use coord::{
 };
 pub use error::{Error, Result};
 pub use handle::KeyspaceHandle;
+pub use inspect::{
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, Inspector, KindInfo, LeaseView,
+    StreamView, ValueView,
+};
+pub use keyspace_doc::keyspace_markdown;
 pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
 pub use metrics::Metrics;
 pub use microdcs_derive::{Document, KeySegment, keyspace};

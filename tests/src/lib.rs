@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod fixtures;
+pub mod flows;
 mod inspect;
 pub mod seeded;
 pub mod tls;

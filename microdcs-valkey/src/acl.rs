@@ -1,0 +1,239 @@
+//! Least-privilege ACL rules, generated from the key prefix: what each role
+//! may send and touch. The command lists live here and nowhere else; a test
+//! runs every flow of a role as a user made from these rules and checks
+//! that the commands sent are exactly these (the fallbacks aside).
+
+use std::fmt;
+
+use microdcs_schema::KeyPrefix;
+
+/// Who connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AclRole {
+    /// The application: stores, typed families, streams, the poller,
+    /// dedupe, the start lease and the fencing leases.
+    App,
+    /// Developer tools: the [`crate::Inspector`]'s reads, read-only keys.
+    Inspector,
+    /// `verify` and `rebuild` of the indexes and the layout fingerprints.
+    Maintenance,
+}
+
+/// Commands every role sends to connect (`HELLO` for the RESP3 pub/sub
+/// connection, `CLIENT SETINFO` from the client library) and to check the
+/// server.
+const CONNECT: &[&str] = &["client|setinfo", "hello", "ping"];
+
+/// The application's commands, including those its scripts call (the
+/// server checks a script's commands against the ACL too).
+const APP: &[&str] = &[
+    // Scripts: the generated writes, find, paging, dedupe, leases, typed families.
+    "evalsha",
+    "script|load",
+    // Reads and writes of documents and their indexes (also inside scripts).
+    "del",
+    "exists",
+    "get",
+    "hdel",
+    "hget",
+    "hgetall",
+    "hlen",
+    "hmget",
+    "hscan",
+    "hset",
+    "incr",
+    "incrby",
+    "pexpire",
+    "pttl",
+    "publish",
+    "sadd",
+    "scan",
+    "scard",
+    "set",
+    "sismember",
+    "smembers",
+    "smove",
+    "srandmember",
+    "srem",
+    "sscan",
+    "type",
+    "zadd",
+    "zcard",
+    "zrange",
+    "zrem",
+    "zremrangebyrank",
+    "zscore",
+    // Streams and the poller.
+    "subscribe",
+    "xack",
+    "xadd",
+    "xautoclaim",
+    "xgroup|create",
+    "xinfo|groups",
+    "xpending",
+    "xreadgroup",
+    "xtrim",
+];
+
+/// Sent only on a fallback path: `EVAL` when the server refuses or loses
+/// a script right after `SCRIPT LOAD`; `SELECT` for a database other than 0;
+/// `AUTH` by clients that authenticate after connecting.
+const FALLBACK: &[&str] = &["auth", "eval", "select"];
+
+/// The inspector runs no script, so its fallbacks are the connection's only.
+const INSPECTOR_FALLBACK: &[&str] = &["auth", "select"];
+
+/// The inspector's reads.
+const INSPECTOR: &[&str] = &[
+    "get",
+    "hgetall",
+    "pttl",
+    "scard",
+    "sismember",
+    "sscan",
+    "time",
+    "xinfo|groups",
+    "xlen",
+    "xpending",
+    "zcard",
+    "zrange",
+    "zscore",
+];
+
+/// Verify and rebuild (with the compare-and-delete script of a repair).
+const MAINTENANCE: &[&str] = &[
+    "evalsha",
+    "script|load",
+    "del",
+    "get",
+    "hgetall",
+    "hmget",
+    "hset",
+    "mget",
+    "sadd",
+    "scan",
+    "scard",
+    "smismember",
+    "srem",
+    "sscan",
+    "set",
+    "zadd",
+    "zcard",
+    "zmscore",
+    "zrem",
+    "zscan",
+];
+
+impl AclRole {
+    /// Every role, in a fixed order.
+    pub const ALL: [AclRole; 3] = [AclRole::App, AclRole::Inspector, AclRole::Maintenance];
+
+    /// The role's name: `app`, `inspector`, `maintenance`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AclRole::App => "app",
+            AclRole::Inspector => "inspector",
+            AclRole::Maintenance => "maintenance",
+        }
+    }
+
+    /// The role by name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The commands the role sends in normal operation, lower case,
+    /// subcommands as `container|sub` (the ACL and `INFO commandstats` form).
+    pub fn commands(self) -> Vec<&'static str> {
+        let own = match self {
+            AclRole::App => APP,
+            AclRole::Inspector => INSPECTOR,
+            AclRole::Maintenance => MAINTENANCE,
+        };
+        let mut v: Vec<&str> = CONNECT.iter().chain(own).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Commands the role may send only on a fallback path (granted too).
+    pub fn fallback_commands(self) -> &'static [&'static str] {
+        match self {
+            AclRole::Inspector => INSPECTOR_FALLBACK,
+            _ => FALLBACK,
+        }
+    }
+
+    /// The role's rules for `prefix`, in `ACL SETUSER` order: no command but
+    /// the role's, keys under the prefix only (read-only for the
+    /// inspector), the prefix's channels for the application. No password:
+    /// add one (`>secret` or `#sha256`) yourself; a new user without one
+    /// cannot log in.
+    pub fn rules(self, prefix: &KeyPrefix) -> Vec<String> {
+        let mut rules: Vec<String> = vec!["on".into(), "resetkeys".into(), "resetchannels".into(), "-@all".into()];
+        rules.extend(
+            self.commands().into_iter().chain(self.fallback_commands().iter().copied()).map(|c| format!("+{c}")),
+        );
+        let pattern = format!("{}:*", glob_escape(prefix.as_str()));
+        match self {
+            AclRole::Inspector => rules.push(format!("%R~{pattern}")),
+            _ => rules.push(format!("~{pattern}")),
+        }
+        if self == AclRole::App {
+            rules.push(format!("&{pattern}"));
+        }
+        rules
+    }
+
+    /// `ACL SETUSER <user> <rules...>` as one line (the user name quoted
+    /// when it needs to be).
+    pub fn setuser(self, prefix: &KeyPrefix, user: &str) -> String {
+        let user = if user.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) && !user.is_empty() {
+            user.to_owned()
+        } else {
+            format!("\"{}\"", user.replace('\\', "\\\\").replace('"', "\\\""))
+        };
+        format!("ACL SETUSER {user} {}", self.rules(prefix).join(" "))
+    }
+}
+
+impl fmt::Display for AclRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `text` with the glob characters of an ACL key pattern escaped.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_confine_each_role() {
+        let p = KeyPrefix::new("island-7").unwrap();
+        let app = AclRole::App.setuser(&p, "plant");
+        assert!(app.starts_with("ACL SETUSER plant on resetkeys resetchannels -@all +client|setinfo"));
+        assert!(app.ends_with("~island-7:* &island-7:*"));
+        assert!(!app.contains('>') && !app.contains("nopass"), "no password, never nopass");
+        let insp = AclRole::Inspector.rules(&p);
+        assert!(insp.contains(&"%R~island-7:*".to_owned()));
+        assert!(!insp.iter().any(|r| r.starts_with('&')), "no channels");
+        for write in ["+set", "+hset", "+del", "+evalsha", "+eval", "+xadd", "+publish"] {
+            assert!(!insp.contains(&write.to_owned()), "inspector has {write}");
+        }
+        assert_eq!(glob_escape("a*b?c[d]e\\"), "a\\*b\\?c\\[d\\]e\\\\");
+        assert_eq!(AclRole::Maintenance.setuser(&p, "a b").split_whitespace().nth(2), Some("\"a"));
+        assert_eq!(AclRole::from_name("inspector"), Some(AclRole::Inspector));
+    }
+}

@@ -1,0 +1,616 @@
+//! The inspector: read-only views of a keyspace through its spec, for
+//! developer tools. Kinds and families, scopes, ids, one document with the
+//! state of each of its index entries, dedupe claims, leases, streams and
+//! values (a heartbeat). It sends only the reads of
+//! [`AclRole::Inspector`](crate::AclRole::Inspector), so it works as a
+//! user with read-only key access, and offers no way to send any other
+//! command.
+
+use std::marker::PhantomData;
+
+use microdcs_schema::{DocumentSpec, IndexSpec, KeyTemplate, KeyType, Keyspace, Role, Source, builtin};
+use redis::{Cmd, FromRedisValue, Value};
+use serde::Serialize;
+
+use crate::client::Valkey;
+use crate::error::{Error, Result};
+use crate::handle::KeyspaceHandle;
+use crate::retry;
+use crate::store::render_err;
+
+/// Read-only views of keyspace `K`; see the module documentation.
+pub struct Inspector<K> {
+    valkey: Valkey,
+    _keyspace: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Inspector<K> {
+    fn clone(&self) -> Self {
+        Inspector { valkey: self.valkey.clone(), _keyspace: PhantomData }
+    }
+}
+
+impl<K> std::fmt::Debug for Inspector<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inspector").field("valkey", &self.valkey).finish()
+    }
+}
+
+/// A document type of the keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KindInfo {
+    /// The kind (`jobresponse`).
+    pub kind: String,
+    /// The Rust type.
+    pub type_name: String,
+    /// Document key template.
+    pub key: String,
+    /// Its families: (role, name, Valkey type, template).
+    pub families: Vec<FamilyInfo>,
+    /// The documents' lifetime in milliseconds, if they have one.
+    pub ttl_ms: Option<u64>,
+}
+
+/// One key family.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FamilyInfo {
+    /// `document`, `list`, `unique`, `group` or `declared`.
+    pub role: String,
+    /// Index or family name.
+    pub name: String,
+    /// The Valkey type (`hash`, `zset`, ...; `channel` for a channel).
+    pub key_type: String,
+    /// Key template.
+    pub template: String,
+}
+
+/// A page of ids and where the next one starts (`None` at the end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdsPage {
+    /// The ids.
+    pub ids: Vec<String>,
+    /// Pass back for the next page.
+    pub next: Option<u64>,
+}
+
+/// What the inspector found of one index entry a document should have.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum EntryState {
+    /// In place.
+    Present,
+    /// Not there.
+    Missing,
+    /// A unique key held by another id.
+    OtherHolder {
+        /// The id it holds.
+        holder: String,
+    },
+    /// In a sorted list with another score than the document's.
+    OtherScore {
+        /// The score the hash keeps.
+        expected: String,
+        /// The score in the list.
+        found: f64,
+    },
+    /// The document is not in this index.
+    NotIndexed,
+    /// Its key could not be formed from the stored fields, or the key
+    /// holds another type.
+    Unreadable {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One index entry of a document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntryView {
+    /// `list` or the index name.
+    pub index: String,
+    /// The key the entry belongs in, when the document is indexed there.
+    pub key: Option<String>,
+    /// What was found there.
+    #[serde(flatten)]
+    pub state: EntryState,
+}
+
+/// One stored document as it is in the hash.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DocumentView {
+    /// The kind.
+    pub kind: String,
+    /// The id.
+    pub id: String,
+    /// The hash key.
+    pub key: String,
+    /// `v` as stored.
+    pub version: Option<String>,
+    /// `scope` as stored.
+    pub scope: Option<String>,
+    /// The stored operation ids, oldest first; the last is the newest write's.
+    pub ops: Vec<String>,
+    /// The hash fields the indexes keep (name, value).
+    pub fields: Vec<(String, Option<String>)>,
+    /// The document decoded as JSON, when it is JSON.
+    pub document: Option<serde_json::Value>,
+    /// The stored text, when it is not JSON (or not UTF-8: lossy).
+    pub text: Option<String>,
+    /// Each index entry the stored fields call for.
+    pub entries: Vec<EntryView>,
+    /// Remaining lifetime in milliseconds, for a document with one.
+    pub ttl_ms: Option<u64>,
+}
+
+/// A dedupe claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DedupeView {
+    /// The claim's key.
+    pub key: String,
+    /// `processing:<token>`, `done`, or `None` when unclaimed.
+    pub value: Option<String>,
+    /// Remaining lifetime in milliseconds.
+    pub ttl_ms: Option<u64>,
+}
+
+/// A fencing lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeaseView {
+    /// The lease name.
+    pub name: String,
+    /// The holder, while held.
+    pub holder: Option<String>,
+    /// The lease id of the current grant.
+    pub lease_id: Option<String>,
+    /// The token of the current grant.
+    pub token: Option<String>,
+    /// The highest token ever issued.
+    pub fence: Option<String>,
+    /// Remaining lifetime in milliseconds, while held.
+    pub ttl_ms: Option<u64>,
+}
+
+/// One consumer group of a stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupView {
+    /// Group name.
+    pub name: String,
+    /// Consumers.
+    pub consumers: u64,
+    /// Entries delivered and not acknowledged.
+    pub pending: u64,
+    /// Entries not yet delivered to the group (when the server knows).
+    pub lag: Option<u64>,
+    /// Age in milliseconds of the oldest pending entry (server clock).
+    pub oldest_pending_age_ms: Option<u64>,
+}
+
+/// A stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamView {
+    /// The key.
+    pub key: String,
+    /// Entries.
+    pub length: u64,
+    /// Its consumer groups.
+    pub groups: Vec<GroupView>,
+}
+
+/// A value of a string family (a heartbeat, a limit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValueView {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: Option<String>,
+    /// Remaining lifetime in milliseconds.
+    pub ttl_ms: Option<u64>,
+    /// When the value is a Unix time in milliseconds: how long ago that
+    /// was by the server's clock (the time since a heartbeat).
+    pub age_ms: Option<i64>,
+}
+
+impl<K: Keyspace> Inspector<K> {
+    /// The inspector of a keyspace on its connection.
+    pub fn new(handle: &KeyspaceHandle<K>) -> Self {
+        Inspector { valkey: handle.valkey().clone(), _keyspace: PhantomData }
+    }
+
+    /// The document types and their families.
+    pub fn kinds(&self) -> Vec<KindInfo> {
+        K::SPEC
+            .documents
+            .iter()
+            .map(|d| KindInfo {
+                kind: d.kind.to_owned(),
+                type_name: d.type_name.to_owned(),
+                key: d.key.to_owned(),
+                families: d.families().map(family_info).collect(),
+                ttl_ms: d.ttl_ms,
+            })
+            .collect()
+    }
+
+    /// Every family of the keyspace: the document types', the declared
+    /// ones and the shared ones it holds without declaring them.
+    pub fn families(&self) -> Vec<FamilyInfo> {
+        K::SPEC.all_families().map(family_info).collect()
+    }
+
+    fn doc_spec(&self, kind: &str) -> Result<&'static DocumentSpec<'static>> {
+        K::SPEC.documents.iter().find(|d| d.kind == kind).ok_or_else(|| {
+            let kinds: Vec<&str> = K::SPEC.documents.iter().map(|d| d.kind).collect();
+            Error::InvalidArgument(format!(
+                "no kind `{kind}` in keyspace `{}` (kinds: {})",
+                K::SPEC.name,
+                kinds.join(", ")
+            ))
+        })
+    }
+
+    async fn read<T: FromRedisValue>(&self, cmd: Cmd, key: &str) -> Result<T> {
+        retry::read(&self.valkey, |mut con| {
+            let cmd = &cmd;
+            async move { cmd.query_async(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, key))
+    }
+
+    async fn ttl(&self, key: &str) -> Result<Option<u64>> {
+        let ms: i64 = self.read(redis::cmd("PTTL").arg(key).clone(), key).await?;
+        Ok(u64::try_from(ms).ok())
+    }
+
+    /// The server's clock in Unix milliseconds (`TIME`).
+    async fn now_ms(&self) -> Result<i64> {
+        let (s, us): (i64, i64) = self.read(redis::cmd("TIME").clone(), "TIME").await?;
+        Ok(s * 1000 + us / 1000)
+    }
+
+    /// The scopes holding documents of `kind` (its scope registry), all of
+    /// them (`SSCAN` to the end).
+    ///
+    /// # Errors
+    /// An unknown kind, connection errors, a key of another type.
+    pub async fn scopes(&self, kind: &str) -> Result<Vec<String>> {
+        let spec = self.doc_spec(kind)?;
+        let key = parse(spec.registry)?.render(self.valkey.prefix(), &[]).map_err(render_err)?;
+        let (mut out, mut cursor) = (Vec::new(), 0u64);
+        loop {
+            let (next, batch): (u64, Vec<String>) =
+                self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(500).clone(), &key).await?;
+            out.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// A page of ids of `kind` in `scope`, through its list: by rank for a
+    /// sorted list (`cursor` is the rank to start at), by `SSCAN` for a
+    /// plain set (`cursor` is the scan cursor). Start with 0.
+    ///
+    /// # Errors
+    /// An unknown kind, a kind without a list, connection errors.
+    pub async fn ids(&self, kind: &str, scope: &str, cursor: u64, count: usize) -> Result<IdsPage> {
+        let spec = self.doc_spec(kind)?;
+        let list =
+            spec.list.ok_or_else(|| Error::InvalidArgument(format!("kind `{kind}` has no list to read ids from")))?;
+        let key = parse(list.key)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+        let count = count.clamp(1, crate::Page::MAX);
+        if list.score.is_some() {
+            let stop = cursor.saturating_add(count as u64 - 1);
+            let ids: Vec<String> =
+                self.read(redis::cmd("ZRANGE").arg(&key).arg(cursor).arg(stop).clone(), &key).await?;
+            let next = (ids.len() == count).then_some(stop + 1);
+            return Ok(IdsPage { ids, next });
+        }
+        let (next, ids): (u64, Vec<String>) =
+            self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
+        Ok(IdsPage { ids, next: (next != 0).then_some(next) })
+    }
+
+    /// One document as stored, with the state of every index entry its
+    /// stored fields call for. `None` when there is no such hash.
+    ///
+    /// # Errors
+    /// An unknown kind, an invalid id, connection errors, a key of another type.
+    pub async fn document(&self, kind: &str, id: &str) -> Result<Option<DocumentView>> {
+        let spec = self.doc_spec(kind)?;
+        let prefix = self.valkey.prefix();
+        let key = parse(spec.key)?.render(prefix, &[id]).map_err(render_err)?;
+        let map: std::collections::HashMap<String, Vec<u8>> =
+            self.read(redis::cmd("HGETALL").arg(&key).clone(), &key).await?;
+        if map.is_empty() {
+            return Ok(None);
+        }
+        let text = |f: &str| map.get(f).map(|b| String::from_utf8_lossy(b).into_owned());
+        let scope = text("scope");
+        let ops_text = text("ops").unwrap_or_default();
+        let ops = if ops_text.is_ascii() && ops_text.len() % 12 == 0 {
+            ops_text.as_bytes().chunks(12).map(|c| String::from_utf8_lossy(c).into_owned()).collect()
+        } else {
+            vec![ops_text]
+        };
+        let field_names = microdcs_schema::lua::all_index_fields(spec);
+        let fields: Vec<(String, Option<String>)> = field_names.iter().map(|f| (f.clone(), text(f))).collect();
+        let doc_text = text("doc");
+        let document = doc_text.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        let mut entries = Vec::new();
+        if let Some(list) = spec.list {
+            entries.push(self.list_entry(list, id, scope.as_deref(), text("score")).await?);
+        }
+        for ix in spec.unique {
+            entries.push(self.index_entry(ix, true, id, scope.as_deref(), &text).await?);
+        }
+        for ix in spec.groups {
+            entries.push(self.index_entry(ix, false, id, scope.as_deref(), &text).await?);
+        }
+        let ttl_ms = self.ttl(&key).await?;
+        Ok(Some(DocumentView {
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+            key,
+            version: text("v"),
+            scope,
+            ops,
+            fields,
+            text: if document.is_none() { doc_text } else { None },
+            document,
+            entries,
+            ttl_ms,
+        }))
+    }
+
+    async fn list_entry(
+        &self,
+        list: microdcs_schema::ListSpec<'_>,
+        id: &str,
+        scope: Option<&str>,
+        stored_score: Option<String>,
+    ) -> Result<EntryView> {
+        let Some(scope) = scope else {
+            return Ok(EntryView { index: "list".into(), key: None, state: EntryState::NotIndexed });
+        };
+        let key = match parse(list.key)?.render(self.valkey.prefix(), &[scope]) {
+            Ok(k) => k,
+            Err(e) => return Ok(unreadable("list", None, e.to_string())),
+        };
+        let state = if list.score.is_some() {
+            match self.read::<Option<f64>>(redis::cmd("ZSCORE").arg(&key).arg(id).clone(), &key).await {
+                Ok(None) => EntryState::Missing,
+                Ok(Some(found)) => match stored_score.as_deref().map(str::parse::<f64>) {
+                    Some(Ok(s)) if s == found => EntryState::Present,
+                    Some(_) => EntryState::OtherScore { expected: stored_score.unwrap_or_default(), found },
+                    None => EntryState::Present,
+                },
+                Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.membership(&key, id).await?
+        };
+        Ok(EntryView { index: "list".into(), key: Some(key), state })
+    }
+
+    async fn membership(&self, key: &str, id: &str) -> Result<EntryState> {
+        Ok(match self.read::<bool>(redis::cmd("SISMEMBER").arg(key).arg(id).clone(), key).await {
+            Ok(true) => EntryState::Present,
+            Ok(false) => EntryState::Missing,
+            Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
+            Err(e) => return Err(e),
+        })
+    }
+
+    async fn index_entry(
+        &self,
+        ix: &IndexSpec<'_>,
+        unique: bool,
+        id: &str,
+        scope: Option<&str>,
+        stored: &impl Fn(&str) -> Option<String>,
+    ) -> Result<EntryView> {
+        let t = parse(ix.key)?;
+        let mut values = Vec::new();
+        for p in t.placeholders() {
+            let v = match ix.binding(p).map(|b| b.source) {
+                Some(Source::Id) => Some(id.to_owned()),
+                Some(Source::Scope) => scope.map(str::to_owned),
+                _ => stored(p),
+            };
+            match v {
+                Some(v) if !v.is_empty() => values.push(v),
+                _ => return Ok(EntryView { index: ix.name.into(), key: None, state: EntryState::NotIndexed }),
+            }
+        }
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        let key = match t.render(self.valkey.prefix(), &refs) {
+            Ok(k) => k,
+            Err(e) => return Ok(unreadable(ix.name, None, e.to_string())),
+        };
+        let state = if unique {
+            match self.read::<Option<String>>(redis::cmd("GET").arg(&key).clone(), &key).await {
+                Ok(None) => EntryState::Missing,
+                Ok(Some(h)) if h == id => EntryState::Present,
+                Ok(Some(holder)) => EntryState::OtherHolder { holder },
+                Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.membership(&key, id).await?
+        };
+        Ok(EntryView { index: ix.name.into(), key: Some(key), state })
+    }
+
+    /// The dedupe claim of event `(source, id)` (the runtime's own dedupe
+    /// family).
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub async fn dedupe(&self, source: &str, id: &str) -> Result<DedupeView> {
+        let key = parse(builtin::DEDUPE.key)?
+            .render(self.valkey.prefix(), &[&crate::coord::dedupe_hash(source, id)])
+            .map_err(render_err)?;
+        let value: Option<String> = self.read(redis::cmd("GET").arg(&key).clone(), &key).await?;
+        let ttl_ms = self.ttl(&key).await?;
+        Ok(DedupeView { key, value, ttl_ms })
+    }
+
+    /// The fencing lease `name` (the runtime's own lease families).
+    ///
+    /// # Errors
+    /// An invalid name, connection errors, a key of another type.
+    pub async fn lease(&self, name: &str) -> Result<LeaseView> {
+        let prefix = self.valkey.prefix();
+        let record = parse(builtin::LEASE.key)?.render(prefix, &[name]).map_err(render_err)?;
+        let fence_key = parse(builtin::LEASE_FENCE.key)?.render(prefix, &[name]).map_err(render_err)?;
+        let rec: std::collections::HashMap<String, String> =
+            self.read(redis::cmd("HGETALL").arg(&record).clone(), &record).await?;
+        let fence: Option<String> = self.read(redis::cmd("GET").arg(&fence_key).clone(), &fence_key).await?;
+        let ttl_ms = self.ttl(&record).await?;
+        Ok(LeaseView {
+            name: name.to_owned(),
+            holder: rec.get("owner").cloned(),
+            lease_id: rec.get("id").cloned(),
+            token: rec.get("token").cloned(),
+            fence,
+            ttl_ms,
+        })
+    }
+
+    /// The change stream of `kind` in `scope`.
+    ///
+    /// # Errors
+    /// An unknown kind, connection errors, a key of another type.
+    pub async fn changes(&self, kind: &str, scope: &str) -> Result<StreamView> {
+        let spec = self.doc_spec(kind)?;
+        let key = parse(spec.changes)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+        self.stream_at(key).await
+    }
+
+    /// A stream of a declared family, by the family's name and its
+    /// placeholder values (in template order).
+    ///
+    /// # Errors
+    /// No such stream family, wrong values, connection errors.
+    pub async fn stream(&self, family: &str, values: &[&str]) -> Result<StreamView> {
+        let key = self.declared_key(family, KeyType::Stream, values)?;
+        self.stream_at(key).await
+    }
+
+    async fn stream_at(&self, key: String) -> Result<StreamView> {
+        let length: u64 = self.read(redis::cmd("XLEN").arg(&key).clone(), &key).await?;
+        let groups: Vec<Value> = match self.read(redis::cmd("XINFO").arg("GROUPS").arg(&key).clone(), &key).await {
+            Ok(g) => g,
+            // A stream that does not exist has no groups.
+            Err(Error::Redis(e)) if e.code() == Some("ERR") => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let now = self.now_ms().await?;
+        let mut out = Vec::new();
+        for g in groups {
+            let info = pairs(g);
+            let name = info.get("name").and_then(text).unwrap_or_default();
+            let num = |k: &str| info.get(k).and_then(int);
+            let summary: Vec<Value> = self.read(redis::cmd("XPENDING").arg(&key).arg(&name).clone(), &key).await?;
+            let oldest = summary.get(1).and_then(text);
+            let oldest_pending_age_ms = oldest
+                .as_deref()
+                .and_then(|id| id.split('-').next()?.parse::<i64>().ok())
+                .map(|ms| u64::try_from(now - ms).unwrap_or(0));
+            out.push(GroupView {
+                consumers: num("consumers").unwrap_or(0),
+                pending: num("pending").unwrap_or(0),
+                lag: num("lag"),
+                oldest_pending_age_ms,
+                name,
+            });
+        }
+        Ok(StreamView { key, length, groups: out })
+    }
+
+    /// A value of a declared string family (a heartbeat), with its
+    /// lifetime and, when it is a Unix time in milliseconds, its age by the
+    /// server's clock.
+    ///
+    /// # Errors
+    /// No such string family, wrong values, connection errors.
+    pub async fn value(&self, family: &str, values: &[&str]) -> Result<ValueView> {
+        let key = self.declared_key(family, KeyType::String, values)?;
+        let value: Option<String> = self.read(redis::cmd("GET").arg(&key).clone(), &key).await?;
+        let ttl_ms = self.ttl(&key).await?;
+        let age_ms = match value.as_deref().and_then(|v| v.trim().parse::<i64>().ok()) {
+            // Plausible Unix milliseconds (after 2001), not a small count.
+            Some(ms) if ms > 1_000_000_000_000 => Some(self.now_ms().await? - ms),
+            _ => None,
+        };
+        Ok(ValueView { key, value, ttl_ms, age_ms })
+    }
+
+    fn declared_key(&self, family: &str, key_type: KeyType, values: &[&str]) -> Result<String> {
+        let f = K::SPEC.declared(family).filter(|f| f.key_type == key_type).ok_or_else(|| {
+            let names: Vec<&str> = K::SPEC.families.iter().filter(|f| f.key_type == key_type).map(|f| f.name).collect();
+            Error::InvalidArgument(format!(
+                "keyspace `{}` declares no {} family `{family}` ({}: {})",
+                K::SPEC.name,
+                key_type.type_name(),
+                key_type.type_name(),
+                names.join(", ")
+            ))
+        })?;
+        parse(f.key)?.render(self.valkey.prefix(), values).map_err(render_err)
+    }
+}
+
+fn family_info(f: microdcs_schema::Family<'_>) -> FamilyInfo {
+    let role = match f.role {
+        Role::Document => "document",
+        Role::List => "list",
+        Role::Unique(_) => "unique",
+        Role::Group(_) => "group",
+        Role::Declared(_) => "declared",
+    };
+    FamilyInfo {
+        role: role.to_owned(),
+        name: f.name.to_owned(),
+        key_type: f.key_type.type_name().to_owned(),
+        template: f.key.to_owned(),
+    }
+}
+
+fn unreadable(index: &str, key: Option<String>, reason: String) -> EntryView {
+    EntryView { index: index.to_owned(), key, state: EntryState::Unreadable { reason } }
+}
+
+fn parse(t: &str) -> Result<KeyTemplate> {
+    KeyTemplate::parse(t).map_err(|_| Error::InvalidArgument(format!("template `{t}` does not parse")))
+}
+
+/// `XINFO` answers as a flat list of name/value pairs (a map in RESP3).
+fn pairs(v: Value) -> std::collections::HashMap<String, Value> {
+    match v {
+        Value::Array(items) => items.chunks_exact(2).filter_map(|p| Some((text(&p[0])?, p[1].clone()))).collect(),
+        Value::Map(items) => items.into_iter().filter_map(|(k, v)| Some((text(&k)?, v))).collect(),
+        _ => std::collections::HashMap::new(),
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,131 @@
+//! The key table of a keyspace as Markdown, from its spec: what each family
+//! holds, for how long, and what writes it. Generated, so a committed copy
+//! checked against it cannot drift from the code.
+
+use std::fmt::Write as _;
+
+use microdcs_schema::{DocumentSpec, Family, FamilySpec, KeyType, KeyspaceSpec, Role, Source, builtin};
+
+/// The key table of `spec`: one row per family (document types' families
+/// first, then declared and implicit ones), with its Valkey type, template,
+/// content, lifetime and writer.
+pub fn keyspace_markdown(spec: &KeyspaceSpec<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Keyspace `{}`\n", spec.name);
+    out.push_str(
+        "Generated from the keyspace spec (`keyspace_markdown`); every key is under the \
+         configured prefix (`<prefix>:`).\n\n",
+    );
+    out.push_str("| Family | Type | Template | Content | Lifetime | Written by |\n|---|---|---|---|---|---|\n");
+    for f in spec.all_families() {
+        let (family, content, lifetime, writer) = describe(spec, &f);
+        let _ = writeln!(
+            out,
+            "| {family} | {} | `{}` | {content} | {lifetime} | {writer} |",
+            f.key_type.type_name(),
+            f.key.replace('|', "\\|")
+        );
+    }
+    out
+}
+
+fn source(s: &Source<'_>) -> String {
+    match s {
+        Source::Id => "the id".into(),
+        Source::Scope => "the scope".into(),
+        Source::Field(f) => format!("`{f}`"),
+        Source::Method(m) => format!("`{m}()`"),
+    }
+}
+
+fn doc_ttl(d: &DocumentSpec<'_>) -> String {
+    d.ttl_ms.map_or_else(|| "none".to_owned(), |ms| format!("{ms} ms from each write (`ttl`)"))
+}
+
+fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String, String) {
+    let doc = spec.documents.iter().find(|d| d.type_name == f.owner);
+    let writes = |d: &DocumentSpec<'_>| format!("the put and delete scripts of `{}`", d.type_name);
+    match (f.role, doc) {
+        (Role::Document, Some(d)) => {
+            let fields = microdcs_schema::lua::all_index_fields(d);
+            let extra = if fields.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and the index fields {}",
+                    fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+                )
+            };
+            (format!("`{}` document", d.type_name), format!("`v`, `scope`, `ops`, `doc`{extra}"), doc_ttl(d), writes(d))
+        }
+        (Role::List, Some(d)) => {
+            let content = match d.list.and_then(|l| l.score) {
+                Some(s) => format!("ids of a scope, scored by {}", source(&s)),
+                None => "ids of a scope".into(),
+            };
+            (format!("`{}` list", d.type_name), content, doc_ttl(d), writes(d))
+        }
+        (Role::Unique(i), Some(d)) => (
+            format!("`{}` `{}`", d.type_name, d.unique[i].name),
+            "the id of the one document with these values".into(),
+            doc_ttl(d),
+            writes(d),
+        ),
+        (Role::Group(i), Some(d)) => (
+            format!("`{}` `{}`", d.type_name, d.groups[i].name),
+            "ids of the documents with these values".into(),
+            doc_ttl(d),
+            writes(d),
+        ),
+        (Role::Declared(name), _) => {
+            let (c, l, w) = declared(f);
+            (format!("`{name}`"), c, l, w)
+        }
+        _ => (f.name.to_owned(), String::new(), String::new(), String::new()),
+    }
+}
+
+fn is(f: &Family<'_>, b: &FamilySpec<'_>) -> bool {
+    f.key == b.key && f.key_type == b.key_type
+}
+
+fn declared(f: &Family<'_>) -> (String, String, String) {
+    let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    if is(f, &builtin::CHANGES) {
+        s(
+            "change entries: `id`, `v`, `op`, `change`, `kind`",
+            "capped near `ChangeStreamMaxLength` entries",
+            "every write script",
+        )
+    } else if is(f, &builtin::NUDGE) {
+        s("the scope of each write", "none (a channel)", "every write script")
+    } else if is(f, &builtin::SCOPES) {
+        s("the scopes that hold documents", "none", "the write that creates a document")
+    } else if is(f, &builtin::TOMBSTONES) {
+        s("`<version>:<delete op id><op history>` of a deleted document", "`TombstoneRetention`", "the delete scripts")
+    } else if is(f, &builtin::DEDUPE) {
+        s("`processing:<token>` or `done`", "`DedupeLease`, then `DedupeRetention`", "`ValkeyDedupe`")
+    } else if is(f, &builtin::START_LOCK) {
+        s("the holder of a start", "the start lease's lifetime", "`ValkeyStartLease`")
+    } else if is(f, &builtin::LEASE) {
+        s("`id`, `owner`, `token` of the current grant", "the lease's lifetime", "`LeaseStore`")
+    } else if is(f, &builtin::LEASE_FENCE) {
+        s("the highest fencing token issued", "none", "`LeaseStore`")
+    } else if is(f, &builtin::LEASE_REQUEST) {
+        s("the cached result of one request id", "a while after the request", "`LeaseStore`")
+    } else if is(f, &builtin::LEASE_DATA) {
+        s("the value the lease protects", "none", "`LeaseStore::fenced_write`")
+    } else if is(f, &builtin::FINGERPRINTS) {
+        s("index-layout fingerprints by `kind:index`", "none", "`rebuild`")
+    } else {
+        let (content, handle) = match f.key_type {
+            KeyType::String => ("a value or a count", "`ValueKey` / `CounterKey`"),
+            KeyType::Hash => ("fields and values", "`HashKey`"),
+            KeyType::Set => ("members", "`SetKey`"),
+            KeyType::SortedSet => ("members with scores", "`SortedSetKey`"),
+            KeyType::Stream => ("entries", "`Streams`"),
+            KeyType::Channel => ("messages", "`ChannelKey`"),
+        };
+        s(content, "as written", &format!("the application, through {handle}"))
+    }
+}

@@ -1,0 +1,155 @@
+//! Whole flows through the public API, for tests that need "everything the
+//! application does" at once (the ACL tests run them as a restricted user).
+
+use std::time::Duration;
+
+use microdcs_valkey::{
+    Acquire, Changes, DedupeStore, DeleteExpect, Error, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, Page,
+    Poller, StartLease, Streams, Valkey, ValkeyDedupe, ValkeyStartLease,
+};
+
+use crate::change_channel;
+use crate::fixtures::{JobResponse, Plant, WorkMaster};
+
+/// What the application side of the runtime does: every store operation,
+/// every typed family, streams, the poller with a change consumer, dedupe,
+/// the start lease and the fencing lease store. Returns the first error.
+///
+/// # Errors
+/// The first error any call returns (a `NOPERM` under a too narrow ACL).
+///
+/// # Panics
+/// When an outcome differs from a fresh keyspace's.
+pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
+    let plant = Plant::open(valkey.clone());
+    let responses = plant.store::<JobResponse>();
+    let masters = plant.store::<WorkMaster>();
+
+    // Changes are consumed from the start.
+    let (handler, mut rx) = change_channel::<JobResponse>();
+    let poller = Poller::new(valkey.clone(), "flow")
+        .consumer(Changes::new(responses.clone(), "flow", handler).fetching())
+        .start()
+        .await?;
+
+    // Documents.
+    let r = JobResponse::new("r-1", "s1", "o-1", &["Queued"]);
+    let _ = responses.create(&r).await?;
+    let mut read = responses.get("r-1").await?.expect("written");
+    let _ = responses.update_in_place(&mut read, JobResponse { state: vec!["Running".into()], ..r.clone() }).await?;
+    let _ = responses.put(&JobResponse { state: vec!["Held".into()], ..r.clone() }, Expect::Any).await?;
+    let _ = responses.put_with_op(&r, Expect::Any, "flow-op-1").await?;
+    let _ = responses.find(JobResponse::by_order("o-1")).await?;
+    let _ = responses.ids(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
+    let _ = responses.list("s1", Page::first(10)).await?;
+    let more: Vec<JobResponse> =
+        (2..6).map(|i| JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["Queued"])).collect();
+    for out in responses.put_many(&more, Expect::Create).await {
+        out?;
+    }
+    let _ = responses.get_many(&["r-1", "r-2", "nope"]).await?;
+    let _ = responses.docs(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
+    let _ = responses
+        .claim(JobResponse::by_state("s1", "Queued"), |d| {
+            Some(JobResponse { state: vec!["Running".into()], ..d.clone() })
+        })
+        .await?;
+    let _ = responses.scopes(Page::first(10)).await?;
+    let _ = responses.scan(0, 100).await?;
+    let read = responses.get("r-2").await?.expect("written");
+    let _ = responses.delete(&read).await?;
+    let _ = responses.delete_id("r-3", DeleteExpect::Any).await?;
+    let _ = responses.delete_id_with_op("r-4", DeleteExpect::Any, "flow-del-1").await?;
+    let wm = WorkMaster { id: "w-1".into(), scope: "s1".into(), name: "mix".into() };
+    let _ = masters.create(&wm).await?;
+    let _ = masters.list("s1", Page::first(10)).await?;
+
+    // Typed families.
+    let refs = Plant::reference(&plant, "jobresponse", "s1")?;
+    let _ = refs.add(&["r-1"]).await?;
+    let _ = refs.contains("r-1").await?;
+    let _ = refs.count().await?;
+    let _ = refs.members(Page::first(10)).await?;
+    let _ = refs.remove(&["r-1"]).await?;
+    let limit = Plant::job_acceptance(&plant, "s1")?;
+    let _ = limit.set("5", Some(Duration::from_secs(60))).await?;
+    let _ = limit.set_if_absent("6", None).await?;
+    let _ = limit.get().await?;
+    let _ = limit.ttl().await?;
+    let _ = limit.delete().await?;
+    let seq = Plant::pubseq(&plant, "s1")?;
+    let _ = seq.increment(1).await?;
+    let _ = seq.get().await?;
+    let cursors = Plant::publisher_cursors(&plant)?;
+    let _ = cursors.set("s1", "1-0").await?;
+    let _ = cursors.get("s1").await?;
+    let _ = cursors.count().await?;
+    let _ = cursors.entries(0, 10).await?;
+    let _ = cursors.delete("s1").await?;
+    let due = Plant::sfc_due(&plant, "s1")?;
+    let _ = due.add("j-1", 1.0).await?;
+    let _ = due.add_bounded("j-2", 2.0, 10).await?;
+    let _ = due.score("j-1").await?;
+    let _ = due.count().await?;
+    let _ = due.range_by_score(0.0, 10.0, false, 10).await?;
+    let _ = due.range_by_rank(0, -1, true).await?;
+    let _ = due.remove("j-1").await?;
+    let _ = Plant::nudge(&plant, "flow")?.publish("s1").await?;
+
+    // Streams.
+    let streams = Streams::new(valkey.clone());
+    let work = Plant::sfc_work_key(valkey.prefix(), "s1")?;
+    let _ = streams.create_group(&work, "g").await?;
+    let _ = streams.append(&work, &[("job", &b"j-1"[..])]).await?;
+    let _ = streams.append_capped(&work, 100, &[("job", &b"j-2"[..])]).await?;
+    let got = streams.read(&work, "g", "c", 10).await?;
+    let ids: Vec<String> = got.iter().map(|e| e.id.clone()).collect();
+    let _ = streams.read_from(&work, "g", "c", 10, "0").await?;
+    let _ = streams.autoclaim(&work, "g", "c2", Duration::from_millis(0), 10).await?;
+    let _ = streams.ack(&work, "g", &ids).await?;
+    let _ = streams.trim_acknowledged(&work).await?;
+
+    // The consumer saw the changes.
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(first, Ok(Some(_))), "a change reached the consumer");
+    poller.shutdown().await;
+
+    // Dedupe, start lease, fencing leases.
+    let dedupe = ValkeyDedupe::new(valkey.clone(), Duration::from_secs(30), Duration::from_secs(60));
+    let _ = dedupe.claim("urn:line-1", "e-1", "t-1").await?;
+    let _ = dedupe.lease_remaining("urn:line-1", "e-1").await?;
+    let _ = dedupe.mark_done("urn:line-1", "e-1").await?;
+    let start = ValkeyStartLease::new(valkey.clone());
+    let _ = start.acquire("cfg-1", Duration::from_secs(30)).await?;
+    let leases = LeaseStore::new(valkey.clone());
+    if let Acquire::Acquired(lease) = leases.acquire("leader", "node-1", Duration::from_secs(30), "q-1").await? {
+        let _ = leases.renew(&lease, Duration::from_secs(30), "q-2").await?;
+        let _ = leases.fenced_write("leader", lease.token, b"state").await?;
+        let _ = leases.read_protected("leader").await?;
+        let _ = leases.fence("leader").await?;
+        let _ = leases.release(&lease, "q-3").await?;
+    } else {
+        panic!("a fresh lease is free");
+    }
+    let _ = valkey.ping().await?;
+    let _ = valkey.health().await;
+    Ok(())
+}
+
+/// What maintenance does: verify, rebuild and the layout fingerprints of
+/// every plant document type.
+///
+/// # Errors
+/// The first error (a `NOPERM` under a too narrow ACL).
+pub async fn maintenance_flow(valkey: &Valkey) -> Result<(), Error> {
+    let plant = Plant::open(valkey.clone());
+    let responses = plant.store::<JobResponse>();
+    let opts = MaintenanceOptions::default();
+    let _ = responses.verify(&opts).await?;
+    let _ = responses.rebuild(&opts).await?;
+    let _ = responses.needs_rebuild().await?;
+    let masters = plant.store::<WorkMaster>();
+    let _ = masters.verify(&opts).await?;
+    let _ = masters.rebuild(&opts).await?;
+    Ok(())
+}
