@@ -184,11 +184,16 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
         return maintain(&valkey, command).await;
     }
     let prefix = valkey.prefix().clone();
+    // `HELLO` answers with the server's name and version, and is among the
+    // commands the `app` ACL role grants (`INFO` is not).
     let mut con = valkey.connection();
-    let info: String = redis::cmd("INFO").arg("server").query_async(&mut con).await?;
-    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
-    let version = field("valkey_version:").or_else(|| field("redis_version:")).unwrap_or("unknown");
-    println!("Connected: server version {version}\n");
+    let hello: std::collections::HashMap<String, redis::Value> = redis::cmd("HELLO").query_async(&mut con).await?;
+    let text = |k: &str| match hello.get(k) {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(redis::Value::SimpleString(s)) => s.clone(),
+        _ => "unknown".to_owned(),
+    };
+    println!("Connected: {} {}\n", text("server"), text("version"));
 
     println!("## Plant keyspace (prefix `{prefix}`)\n");
     println!("| Family | Type | Template | Key with sample values |");
@@ -518,11 +523,7 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
     cursors.set(scope, &seq.to_string()).await?;
     let _ = writeln!(out, "  publisher cursor of {scope}            -> {:?}", cursors.get(scope).await?);
 
-    let mut con = valkey.connection();
-    let changes_key = Plant::changes_key(valkey.prefix(), scope)?;
-    let changes: usize = redis::cmd("XLEN").arg(changes_key).query_async(&mut con).await?;
     let scopes = Plant::scopes(&plant)?.members(Page::first(100)).await?.ids;
-    let _ = writeln!(out, "  change entries in {scope}               -> {changes}");
     let _ = writeln!(out, "  scope registry                        -> {scopes:?}");
     if verbose {
         print!("{out}");

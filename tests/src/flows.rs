@@ -45,7 +45,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let more: Vec<JobResponse> =
         (2..6).map(|i| JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["Queued"])).collect();
     for out in responses.put_many(&more, Expect::Create).await {
-        out?;
+        let _ = out?;
     }
     let _ = responses.get_many(&["r-1", "r-2", "nope"]).await?;
     let _ = responses.docs(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
@@ -72,7 +72,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = refs.members(Page::first(10)).await?;
     let _ = refs.remove(&["r-1"]).await?;
     let limit = Plant::job_acceptance(&plant, "s1")?;
-    let _ = limit.set("5", Some(Duration::from_secs(60))).await?;
+    limit.set("5", Some(Duration::from_secs(60))).await?;
     let _ = limit.set_if_absent("6", None).await?;
     let _ = limit.get().await?;
     let _ = limit.ttl().await?;
@@ -89,6 +89,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let due = Plant::sfc_due(&plant, "s1")?;
     let _ = due.add("j-1", 1.0).await?;
     let _ = due.add_bounded("j-2", 2.0, 10).await?;
+    let _ = due.add_bounded("j-3", 3.0, 2).await?;
     let _ = due.score("j-1").await?;
     let _ = due.count().await?;
     let _ = due.range_by_score(0.0, 10.0, false, 10).await?;
@@ -99,7 +100,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     // Streams.
     let streams = Streams::new(valkey.clone());
     let work = Plant::sfc_work_key(valkey.prefix(), "s1")?;
-    let _ = streams.create_group(&work, "g").await?;
+    streams.create_group(&work, "g").await?;
     let _ = streams.append(&work, &[("job", &b"j-1"[..])]).await?;
     let _ = streams.append_capped(&work, 100, &[("job", &b"j-2"[..])]).await?;
     let got = streams.read(&work, "g", "c", 10).await?;
@@ -118,16 +119,16 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let dedupe = ValkeyDedupe::new(valkey.clone(), Duration::from_secs(30), Duration::from_secs(60));
     let _ = dedupe.claim("urn:line-1", "e-1", "t-1").await?;
     let _ = dedupe.lease_remaining("urn:line-1", "e-1").await?;
-    let _ = dedupe.mark_done("urn:line-1", "e-1").await?;
+    dedupe.mark_done("urn:line-1", "e-1").await?;
     let start = ValkeyStartLease::new(valkey.clone());
     let _ = start.acquire("cfg-1", Duration::from_secs(30)).await?;
     let leases = LeaseStore::new(valkey.clone());
     if let Acquire::Acquired(lease) = leases.acquire("leader", "node-1", Duration::from_secs(30), "q-1").await? {
         let _ = leases.renew(&lease, Duration::from_secs(30), "q-2").await?;
-        let _ = leases.fenced_write("leader", lease.token, b"state").await?;
+        leases.fenced_write("leader", lease.token, b"state").await?;
         let _ = leases.read_protected("leader").await?;
         let _ = leases.fence("leader").await?;
-        let _ = leases.release(&lease, "q-3").await?;
+        leases.release(&lease, "q-3").await?;
     } else {
         panic!("a fresh lease is free");
     }
