@@ -80,6 +80,15 @@ enum InspectWhat {
         #[arg(long, default_value_t = 100)]
         count: usize,
     },
+    /// Ids through an index (`by_state line-1 Running`, `by_order o-1`).
+    Index {
+        /// Document kind.
+        kind: String,
+        /// Index name.
+        index: String,
+        /// The index template's values, in order.
+        values: Vec<String>,
+    },
     /// One document: version, op ids, index fields, the document, its index entries.
     Doc {
         /// Document kind.
@@ -236,6 +245,11 @@ async fn inspect(valkey: &Valkey, what: InspectWhat, json: bool) -> Res<ExitCode
             let page = inspector.ids(&kind, &scope, cursor, count).await?;
             let next = page.next.map_or_else(|| "(end)".to_owned(), |n| format!("next: --cursor {n}"));
             show(j(&page), format!("{}\n{next}\n", page.ids.join("\n")));
+        }
+        InspectWhat::Index { kind, index, values } => {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let page = inspector.index_ids(&kind, &index, &values, 0, 1000).await?;
+            show(j(&page), format!("{}\n", page.ids.join("\n")));
         }
         InspectWhat::Doc { kind, id } => match inspector.document(&kind, &id).await? {
             None => {

@@ -315,6 +315,45 @@ impl<K: Keyspace> Inspector<K> {
         Ok(IdsPage { ids, next: (next != 0).then_some(next) })
     }
 
+    /// A page of ids through an index of `kind`: a group index's members
+    /// (`cursor` is the `SSCAN` cursor, start with 0), or the one id a
+    /// unique index holds. `values` fill the index template's placeholders
+    /// in order (the scope among them where the template has one).
+    ///
+    /// # Errors
+    /// An unknown kind or index, wrong values, connection errors.
+    pub async fn index_ids(
+        &self,
+        kind: &str,
+        index: &str,
+        values: &[&str],
+        cursor: u64,
+        count: usize,
+    ) -> Result<IdsPage> {
+        let spec = self.doc_spec(kind)?;
+        let (ix, unique) =
+            match (spec.unique.iter().find(|i| i.name == index), spec.groups.iter().find(|i| i.name == index)) {
+                (Some(i), _) => (i, true),
+                (None, Some(i)) => (i, false),
+                (None, None) => {
+                    let names: Vec<&str> = spec.unique.iter().chain(spec.groups).map(|i| i.name).collect();
+                    return Err(Error::InvalidArgument(format!(
+                        "kind `{kind}` has no index `{index}` (indexes: {})",
+                        names.join(", ")
+                    )));
+                }
+            };
+        let key = parse(ix.key)?.render(self.valkey.prefix(), values).map_err(render_err)?;
+        if unique {
+            let id: Option<String> = self.read(redis::cmd("GET").arg(&key).clone(), &key).await?;
+            return Ok(IdsPage { ids: id.into_iter().collect(), next: None });
+        }
+        let count = count.clamp(1, crate::Page::MAX);
+        let (next, ids): (u64, Vec<String>) =
+            self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
+        Ok(IdsPage { ids, next: (next != 0).then_some(next) })
+    }
+
     /// One document as stored, with the state of every index entry its
     /// stored fields call for. `None` when there is no such hash.
     ///

@@ -166,6 +166,14 @@ async fn the_inspector_reads_everything_and_writes_nothing() {
     assert!(ids.next.is_some());
     let masters = inspector.ids("workmaster", "s1", 0, 10).await.unwrap();
     assert_eq!(masters.ids, ["w-1"]);
+    let by_order = inspector.index_ids("jobresponse", "by_order", &["o-9"], 0, 10).await.unwrap();
+    assert_eq!(by_order.ids, ["r-9"]);
+    let queued = inspector.index_ids("jobresponse", "by_state", &["s1", "Running"], 0, 100).await.unwrap();
+    assert!(!queued.ids.is_empty());
+    assert!(matches!(
+        inspector.index_ids("jobresponse", "by_nothing", &[], 0, 1).await,
+        Err(Error::InvalidArgument(_))
+    ));
     let doc = inspector.document("jobresponse", "r-9").await.unwrap().expect("stored");
     assert_eq!(doc.version.as_deref(), Some("1"));
     assert_eq!(doc.ops.len(), 1);
