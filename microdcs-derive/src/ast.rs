@@ -25,7 +25,7 @@ pub(crate) struct Document {
     /// here are the positions the schema checks report.
     pub(crate) unique: Vec<Index>,
     pub(crate) groups: Vec<Index>,
-    pub(crate) changes: Option<LitStr>,
+    pub(crate) changes: Option<crate::attr::ChangesAttr>,
     pub(crate) nudge: Option<LitStr>,
     pub(crate) registry: Option<LitStr>,
     /// `ttl = "30m"` and its milliseconds (`None` if the text was refused,
@@ -129,6 +129,12 @@ impl Document {
             cx.error_spanned_by(ident, "#[derive(Document)] needs a struct with named fields");
         }
         let c = Container::from_attrs(cx, &input.attrs);
+        if let (Some(crate::attr::ChangesAttr::None(_)), Some(nudge)) = (c.changes.get(), c.nudge.get()) {
+            cx.error_spanned_by(
+                nudge,
+                "`nudge` has no use with `changes = none`: a type without change entries publishes no nudge",
+            );
+        }
         let fields = fields.as_deref();
         let id = find_marked(cx, ident, fields, "id", |a| a.id);
         let scope = find_marked(cx, ident, fields, "scope", |a| a.scope);

@@ -31,6 +31,40 @@ pub(crate) struct IndexAttr {
     pub(crate) bindings: Vec<(Ident, Bind)>,
 }
 
+/// `changes = "template"` or `changes = none`.
+#[derive(Clone)]
+pub(crate) enum ChangesAttr {
+    /// The change stream template.
+    Template(LitStr),
+    /// No change entries and no nudge; the ident, for spans.
+    None(Ident),
+}
+
+impl ChangesAttr {
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            ChangesAttr::Template(l) => l.span(),
+            ChangesAttr::None(i) => i.span(),
+        }
+    }
+}
+
+fn changes_value(meta: &ParseNestedMeta<'_>) -> syn::Result<ChangesAttr> {
+    let input = meta.value()?;
+    if input.peek(LitStr) {
+        return Ok(ChangesAttr::Template(input.parse()?));
+    }
+    let ident: Ident = input.parse()?;
+    if ident == "none" {
+        Ok(ChangesAttr::None(ident))
+    } else {
+        Err(syn::Error::new(
+            ident.span(),
+            "expected a stream template (`changes = \"changes:{scope}\"`) or `none` (no change entries, no nudge)",
+        ))
+    }
+}
+
 /// A `key = "..."` style attribute that may be given once.
 pub(crate) struct Once<T> {
     name: &'static str,
@@ -64,7 +98,7 @@ pub(crate) struct Container {
     pub(crate) kind: Once<LitStr>,
     pub(crate) key: Once<LitStr>,
     pub(crate) list: Once<ListAttr>,
-    pub(crate) changes: Once<LitStr>,
+    pub(crate) changes: Once<ChangesAttr>,
     pub(crate) nudge: Once<LitStr>,
     pub(crate) registry: Once<LitStr>,
     pub(crate) ttl: Once<LitStr>,
@@ -134,7 +168,7 @@ impl Container {
                 } else if p.is_ident("key") {
                     c.key.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("changes") {
-                    c.changes.set(cx, span, lit(&meta)?);
+                    c.changes.set(cx, span, changes_value(&meta)?);
                 } else if p.is_ident("nudge") {
                     c.nudge.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("registry") {

@@ -34,7 +34,7 @@ fn span_of(doc: &Document, attr: &Attr, placeholder: Option<&str>) -> Span {
         Attr::List => doc.list.as_ref().map_or(ident, |l| l.key.as_ref().map_or(l.span, LitStr::span)),
         Attr::Unique(i) => index(doc.unique.get(*i)),
         Attr::Group(i) => index(doc.groups.get(*i)),
-        Attr::Changes => lit_or(doc.changes.as_ref()),
+        Attr::Changes => doc.changes.as_ref().map_or(doc.ident.span(), crate::attr::ChangesAttr::span),
         Attr::Nudge => lit_or(doc.nudge.as_ref()),
         Attr::Registry => lit_or(doc.registry.as_ref()),
         Attr::Ttl => lit_or(doc.ttl.as_ref().map(|(l, _)| l)),

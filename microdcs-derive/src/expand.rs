@@ -130,6 +130,10 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
 fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
     let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, ttl_ms, .. } = *spec;
+    let changes = match changes {
+        Some(c) => quote!(::core::option::Option::Some(#c)),
+        None => quote!(::core::option::Option::None),
+    };
     let ttl_ms = match ttl_ms {
         Some(ms) => quote!(::core::option::Option::Some(#ms)),
         None => quote!(::core::option::Option::None),
@@ -349,9 +353,16 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
             impl #p::HasList for #ident {}
         }
     });
+    let has_changes = spec.changes.map(|_| {
+        quote! {
+            #[automatically_derived]
+            impl #p::HasChanges for #ident {}
+        }
+    });
     quote! {
         const _: () = {
             #has_list
+            #has_changes
 
             #[automatically_derived]
             impl #p::Document for #ident {

@@ -232,6 +232,17 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
+/// `changes = none`: writes of the type append no change entry and publish
+/// no nudge (no `XADD`/`PUBLISH` cost when nobody consumes them); consuming
+/// its changes (`Changes::new`) does not compile, and `nudge` is refused.
+///
+/// ## `ttl = "..."`
+///
+/// A lifetime for the documents (`"30m"`, `"1h30m"`, `"500ms"`), set again by
+/// every write for the document and its unique index keys in the same
+/// script. A type with a lifetime has no list and no group index: their
+/// entries would outlive the documents.
+///
 /// # Field attributes: `#[microdcs(id)]` and `#[microdcs(scope)]`
 ///
 /// The id is the field marked `#[microdcs(id)]`, else the field named `id`; the

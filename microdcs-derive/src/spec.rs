@@ -15,7 +15,8 @@ pub(crate) struct Texts {
     pub(crate) id_field: String,
     pub(crate) scope_field: String,
     pub(crate) list_key: Option<String>,
-    pub(crate) changes: String,
+    /// `None`: `changes = none`.
+    pub(crate) changes: Option<String>,
     pub(crate) nudge: String,
     pub(crate) registry: String,
 }
@@ -29,7 +30,11 @@ impl Texts {
         let key = doc.key.as_ref().map_or_else(|| format!("{kind}:{{id}}"), syn::LitStr::value);
         // Shared families: every document type of a keyspace uses the same
         // ones unless told otherwise.
-        let changes = doc.changes.as_ref().map_or_else(|| "changes:{scope}".to_owned(), syn::LitStr::value);
+        let changes = match &doc.changes {
+            None => Some("changes:{scope}".to_owned()),
+            Some(crate::attr::ChangesAttr::Template(l)) => Some(l.value()),
+            Some(crate::attr::ChangesAttr::None(_)) => None,
+        };
         let nudge = doc.nudge.as_ref().map_or_else(|| "nudge:{kind}".to_owned(), syn::LitStr::value);
         let registry = doc.registry.as_ref().map_or_else(|| "scopes".to_owned(), syn::LitStr::value);
         // Without an id or scope field the checks still run, on the names
@@ -61,7 +66,7 @@ pub(crate) fn with_spec<R>(doc: &Document, texts: &Texts, f: impl FnOnce(&Docume
         list,
         unique: &unique,
         groups: &groups,
-        changes: &texts.changes,
+        changes: texts.changes.as_deref(),
         nudge: &texts.nudge,
         registry: &texts.registry,
         ttl_ms: doc.ttl.as_ref().and_then(|(_, ms)| *ms),
@@ -109,7 +114,7 @@ mod tests {
             assert_eq!(spec.kind, "joborder");
             assert_eq!(spec.key, "joborder:{id}");
             assert_eq!((spec.id_field, spec.scope_field), ("id", "scope"));
-            assert_eq!((spec.changes, spec.nudge, spec.registry), ("changes:{scope}", "nudge:{kind}", "scopes"));
+            assert_eq!((spec.changes, spec.nudge, spec.registry), (Some("changes:{scope}"), "nudge:{kind}", "scopes"));
             assert_eq!(spec.list, None);
             assert!(spec.unique.is_empty() && spec.groups.is_empty());
         });
@@ -144,7 +149,7 @@ mod tests {
         with_spec(&doc, &Texts::of(&doc), |spec| {
             assert_eq!((spec.kind, spec.key), ("item", "things:{id}"));
             assert_eq!(spec.list, Some(ListSpec { key: "things:list:{scope}", score: Some(Source::Method("rank")) }));
-            assert_eq!((spec.changes, spec.nudge, spec.registry), ("ch:{scope}", "nu:{kind}", "reg"));
+            assert_eq!((spec.changes, spec.nudge, spec.registry), (Some("ch:{scope}"), "nu:{kind}", "reg"));
         });
     }
 

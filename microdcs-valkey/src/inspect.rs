@@ -528,7 +528,10 @@ impl<K: Keyspace> Inspector<K> {
     /// An unknown kind, connection errors, a key of another type.
     pub async fn changes(&self, kind: &str, scope: &str) -> Result<StreamView> {
         let spec = self.doc_spec(kind)?;
-        let key = parse(spec.changes)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+        let template = spec
+            .changes
+            .ok_or_else(|| Error::InvalidArgument(format!("kind `{kind}` has no change stream (`changes = none`)")))?;
+        let key = parse(template)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
         self.stream_at(key).await
     }
 

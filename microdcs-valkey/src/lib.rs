@@ -54,9 +54,9 @@ pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
 pub use microdcs_schema::lua::stored_op_id;
 pub use microdcs_schema::{
-    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasList, InKeyspace, IndexEntries, IndexEntry,
-    IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace, KeyspaceSpec, ListEntry,
-    PrefixError, Role, SchemaError, Score, UniqueQuery, check_keyspace,
+    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasChanges, HasList, InKeyspace, IndexEntries,
+    IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace, KeyspaceSpec,
+    ListEntry, PrefixError, Role, SchemaError, Score, UniqueQuery, check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
@@ -76,7 +76,7 @@ pub mod __private {
         IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec, Score,
         Source, UniqueQuery, keyspace_problem,
     };
-    pub use microdcs_schema::{HasList, InKeyspace, Keyspace};
+    pub use microdcs_schema::{HasChanges, HasList, InKeyspace, Keyspace};
     pub use std::borrow::Cow;
 
     /// What the `open` function of a keyspace returns.

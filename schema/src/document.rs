@@ -218,6 +218,17 @@ pub trait InKeyspace<K: Keyspace>: Document {}
 )]
 pub trait HasList: Document {}
 
+/// A document type whose writes append change entries (every type but
+/// those with `changes = none`): implemented by `#[derive(Document)]` for
+/// those types only, so consuming the changes of a type without any is a
+/// compile error.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no change stream",
+    label = "declared with `changes = none`",
+    note = "remove `changes = none` from `{Self}` (or give it `changes = \"...:{{scope}}\"`) to consume its changes"
+)]
+pub trait HasChanges: Document {}
+
 /// A document type: implemented by `#[derive(Document)]`.
 pub trait Document {
     /// The spec, checked at compile time.

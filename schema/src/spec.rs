@@ -105,8 +105,10 @@ pub struct DocumentSpec<'a> {
     pub unique: &'a [IndexSpec<'a>],
     /// Group indexes: set of ids per key.
     pub groups: &'a [IndexSpec<'a>],
-    /// Change stream template (`changes:{scope}`), shared by document types.
-    pub changes: &'a str,
+    /// Change stream template (`changes:{scope}`), shared by document
+    /// types; `None` (`changes = none`): writes append no change entry and
+    /// publish no nudge, for types nobody consumes.
+    pub changes: Option<&'a str>,
     /// Nudge channel template (`nudge:{kind}`), shared by document types.
     pub nudge: &'a str,
     /// Scope registry key (`scopes`), shared by document types.
@@ -165,7 +167,7 @@ impl<'a> DocumentSpec<'a> {
             list: None,
             unique: &[],
             groups: &[],
-            changes: crate::builtin::CHANGES.key,
+            changes: Some(crate::builtin::CHANGES.key),
             nudge: crate::builtin::NUDGE.key,
             registry: crate::builtin::SCOPES.key,
             ttl_ms: None,
@@ -232,9 +234,28 @@ impl<'a> DocumentSpec<'a> {
         out
     }
 
-    /// Where this type's change entries go and how readers learn of them.
-    pub const fn feed(&self) -> Feed<'a> {
-        Feed { kind: self.kind, stream: self.changes, nudge: self.nudge, registry: self.registry }
+    /// Where this type's change entries go and how readers learn of them;
+    /// `None` for a type with `changes = none`.
+    pub const fn feed(&self) -> Option<Feed<'a>> {
+        match self.changes {
+            Some(stream) => Some(Feed { kind: self.kind, stream, nudge: self.nudge, registry: self.registry }),
+            None => None,
+        }
+    }
+
+    /// The change stream template, or `""` for a type with `changes = none`
+    /// (for the constant checks, which compare texts).
+    pub(crate) const fn changes_text(&self) -> &'a str {
+        match self.changes {
+            Some(c) => c,
+            None => "",
+        }
+    }
+
+    /// The nudge channel template when writes publish on it, else `""`:
+    /// a type without change entries sends no nudge.
+    pub(crate) const fn nudge_text(&self) -> &'a str {
+        if self.changes.is_some() { self.nudge } else { "" }
     }
 }
 
@@ -397,8 +418,8 @@ impl<'a> KeyspaceSpec<'a> {
         while d < self.documents.len() {
             let doc = &self.documents[d];
             let used = match b {
-                0 => doc.changes,
-                1 => doc.nudge,
+                0 => doc.changes_text(),
+                1 => doc.nudge_text(),
                 2 => doc.registry,
                 _ => return true,
             };

@@ -24,7 +24,7 @@ struct Timed(mpsc::UnboundedSender<(String, Instant)>);
 
 impl StreamConsumer for Timed {
     fn feed(&self) -> Feed<'_> {
-        JobResponse::SPEC.feed()
+        JobResponse::SPEC.feed().expect("has a change stream")
     }
     fn group(&self) -> &str {
         "bench"

@@ -2,7 +2,8 @@
 //! the plant keyspace's job response (sorted-set list, unique by-order index,
 //! group by-state index) and work master (plain-set list). One declaration,
 //! so a test and the demo can never drift apart. Beside them, the `Extras`
-//! keyspace: shapes the plant does not use (a document with a lifetime).
+//! keyspace: shapes the plant does not use (documents with a lifetime, one
+//! without change entries).
 
 pub use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster};
 
@@ -27,7 +28,20 @@ pub struct Session {
     pub user: String,
 }
 
+/// A stored answer to a request, kept an hour for retries: nobody consumes
+/// its changes, so its writes append none and publish no nudge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "idem", changes = none, ttl = "1h")]
+pub struct Idempotency {
+    /// The request's idempotency key.
+    pub id: String,
+    /// Tenant.
+    pub scope: String,
+    /// The answer given.
+    pub response: String,
+}
+
 microdcs_valkey::keyspace! {
     /// Document shapes beside the plant keyspace.
-    pub Extras { documents: [Session] }
+    pub Extras { documents: [Session, Idempotency] }
 }

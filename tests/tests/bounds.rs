@@ -368,7 +368,7 @@ struct Count(std::sync::Arc<std::sync::atomic::AtomicU32>);
 
 impl StreamConsumer for Count {
     fn feed(&self) -> microdcs_valkey::Feed<'_> {
-        JobResponse::SPEC.feed()
+        JobResponse::SPEC.feed().expect("job responses have a change stream")
     }
     fn group(&self) -> &str {
         "bounds"

@@ -75,7 +75,12 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
     let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("nudge").as_str(), "30s", "30s")).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(0),
+            deliveries: Arc::default(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
+        })
         .start()
         .await
         .unwrap();
@@ -128,7 +133,7 @@ async fn custom_change_stream_nudge_and_registry_are_honoured_end_to_end() {
     let prefix = unique_prefix("custom-feed");
     let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let feed = Alarm::SPEC.feed();
+    let feed = Alarm::SPEC.feed().expect("has a change stream");
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
         .start()
@@ -197,7 +202,7 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
     assert!(c.document.is_none());
     // Another type's entry in the same stream is passed over, and a corrupt
     // entry is counted, never handed out.
-    let stream = Alarm::SPEC.feed().stream.replace("{scope}", "s1");
+    let stream = Alarm::SPEC.feed().expect("has a change stream").stream.replace("{scope}", "s1");
     let mut con = valkey.connection();
     let key = format!("{}:{stream}", prefix.as_str());
     let _: String = redis::cmd("XADD")
@@ -245,7 +250,7 @@ async fn nudges_lost_while_the_subscription_was_down_are_made_up_at_once() {
     let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let feed = JobResponse::SPEC.feed();
+    let feed = JobResponse::SPEC.feed().expect("has a change stream");
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
         .start()
@@ -284,7 +289,12 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(0),
+            deliveries: Arc::default(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
+        })
         .start()
         .await
         .unwrap();
@@ -335,7 +345,12 @@ async fn a_new_scope_written_elsewhere_is_discovered() {
     let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "300ms")).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(0),
+            deliveries: Arc::default(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
+        })
         .start()
         .await
         .unwrap();
@@ -370,7 +385,7 @@ async fn a_failing_consumer_gets_its_entries_again() {
             tx,
             fail: AtomicU32::new(2),
             deliveries: deliveries.clone(),
-            feed: JobResponse::SPEC.feed(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
         })
         .start()
         .await
@@ -483,7 +498,12 @@ async fn the_poller_never_sends_a_blocking_command() {
     let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed: JobResponse::SPEC.feed() })
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(0),
+            deliveries: Arc::default(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
+        })
         .start()
         .await
         .unwrap();

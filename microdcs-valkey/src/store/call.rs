@@ -86,8 +86,8 @@ impl<'a> Call<'a> {
             Call { keys: vec![t.key.to_owned(); num_keys], args: (0..num_args).map(|_| Arg::Static("")).collect() };
         // A delete of a missing document has no scope: the script only
         // reads the hash and the tombstone then.
-        if !t.scope.is_empty() {
-            call.set_key(slots.changes_key, plan.changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
+        if let Some(changes) = plan.changes.as_ref().filter(|_| !t.scope.is_empty()) {
+            call.set_key(slots.changes_key, changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
         }
         call.set_key(slots.registry_key, plan.registry_key.clone());
         if let (Some(k), Some(list)) = (slots.list_key, t.list_key) {

@@ -34,7 +34,8 @@ pub(super) struct Plan {
     pub(super) doc: KeyTemplate,
     pub(super) list: Option<KeyTemplate>,
     pub(super) sorted_list: bool,
-    pub(super) changes: KeyTemplate,
+    /// The change stream, unless the type has `changes = none`.
+    pub(super) changes: Option<KeyTemplate>,
     /// The tombstones' template (`{kind}`, `{id}`).
     pub(super) tomb: KeyTemplate,
     pub(super) registry_key: String,
@@ -88,7 +89,7 @@ impl Plan {
             doc: parse(spec.key),
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
-            changes: parse(spec.changes),
+            changes: spec.changes.map(parse),
             tomb: parse(microdcs_schema::builtin::TOMBSTONES.key),
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
             channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),

@@ -155,12 +155,14 @@ fn check_ttl(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
 
 /// `changes` uses exactly `{scope}`, `nudge` exactly `{kind}`, `registry` none.
 fn check_shared(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
-    let rules: [(&str, Attr, &[&str], &'static str); 3] = [
+    let rules: [(Option<&str>, Attr, &[&str], &'static str); 3] = [
         (doc.changes, Attr::Changes, &["scope"], "the placeholder `{scope}`"),
-        (doc.nudge, Attr::Nudge, &["kind"], "the placeholder `{kind}`"),
-        (doc.registry, Attr::Registry, &[], "no placeholder"),
+        (doc.changes.map(|_| doc.nudge), Attr::Nudge, &["kind"], "the placeholder `{kind}`"),
+        (Some(doc.registry), Attr::Registry, &[], "no placeholder"),
     ];
     for (src, attr, want, expected) in rules {
+        // Without change entries the type uses neither stream nor channel.
+        let Some(src) = src else { continue };
         let Some(t) = parse_at(src, doc.type_name, &attr, errors) else { continue };
         if !t.placeholders().eq(want.iter().copied()) {
             errors.push(SchemaError {

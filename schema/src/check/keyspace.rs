@@ -68,11 +68,13 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
     }
     while c.d < ks.documents.len() {
         let doc = &ks.documents[c.d];
-        let refs = [(doc.changes, KeyType::Stream), (doc.nudge, KeyType::Channel), (doc.registry, KeyType::Set)];
+        let refs =
+            [(doc.changes_text(), KeyType::Stream), (doc.nudge_text(), KeyType::Channel), (doc.registry, KeyType::Set)];
         while c.r < refs.len() {
             let (template, key_type) = refs[c.r];
             c.r += 1;
-            if !ks.has_family(template, key_type) {
+            // "": not used by this type (`changes = none`).
+            if !template.is_empty() && !ks.has_family(template, key_type) {
                 return Some((Problem::Undeclared { doc, at: c.d, template, key_type }, c));
             }
         }
@@ -151,8 +153,8 @@ const fn is_repeat(ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> bool {
 /// Whether a document type refers to this shared family.
 const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool {
     match key_type {
-        KeyType::Stream => str_eq(doc.changes, template),
-        KeyType::Channel => str_eq(doc.nudge, template),
+        KeyType::Stream => str_eq(doc.changes_text(), template),
+        KeyType::Channel => str_eq(doc.nudge_text(), template),
         KeyType::Set => str_eq(doc.registry, template),
         _ => false,
     }
@@ -291,13 +293,13 @@ mod tests {
     // Both on their own change stream and nudge channel: the defaults would
     // belong to the keyspace implicitly, these must be declared.
     const JOB_ORDER: DocumentSpec<'static> = DocumentSpec {
-        changes: "events:{scope}",
+        changes: Some("events:{scope}"),
         nudge: "wake:{kind}",
         ..doc("JobOrder", "joborder", "joborder:{id}")
     };
     const OTHER: DocumentSpec<'static> = DocumentSpec {
         list: Some(ListSpec { key: "joborder:{scope}", score: None }),
-        changes: "events:{scope}",
+        changes: Some("events:{scope}"),
         nudge: "wake:{kind}",
         ..doc("Other", "other", "other:{id}")
     };

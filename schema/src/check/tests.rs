@@ -94,7 +94,7 @@ fn keyspace_overlap_names_both() {
 #[test]
 fn keyspace_requires_shared_families() {
     const A: DocumentSpec<'static> =
-        DocumentSpec { changes: "orders:changes:{scope}", ..doc("JobOrder", "joborder", "joborder:{id}") };
+        DocumentSpec { changes: Some("orders:changes:{scope}"), ..doc("JobOrder", "joborder", "joborder:{id}") };
     let ks = KeyspaceSpec { name: "Plant", documents: &[A], families: &SHARED[1..] };
     let errs = check_keyspace(&ks);
     assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));

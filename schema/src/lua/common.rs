@@ -187,7 +187,13 @@ pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSl
 pub(super) fn describe_common_keys(spec: &DocumentSpec<'_>, c: &CommonSlots) -> Vec<Described> {
     let mut keys = vec![
         (c.doc_key, format!("document hash `{}`", spec.key)),
-        (c.changes_key, format!("change stream `{}` (XADD MAXLEN ~)", spec.changes)),
+        (
+            c.changes_key,
+            match spec.changes {
+                Some(t) => format!("change stream `{t}` (XADD MAXLEN ~)"),
+                None => "unused (`changes = none`: no change entry)".to_owned(),
+            },
+        ),
         (c.registry_key, format!("scope registry `{}` (set)", spec.registry)),
     ];
     if let (Some(k), Some(list)) = (c.list_key, spec.list) {

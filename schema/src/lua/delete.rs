@@ -73,16 +73,17 @@ if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
         }
         _ => String::new(),
     };
-    let _ = write!(
-        out,
-        "\
--- writes
-redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[{kind}])
-",
-        changes = c.changes_key,
-        maxlen = c.maxlen,
-        kind = c.kind,
-    );
+    out.push_str("-- writes\n");
+    let notify = spec.changes.is_some();
+    if notify {
+        let _ = writeln!(
+            out,
+            "redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[{kind}])",
+            changes = c.changes_key,
+            maxlen = c.maxlen,
+            kind = c.kind,
+        );
+    }
     for (i, ix) in l.indexes.iter().enumerate() {
         let (n, old_key) = (i + 1, ix.old.key);
         if ix.unique {
@@ -97,10 +98,9 @@ redis.call('XADD', KEYS[{changes}], 'MAXLEN', '~', ARGV[{maxlen}], '*', 'id', id
         "\
 redis.call('DEL', doc_key)
 redis.call('SET', KEYS[{tomb}], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[{ttl}])
-redis.call('PUBLISH', ARGV[{channel}], scope)
-return {{1, v}}
+{publish}return {{1, v}}
 ",
-        channel = c.channel,
+        publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
         tomb = l.tomb_key,
         ttl = l.tomb_ttl,
     );

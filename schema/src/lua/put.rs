@@ -155,7 +155,7 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
         _ => {}
     }
     let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{}], scope) end", c.registry_key);
-    writes(&mut out, &l, &slots);
+    writes(&mut out, &l, &slots, spec.changes.is_some());
     (out, l)
 }
 
@@ -226,7 +226,9 @@ end
 }
 
 /// The writes: the lead group move, then the change entry, then the rest.
-fn writes(out: &mut String, l: &PutLayout, slots: &Slots) {
+/// `notify`: the type has a change stream, so the write appends a change
+/// entry and publishes the nudge.
+fn writes(out: &mut String, l: &PutLayout, slots: &Slots, notify: bool) {
     let c = &l.common;
     let _ = write!(
         out,
@@ -238,7 +240,7 @@ local change = 'updated'
 if not exists then change = 'created' end
 {lead}{entry}",
         lead = lead_write(l),
-        entry = change_entry(l),
+        entry = if notify { change_entry(l) } else { String::new() },
     );
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
@@ -314,11 +316,10 @@ if not exists then change = 'created' end
         out,
         "\
 if not exists then redis.call('SADD', KEYS[{registry}], scope) end
-redis.call('PUBLISH', ARGV[{channel}], scope)
-return {{1, newv}}
+{publish}return {{1, newv}}
 ",
         registry = c.registry_key,
-        channel = c.channel,
+        publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
     );
 }
 
