@@ -100,6 +100,8 @@ pub(crate) struct Index {
     /// Every placeholder the attribute binds explicitly, as written (even
     /// rejected ones), so errors about a placeholder can point at it.
     pub(crate) written: Vec<Ident>,
+    /// A conditional group's `when`: the `bool` value keeping the id in.
+    pub(crate) when: Option<Value>,
 }
 
 impl Document {
@@ -253,7 +255,8 @@ impl Resolver<'_> {
         let Ok(template) = KeyTemplate::parse(&key_text) else {
             // The schema checks report the syntax errors; nothing is emitted.
             let name = ix.name.as_ref().map_or_else(|| "index".to_owned(), LitStr::value);
-            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written });
+            let when = ix.when.as_ref().map(|(_, b)| self.value(b));
+            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written, when });
         };
         let explicit = bindings.len();
         for p in template.placeholders() {
@@ -287,7 +290,15 @@ impl Resolver<'_> {
         if syn::parse_str::<Ident>(&name).is_err() {
             cx.error_at(name_span, format_args!("index name `{name}` must be a Rust identifier"));
         }
-        Some(Index { key, key_text, name, name_span, bindings, written })
+        Some(Index {
+            key,
+            key_text,
+            name,
+            name_span,
+            bindings,
+            written,
+            when: ix.when.as_ref().map(|(_, b)| self.value(b)),
+        })
     }
 
     fn unknown_placeholder(&self, cx: &mut Ctxt, key: &LitStr, p: &str, explicit: &[Binding]) {

@@ -23,12 +23,14 @@ pub(crate) struct ListAttr {
     pub(crate) score: Option<Bind>,
 }
 
-/// `unique(...)` or `group(...)`.
+/// `unique(...)`, `group(...)` or `member(...)`.
 pub(crate) struct IndexAttr {
     pub(crate) span: Span,
     pub(crate) name: Option<LitStr>,
     pub(crate) key: Option<LitStr>,
     pub(crate) bindings: Vec<(Ident, Bind)>,
+    /// `member(..., when = running())`: the condition, with its span.
+    pub(crate) when: Option<(Span, Bind)>,
 }
 
 /// `changes = "template"` or `changes = none`.
@@ -106,7 +108,8 @@ pub(crate) struct Container {
     pub(crate) groups: Vec<IndexAttr>,
 }
 
-const CONTAINER_KEYS: &[&str] = &["kind", "key", "list", "unique", "group", "changes", "nudge", "registry", "ttl"];
+const CONTAINER_KEYS: &[&str] =
+    &["kind", "key", "list", "unique", "group", "member", "changes", "nudge", "registry", "ttl"];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -179,9 +182,11 @@ impl Container {
                     let list = parse_list(cx, &meta, span)?;
                     c.list.set(cx, span, list);
                 } else if p.is_ident("unique") {
-                    c.unique.push(parse_index(cx, &meta, span)?);
+                    c.unique.push(parse_index(cx, &meta, span, false)?);
                 } else if p.is_ident("group") {
-                    c.groups.push(parse_index(cx, &meta, span)?);
+                    c.groups.push(parse_index(cx, &meta, span, false)?);
+                } else if p.is_ident("member") {
+                    c.groups.push(parse_index(cx, &meta, span, true)?);
                 } else if p.is_ident("id") || p.is_ident("scope") {
                     cx.error_spanned_by(
                         p,
@@ -222,9 +227,11 @@ fn parse_list(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Res
     Ok(ListAttr { span, key: key.take(), score: score.take() })
 }
 
-fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Result<IndexAttr> {
+/// `member`: a conditional group, which takes `when = method()` and needs it.
+fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, member: bool) -> syn::Result<IndexAttr> {
     let mut name = Once::new("name");
     let mut key = Once::new("key");
+    let mut when = Once::new("when");
     let mut bindings: Vec<(Ident, Bind)> = Vec::new();
     meta.parse_nested_meta(|inner| {
         let Some(ident) = inner.path.get_ident().cloned() else {
@@ -236,6 +243,9 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Re
         };
         if ident == "name" {
             name.set(cx, ident.span(), lit(&inner)?);
+        } else if member && ident == "when" {
+            let b = bind(&inner)?;
+            when.set(cx, ident.span(), (ident.span(), b));
         } else if ident == "key" {
             key.set(cx, ident.span(), lit(&inner)?);
         } else if inner.input.peek(Token![=]) {
@@ -257,7 +267,10 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Re
     if key.get().is_none() {
         cx.error_at(span, "an index needs `key = \"...\"`, e.g. `unique(key = \"jobresponse:byorder:{order}\")`");
     }
-    Ok(IndexAttr { span, name: name.take(), key: key.take(), bindings })
+    if member && when.get().is_none() {
+        cx.error_at(span, "`member(...)` needs `when = method()`: the `bool` that keeps the id in the set");
+    }
+    Ok(IndexAttr { span, name: name.take(), key: key.take(), bindings, when: when.take() })
 }
 
 /// Field markers: `#[microdcs(id)]`, `#[microdcs(scope)]`.

@@ -123,7 +123,14 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
         let s = source_tokens(&b.source);
         quote!(::microdcs_valkey::__private::Binding { placeholder: #p, source: #s })
     });
-    quote!(::microdcs_valkey::__private::IndexSpec { name: #name, key: #key, bindings: &[#(#bindings),*] })
+    let when = match &ix.when {
+        Some(s) => {
+            let s = source_tokens(s);
+            quote!(::core::option::Option::Some(#s))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    quote!(::microdcs_valkey::__private::IndexSpec { name: #name, key: #key, bindings: &[#(#bindings),*], when: #when })
 }
 
 /// The `SPEC` constant's value.
@@ -285,8 +292,31 @@ fn index_entry(e: &Entry<'_>) -> TokenStream {
         args.push(quote!(&*#v));
         fields.push(quote!((#ph, ::std::string::ToString::to_string(&*#v))));
     }
+    // A conditional group: out of the set while `when` is false, and in
+    // the hash a marker field named after the index while a member. The
+    // condition is read as a `bool`, so another type is an error at `when`.
+    let condition = e.index.when.as_ref().map(|w| {
+        let value = match w {
+            Value::Method(m) => {
+                let m = &m.ident;
+                quote_spanned!(m.span()=> { let __w: bool = self.#m(); __w })
+            }
+            Value::Field(m, _) => {
+                let f = &m.ident;
+                quote_spanned!(f.span()=> { let __w: bool = self.#f; __w })
+            }
+        };
+        let marker = &e.index.name;
+        fields.push(quote!((#marker, ::std::string::String::from("1"))));
+        quote! {
+            if !#value {
+                break 'entry ::core::option::Option::None;
+            }
+        }
+    });
     quote! {
         'entry: {
+            #condition
             #(#lets)*
             ::core::option::Option::Some(#p::IndexEntry {
                 key: Self::#f(prefix, #(#args),*)?,

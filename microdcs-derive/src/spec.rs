@@ -79,7 +79,16 @@ fn bindings(ix: &Index) -> Vec<Binding<'_>> {
 }
 
 fn index_specs<'a>(indexes: &'a [Index], bindings: &'a [Vec<Binding<'a>>]) -> Vec<IndexSpec<'a>> {
-    indexes.iter().zip(bindings).map(|(ix, b)| IndexSpec { name: &ix.name, key: &ix.key_text, bindings: b }).collect()
+    indexes
+        .iter()
+        .zip(bindings)
+        .map(|(ix, b)| IndexSpec {
+            name: &ix.name,
+            key: &ix.key_text,
+            bindings: b,
+            when: ix.when.as_ref().map(value_source),
+        })
+        .collect()
 }
 
 fn source(s: &ast::Source) -> Source<'_> {

@@ -67,6 +67,11 @@ pub struct IndexSpec<'a> {
     pub key: &'a str,
     /// One binding per placeholder of `key`.
     pub bindings: &'a [Binding<'a>],
+    /// For a conditional group (`member(..., when = running())`): the
+    /// `bool` field or method that keeps the id in the set while true. The
+    /// hash then stores a marker field named after the index, `1` while
+    /// the document is a member, so its membership is known from the hash.
+    pub when: Option<Source<'a>>,
 }
 
 impl<'a> IndexSpec<'a> {
@@ -227,7 +232,10 @@ impl<'a> DocumentSpec<'a> {
                 out.push(IndexLayout {
                     index: ix.name,
                     field: format!("{}:{}", self.kind, ix.name),
-                    text: format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
+                    text: match ix.when {
+                        None => format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
+                        Some(w) => format!("{what}|{}|{:?}|when {w:?}|{}", ix.key, ix.bindings, self.key),
+                    },
                 });
             }
         }

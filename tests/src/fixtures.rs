@@ -41,7 +41,34 @@ pub struct Idempotency {
     pub response: String,
 }
 
+/// A queued job: listed by creation time, grouped by status, and in the
+/// `running` set exactly while it runs (a conditional group).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "job",
+    list(key = "job:list:{scope}", score = created),
+    group(key = "job:bystatus:{scope}:{status}"),
+    member(key = "job:running:{scope}", when = is_running(), name = "running"),
+)]
+pub struct Job {
+    /// Job id.
+    pub id: String,
+    /// Tenant.
+    pub scope: String,
+    /// `queued`, `running`, `done`.
+    pub status: String,
+    /// Creation time, Unix ms.
+    pub created: i64,
+}
+
+impl Job {
+    /// Whether the job runs now.
+    pub fn is_running(&self) -> bool {
+        self.status == "running"
+    }
+}
+
 microdcs_valkey::keyspace! {
     /// Document shapes beside the plant keyspace.
-    pub Extras { documents: [Session, Idempotency] }
+    pub Extras { documents: [Session, Idempotency, Job] }
 }

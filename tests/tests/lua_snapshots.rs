@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use microdcs_tests::fixtures::{Extras, Idempotency, JobOrder, JobResponse, Plant, Session, SfcState, WorkMaster};
+use microdcs_tests::fixtures::{Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, WorkMaster};
 use microdcs_valkey::Document;
 
 /// `(kind, op, text)` for one document type.
@@ -30,6 +30,7 @@ fn generated_lua_matches_the_committed_snapshots() {
         scripts::<SfcState>(),
         scripts::<Session>(),
         scripts::<Idempotency>(),
+        scripts::<Job>(),
     ]
     .into_iter()
     .flatten()

@@ -22,6 +22,9 @@ pub(super) enum Ph {
 pub(super) struct IndexPlan {
     pub(super) template: KeyTemplate,
     pub(super) placeholders: Vec<Ph>,
+    /// A conditional group's membership marker: its position in
+    /// `Plan::fields` (a member only while the hash holds it).
+    pub(super) marker: Option<usize>,
 }
 
 /// Everything derived from `D::SPEC` once per store.
@@ -69,7 +72,8 @@ impl Plan {
                     _ => Ph::Field(fields.iter().position(|f| f == p).expect("index field listed")),
                 })
                 .collect();
-            IndexPlan { template, placeholders }
+            let marker = ix.when.and_then(|_| fields.iter().position(|f| f == ix.name));
+            IndexPlan { template, placeholders, marker }
         };
         let kind_channel = parse(spec.nudge);
         let users_of = |f: &String| {
@@ -112,6 +116,11 @@ impl Plan {
     /// The old key of an index from a read state, or `None` if not indexed.
     pub(super) fn old_key(&self, ix: &IndexPlan, valkey: &Valkey, id: &str, st: &ReadState) -> Result<Option<String>> {
         if !st.exists {
+            return Ok(None);
+        }
+        if let Some(m) = ix.marker
+            && st.fields.get(m).and_then(Option::as_deref).is_none()
+        {
             return Ok(None);
         }
         let scope = st.scope.as_deref().unwrap_or_default();

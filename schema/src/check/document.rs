@@ -134,6 +134,21 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             }
         }
     }
+    // A conditional group keeps its membership marker in the hash field
+    // named after the index: it must not be a reserved field or another
+    // index's value field.
+    for (i, ix) in doc.groups.iter().enumerate() {
+        if ix.when.is_none() {
+            continue;
+        }
+        let err = |kind| SchemaError { origin: origin(doc.type_name, Attr::Group(i), None), kind };
+        if RESERVED_FIELDS.contains(&ix.name) {
+            errors.push(err(SchemaErrorKind::ReservedField(ix.name.to_owned())));
+        }
+        if let Some((_, _, other)) = fields.iter().find(|(f, _, _)| *f == ix.name) {
+            errors.push(err(SchemaErrorKind::FieldClash { field: ix.name.to_owned(), other: (*other).to_owned() }));
+        }
+    }
 }
 
 /// A lifetime is longer than zero, and a type with one keeps no entries

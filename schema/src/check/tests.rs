@@ -42,22 +42,25 @@ fn document_rules() {
 
 #[test]
 fn index_rules() {
-    const UNBOUND: [IndexSpec<'static>; 1] = [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[] }];
+    const UNBOUND: [IndexSpec<'static>; 1] = [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[], when: None }];
     const RESERVED: [IndexSpec<'static>; 1] = [IndexSpec {
         name: "by_v",
         key: "a:byv:{v}",
         bindings: &[Binding { placeholder: "v", source: Source::Field("v") }],
+        when: None,
     }];
     const CLASH: [IndexSpec<'static>; 2] = [
         IndexSpec {
             name: "one",
             key: "a:one:{x}",
             bindings: &[Binding { placeholder: "x", source: Source::Field("f") }],
+            when: None,
         },
         IndexSpec {
             name: "two",
             key: "a:two:{x}",
             bindings: &[Binding { placeholder: "x", source: Source::Field("g") }],
+            when: None,
         },
     ];
     let d = DocumentSpec { unique: &UNBOUND, ..doc("A", "a", "a:{id}") };

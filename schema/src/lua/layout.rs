@@ -131,13 +131,19 @@ pub struct DeleteLayout {
 }
 
 /// The hash fields of one index: its field and method placeholders, in
-/// template order (the order the generated index entries use).
+/// template order (the order the generated index entries use), then for a
+/// conditional group its membership marker (the index name).
 pub fn index_fields(ix: &IndexSpec<'_>) -> Vec<String> {
     let Ok(t) = KeyTemplate::parse(ix.key) else { return Vec::new() };
-    t.placeholders()
+    let mut fields: Vec<String> = t
+        .placeholders()
         .filter(|p| matches!(ix.binding(p).map(|b| b.source), Some(Source::Field(_) | Source::Method(_))))
         .map(str::to_owned)
-        .collect()
+        .collect();
+    if ix.when.is_some() {
+        fields.push(ix.name.to_owned());
+    }
+    fields
 }
 
 /// The distinct hash fields of all indexes of `spec`, in index order.

@@ -1,0 +1,84 @@
+//! Conditional groups (`member(key = ..., when = method())`): the id is in
+//! the set exactly while the method says so, kept by the same script as
+//! the write, and checked and repaired by verify and rebuild.
+
+use microdcs_tests::fixtures::{Extras, Job};
+use microdcs_tests::{server, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{
+    DeleteExpect, DeleteOutcome, DiffKind, MaintenanceOptions, Page, PutOutcome, Valkey, WriteOptions,
+};
+
+fn job(id: &str, status: &str) -> Job {
+    Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000 }
+}
+
+#[tokio::test]
+async fn membership_follows_the_condition_in_the_same_write() {
+    let server = server();
+    let prefix = unique_prefix("member");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
+    let running = || async {
+        let mut ids = store.ids(Job::running("s1"), Page::first(100)).await.unwrap().ids;
+        ids.sort();
+        ids
+    };
+    let marker = |raw: &mut ConnectionManager, id: &str| {
+        let key = k(&format!("job:{id}"));
+        let mut raw = raw.clone();
+        async move { redis::cmd("HGET").arg(key).arg("running").query_async::<Option<String>>(&mut raw).await.unwrap() }
+    };
+
+    assert_eq!(store.create(&job("j-1", "queued")).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.create(&job("j-2", "running")).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(running().await, ["j-2"]);
+    assert_eq!(marker(&mut raw, "j-1").await, None);
+    assert_eq!(marker(&mut raw, "j-2").await.as_deref(), Some("1"));
+
+    let mut read = store.get("j-1").await.unwrap().unwrap();
+    assert_eq!(
+        store.update_in_place(&mut read, job("j-1", "running")).await.unwrap(),
+        PutOutcome::Written { version: 2 }
+    );
+    assert_eq!(running().await, ["j-1", "j-2"]);
+    assert_eq!(store.update_in_place(&mut read, job("j-1", "done")).await.unwrap(), PutOutcome::Written { version: 3 });
+    assert_eq!(running().await, ["j-2"]);
+    assert_eq!(marker(&mut raw, "j-1").await, None, "the marker goes with the membership");
+    assert_eq!(store.delete_id("j-2", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 1 });
+    assert!(running().await.is_empty());
+    let exists: i64 = redis::cmd("EXISTS").arg(k("job:running:s1")).query_async(&mut raw).await.unwrap();
+    assert_eq!(exists, 0);
+
+    // A claim moving a job from queued to running puts it in the set.
+    for i in 0..5 {
+        let _ = store.create(&job(&format!("q-{i}"), "queued")).await.unwrap();
+    }
+    let claimed = store
+        .claim(Job::by_status("s1", "queued"), |j| {
+            (j.status == "queued").then(|| Job { status: "running".into(), ..j.clone() })
+        })
+        .await
+        .unwrap()
+        .expect("one queued");
+    assert_eq!(running().await, [claimed.id.clone()]);
+
+    // Verify and rebuild know the set: a member removed by hand and an
+    // orphan added are found and repaired.
+    let opts = MaintenanceOptions::default();
+    assert!(store.verify(&opts).await.unwrap().is_clean());
+    let () = redis::cmd("SREM").arg(k("job:running:s1")).arg(&claimed.id).query_async(&mut raw).await.unwrap();
+    // j-1 is done: not a member.
+    let () = redis::cmd("SADD").arg(k("job:running:s1")).arg("j-1").query_async(&mut raw).await.unwrap();
+    let report = store.verify(&opts).await.unwrap();
+    let kinds: Vec<(String, String, DiffKind)> =
+        report.differences.iter().map(|d| (d.index.clone(), d.id.clone(), d.kind.clone())).collect();
+    assert!(kinds.contains(&("running".into(), claimed.id.clone(), DiffKind::Missing)), "{kinds:?}");
+    assert!(kinds.iter().any(|(ix, id, _)| ix == "running" && id == "j-1"), "the orphan: {kinds:?}");
+    let fixed = store.rebuild(&opts).await.unwrap();
+    assert!(fixed.fixed >= 2, "{fixed:?}");
+    assert!(store.verify(&opts).await.unwrap().is_clean());
+    assert_eq!(running().await, [claimed.id.clone()]);
+}
