@@ -63,7 +63,7 @@ async fn membership_follows_the_condition_in_the_same_write() {
         .await
         .unwrap()
         .expect("one queued");
-    assert_eq!(running().await, [claimed.id.clone()]);
+    assert_eq!(running().await, std::slice::from_ref(&claimed.id));
 
     // Verify and rebuild know the set: a member removed by hand and an
     // orphan added are found and repaired.
@@ -80,5 +80,5 @@ async fn membership_follows_the_condition_in_the_same_write() {
     let fixed = store.rebuild(&opts).await.unwrap();
     assert!(fixed.fixed >= 2, "{fixed:?}");
     assert!(store.verify(&opts).await.unwrap().is_clean());
-    assert_eq!(running().await, [claimed.id.clone()]);
+    assert_eq!(running().await, std::slice::from_ref(&claimed.id));
 }
