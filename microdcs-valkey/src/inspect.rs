@@ -257,6 +257,12 @@ impl<K: Keyspace> Inspector<K> {
         .map_err(|e| Error::from_redis(e, key))
     }
 
+    async fn exists(&self, key: &str) -> Result<bool> {
+        // `PTTL` answers -2 for a missing key, and is among the inspector's reads.
+        let ms: i64 = self.read(redis::cmd("PTTL").arg(key).clone(), key).await?;
+        Ok(ms != -2)
+    }
+
     async fn ttl(&self, key: &str) -> Result<Option<u64>> {
         let ms: i64 = self.read(redis::cmd("PTTL").arg(key).clone(), key).await?;
         Ok(u64::try_from(ms).ok())
@@ -547,11 +553,12 @@ impl<K: Keyspace> Inspector<K> {
 
     async fn stream_at(&self, key: String) -> Result<StreamView> {
         let length: u64 = self.read(redis::cmd("XLEN").arg(&key).clone(), &key).await?;
-        let groups: Vec<Value> = match self.read(redis::cmd("XINFO").arg("GROUPS").arg(&key).clone(), &key).await {
-            Ok(g) => g,
-            // A stream that does not exist has no groups.
-            Err(Error::Redis(e)) if e.code() == Some("ERR") => Vec::new(),
-            Err(e) => return Err(e),
+        // A stream that does not exist (length 0, and XINFO would fail on
+        // it) has no groups; any other failure is reported.
+        let groups: Vec<Value> = if length == 0 && !self.exists(&key).await? {
+            Vec::new()
+        } else {
+            self.read(redis::cmd("XINFO").arg("GROUPS").arg(&key).clone(), &key).await?
         };
         let now = self.now_ms().await?;
         let mut out = Vec::new();

@@ -48,6 +48,17 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
         let _ = out?;
     }
     let _ = responses.get_many(&["r-1", "r-2", "nope"]).await?;
+    // A second page of a sorted list (the anchor script: ZSCORE, ZRANK,
+    // ZCOUNT); the anchor moved away to reach its binary search.
+    let first = responses.list("s1", Page::first(2)).await?;
+    let _ = responses.list("s1", first.next.clone().expect("more than two")).await?;
+    if let Some(anchor) = first.ids.last() {
+        let moved = responses.get(anchor).await?.expect("listed");
+        let _ = responses
+            .put(&JobResponse { start_time: moved.doc.start_time + 1, ..moved.doc.clone() }, Expect::Any)
+            .await?;
+        let _ = responses.list("s1", first.next.expect("more than two")).await?;
+    }
     let _ = responses.docs(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
     let _ = responses
         .claim(JobResponse::by_state("s1", "Queued"), |d| {

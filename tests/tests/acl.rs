@@ -96,6 +96,10 @@ async fn the_maintenance_user_verifies_and_repairs_with_exactly_its_commands() {
     let plant = Plant::open(admin_valkey);
     let responses = plant.store::<JobResponse>();
     let masters = plant.store::<WorkMaster>();
+    // r-6 is in a by-state set that is not a set (a wrong-type finding),
+    // r-7 is in no by-state set but its hash keeps a state (a field to drop).
+    let _ = responses.create(&JobResponse::new("r-6", "s1", "o-6", &["B"])).await.unwrap();
+    let _ = responses.create(&JobResponse::new("r-7", "s1", "o-7", &[])).await.unwrap();
     for i in 0..6 {
         let _ = responses.create(&JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["A"])).await.unwrap();
         let _ =
@@ -109,7 +113,9 @@ async fn the_maintenance_user_verifies_and_repairs_with_exactly_its_commands() {
         vec!["SADD".into(), k("jobresponse:bystate:s1:A"), "ghost".into()],
         vec!["DEL".into(), k("jobresponse:byorder:o-2")],
         vec!["SET".into(), k("jobresponse:byorder:o-ghost"), "ghost".into()],
+        vec!["DEL".into(), k("jobresponse:bystate:s1:B")],
         vec!["SET".into(), k("jobresponse:bystate:s1:B"), "not a set".into()],
+        vec!["HSET".into(), k("jobresponse:r-7"), "state".into(), "C".into()],
         vec!["HSET".into(), k("jobresponse:r-3"), "state".into(), "B".into()],
         vec!["SADD".into(), k("workmaster:list:s1"), "ghost".into()],
     ];

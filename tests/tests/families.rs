@@ -126,9 +126,14 @@ async fn counter_family() {
     assert!(matches!(bad.increment(1).await, Err(Error::Corrupt { .. })));
     let still: String = e.raw.get(bad.key()).await.unwrap();
     assert_eq!(still, "seven");
-    // Overflow is refused, not wrapped.
+    // Texts the server would not count are corrupt here too.
+    for text in ["+5", "007", "-0", "5 "] {
+        let _: () = e.raw.set(bad.key(), text).await.unwrap();
+        assert!(matches!(bad.get().await, Err(Error::Corrupt { .. })), "{text}");
+    }
+    // Overflow is the caller's argument, refused, not wrapped.
     let _: () = e.raw.set(bad.key(), i64::MAX).await.unwrap();
-    assert!(matches!(bad.increment(1).await, Err(Error::Corrupt { .. })));
+    assert!(matches!(bad.increment(1).await, Err(Error::InvalidArgument(_))));
     assert_eq!(bad.get().await.unwrap(), i64::MAX);
 }
 

@@ -182,12 +182,17 @@ struct Held {
 struct Model {
     docs: BTreeMap<String, Held>,
     log: BTreeMap<String, Vec<(u64, &'static str)>>,
+    /// The last version of each deleted document (its tombstone): a
+    /// document created again goes on from there.
+    tombs: BTreeMap<String, u64>,
 }
 
 impl Model {
     fn put(&self, id: &str, expect: Expect) -> PutOutcome {
         match (self.docs.get(id), expect) {
-            (None, Expect::Create | Expect::Any) => PutOutcome::Written { version: 1 },
+            (None, Expect::Create | Expect::Any) => {
+                PutOutcome::Written { version: self.tombs.get(id).copied().unwrap_or(0) + 1 }
+            }
             (None, Expect::Version(_)) => PutOutcome::NotFound,
             (Some(h), Expect::Create) => PutOutcome::Conflict { current: h.version },
             (Some(h), Expect::Any) => PutOutcome::Written { version: h.version + 1 },
@@ -206,8 +211,8 @@ impl Model {
 
     fn apply_put(&mut self, doc: &JobResponse, out: PutOutcome) {
         if let PutOutcome::Written { version } = out {
-            self.docs.insert(doc.id.clone(), Held { version, doc: doc.clone() });
-            let change = if version == 1 { "created" } else { "updated" };
+            let existed = self.docs.insert(doc.id.clone(), Held { version, doc: doc.clone() }).is_some();
+            let change = if existed { "updated" } else { "created" };
             self.log.entry(doc.id.clone()).or_default().push((version, change));
         }
     }
@@ -215,6 +220,7 @@ impl Model {
     fn apply_delete(&mut self, id: &str, out: DeleteOutcome) {
         if let DeleteOutcome::Deleted { version } = out {
             self.docs.remove(id);
+            self.tombs.insert(id.to_owned(), version);
             self.log.entry(id.to_owned()).or_default().push((version, "deleted"));
         }
     }

@@ -70,18 +70,20 @@ async fn a_write_retried_after_a_delete_is_recognised_not_applied_again() {
     }
     assert!(store.get("r-1").await.unwrap().is_none(), "the document stays deleted");
     assert_eq!(e.valkey.metrics().write_already_applied(), 6);
-    // A new write creates the document again, from version 1.
+    // A new write creates the document again, its versions going on from
+    // the deleted one's: a read of that document can never match it.
     assert_eq!(
         store.put_with_op(&next, Expect::Any, "job-2.step-1").await.unwrap(),
-        PutOutcome::Written { version: 1 }
+        PutOutcome::Written { version: 3 }
     );
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Conflict { current: 3 }, "a stale read");
     assert_eq!(
         e.changes().await,
         [
             entry("r-1", 1, "created"),
             entry("r-1", 2, "updated"),
             entry("r-1", 2, "deleted"),
-            entry("r-1", 1, "created")
+            entry("r-1", 3, "created")
         ]
     );
 }
@@ -106,14 +108,22 @@ async fn a_retried_delete_reports_only_its_own_delete() {
     assert_eq!(store.delete_id("r-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
 
     // Created again: the first delete, retried, still reports itself and
-    // leaves the new document alone, even at the version it expected.
+    // leaves the new document alone.
     let _ = store.create(&doc).await.unwrap();
     assert_eq!(
         store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
-    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 1, "the new document is kept");
-    assert_eq!(e.changes().await, [entry("r-1", 1, "created"), entry("r-1", 1, "deleted"), entry("r-1", 1, "created")]);
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2, "the new document is kept");
+    assert_eq!(e.changes().await, [entry("r-1", 1, "created"), entry("r-1", 1, "deleted"), entry("r-1", 2, "created")]);
+    // Repeated with a version expectation that no longer holds: still its
+    // own delete, not a conflict.
+    let _ = store.put(&doc, Expect::Any).await.unwrap();
+    assert_eq!(
+        store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
+        DeleteOutcome::Deleted { version: 1 }
+    );
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 3);
     assert!(matches!(store.delete_id_with_op("r-1", DeleteExpect::Any, "bad id").await, Err(Error::InvalidOpId(_))));
 }
 
@@ -137,14 +147,14 @@ async fn a_delete_whose_reply_is_lost_is_applied_once_even_if_the_document_retur
     let (out, ()) = tokio::join!(store.delete(&read), async {
         proxy.wait_cut().await;
         // Between the lost reply and the retry, the document is created
-        // again at the version the delete expected.
+        // again (its versions going on from the deleted one's).
         assert!(other_store.get("r-1").await.unwrap().is_none(), "the cut delete was applied");
-        assert_eq!(other_store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+        assert_eq!(other_store.create(&doc).await.unwrap(), PutOutcome::Written { version: 2 });
     });
     assert_eq!(proxy.cuts(), 1);
     assert_eq!(out.unwrap(), DeleteOutcome::Deleted { version: 1 }, "its own delete, reported once");
     assert_eq!(valkey.metrics().write_already_applied(), 1);
-    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 1, "the document created since is kept");
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2, "the document created since is kept");
     let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
     let entries = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
     let changes: Vec<&str> = entries.iter().map(|e| e["change"].as_str()).collect();

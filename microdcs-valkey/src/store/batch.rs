@@ -19,6 +19,10 @@ const IN_FLIGHT: usize = 64;
 pub struct DocPage<D, P> {
     /// The documents of this page.
     pub documents: Vec<Stored<D>>,
+    /// Documents of this page that could not be read (corrupt, a key of
+    /// another type, a text the codec refuses), each its typed error: the
+    /// walk goes on past them, and nothing is handed out as a document.
+    pub damaged: Vec<Error>,
     /// Pass back for the next page.
     pub next: Option<P>,
 }
@@ -89,11 +93,29 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// reads is left out, so a page may hold fewer than its count.
     ///
     /// # Errors
-    /// As [`Store::ids`] and [`Store::get_many`].
+    /// As [`Store::ids`]; a damaged document is listed in
+    /// [`DocPage::damaged`], not an error of the call.
     pub async fn docs(&self, query: GroupQuery<D>, page: Page) -> Result<DocPage<D, Page>> {
         let IdPage { ids, next } = self.ids(query, page).await?;
-        let documents = self.get_many(&ids).await?.into_iter().flatten().collect();
-        Ok(DocPage { documents, next })
+        let (documents, damaged) = self.read_each(&ids).await?;
+        Ok(DocPage { documents, damaged, next })
+    }
+
+    /// The documents of `ids`, `MAX_MANY` to a round trip: those read, and
+    /// the typed errors of those that could not be.
+    async fn read_each(&self, ids: &[String]) -> Result<(Vec<Stored<D>>, Vec<Error>)> {
+        let (mut documents, mut damaged) = (Vec::new(), Vec::new());
+        for chunk in ids.chunks(Self::MAX_MANY) {
+            let keys = chunk.iter().map(|id| self.key(id)).collect::<Result<Vec<_>>>()?;
+            for got in self.read(|| self.get_each_once(chunk, &keys)).await? {
+                match got {
+                    Ok(Some(s)) => documents.push(s),
+                    Ok(None) => {}
+                    Err(e) => damaged.push(e),
+                }
+            }
+        }
+        Ok((documents, damaged))
     }
 
     /// The scopes that hold documents of this type (its scope registry),
@@ -112,12 +134,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// ends (a document present for the whole walk comes at least once; one
     /// written meanwhile may or may not). The cursor is the progress.
     ///
+    /// `count` is at most [`Store::MAX_MANY`]. A damaged document is listed
+    /// in [`DocPage::damaged`] and the walk goes on.
+    ///
     /// # Errors
-    /// Connection errors, and as [`Store::get_many`] for a damaged document.
+    /// Connection errors.
     pub async fn scan(&self, cursor: u64, count: usize) -> Result<DocPage<D, u64>> {
         let prefix = self.valkey.prefix().clone();
         let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
-        let count = count.clamp(1, Page::MAX);
+        let count = count.clamp(1, Self::MAX_MANY);
         let (next, keys): (u64, Vec<String>) = self
             .read(|| async {
                 let mut con = self.valkey.connection();
@@ -137,8 +162,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         // Keys that only look like documents (`joborder:list:s1`) drop out.
         let ids: Vec<String> =
             keys.iter().filter_map(|k| self.plan.doc.parse_key(&prefix, k).map(|mut v| v.remove(0))).collect();
-        let documents = self.get_many(&ids).await?.into_iter().flatten().collect();
-        Ok(DocPage { documents, next: (next != 0).then_some(next) })
+        let (documents, damaged) = self.read_each(&ids).await?;
+        Ok(DocPage { documents, damaged, next: (next != 0).then_some(next) })
     }
 
     pub(super) fn group_key(&self, query: &GroupQuery<D>) -> Result<String> {

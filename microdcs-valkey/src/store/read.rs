@@ -60,6 +60,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub const MAX_MANY: usize = 10_000;
 
     async fn get_many_once<I: AsRef<str>>(&self, ids: &[I], keys: &[String]) -> Result<Vec<Option<Stored<D>>>> {
+        self.get_each_once(ids, keys).await?.into_iter().collect()
+    }
+
+    /// One pipeline of `HGETALL`s; a damaged document is its own entry's
+    /// error, the connection's errors fail the call.
+    pub(super) async fn get_each_once<I: AsRef<str>>(
+        &self,
+        ids: &[I],
+        keys: &[String],
+    ) -> Result<Vec<Result<Option<Stored<D>>>>> {
         let mut p = redis::pipe();
         // Each answer on its own, so a damaged key is named, not the batch.
         p.ignore_errors();
@@ -68,16 +78,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let mut con = self.valkey.connection();
         let replies: Vec<redis::Value> = p.query_async(&mut con).await.map_err(|e| Error::from_redis(e, &keys[0]))?;
-        let mut out = Vec::with_capacity(keys.len());
-        for ((id, key), reply) in ids.iter().zip(keys).zip(replies) {
-            if let redis::Value::ServerError(e) = reply {
-                return Err(Error::from_redis(e.into(), key));
-            }
-            let map: HashMap<String, Vec<u8>> =
-                redis::from_redis_value(reply).map_err(|e| Error::from_redis(e.into(), key))?;
-            out.push(if map.is_empty() { None } else { Some(self.decode_hash(key, id.as_ref(), map)?) });
-        }
-        Ok(out)
+        Ok(ids
+            .iter()
+            .zip(keys)
+            .zip(replies)
+            .map(|((id, key), reply)| {
+                if let redis::Value::ServerError(e) = reply {
+                    return Err(Error::from_redis(e.into(), key));
+                }
+                let map: HashMap<String, Vec<u8>> =
+                    redis::from_redis_value(reply).map_err(|e| Error::from_redis(e.into(), key))?;
+                if map.is_empty() { Ok(None) } else { self.decode_hash(key, id.as_ref(), map).map(Some) }
+            })
+            .collect())
     }
 
     /// Runs a read; after a lost connection runs it once more (a read is

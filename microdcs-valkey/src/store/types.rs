@@ -32,7 +32,9 @@ pub enum DeleteExpect {
 pub enum PutOutcome {
     /// Written; the document now has this version.
     Written {
-        /// The new version (1 after a create).
+        /// The new version: 1 after the first create; a document created
+        /// again while the tombstone of its delete lasts goes on from the
+        /// deleted version, so a read of the old one never matches it.
         version: u64,
     },
     /// The expected version did not match; nothing was written.

@@ -258,6 +258,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read: Option<ReadState>,
         op: Option<&str>,
     ) -> Result<DeleteOutcome> {
+        let caller_op = op.is_some();
         let op = match op {
             Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
             Some(op) => lua::stored_op_id(op),
@@ -278,13 +279,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Some(t) if state.exists => Some(t.render(self.valkey.prefix(), &[&scope]).map_err(super::render_err)?),
                 _ => None,
             };
-            // Always the version read: a retry after a lost reply finds its
-            // op id in the tombstone before it looks at a document created
-            // again in between; `DeleteExpect::Any` re-reads on a conflict.
-            let expect_read = Arg::Owned(state.version.to_string());
-            let target = Target { key: &key, id, scope: &scope, list_key, expect: expect_read, op: &op };
+            // The version read (a retry after a lost reply finds its op id in
+            // the tombstone before it looks at a document created again in
+            // between; `DeleteExpect::Any` re-reads on a conflict), or, with
+            // the caller's op id, the version the caller expects: the script
+            // looks for that id before it compares, so a repeated call
+            // reports its earlier delete whatever is stored now.
+            let expected = match expect {
+                DeleteExpect::Version(n) if caller_op => n,
+                _ => state.version,
+            };
+            let target =
+                Target { key: &key, id, scope: &scope, list_key, expect: Arg::Owned(expected.to_string()), op: &op };
             let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target)?;
             if let DeleteExpect::Version(n) = expect
+                && !caller_op
                 && state.exists
                 && n != state.version
             {
@@ -304,6 +313,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 ret::CONFLICT if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
                 ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
                 ret::NOT_FOUND => return Ok(DeleteOutcome::NotFound),
+                // Read missing, created under some scope since: read again.
+                ret::WRONG_SCOPE if !state.exists => state = self.read_state(&key).await?,
                 ret::WRONG_SCOPE => {
                     return Err(Error::WrongScope {
                         id: id.to_owned(),

@@ -9,6 +9,14 @@
 //! to repeat retry an unknown outcome under `WriteAttempts`), and reports a
 //! key of another type as [`Error::WrongType`] and a value it cannot read
 //! as [`Error::Corrupt`], with nothing written.
+//!
+//! A write retried after a lost answer reports what its last attempt saw:
+//! `SetKey::add` may then count 0 added, `HashKey::set` say the field was
+//! not new, `ValueKey::delete` say nothing was there, though the first
+//! attempt did it. The state is the same either way; only the count or flag
+//! in the answer can be off. Writes that must not run twice (a count, a
+//! set-if-absent, a publish) run once, and a lost answer is
+//! [`Error::UnknownOutcome`].
 
 use std::time::Duration;
 
@@ -73,7 +81,17 @@ impl Target {
             async move { cmd.query_async(&mut con).await }
         })
         .await
-        .map_err(|e| Error::from_redis(e, &self.key))
+        .map_err(|e| once_error(e, &self.key))
+    }
+}
+
+/// The error of a write sent once: a lost answer is an unknown outcome
+/// (it may have run), anything else is mapped by its code.
+fn once_error(e: redis::RedisError, key: &str) -> Error {
+    if crate::error::is_unknown_outcome(&e) {
+        Error::UnknownOutcome { key: key.to_owned(), attempts: 1, source: e }
+    } else {
+        Error::from_redis(e, key)
     }
 }
 

@@ -67,7 +67,7 @@ impl ValueKey {
             async move { call.run(&mut con).await }
         })
         .await
-        .map_err(|e| Error::from_redis(e, &self.t.key))?;
+        .map_err(|e| super::once_error(e, &self.t.key))?;
         Ok(matches!(v, redis::Value::Int(1)))
     }
 
@@ -136,17 +136,23 @@ impl CounterKey {
     /// running it again would count twice.
     ///
     /// # Errors
-    /// A stored value that is not a 64-bit integer or a count that would
-    /// overflow ([`Error::Corrupt`], nothing changed), a key of another
-    /// type, connection errors (`is_unknown_outcome()` after a lost answer).
+    /// A stored value that is not a 64-bit integer ([`Error::Corrupt`]), a
+    /// count that would overflow ([`Error::InvalidArgument`]; nothing
+    /// changed either way), a key of another type, and after a lost answer
+    /// [`Error::UnknownOutcome`].
     pub async fn increment(&self, n: i64) -> Result<i64> {
         match self.t.once(redis::cmd("INCRBY").arg(&self.t.key).arg(n).clone()).await {
-            // The server refuses a value that is not an integer, or an
-            // overflow, with `ERR` and changes nothing.
-            Err(Error::Redis(e)) if e.code() == Some("ERR") => Err(Error::Corrupt {
-                key: self.t.key.clone(),
-                reason: format!("the count cannot grow by {n}: {}", e.detail().unwrap_or("not an integer")),
-            }),
+            // The server refuses a stored value that is not an integer, or
+            // an overflow, with `ERR` and changes nothing; which one it was
+            // decides whose fault it is.
+            Err(Error::Redis(e)) if e.code() == Some("ERR") => match self.get().await {
+                Ok(count) => Err(Error::InvalidArgument(format!(
+                    "adding {n} to the count {count} of `{}` would overflow a 64-bit integer",
+                    self.t.key
+                ))),
+                Err(corrupt @ Error::Corrupt { .. }) => Err(corrupt),
+                Err(other) => Err(other),
+            },
             other => other,
         }
     }
@@ -160,10 +166,39 @@ impl CounterKey {
         let raw: Option<String> = self.t.read(redis::cmd("GET").arg(&self.t.key).clone()).await?;
         match raw {
             None => Ok(0),
-            Some(s) => s.parse().map_err(|_| Error::Corrupt {
-                key: self.t.key.clone(),
-                reason: format!("`{}` is not a count", s.chars().take(40).collect::<String>()),
-            }),
+            // The server's own grammar for a count: decimal, an optional
+            // minus, no plus sign, no leading zero, within 64 bits; what it
+            // would refuse to increment is refused here too.
+            Some(s) if canonical_count(&s) => s.parse().map_err(|_| self.not_a_count(&s)),
+            Some(s) => Err(self.not_a_count(&s)),
+        }
+    }
+
+    fn not_a_count(&self, s: &str) -> Error {
+        Error::Corrupt {
+            key: self.t.key.clone(),
+            reason: format!("`{}` is not a count", s.chars().take(40).collect::<String>()),
+        }
+    }
+}
+
+/// `0`, or an optional `-` and digits without a leading zero.
+fn canonical_count(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" && !s.starts_with('-') || !digits.starts_with('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_in_the_servers_grammar_only() {
+        for ok in ["0", "7", "-7", "9223372036854775807", "-9223372036854775808"] {
+            assert!(super::canonical_count(ok), "{ok}");
+        }
+        for bad in ["", "-", "+5", "007", "-0", "1e3", " 5", "5 ", "0x10"] {
+            assert!(!super::canonical_count(bad), "{bad}");
         }
     }
 }

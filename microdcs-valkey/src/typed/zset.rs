@@ -130,11 +130,22 @@ impl SortedSetKey {
     }
 
     /// Members of ranks `start..=stop` (0 is the lowest score; the highest
-    /// when `reverse`; negative ranks count from the other end), with scores.
+    /// when `reverse`; negative ranks count from the other end), with
+    /// scores; at most [`Page::MAX`](crate::Page::MAX) of them (a wider
+    /// range is cut).
     ///
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn range_by_rank(&self, start: i64, stop: i64, reverse: bool) -> Result<Vec<Scored>> {
+        // At most `Page::MAX` members in one answer, like every read here:
+        // a wider range is cut at its start.
+        let max = crate::Page::MAX as i64;
+        let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
+            start.saturating_add(max - 1)
+        } else {
+            stop
+        };
+        let start = if start < 0 && stop < 0 && stop.saturating_sub(start) >= max { stop - (max - 1) } else { start };
         let mut cmd = redis::cmd("ZRANGE");
         cmd.arg(&self.t.key).arg(start).arg(stop);
         if reverse {

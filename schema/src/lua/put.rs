@@ -95,6 +95,9 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
     tomb_read(&mut out, l.tomb_key, "  ");
     out.push_str("  if tomb then\n");
     lookup(&mut out, "tomb_ops", "tomb_v", "    ");
+    // Created again: its versions go on from the deleted document's, so a
+    // read of that document can never match the new one.
+    out.push_str("    v = tomb_v\n");
     out.push_str("  end\nend\n");
     let _ = write!(
         out,

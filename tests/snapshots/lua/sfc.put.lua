@@ -76,6 +76,7 @@ if not exists then
     local at = string.find(tomb_ops, op, 1, true)
     while at and at % 12 ~= 1 do at = string.find(tomb_ops, op, at + 1, true) end
     if at then return {7, tomb_v - (#tomb_ops - at + 1) / 12 + 1} end
+    v = tomb_v
   end
 end
 local expect = ARGV[1]

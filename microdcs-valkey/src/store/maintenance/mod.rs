@@ -256,7 +256,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         match pass.mode {
             Mode::Rebuild => {
                 let repairs = self.plan_repairs(&findings, documents).await?;
-                pass.report.fixed += repair::apply(&self.valkey, &pass.delete_if_equals, repairs).await?;
+                pass.report.fixed +=
+                    repair::apply(&self.valkey, &pass.delete_if_equals, repairs, D::SPEC.ttl_ms).await?;
             }
             Mode::Verify => {
                 let drifted = findings.iter().filter(|f| matches!(f.diff.kind, DiffKind::Field { .. }));

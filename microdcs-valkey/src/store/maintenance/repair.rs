@@ -151,7 +151,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
 /// Applies repairs: one pipeline of plain commands, then the unique-key
 /// releases. Returns how many repairs were applied.
-pub(super) async fn apply(valkey: &crate::Valkey, delete_if_equals: &LuaScript, repairs: Vec<Repair>) -> Result<u64> {
+///
+/// `ttl_ms`: the type's document lifetime; a unique key it writes gets it
+/// too, so it cannot outlive the document it names by more than that.
+pub(super) async fn apply(
+    valkey: &crate::Valkey,
+    delete_if_equals: &LuaScript,
+    repairs: Vec<Repair>,
+    ttl_ms: Option<u64>,
+) -> Result<u64> {
     let count = repairs.len() as u64;
     let mut pipe = redis::pipe();
     let mut queued = 0;
@@ -169,8 +177,20 @@ pub(super) async fn apply(valkey: &crate::Valkey, delete_if_equals: &LuaScript, 
             Repair::SetAdd { key, id } => pipe.cmd("SADD").arg(key).arg(id),
             Repair::SortedRemove { key, id } => pipe.cmd("ZREM").arg(key).arg(id),
             Repair::SetRemove { key, id } => pipe.cmd("SREM").arg(key).arg(id),
-            Repair::UniqueClaim { key, id } => pipe.cmd("SET").arg(key).arg(id).arg("NX"),
-            Repair::UniqueReassign { key, id } => pipe.cmd("SET").arg(key).arg(id),
+            Repair::UniqueClaim { key, id } => {
+                let c = pipe.cmd("SET").arg(key).arg(id).arg("NX");
+                if let Some(ms) = ttl_ms {
+                    c.arg("PX").arg(ms);
+                }
+                c
+            }
+            Repair::UniqueReassign { key, id } => {
+                let c = pipe.cmd("SET").arg(key).arg(id);
+                if let Some(ms) = ttl_ms {
+                    c.arg("PX").arg(ms);
+                }
+                c
+            }
             Repair::Delete { key } => pipe.cmd("DEL").arg(key),
             Repair::UniqueRelease { key, id } => {
                 releases.push((key, id));
