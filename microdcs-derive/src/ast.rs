@@ -102,6 +102,9 @@ pub(crate) struct Index {
     pub(crate) written: Vec<Ident>,
     /// A conditional group's `when`: the `bool` value keeping the id in.
     pub(crate) when: Option<Value>,
+    /// A sorted index's score, and its bound.
+    pub(crate) score: Option<Value>,
+    pub(crate) max: Option<u64>,
 }
 
 impl Document {
@@ -256,7 +259,9 @@ impl Resolver<'_> {
             // The schema checks report the syntax errors; nothing is emitted.
             let name = ix.name.as_ref().map_or_else(|| "index".to_owned(), LitStr::value);
             let when = ix.when.as_ref().map(|(_, b)| self.value(b));
-            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written, when });
+            let score = ix.score.as_ref().map(|(_, b)| self.value(b));
+            let max = ix.max.map(|(_, m)| m);
+            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written, when, score, max });
         };
         let explicit = bindings.len();
         for p in template.placeholders() {
@@ -298,6 +303,8 @@ impl Resolver<'_> {
             bindings,
             written,
             when: ix.when.as_ref().map(|(_, b)| self.value(b)),
+            score: ix.score.as_ref().map(|(_, b)| self.value(b)),
+            max: ix.max.map(|(_, m)| m),
         })
     }
 

@@ -31,6 +31,19 @@ pub(crate) struct IndexAttr {
     pub(crate) bindings: Vec<(Ident, Bind)>,
     /// `member(..., when = running())`: the condition, with its span.
     pub(crate) when: Option<(Span, Bind)>,
+    /// `sorted(..., score = due())`: the score, with its span.
+    pub(crate) score: Option<(Span, Bind)>,
+    /// `sorted(..., max = 100)`: the bound, with its span.
+    pub(crate) max: Option<(Span, u64)>,
+}
+
+/// What kind of index an attribute declares.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IndexKind {
+    Unique,
+    Group,
+    Member,
+    Sorted,
 }
 
 /// `changes = "template"` or `changes = none`.
@@ -109,7 +122,7 @@ pub(crate) struct Container {
 }
 
 const CONTAINER_KEYS: &[&str] =
-    &["kind", "key", "list", "unique", "group", "member", "changes", "nudge", "registry", "ttl"];
+    &["kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl"];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -182,11 +195,13 @@ impl Container {
                     let list = parse_list(cx, &meta, span)?;
                     c.list.set(cx, span, list);
                 } else if p.is_ident("unique") {
-                    c.unique.push(parse_index(cx, &meta, span, false)?);
+                    c.unique.push(parse_index(cx, &meta, span, IndexKind::Unique)?);
                 } else if p.is_ident("group") {
-                    c.groups.push(parse_index(cx, &meta, span, false)?);
+                    c.groups.push(parse_index(cx, &meta, span, IndexKind::Group)?);
                 } else if p.is_ident("member") {
-                    c.groups.push(parse_index(cx, &meta, span, true)?);
+                    c.groups.push(parse_index(cx, &meta, span, IndexKind::Member)?);
+                } else if p.is_ident("sorted") {
+                    c.groups.push(parse_index(cx, &meta, span, IndexKind::Sorted)?);
                 } else if p.is_ident("id") || p.is_ident("scope") {
                     cx.error_spanned_by(
                         p,
@@ -227,11 +242,17 @@ fn parse_list(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Res
     Ok(ListAttr { span, key: key.take(), score: score.take() })
 }
 
-/// `member`: a conditional group, which takes `when = method()` and needs it.
-fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, member: bool) -> syn::Result<IndexAttr> {
+/// A `member` (conditional group) takes `when = method()` and needs it; a
+/// `sorted` index takes `score = field` (needed) and `max = N`; both may
+/// take `when`.
+fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, kind: IndexKind) -> syn::Result<IndexAttr> {
+    let member = kind == IndexKind::Member;
+    let sorted = kind == IndexKind::Sorted;
     let mut name = Once::new("name");
     let mut key = Once::new("key");
     let mut when = Once::new("when");
+    let mut score = Once::new("score");
+    let mut max = Once::new("max");
     let mut bindings: Vec<(Ident, Bind)> = Vec::new();
     meta.parse_nested_meta(|inner| {
         let Some(ident) = inner.path.get_ident().cloned() else {
@@ -243,9 +264,18 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, member: bo
         };
         if ident == "name" {
             name.set(cx, ident.span(), lit(&inner)?);
-        } else if member && ident == "when" {
+        } else if (member || sorted) && ident == "when" {
             let b = bind(&inner)?;
             when.set(cx, ident.span(), (ident.span(), b));
+        } else if sorted && ident == "score" {
+            let b = bind(&inner)?;
+            score.set(cx, ident.span(), (ident.span(), b));
+        } else if sorted && ident == "max" {
+            let n: syn::LitInt = inner.value()?.parse()?;
+            match n.base10_parse::<u64>() {
+                Ok(0) | Err(_) => cx.error_spanned_by(&n, "`max` keeps at least one entry: a whole number from 1"),
+                Ok(v) => max.set(cx, ident.span(), (n.span(), v)),
+            }
         } else if ident == "key" {
             key.set(cx, ident.span(), lit(&inner)?);
         } else if inner.input.peek(Token![=]) {
@@ -270,7 +300,18 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, member: bo
     if member && when.get().is_none() {
         cx.error_at(span, "`member(...)` needs `when = method()`: the `bool` that keeps the id in the set");
     }
-    Ok(IndexAttr { span, name: name.take(), key: key.take(), bindings, when: when.take() })
+    if sorted && score.get().is_none() {
+        cx.error_at(span, "`sorted(...)` needs `score = field` or `score = method()`: the number that orders the ids");
+    }
+    Ok(IndexAttr {
+        span,
+        name: name.take(),
+        key: key.take(),
+        bindings,
+        when: when.take(),
+        score: score.take(),
+        max: max.take(),
+    })
 }
 
 /// Field markers: `#[microdcs(id)]`, `#[microdcs(scope)]`.

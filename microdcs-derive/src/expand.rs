@@ -130,7 +130,20 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
-    quote!(::microdcs_valkey::__private::IndexSpec { name: #name, key: #key, bindings: &[#(#bindings),*], when: #when })
+    let score = match &ix.score {
+        Some(s) => {
+            let s = source_tokens(s);
+            quote!(::core::option::Option::Some(#s))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let max = match ix.max {
+        Some(m) => quote!(::core::option::Option::Some(#m)),
+        None => quote!(::core::option::Option::None),
+    };
+    quote!(::microdcs_valkey::__private::IndexSpec {
+        name: #name, key: #key, bindings: &[#(#bindings),*], when: #when, score: #score, max: #max
+    })
 }
 
 /// The `SPEC` constant's value.
@@ -253,7 +266,7 @@ fn key_segment_expr(f: &Field) -> TokenStream {
 
 /// The index entry of one index: its key, and the values stored in the hash;
 /// `None` when a value is absent (the document is not in that index).
-fn index_entry(e: &Entry<'_>) -> TokenStream {
+fn index_entry(e: &Entry<'_>, type_name: &str) -> TokenStream {
     let p = private();
     let f = format_ident!("{}_key", e.index.name);
     let mut lets = Vec::new();
@@ -295,6 +308,7 @@ fn index_entry(e: &Entry<'_>) -> TokenStream {
     // A conditional group: out of the set while `when` is false, and in
     // the hash a marker field named after the index while a member. The
     // condition is read as a `bool`, so another type is an error at `when`.
+    let marker = &e.index.name;
     let condition = e.index.when.as_ref().map(|w| {
         let value = match w {
             Value::Method(m) => {
@@ -306,14 +320,41 @@ fn index_entry(e: &Entry<'_>) -> TokenStream {
                 quote_spanned!(f.span()=> { let __w: bool = self.#f; __w })
             }
         };
-        let marker = &e.index.name;
-        fields.push(quote!((#marker, ::std::string::String::from("1"))));
+        if e.index.score.is_none() {
+            fields.push(quote!((#marker, ::std::string::String::from("1"))));
+        }
         quote! {
             if !#value {
                 break 'entry ::core::option::Option::None;
             }
         }
     });
+    // A sorted index: its score (or out of the index for `None`), kept in
+    // the hash field named after the index; NaN and infinities are refused
+    // as for a list score.
+    if let Some(score) = &e.index.score {
+        let value = match score {
+            Value::Method(m) => {
+                let m = &m.ident;
+                quote_spanned!(m.span()=> #p::IndexScore::index_score(&self.#m()))
+            }
+            Value::Field(m, Some(ty)) => {
+                let f = &m.ident;
+                quote_spanned!(ty.span()=> <#ty as #p::IndexScore>::index_score(&self.#f))
+            }
+            Value::Field(m, None) => {
+                let f = &m.ident;
+                quote_spanned!(f.span()=> #p::IndexScore::index_score(&self.#f))
+            }
+        };
+        lets.push(quote! {
+            let ::core::option::Option::Some(__score) = #value else { break 'entry ::core::option::Option::None };
+            if !__score.is_finite() {
+                return ::core::result::Result::Err(#p::IndexError::NonFiniteScore { type_name: #type_name, score: __score });
+            }
+        });
+        fields.push(quote!((#marker, ::std::string::ToString::to_string(&__score))));
+    }
     quote! {
         'entry: {
             #condition
@@ -371,8 +412,8 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     let id_expr = key_segment_expr(c.id);
     let scope_expr = key_segment_expr(c.scope);
     let list_entry = list_entry(c, spec);
-    let unique_entries = c.unique.iter().map(index_entry);
-    let group_entries = c.groups.iter().map(index_entry);
+    let unique_entries = c.unique.iter().map(|e| index_entry(e, spec.type_name));
+    let group_entries = c.groups.iter().map(|e| index_entry(e, spec.type_name));
     let key_fns = key_fns(c, spec);
     let query_fns = query_fns(c, spec.type_name);
     // Only a type with a list gets `Store::list`: a call on a type without

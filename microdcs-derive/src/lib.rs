@@ -236,6 +236,14 @@ use proc_macro::TokenStream;
 /// no nudge (no `XADD`/`PUBLISH` cost when nobody consumes them); consuming
 /// its changes (`Changes::new`) does not compile, and `nudge` is refused.
 ///
+/// ## `member(key = "...", when = method(), ...)` and `sorted(key = "...", score = field, max = N, ...)`
+///
+/// A conditional group keeps the id in a set while a `bool` field or method
+/// is true; a sorted index keeps it in a sorted set scored by a number (or
+/// an `Option` of one; `None` leaves it out), bounded to the `N` highest
+/// scores with `max`. Both bind placeholders like `group`, and keep their
+/// marker or score in the hash field named after the index.
+///
 /// ## `ttl = "..."`
 ///
 /// A lifetime for the documents (`"30m"`, `"1h30m"`, `"500ms"`), set again by

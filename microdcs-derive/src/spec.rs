@@ -87,6 +87,8 @@ fn index_specs<'a>(indexes: &'a [Index], bindings: &'a [Vec<Binding<'a>>]) -> Ve
             key: &ix.key_text,
             bindings: b,
             when: ix.when.as_ref().map(value_source),
+            score: ix.score.as_ref().map(value_source),
+            max: ix.max,
         })
         .collect()
 }

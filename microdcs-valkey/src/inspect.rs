@@ -355,6 +355,13 @@ impl<K: Keyspace> Inspector<K> {
             return Ok(IdsPage { ids: id.into_iter().collect(), next: None });
         }
         let count = count.clamp(1, crate::Page::MAX);
+        if ix.score.is_some() {
+            let stop = cursor.saturating_add(count as u64 - 1);
+            let ids: Vec<String> =
+                self.read(redis::cmd("ZRANGE").arg(&key).arg(cursor).arg(stop).clone(), &key).await?;
+            let next = (ids.len() == count).then_some(stop + 1);
+            return Ok(IdsPage { ids, next });
+        }
         let (next, ids): (u64, Vec<String>) =
             self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
         Ok(IdsPage { ids, next: (next != 0).then_some(next) })
@@ -483,6 +490,19 @@ impl<K: Keyspace> Inspector<K> {
                 Ok(None) => EntryState::Missing,
                 Ok(Some(h)) if h == id => EntryState::Present,
                 Ok(Some(holder)) => EntryState::OtherHolder { holder },
+                Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
+                Err(e) => return Err(e),
+            }
+        } else if ix.score.is_some() {
+            // A sorted index: the hash keeps the score in the field named
+            // after the index.
+            let stored_score = stored(ix.name);
+            match self.read::<Option<f64>>(redis::cmd("ZSCORE").arg(&key).arg(id).clone(), &key).await {
+                Ok(None) => EntryState::Missing,
+                Ok(Some(found)) => match stored_score.as_deref().map(str::parse::<f64>) {
+                    Some(Ok(s)) if s == found => EntryState::Present,
+                    _ => EntryState::OtherScore { expected: stored_score.unwrap_or_default(), found },
+                },
                 Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
                 Err(e) => return Err(e),
             }

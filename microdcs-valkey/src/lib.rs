@@ -73,8 +73,8 @@ pub mod __private {
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,
-        IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec, Score,
-        Source, UniqueQuery, keyspace_problem,
+        IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec,
+        Score, Source, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, InKeyspace, Keyspace};
     pub use std::borrow::Cow;

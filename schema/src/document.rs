@@ -138,6 +138,40 @@ impl<T: Score + ?Sized> Score for &T {
     }
 }
 
+/// The score of a sorted index: a number, or an `Option` of one where
+/// `None` leaves the document out of the index (a due date that is unset).
+#[diagnostic::on_unimplemented(
+    message = "the sorted-index score `{Self}` is not numeric",
+    label = "used as the score of a sorted index",
+    note = "a score is an integer or floating-point number, or an `Option` of one (`None`: not in the index)"
+)]
+pub trait IndexScore {
+    /// The score, or `None` for "not in the index".
+    fn index_score(&self) -> Option<f64>;
+}
+
+macro_rules! index_score {
+    ($($t:ty)*) => {$(
+        impl IndexScore for $t {
+            fn index_score(&self) -> Option<f64> {
+                Some(Score::score(self))
+            }
+        }
+        impl IndexScore for Option<$t> {
+            fn index_score(&self) -> Option<f64> {
+                self.as_ref().map(Score::score)
+            }
+        }
+    )*};
+}
+index_score!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize f32 f64);
+
+impl<T: IndexScore + ?Sized> IndexScore for &T {
+    fn index_score(&self) -> Option<f64> {
+        (**self).index_score()
+    }
+}
+
 /// Why a document's index entries could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]

@@ -8,10 +8,22 @@ const BY_STATE: [Binding<'static>; 2] = [
     Binding { placeholder: "scope", source: Source::Scope },
     Binding { placeholder: "state", source: Source::Method("normalized_state") },
 ];
-const UNIQUE: [IndexSpec<'static>; 1] =
-    [IndexSpec { name: "by_order", key: "jobresponse:byorder:{order}", bindings: &BY_ORDER, when: None }];
-const GROUPS: [IndexSpec<'static>; 1] =
-    [IndexSpec { name: "by_state", key: "jobresponse:bystate:{scope}:{state}", bindings: &BY_STATE, when: None }];
+const UNIQUE: [IndexSpec<'static>; 1] = [IndexSpec {
+    name: "by_order",
+    key: "jobresponse:byorder:{order}",
+    bindings: &BY_ORDER,
+    when: None,
+    score: None,
+    max: None,
+}];
+const GROUPS: [IndexSpec<'static>; 1] = [IndexSpec {
+    name: "by_state",
+    key: "jobresponse:bystate:{scope}:{state}",
+    bindings: &BY_STATE,
+    when: None,
+    score: None,
+    max: None,
+}];
 
 /// A document type with the derive's defaults and nothing else.
 pub(crate) const fn doc(type_name: &'static str, kind: &'static str, key: &'static str) -> DocumentSpec<'static> {

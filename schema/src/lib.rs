@@ -40,8 +40,8 @@ pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, chec
 #[doc(hidden)]
 pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
-    Document, GroupQuery, HasChanges, HasList, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue,
-    KeySegment, Keyspace, ListEntry, Score, UniqueQuery, suggest,
+    Document, GroupQuery, HasChanges, HasList, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexScore,
+    IndexValue, KeySegment, Keyspace, ListEntry, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};

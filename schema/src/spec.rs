@@ -72,6 +72,15 @@ pub struct IndexSpec<'a> {
     /// hash then stores a marker field named after the index, `1` while
     /// the document is a member, so its membership is known from the hash.
     pub when: Option<Source<'a>>,
+    /// For a sorted index (`sorted(..., score = due())`): the numeric (or
+    /// `Option`al numeric) field or method that scores the id in a sorted
+    /// set; `None` leaves the document out. The hash keeps the score in a
+    /// field named after the index.
+    pub score: Option<Source<'a>>,
+    /// For a bounded sorted index (`max = N`): the set keeps the `N`
+    /// highest scores, trimmed by the write that adds one. An entry evicted
+    /// so is not a difference for verify.
+    pub max: Option<u64>,
 }
 
 impl<'a> IndexSpec<'a> {
@@ -205,7 +214,8 @@ impl<'a> DocumentSpec<'a> {
         }
         i -= self.unique.len();
         let ix = &self.groups[i];
-        Family { owner, role: Role::Group(i), key: ix.key, key_type: KeyType::Set, name: ix.name }
+        let key_type = if ix.score.is_some() { KeyType::SortedSet } else { KeyType::Set };
+        Family { owner, role: Role::Group(i), key: ix.key, key_type, name: ix.name }
     }
 
     /// All key families of this document type.
@@ -232,9 +242,12 @@ impl<'a> DocumentSpec<'a> {
                 out.push(IndexLayout {
                     index: ix.name,
                     field: format!("{}:{}", self.kind, ix.name),
-                    text: match ix.when {
-                        None => format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
-                        Some(w) => format!("{what}|{}|{:?}|when {w:?}|{}", ix.key, ix.bindings, self.key),
+                    text: match (ix.when, ix.score) {
+                        (None, None) => format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
+                        (w, s) => format!(
+                            "{what}|{}|{:?}|when {w:?}|score {s:?} max {:?}|{}",
+                            ix.key, ix.bindings, ix.max, self.key
+                        ),
                     },
                 });
             }

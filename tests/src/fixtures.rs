@@ -41,14 +41,18 @@ pub struct Idempotency {
     pub response: String,
 }
 
-/// A queued job: listed by creation time, grouped by status, and in the
-/// `running` set exactly while it runs (a conditional group).
+/// A queued job: listed by creation time, grouped by status, in the
+/// `running` set exactly while it runs (a conditional group), in `due` by
+/// its deadline while it has one, and in `recent` while among the three
+/// newest (a bounded sorted index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "job",
     list(key = "job:list:{scope}", score = created),
     group(key = "job:bystatus:{scope}:{status}"),
     member(key = "job:running:{scope}", when = is_running(), name = "running"),
+    sorted(key = "job:due:{scope}", score = due, name = "due"),
+    sorted(key = "job:recent:{scope}", score = created, max = 3, name = "recent"),
 )]
 pub struct Job {
     /// Job id.
@@ -59,6 +63,8 @@ pub struct Job {
     pub status: String,
     /// Creation time, Unix ms.
     pub created: i64,
+    /// When it is due next, Unix ms (`None`: not scheduled).
+    pub due: Option<i64>,
 }
 
 impl Job {

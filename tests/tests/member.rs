@@ -10,7 +10,7 @@ use microdcs_valkey::{
 };
 
 fn job(id: &str, status: &str) -> Job {
-    Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000 }
+    Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000, due: None }
 }
 
 #[tokio::test]
@@ -81,4 +81,72 @@ async fn membership_follows_the_condition_in_the_same_write() {
     assert!(fixed.fixed >= 2, "{fixed:?}");
     assert!(store.verify(&opts).await.unwrap().is_clean());
     assert_eq!(running().await, std::slice::from_ref(&claimed.id));
+}
+
+#[tokio::test]
+async fn sorted_indexes_follow_the_score_and_bounded_ones_keep_the_highest() {
+    let server = server();
+    let prefix = unique_prefix("sorted");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
+    let at = |id: &str, created: i64, due: Option<i64>| Job { created, due, ..job(id, "queued") };
+
+    // Due: by deadline while the job has one; `range` reads what is due.
+    let _ = store.create(&at("j-1", 10, Some(100))).await.unwrap();
+    let _ = store.create(&at("j-2", 20, Some(300))).await.unwrap();
+    let _ = store.create(&at("j-3", 30, None)).await.unwrap();
+    let due_by = |t: f64| {
+        let store = store.clone();
+        async move { store.range(Job::due("s1"), f64::NEG_INFINITY, t, false, 100).await.unwrap() }
+    };
+    assert_eq!(due_by(150.0).await, [("j-1".to_owned(), 100.0)]);
+    assert_eq!(due_by(1000.0).await.len(), 2);
+    let mut read = store.get("j-1").await.unwrap().unwrap();
+    assert!(matches!(
+        store.update_in_place(&mut read, at("j-1", 10, Some(200))).await.unwrap(),
+        PutOutcome::Written { .. }
+    ));
+    assert!(due_by(150.0).await.is_empty(), "moved to its new deadline");
+    assert_eq!(due_by(250.0).await, [("j-1".to_owned(), 200.0)]);
+    assert!(matches!(store.update_in_place(&mut read, at("j-1", 10, None)).await.unwrap(), PutOutcome::Written { .. }));
+    assert_eq!(due_by(1000.0).await, [("j-2".to_owned(), 300.0)], "no deadline: out of the index");
+    let field: Option<String> = redis::cmd("HGET").arg(k("job:j-1")).arg("due").query_async(&mut raw).await.unwrap();
+    assert_eq!(field, None);
+    // Newest first, and ids by score through pages.
+    let newest = store.range(Job::due("s1"), f64::NEG_INFINITY, f64::INFINITY, true, 1).await.unwrap();
+    assert_eq!(newest, [("j-2".to_owned(), 300.0)]);
+    assert!(matches!(
+        store.range(Job::by_status("s1", "queued"), 0.0, 1.0, false, 1).await,
+        Err(microdcs_valkey::Error::InvalidArgument(_))
+    ));
+
+    // Recent: bounded to the three newest, trimmed by the write.
+    for (i, created) in [(4, 40), (5, 50), (6, 60)] {
+        let _ = store.create(&at(&format!("j-{i}"), created, None)).await.unwrap();
+    }
+    let recent = store.ids(Job::recent("s1"), Page::first(10)).await.unwrap().ids;
+    assert_eq!(recent, ["j-4", "j-5", "j-6"], "lowest score first");
+    let opts = MaintenanceOptions::default();
+    let report = store.verify(&opts).await.unwrap();
+    assert!(report.is_clean(), "evicted entries are no difference: {:?}", report.differences);
+
+    // Damage: a score changed, an entry removed, an orphan added.
+    let () = redis::cmd("ZADD").arg(k("job:due:s1")).arg(999).arg("j-2").query_async(&mut raw).await.unwrap();
+    let () = redis::cmd("ZADD").arg(k("job:due:s1")).arg(5).arg("j-3").query_async(&mut raw).await.unwrap();
+    let report = store.verify(&opts).await.unwrap();
+    let found: Vec<(String, String, DiffKind)> =
+        report.differences.iter().map(|d| (d.index.clone(), d.id.clone(), d.kind.clone())).collect();
+    assert!(
+        found.contains(&("due".into(), "j-2".into(), DiffKind::WrongScore { expected: 300.0, found: 999.0 })),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|(ix, id, _)| ix == "due" && id == "j-3"), "the orphan: {found:?}");
+    let () = redis::cmd("ZREM").arg(k("job:due:s1")).arg("j-2").query_async(&mut raw).await.unwrap();
+    let report = store.verify(&opts).await.unwrap();
+    assert!(report.differences.iter().any(|d| d.index == "due" && d.id == "j-2" && d.kind == DiffKind::Missing));
+    assert!(store.rebuild(&opts).await.unwrap().fixed >= 2);
+    assert!(store.verify(&opts).await.unwrap().is_clean());
+    assert_eq!(due_by(1000.0).await, [("j-2".to_owned(), 300.0)]);
 }

@@ -22,7 +22,8 @@ pub(super) enum Ph {
 pub(super) struct IndexPlan {
     pub(super) template: KeyTemplate,
     pub(super) placeholders: Vec<Ph>,
-    /// A conditional group's membership marker: its position in
+    /// The membership marker of a conditional group (the score of a sorted
+    /// index): its position in
     /// `Plan::fields` (a member only while the hash holds it).
     pub(super) marker: Option<usize>,
 }
@@ -72,7 +73,8 @@ impl Plan {
                     _ => Ph::Field(fields.iter().position(|f| f == p).expect("index field listed")),
                 })
                 .collect();
-            let marker = ix.when.and_then(|_| fields.iter().position(|f| f == ix.name));
+            let marker =
+                (ix.when.is_some() || ix.score.is_some()).then(|| fields.iter().position(|f| f == ix.name)).flatten();
             IndexPlan { template, placeholders, marker }
         };
         let kind_channel = parse(spec.nudge);

@@ -246,7 +246,62 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
         let key = self.group_key(&query)?;
+        if D::SPEC.groups.get(query.index()).is_some_and(|g| g.score.is_some()) {
+            // A sorted index: by score, lowest first, paged like a sorted list.
+            return self.read(|| self.zrange(&key, page.clone())).await;
+        }
         self.read(|| self.sscan(&key, page.clone())).await
+    }
+
+    /// The ids of a sorted index with `min <= score <= max`, lowest score
+    /// first (highest first when `reverse`), at most `limit` (up to
+    /// [`Page::MAX`]), with their scores: the jobs due by now, the latest
+    /// runs.
+    ///
+    /// # Errors
+    /// An index that is not sorted, a NaN bound ([`Error::InvalidArgument`]),
+    /// invalid values, connection errors, a key of another type.
+    pub async fn range(
+        &self,
+        query: GroupQuery<D>,
+        min: f64,
+        max: f64,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(String, f64)>> {
+        if !D::SPEC.groups.get(query.index()).is_some_and(|g| g.score.is_some()) {
+            return Err(Error::InvalidArgument(format!(
+                "index {} of {} is not a sorted index",
+                query.index(),
+                D::SPEC.type_name
+            )));
+        }
+        if min.is_nan() || max.is_nan() {
+            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+        }
+        let key = self.group_key(&query)?;
+        let bound = |x: f64| {
+            if x == f64::INFINITY {
+                "+inf".to_owned()
+            } else if x == f64::NEG_INFINITY {
+                "-inf".to_owned()
+            } else {
+                x.to_string()
+            }
+        };
+        let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
+        let limit = limit.clamp(1, Page::MAX);
+        self.read(|| async {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(&key).arg(&from).arg(&to).arg("BYSCORE");
+            if reverse {
+                cmd.arg("REV");
+            }
+            cmd.arg("LIMIT").arg(0).arg(limit).arg("WITHSCORES");
+            let mut con = self.valkey.connection();
+            cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, &key))
+        })
+        .await
     }
 
     /// A page of the per-scope list: by rank for a sorted-set list (ascending

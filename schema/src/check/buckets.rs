@@ -334,10 +334,14 @@ mod tests {
             Binding { placeholder: "scope", source: Source::Scope },
             Binding { placeholder: "state", source: Source::Field("state") },
         ];
-        let unique: Vec<[IndexSpec<'_>; 1]> =
-            texts.iter().map(|t| [IndexSpec { name: "by_code", key: &t[2], bindings: &CODE, when: None }]).collect();
-        let groups: Vec<[IndexSpec<'_>; 1]> =
-            texts.iter().map(|t| [IndexSpec { name: "by_state", key: &t[3], bindings: &STATE, when: None }]).collect();
+        let unique: Vec<[IndexSpec<'_>; 1]> = texts
+            .iter()
+            .map(|t| [IndexSpec { name: "by_code", key: &t[2], bindings: &CODE, when: None, score: None, max: None }])
+            .collect();
+        let groups: Vec<[IndexSpec<'_>; 1]> = texts
+            .iter()
+            .map(|t| [IndexSpec { name: "by_state", key: &t[3], bindings: &STATE, when: None, score: None, max: None }])
+            .collect();
         let docs: Vec<DocumentSpec<'_>> = texts
             .iter()
             .zip(unique.iter().zip(&groups))

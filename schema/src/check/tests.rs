@@ -42,12 +42,15 @@ fn document_rules() {
 
 #[test]
 fn index_rules() {
-    const UNBOUND: [IndexSpec<'static>; 1] = [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[], when: None }];
+    const UNBOUND: [IndexSpec<'static>; 1] =
+        [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[], when: None, score: None, max: None }];
     const RESERVED: [IndexSpec<'static>; 1] = [IndexSpec {
         name: "by_v",
         key: "a:byv:{v}",
         bindings: &[Binding { placeholder: "v", source: Source::Field("v") }],
         when: None,
+        score: None,
+        max: None,
     }];
     const CLASH: [IndexSpec<'static>; 2] = [
         IndexSpec {
@@ -55,12 +58,16 @@ fn index_rules() {
             key: "a:one:{x}",
             bindings: &[Binding { placeholder: "x", source: Source::Field("f") }],
             when: None,
+            score: None,
+            max: None,
         },
         IndexSpec {
             name: "two",
             key: "a:two:{x}",
             bindings: &[Binding { placeholder: "x", source: Source::Field("g") }],
             when: None,
+            score: None,
+            max: None,
         },
     ];
     let d = DocumentSpec { unique: &UNBOUND, ..doc("A", "a", "a:{id}") };

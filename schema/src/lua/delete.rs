@@ -61,6 +61,8 @@ if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
         let (n, old_key) = (i + 1, ix.old.key);
         if ix.unique {
             let _ = writeln!(out, "local drop_{n} = was_{n} and redis.call('GET', KEYS[{old_key}]) == id");
+        } else if ix.sorted.is_some() {
+            let _ = writeln!(out, "if was_{n} then redis.call('ZSCORE', KEYS[{old_key}], id) end");
         } else {
             let _ = writeln!(out, "if was_{n} then redis.call('SISMEMBER', KEYS[{old_key}], id) end");
         }
@@ -88,6 +90,8 @@ if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
         let (n, old_key) = (i + 1, ix.old.key);
         if ix.unique {
             let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
+        } else if ix.sorted.is_some() {
+            let _ = writeln!(out, "if was_{n} then redis.call('ZREM', KEYS[{old_key}], id) end");
         } else {
             let _ = writeln!(out, "if was_{n} then redis.call('SREM', KEYS[{old_key}], id) end");
         }

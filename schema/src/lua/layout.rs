@@ -42,6 +42,9 @@ pub struct IndexSlots {
     pub name: String,
     /// Unique (string key -> id) or group (set of ids).
     pub unique: bool,
+    /// A sorted index (a sorted set scored by its last field), with its
+    /// bound when it keeps only the highest scores.
+    pub sorted: Option<Option<u64>>,
     /// Hash fields holding the index values, in placeholder order.
     pub fields: Vec<IndexField>,
     /// The entry as the caller read it (old key, old flag and values).
@@ -132,7 +135,8 @@ pub struct DeleteLayout {
 
 /// The hash fields of one index: its field and method placeholders, in
 /// template order (the order the generated index entries use), then for a
-/// conditional group its membership marker (the index name).
+/// conditional group its membership marker, for a sorted index its score
+/// (both in the field named after the index).
 pub fn index_fields(ix: &IndexSpec<'_>) -> Vec<String> {
     let Ok(t) = KeyTemplate::parse(ix.key) else { return Vec::new() };
     let mut fields: Vec<String> = t
@@ -140,7 +144,7 @@ pub fn index_fields(ix: &IndexSpec<'_>) -> Vec<String> {
         .filter(|p| matches!(ix.binding(p).map(|b| b.source), Some(Source::Field(_) | Source::Method(_))))
         .map(str::to_owned)
         .collect();
-    if ix.when.is_some() {
+    if ix.when.is_some() || ix.score.is_some() {
         fields.push(ix.name.to_owned());
     }
     fields
@@ -209,14 +213,14 @@ impl Positions {
     }
 
     /// Every index with its fields (unique first, then groups).
-    fn indexes<'a>(&mut self, spec: &DocumentSpec<'a>) -> Vec<(&'a str, bool, Vec<IndexField>)> {
+    fn indexes<'a>(&mut self, spec: &DocumentSpec<'a>) -> Vec<(&'a str, bool, Option<Option<u64>>, Vec<IndexField>)> {
         let all = spec.unique.iter().map(|x| (x, true)).chain(spec.groups.iter().map(|x| (x, false)));
         all.map(|(ix, unique)| {
             let fields = index_fields(ix)
                 .into_iter()
                 .map(|name| IndexField { at: intern(&mut self.fields, name.clone()), name })
                 .collect();
-            (ix.name, unique, fields)
+            (ix.name, unique, ix.score.map(|_| ix.max), fields)
         })
         .collect()
     }
@@ -231,7 +235,7 @@ impl PutLayout {
         let indexes = p
             .indexes(spec)
             .into_iter()
-            .map(|(name, unique, fields)| {
+            .map(|(name, unique, sorted, fields)| {
                 let (new_key, old_key) = (p.key(), p.key());
                 let new_flag = p.entry_args(fields.len());
                 let old_flag = p.entry_args(fields.len());
@@ -239,6 +243,7 @@ impl PutLayout {
                     index: IndexSlots {
                         name: name.to_owned(),
                         unique,
+                        sorted,
                         fields,
                         old: EntrySlots { key: old_key, flag: old_flag },
                     },
@@ -273,10 +278,10 @@ impl DeleteLayout {
         let indexes = p
             .indexes(spec)
             .into_iter()
-            .map(|(name, unique, fields)| {
+            .map(|(name, unique, sorted, fields)| {
                 let key = p.key();
                 let flag = p.entry_args(fields.len());
-                IndexSlots { name: name.to_owned(), unique, fields, old: EntrySlots { key, flag } }
+                IndexSlots { name: name.to_owned(), unique, sorted, fields, old: EntrySlots { key, flag } }
             })
             .collect();
         let (tomb_key, tomb_ttl) = (p.key(), p.arg());

@@ -136,6 +136,11 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
             );
             let _ =
                 writeln!(out, "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{old_key}]) == id");
+        } else if ix.index.sorted.is_some() {
+            // A sorted entry is written again when its score changes, so
+            // its new key is checked even when it stays.
+            let _ = writeln!(out, "if new_{n} then redis.call('ZSCORE', KEYS[{new_key}], id) end");
+            let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('ZSCORE', KEYS[{old_key}], id) end");
         } else if Some(i) == lead(&l) {
             // This entry moves as the first write (one SMOVE, whose failure
             // on a wrong type writes nothing); the change entry follows and
@@ -165,7 +170,7 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
 /// The group index whose entry move is the first write, if any: the first
 /// group index. Its old and new sets are checked by the move itself.
 fn lead(l: &PutLayout) -> Option<usize> {
-    l.indexes.iter().position(|ix| !ix.index.unique)
+    l.indexes.iter().position(|ix| !ix.index.unique && ix.index.sorted.is_none())
 }
 
 /// The move of the lead group entry: SMOVE when it changes sets (SADD when
@@ -249,6 +254,26 @@ if not exists then change = 'created' end
         let n = i + 1;
         let (new_key, old_key) = (ix.new.key, ix.index.old.key);
         if Some(i) == lead(l) {
+            continue;
+        }
+        if let Some(max) = ix.index.sorted {
+            // The score is the index's last field: its stored value and its
+            // new one (the same text as the ZADD score).
+            let k = ix.index.fields.len() - 1;
+            let (stored, score) = (slots.field(ix.index.fields[k].at), ix.new.value(k));
+            let _ = writeln!(out, "if was_{n} and not keep_{n} then redis.call('ZREM', KEYS[{old_key}], id) end");
+            let _ = writeln!(
+                out,
+                "if new_{n} and (not keep_{n} or cur[{stored}] ~= ARGV[{score}]) then\n  redis.call('ZADD', KEYS[{new_key}], ARGV[{score}], id)"
+            );
+            if let Some(max) = max {
+                // Bounded: keep the `max` highest scores.
+                let _ = writeln!(
+                    out,
+                    "  local over = redis.call('ZCARD', KEYS[{new_key}]) - {max}\n  if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[{new_key}], 0, over - 1) end"
+                );
+            }
+            out.push_str("end\n");
             continue;
         }
         if ix.index.unique {

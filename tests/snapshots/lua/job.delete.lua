@@ -5,7 +5,9 @@
 -- KEYS[4] list `job:list:{scope}` (sorted set)
 -- KEYS[5] group `by_status`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[6] group `running`: old key as the caller read it (KEYS[1] when not indexed)
--- KEYS[7] tombstone `tomb:{kind}:{id}`
+-- KEYS[7] group `due`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[8] group `recent`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[9] tombstone `tomb:{kind}:{id}`
 -- ARGV[1] expected version: `any` or the version number
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
@@ -15,7 +17,9 @@
 -- ARGV[7] change stream approximate max length
 -- ARGV[8] `by_status`: `1` if the caller read an indexed document, else `0`; then the values read of: status
 -- ARGV[10] `running`: `1` if the caller read an indexed document, else `0`; then the values read of: running
--- ARGV[12] how long the tombstone is kept, in milliseconds
+-- ARGV[12] `due`: `1` if the caller read an indexed document, else `0`; then the values read of: due
+-- ARGV[14] `recent`: `1` if the caller read an indexed document, else `0`; then the values read of: recent
+-- ARGV[16] how long the tombstone is kept, in milliseconds
 -- Returns:
 --   {1, version}          deleted; `version` was the last version
 --   {0, current}          the expected version does not match
@@ -29,7 +33,7 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'status', 'running')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'status', 'running', 'due', 'recent')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -58,7 +62,7 @@ end
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
-local tomb = redis.call('GET', KEYS[7])
+local tomb = redis.call('GET', KEYS[9])
 local tomb_v, tomb_op, tomb_ops
 if tomb then
   local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
@@ -80,16 +84,28 @@ if was_1 and (cur[5] ~= ARGV[9]) then return {5} end
 local was_2 = exists and cur[6] ~= false
 if was_2 ~= (ARGV[10] == '1') then return {5} end
 if was_2 and (cur[6] ~= ARGV[11]) then return {5} end
+-- index 3: group `due`
+local was_3 = exists and cur[7] ~= false
+if was_3 ~= (ARGV[12] == '1') then return {5} end
+if was_3 and (cur[7] ~= ARGV[13]) then return {5} end
+-- index 4: group `recent`
+local was_4 = exists and cur[8] ~= false
+if was_4 ~= (ARGV[14] == '1') then return {5} end
+if was_4 and (cur[8] ~= ARGV[15]) then return {5} end
 -- validation reads (a wrong type aborts here, before any write)
 if was_1 then redis.call('SISMEMBER', KEYS[5], id) end
 if was_2 then redis.call('SISMEMBER', KEYS[6], id) end
+if was_3 then redis.call('ZSCORE', KEYS[7], id) end
+if was_4 then redis.call('ZSCORE', KEYS[8], id) end
 redis.call('ZSCORE', KEYS[4], id)
 -- writes
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])
 if was_1 then redis.call('SREM', KEYS[5], id) end
 if was_2 then redis.call('SREM', KEYS[6], id) end
+if was_3 then redis.call('ZREM', KEYS[7], id) end
+if was_4 then redis.call('ZREM', KEYS[8], id) end
 redis.call('ZREM', KEYS[4], id)
 redis.call('DEL', doc_key)
-redis.call('SET', KEYS[7], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[12])
+redis.call('SET', KEYS[9], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[16])
 redis.call('PUBLISH', ARGV[6], scope)
 return {1, v}

@@ -7,7 +7,11 @@
 -- KEYS[6] group `by_status`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[7] group `running` `job:running:{scope}`: new key (KEYS[1] when not indexed)
 -- KEYS[8] group `running`: old key as the caller read it (KEYS[1] when not indexed)
--- KEYS[9] tombstone `tomb:{kind}:{id}`, read when the document is missing
+-- KEYS[9] group `due` `job:due:{scope}`: new key (KEYS[1] when not indexed)
+-- KEYS[10] group `due`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[11] group `recent` `job:recent:{scope}`: new key (KEYS[1] when not indexed)
+-- KEYS[12] group `recent`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[13] tombstone `tomb:{kind}:{id}`, read when the document is missing
 -- ARGV[1] expected version: `create`, `any` or the version number
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
@@ -21,7 +25,11 @@
 -- ARGV[12] `by_status`: `1` if the caller read an indexed document, else `0`; then the values read of: status
 -- ARGV[14] `running`: `1` if the new document is indexed, else `0`; then new values of: running
 -- ARGV[16] `running`: `1` if the caller read an indexed document, else `0`; then the values read of: running
--- ARGV[18] how many operation ids `ops` keeps (1 to 64)
+-- ARGV[18] `due`: `1` if the new document is indexed, else `0`; then new values of: due
+-- ARGV[20] `due`: `1` if the caller read an indexed document, else `0`; then the values read of: due
+-- ARGV[22] `recent`: `1` if the new document is indexed, else `0`; then new values of: recent
+-- ARGV[24] `recent`: `1` if the caller read an indexed document, else `0`; then the values read of: recent
+-- ARGV[26] how many operation ids `ops` keeps (1 to 64)
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -38,7 +46,7 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'status', 'running')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'status', 'running', 'due', 'recent')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -64,7 +72,7 @@ if exists then
 elseif redis.call('EXISTS', doc_key) == 1 then
   return {6, 'v'}
 end
-local keep = ARGV[18] * 12
+local keep = ARGV[26] * 12
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
@@ -72,7 +80,7 @@ local at = string.find(ops, op, 1, true)
 while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
 if at then return {7, v - (#ops - at + 1) / 12 + 1} end
 if not exists then
-  local tomb = redis.call('GET', KEYS[9])
+  local tomb = redis.call('GET', KEYS[13])
   local tomb_v, tomb_op, tomb_ops
   if tomb then
     local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
@@ -109,10 +117,26 @@ if was_2 ~= (ARGV[16] == '1') then return {5} end
 if was_2 and (cur[7] ~= ARGV[17]) then return {5} end
 local new_2 = ARGV[14] == '1'
 local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
+-- index 3: group `due`
+local was_3 = exists and cur[8] ~= false
+if was_3 ~= (ARGV[20] == '1') then return {5} end
+if was_3 and (cur[8] ~= ARGV[21]) then return {5} end
+local new_3 = ARGV[18] == '1'
+local keep_3 = was_3 and new_3 and KEYS[9] == KEYS[10]
+-- index 4: group `recent`
+local was_4 = exists and cur[9] ~= false
+if was_4 ~= (ARGV[24] == '1') then return {5} end
+if was_4 and (cur[9] ~= ARGV[25]) then return {5} end
+local new_4 = ARGV[22] == '1'
+local keep_4 = was_4 and new_4 and KEYS[11] == KEYS[12]
 -- validation reads (a wrong type aborts here, before any write)
 local lead = not keep_1 and (was_1 or new_1)
 if new_2 and not keep_2 then redis.call('SISMEMBER', KEYS[7], id) end
 if was_2 and not keep_2 then redis.call('SISMEMBER', KEYS[8], id) end
+if new_3 then redis.call('ZSCORE', KEYS[9], id) end
+if was_3 and not keep_3 then redis.call('ZSCORE', KEYS[10], id) end
+if new_4 then redis.call('ZSCORE', KEYS[11], id) end
+if was_4 and not keep_4 then redis.call('ZSCORE', KEYS[12], id) end
 local list_same = exists and cur[4] == ARGV[9]
 if not list_same then redis.call('ZSCORE', KEYS[4], id) end
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
@@ -146,11 +170,21 @@ if type(added) == 'table' and added.err then
 end
 if was_2 and not keep_2 then redis.call('SREM', KEYS[8], id) end
 if new_2 and not keep_2 then redis.call('SADD', KEYS[7], id) end
+if was_3 and not keep_3 then redis.call('ZREM', KEYS[10], id) end
+if new_3 and (not keep_3 or cur[8] ~= ARGV[19]) then
+  redis.call('ZADD', KEYS[9], ARGV[19], id)
+end
+if was_4 and not keep_4 then redis.call('ZREM', KEYS[12], id) end
+if new_4 and (not keep_4 or cur[9] ~= ARGV[23]) then
+  redis.call('ZADD', KEYS[11], ARGV[23], id)
+  local over = redis.call('ZCARD', KEYS[11]) - 3
+  if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, over - 1) end
+end
 if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
-if new_1 and new_2 then
-  redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9], 'status', ARGV[11], 'running', ARGV[15])
+if new_1 and new_2 and new_3 and new_4 then
+  redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9], 'status', ARGV[11], 'running', ARGV[15], 'due', ARGV[19], 'recent', ARGV[23])
 else
   local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
   if not exists then
@@ -179,6 +213,24 @@ else
   elseif cur[7] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'running'
+  end
+  if new_3 then
+    if cur[8] ~= ARGV[19] then
+      h[#h + 1] = 'due'
+      h[#h + 1] = ARGV[19]
+    end
+  elseif cur[8] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'due'
+  end
+  if new_4 then
+    if cur[9] ~= ARGV[23] then
+      h[#h + 1] = 'recent'
+      h[#h + 1] = ARGV[23]
+    end
+  elseif cur[9] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'recent'
   end
   if drop then redis.call('HDEL', doc_key, unpack(drop)) end
   redis.call('HSET', doc_key, unpack(h))

@@ -87,7 +87,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                                 None => Repair::SetAdd { key, id },
                             },
                             Family::Unique(_) => Repair::UniqueClaim { key, id },
-                            Family::Group(_) => Repair::SetAdd { key, id },
+                            Family::Group(n) => match group_score::<D>(entries, n) {
+                                Some(score) => Repair::SortedAdd { key, id, score },
+                                None => Repair::SetAdd { key, id },
+                            },
                         });
                     }
                     continue;
@@ -104,7 +107,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 (Some(Family::List), DiffKind::WrongScore { expected, .. }) => {
                     Repair::SortedAdd { key, id, score: *expected }
                 }
-                (Some(Family::Group(_)), DiffKind::Missing) => Repair::SetAdd { key, id },
+                (Some(Family::Group(n)), DiffKind::Missing) => {
+                    match by_id.get(id.as_str()).and_then(|e| group_score::<D>(e, n)) {
+                        Some(score) => Repair::SortedAdd { key, id, score },
+                        None => Repair::SetAdd { key, id },
+                    }
+                }
+                (Some(Family::Group(_)), DiffKind::WrongScore { expected, .. }) => {
+                    Repair::SortedAdd { key, id, score: *expected }
+                }
+                (Some(Family::Group(n)), DiffKind::Orphan | DiffKind::WrongGroup { .. })
+                    if D::SPEC.groups[n].score.is_some() =>
+                {
+                    Repair::SortedRemove { key, id }
+                }
                 (Some(Family::Unique(_)), DiffKind::Missing) => Repair::UniqueClaim { key, id },
                 (Some(Family::Unique(n)), DiffKind::WrongId { found }) => {
                     conflicts.push((n, &diff.key, found));
@@ -229,4 +245,12 @@ fn repair_key(r: &Repair) -> &str {
         | Repair::UniqueRelease { key, .. }
         | Repair::Delete { key } => key,
     }
+}
+
+/// The score of a document's entry in sorted group index `n` (its last
+/// field), `None` for a plain group or no entry.
+pub(super) fn group_score<D: Document>(entries: &IndexEntries, n: usize) -> Option<f64> {
+    D::SPEC.groups.get(n)?.score?;
+    let e = entries.groups.get(n)?.as_ref()?;
+    e.fields.last()?.1.parse().ok()
 }

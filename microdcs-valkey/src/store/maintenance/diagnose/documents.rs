@@ -190,6 +190,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     continue;
                 }
                 Family::List if self.plan.sorted_list => "ZMSCORE",
+                Family::Group(n) if D::SPEC.groups[*n].score.is_some() => "ZMSCORE",
                 Family::List | Family::Group(_) => "SMISMEMBER",
             };
             let slot = *at.entry(key).or_insert_with(|| {
@@ -367,6 +368,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                             pass.wrong_id_keys.insert(e.key.clone());
                             DiffKind::WrongId { found: holder }
                         })
+                    }
+                };
+                kind.map(|k| (e.key.as_str(), k))
+            }
+            Family::Group(n) if D::SPEC.groups[n].score.is_some() => {
+                let e = entries.groups[n].as_ref().expect("checked");
+                let expected = super::super::repair::group_score::<D>(entries, n).unwrap_or(f64::NAN);
+                let kind = match as_f64(answer) {
+                    // A bounded index evicts its lowest scores: an entry
+                    // missing there is not a difference.
+                    None if D::SPEC.groups[n].max.is_some() => None,
+                    None => Some(DiffKind::Missing),
+                    Some(found) => {
+                        pass.shortcuts.present(&e.key);
+                        (found != expected).then_some(DiffKind::WrongScore { expected, found })
                     }
                 };
                 kind.map(|k| (e.key.as_str(), k))

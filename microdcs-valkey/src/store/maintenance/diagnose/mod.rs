@@ -62,6 +62,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     fn family_type(&self, family: Family) -> &'static str {
         match family {
             Family::List if self.plan.sorted_list => "zset",
+            Family::Group(n) if D::SPEC.groups[n].score.is_some() => "zset",
             Family::List | Family::Group(_) => "set",
             Family::Unique(_) => "string",
         }
