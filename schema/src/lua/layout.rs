@@ -172,6 +172,10 @@ fn intern(all: &mut Vec<String>, f: String) -> usize {
     }
 }
 
+/// One index as the layout needs it: name, unique or not, sorted (with its
+/// bound) or not, and its fields.
+type IndexShape<'a> = (&'a str, bool, Option<Option<u64>>, Vec<IndexField>);
+
 /// Hands out KEYS and ARGV positions in order.
 #[derive(Default)]
 struct Positions {
@@ -213,7 +217,7 @@ impl Positions {
     }
 
     /// Every index with its fields (unique first, then groups).
-    fn indexes<'a>(&mut self, spec: &DocumentSpec<'a>) -> Vec<(&'a str, bool, Option<Option<u64>>, Vec<IndexField>)> {
+    fn indexes<'a>(&mut self, spec: &DocumentSpec<'a>) -> Vec<IndexShape<'a>> {
         let all = spec.unique.iter().map(|x| (x, true)).chain(spec.groups.iter().map(|x| (x, false)));
         all.map(|(ix, unique)| {
             let fields = index_fields(ix)
