@@ -269,7 +269,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<(String, f64)>> {
-        if !D::SPEC.groups.get(query.index()).is_some_and(|g| g.score.is_some()) {
+        if D::SPEC.groups.get(query.index()).is_none_or(|g| g.score.is_none()) {
             return Err(Error::InvalidArgument(format!(
                 "index {} of {} is not a sorted index",
                 query.index(),
