@@ -28,12 +28,13 @@ pub(crate) struct KeyspaceInput {
     families: Vec<Family>,
 }
 
-const TYPES: &[&str] = &["string", "counter", "hash", "set", "zset", "stream", "channel"];
+const TYPES: &[&str] = &["string", "counter", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
 
 fn key_type(name: &str) -> Option<KeyType> {
     Some(match name {
         "string" | "counter" => KeyType::String,
-        "hash" => KeyType::Hash,
+        "hash" | "rate_limit" => KeyType::Hash,
+        "list" => KeyType::List,
         "set" => KeyType::Set,
         "zset" => KeyType::SortedSet,
         "stream" => KeyType::Stream,
@@ -147,6 +148,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             KeyType::Set => quote!(Set),
             KeyType::SortedSet => quote!(SortedSet),
             KeyType::Stream => quote!(Stream),
+            KeyType::List => quote!(List),
             KeyType::Channel => quote!(Channel),
         };
         quote!(#p::FamilySpec { name: #n, key: #k, key_type: #p::KeyType::#t })
@@ -224,6 +226,8 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
     let p = quote!(::microdcs_valkey::__private);
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
         ("counter", _) => quote!(::microdcs_valkey::CounterKey),
+        ("rate_limit", _) => quote!(::microdcs_valkey::RateLimitKey),
+        (_, Some(KeyType::List)) => quote!(::microdcs_valkey::ListKey),
         (_, Some(KeyType::String)) => quote!(::microdcs_valkey::ValueKey),
         (_, Some(KeyType::Hash)) => quote!(::microdcs_valkey::HashKey),
         (_, Some(KeyType::Set)) => quote!(::microdcs_valkey::SetKey),

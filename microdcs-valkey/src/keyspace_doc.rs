@@ -124,6 +124,7 @@ fn declared(f: &Family<'_>) -> (String, String, String) {
             KeyType::Set => ("members", "`SetKey`"),
             KeyType::SortedSet => ("members with scores", "`SortedSetKey`"),
             KeyType::Stream => ("entries", "`Streams`"),
+            KeyType::List => ("values, newest first", "`ListKey`"),
             KeyType::Channel => ("messages", "`ChannelKey`"),
         };
         s(content, "as written", &format!("the application, through {handle}"))

@@ -65,7 +65,10 @@ pub use store::{
     Report, Store, Stored, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
-pub use typed::{ChannelKey, CounterKey, HashEntries, HashKey, Scored, SetKey, SortedSetKey, ValueKey};
+pub use typed::{
+    ChannelKey, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey, SortedSetKey,
+    Subscription, ValueKey,
+};
 
 #[doc(hidden)]
 pub mod __private {

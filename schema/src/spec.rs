@@ -17,6 +17,8 @@ pub enum KeyType {
     SortedSet,
     /// A stream.
     Stream,
+    /// A list.
+    List,
     /// A pub/sub channel (not a key: checked only against other channels).
     Channel,
 }
@@ -30,6 +32,7 @@ impl KeyType {
             KeyType::Set => "set",
             KeyType::SortedSet => "zset",
             KeyType::Stream => "stream",
+            KeyType::List => "list",
             KeyType::Channel => "channel",
         }
     }

@@ -76,5 +76,11 @@ impl Job {
 
 microdcs_valkey::keyspace! {
     /// Document shapes beside the plant keyspace.
-    pub Extras { documents: [Session, Idempotency, Job] }
+    pub Extras {
+        documents: [Session, Idempotency, Job],
+        // Families the plant does not use.
+        overflow: list("cdc:overflow:{scope}"),
+        logins: rate_limit("rl:login:{scope}:{who}"),
+        revocations: channel("revoke:{scope}"),
+    }
 }

@@ -107,6 +107,19 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = due.range_by_rank(0, -1, true).await?;
     let _ = due.remove("j-1").await?;
     let _ = Plant::nudge(&plant, "flow")?.publish("s1").await?;
+    let extras = crate::fixtures::Extras::open(valkey.clone());
+    let overflow = crate::fixtures::Extras::overflow(&extras, "s1")?;
+    let _ = overflow.push_bounded("e-1", 10).await?;
+    let _ = overflow.range(0, -1).await?;
+    let _ = overflow.len().await?;
+    let logins = crate::fixtures::Extras::logins(&extras, "s1", "ada")?;
+    let _ = logins.attempt(5, Duration::from_secs(60)).await?;
+    let _ = logins.fail(Duration::from_millis(100), Duration::from_secs(10)).await?;
+    logins.succeed().await?;
+    let revocations = crate::fixtures::Extras::revocations(&extras, "s1")?;
+    let mut sub = revocations.subscribe().await?;
+    let _ = revocations.publish("session-1").await?;
+    assert_eq!(sub.next(Duration::from_secs(5)).await.as_deref(), Some("session-1"));
 
     // Streams.
     let streams = Streams::new(valkey.clone());

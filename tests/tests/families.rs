@@ -207,3 +207,81 @@ async fn channel_family() {
     let msg = tokio::time::timeout(Duration::from_secs(2), sub.on_message().next()).await.expect("within 2 s");
     assert_eq!(msg.expect("subscribed").get_payload::<String>().unwrap(), "s1");
 }
+
+#[tokio::test]
+async fn list_family() {
+    use microdcs_tests::fixtures::Extras;
+    let e = env("fam-list").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let overflow = Extras::overflow(&extras, "s1").unwrap();
+    for i in 0..10 {
+        overflow.push_bounded(&format!("e-{i}"), 4).await.unwrap();
+    }
+    assert_eq!(overflow.len().await.unwrap(), 4, "bounded by the same script");
+    assert_eq!(overflow.range(0, -1).await.unwrap(), ["e-9", "e-8", "e-7", "e-6"], "newest first");
+    assert_eq!(overflow.range(0, 0).await.unwrap(), ["e-9"]);
+    assert!(matches!(overflow.push_bounded("x", 0).await, Err(Error::InvalidArgument(_))));
+    let other = Extras::overflow(&extras, "s2").unwrap();
+    let mut raw = e.raw.clone();
+    let _: () = raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.push_bounded("x", 3).await, Err(Error::WrongType { .. })));
+    let still: String = raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk", "nothing written");
+}
+
+#[tokio::test]
+async fn rate_limit_family() {
+    use microdcs_tests::fixtures::Extras;
+    use microdcs_valkey::RateDecision;
+    let e = env("fam-rate").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let logins = Extras::logins(&extras, "s1", "ada").unwrap();
+    let window = Duration::from_millis(400);
+    for left in [2, 1, 0] {
+        assert_eq!(logins.attempt(3, window).await.unwrap(), RateDecision::Allowed { remaining: left });
+    }
+    match logins.attempt(3, window).await.unwrap() {
+        RateDecision::Limited { retry_after } => assert!(retry_after <= window, "{retry_after:?}"),
+        other => panic!("the fourth attempt in the window: {other:?}"),
+    }
+    tokio::time::sleep(window + Duration::from_millis(50)).await;
+    assert_eq!(logins.attempt(3, window).await.unwrap(), RateDecision::Allowed { remaining: 2 }, "a new window");
+    // Failures block for a doubling time, up to the longest.
+    let (base, max) = (Duration::from_millis(100), Duration::from_millis(350));
+    assert_eq!(logins.fail(base, max).await.unwrap(), Duration::from_millis(100));
+    assert_eq!(logins.fail(base, max).await.unwrap(), Duration::from_millis(200));
+    assert_eq!(logins.fail(base, max).await.unwrap(), Duration::from_millis(350));
+    assert!(matches!(logins.attempt(100, window).await.unwrap(), RateDecision::Limited { .. }), "blocked");
+    logins.succeed().await.unwrap();
+    assert!(matches!(logins.attempt(100, window).await.unwrap(), RateDecision::Allowed { .. }), "unblocked");
+    assert_eq!(logins.fail(base, max).await.unwrap(), base, "failures counted afresh");
+    // Damaged state: corrupt, nothing changed.
+    let other = Extras::logins(&extras, "s1", "bob").unwrap();
+    let mut raw = e.raw.clone();
+    let _: () = raw.hset(other.key(), "n", "lots").await.unwrap();
+    assert!(matches!(other.attempt(3, window).await, Err(Error::Corrupt { .. })));
+    let n: String = raw.hget(other.key(), "n").await.unwrap();
+    assert_eq!(n, "lots");
+    assert!(matches!(logins.attempt(0, window).await, Err(Error::InvalidArgument(_))));
+}
+
+#[tokio::test]
+async fn channel_subscription() {
+    use microdcs_tests::fixtures::Extras;
+    let e = env("fam-sub").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let revocations = Extras::revocations(&extras, "s1").unwrap();
+    let mut sub = revocations.subscribe().await.unwrap();
+    let other = Extras::revocations(&extras, "s2").unwrap();
+    let _ = other.publish("not for s1").await.unwrap();
+    for i in 0..20 {
+        assert_eq!(revocations.publish(&format!("session-{i}")).await.unwrap(), 1);
+    }
+    for i in 0..20 {
+        assert_eq!(sub.next(Duration::from_secs(2)).await, Some(format!("session-{i}")), "in order");
+    }
+    assert_eq!(sub.next(Duration::from_millis(100)).await, None, "nothing from another channel");
+    drop(sub);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(revocations.publish("late").await.unwrap(), 0, "dropping ends the subscription");
+}

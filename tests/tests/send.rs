@@ -52,6 +52,15 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let _ = Plant::publisher_cursors(p).expect("compile-time only").entries(0, 10).await;
         let _ = Plant::sfc_due(p, "s1").expect("compile-time only").add_bounded("m", 1.0, 5).await;
         let _ = Plant::nudge(p, "jobresponse").expect("compile-time only").publish("s1").await;
+        use microdcs_tests::fixtures::Extras;
+        let x = Extras::open(p.valkey().clone());
+        let _ = Extras::overflow(&x, "s1").expect("compile-time only").push_bounded("v", 3).await;
+        let limit = Extras::logins(&x, "s1", "u").expect("compile-time only");
+        let _ = limit.attempt(3, Duration::from_secs(1)).await;
+        let _ = limit.fail(Duration::from_secs(1), Duration::from_secs(2)).await;
+        if let Ok(mut sub) = Extras::revocations(&x, "s1").expect("compile-time only").subscribe().await {
+            let _ = sub.next(Duration::from_secs(1)).await;
+        }
     });
     send(async move {
         let mut read = responses.get("r-1").await.ok().flatten().expect("compile-time only");

@@ -1,12 +1,50 @@
-//! A channel family (`revocations:{scope}`): publish to everyone subscribed.
+//! A channel family (`revoke:{scope}`): publish to everyone subscribed, and
+//! subscribe.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::mpsc;
 
 use super::Target;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::retry;
 
 /// One channel of a channel family.
 #[derive(Debug, Clone)]
 pub struct ChannelKey {
     pub(super) t: Target,
+}
+
+/// A subscription to one channel: its messages in order, on a RESP3
+/// connection of its own that subscribes again by itself after a reconnect
+/// (messages published while it was down are lost: pub/sub keeps nothing).
+/// Dropping it ends the subscription.
+pub struct Subscription {
+    channel: String,
+    rx: mpsc::UnboundedReceiver<String>,
+    // Held for its connection: dropping it closes the subscription.
+    _con: ConnectionManager,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("channel", &self.channel).finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    /// The channel name.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The next message, waiting at most `timeout`; `None` when none came
+    /// in that time.
+    pub async fn next(&mut self, timeout: Duration) -> Option<String> {
+        tokio::time::timeout(timeout, self.rx.recv()).await.ok().flatten()
+    }
 }
 
 impl ChannelKey {
@@ -20,8 +58,51 @@ impl ChannelKey {
     /// delivered, and a second attempt would deliver it twice.
     ///
     /// # Errors
-    /// Connection errors (`is_unknown_outcome()` after a lost answer).
+    /// Connection errors ([`Error::UnknownOutcome`] after a lost answer).
     pub async fn publish(&self, message: &str) -> Result<u64> {
         self.t.once(redis::cmd("PUBLISH").arg(&self.t.key).arg(message).clone()).await
+    }
+
+    /// Subscribes to the channel. Waits at most the connect timeout for the
+    /// connection and the response timeout for the subscription.
+    ///
+    /// # Errors
+    /// A handle made without a client (`Valkey::from_manager`: use
+    /// `Valkey::connect` or `connect_url`), connection errors.
+    pub async fn subscribe(&self) -> Result<Subscription> {
+        let valkey = &self.t.valkey;
+        let client = valkey.resp3_client().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url"
+                    .into(),
+            )
+        })?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let channel = self.t.key.clone();
+        let ours = channel.clone();
+        let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
+            if info.kind == PushKind::Message {
+                let text = |v: Option<&Value>| match v {
+                    Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                    Some(Value::SimpleString(s)) => Some(s.clone()),
+                    _ => None,
+                };
+                if text(info.data.first()).as_deref() == Some(ours.as_str())
+                    && let Some(message) = text(info.data.get(1))
+                {
+                    let _ = tx.send(message);
+                }
+            }
+            Ok(())
+        };
+        let config = valkey.manager_config().set_push_sender(sender).set_automatic_resubscription();
+        let timeout = config.connection_timeout().unwrap_or(crate::config::defaults::CONNECT_TIMEOUT);
+        let mut con = retry::bounded(timeout, ConnectionManager::new_with_config(client, config))
+            .await
+            .map_err(|e| Error::from_redis(e, &channel))?;
+        retry::bounded(valkey.response_timeout(), con.subscribe(&channel))
+            .await
+            .map_err(|e| Error::from_redis(e, &channel))?;
+        Ok(Subscription { channel, rx, _con: con })
     }
 }

@@ -28,12 +28,16 @@ use crate::retry;
 
 mod channel;
 mod hash;
+mod list;
+mod rate_limit;
 mod set;
 mod value;
 mod zset;
 
-pub use channel::ChannelKey;
+pub use channel::{ChannelKey, Subscription};
 pub use hash::{HashEntries, HashKey};
+pub use list::ListKey;
+pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
 pub use value::{CounterKey, ValueKey};
 pub use zset::{Scored, SortedSetKey};
@@ -120,4 +124,4 @@ macro_rules! from_key {
         }
     )*};
 }
-from_key!(SetKey, ValueKey, CounterKey, HashKey, SortedSetKey, ChannelKey);
+from_key!(SetKey, ValueKey, CounterKey, HashKey, SortedSetKey, ChannelKey, ListKey, RateLimitKey);

@@ -1,0 +1,76 @@
+//! A list family (`cdc:overflow:{scope}`): values pushed at the head, kept
+//! to a bound.
+
+use std::sync::LazyLock;
+
+use super::{Target, once_error};
+use crate::error::{Error, Result};
+use crate::retry::{self, LuaScript};
+
+/// One key of a list family.
+#[derive(Debug, Clone)]
+pub struct ListKey {
+    pub(super) t: Target,
+}
+
+impl ListKey {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.t.key
+    }
+
+    /// Pushes `value` at the head and keeps the `max` newest values (`LPUSH`
+    /// and `LTRIM` in one script); the length after. One attempt: a second
+    /// would push twice, so a lost answer is [`Error::UnknownOutcome`].
+    ///
+    /// # Errors
+    /// A `max` of 0, a key of another type, connection errors.
+    pub async fn push_bounded(&self, value: &str, max: u64) -> Result<u64> {
+        if max == 0 {
+            return Err(Error::InvalidArgument("a bounded list keeps at least one value".into()));
+        }
+        let max = max.min(i64::MAX as u64).to_string();
+        let call = PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes());
+        let v = retry::once(&self.t.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| once_error(e, &self.t.key))?;
+        retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+    }
+
+    /// Values `start..=stop` from the head (0 is the newest; negative
+    /// counts from the oldest), at most [`Page::MAX`](crate::Page::MAX).
+    ///
+    /// # Errors
+    /// A key of another type, values that are not UTF-8, connection errors.
+    pub async fn range(&self, start: i64, stop: i64) -> Result<Vec<String>> {
+        let max = crate::Page::MAX as i64;
+        let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
+            start.saturating_add(max - 1)
+        } else {
+            stop
+        };
+        self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(start).arg(stop).clone()).await
+    }
+
+    /// How many values (`LLEN`).
+    ///
+    /// # Errors
+    /// A key of another type, connection errors.
+    pub async fn len(&self) -> Result<u64> {
+        self.t.read(redis::cmd("LLEN").arg(&self.t.key).clone()).await
+    }
+}
+
+static PUSH_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH));
+
+const PUSH: &str = "\
+-- KEYS[1] the list. ARGV[1] the value; ARGV[2] how many values to keep.
+-- Returns the length after. A key of another type fails LPUSH before
+-- anything is written.
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+return redis.call('LLEN', KEYS[1])
+";

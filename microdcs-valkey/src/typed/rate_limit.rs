@@ -1,0 +1,148 @@
+//! A rate-limit family (`rl:{scope}:{who}`): a fixed window of attempts,
+//! and after repeated failures a block that doubles each time. One script
+//! per call, on the server's clock.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use super::{Target, once_error, ttl_ms};
+use crate::error::{Error, Result};
+use crate::retry::{self, LuaScript};
+
+/// One key of a rate-limit family (a hash: window start, count, failures,
+/// blocked-until).
+#[derive(Debug, Clone)]
+pub struct RateLimitKey {
+    pub(super) t: Target,
+}
+
+/// What a [`RateLimitKey::attempt`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateDecision {
+    /// Allowed; this many attempts are left in the window.
+    Allowed {
+        /// Attempts left.
+        remaining: u64,
+    },
+    /// Refused: the window is used up or a failure block holds.
+    Limited {
+        /// When to try again.
+        retry_after: Duration,
+    },
+}
+
+impl RateLimitKey {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.t.key
+    }
+
+    /// Counts one attempt against at most `limit` per `window`, unless a
+    /// failure block holds. One attempt: a second would count twice, so a
+    /// lost answer is [`Error::UnknownOutcome`].
+    ///
+    /// # Errors
+    /// A `limit` of 0 or a window outside 1 ms to 100 years, a stored
+    /// state that is not numbers ([`Error::Corrupt`], nothing changed), a
+    /// key of another type, connection errors.
+    pub async fn attempt(&self, limit: u64, window: Duration) -> Result<RateDecision> {
+        if limit == 0 {
+            return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
+        }
+        let window = ttl_ms(window)?;
+        let (status, value) = self.run("attempt", limit, window).await?;
+        Ok(if status == 1 {
+            RateDecision::Allowed { remaining: value }
+        } else {
+            RateDecision::Limited { retry_after: Duration::from_millis(value) }
+        })
+    }
+
+    /// Records a failure: blocks further attempts for `base` doubled for
+    /// each failure since the last success (`base`, 2 x `base`, 4 x ...),
+    /// at most `max`. Returns the block.
+    ///
+    /// # Errors
+    /// As [`RateLimitKey::attempt`]; a `base` or `max` outside 1 ms to 100 years.
+    pub async fn fail(&self, base: Duration, max: Duration) -> Result<Duration> {
+        let (base, max) = (ttl_ms(base)?, ttl_ms(max)?);
+        let (_, block) = self.run("fail", base, max).await?;
+        Ok(Duration::from_millis(block))
+    }
+
+    /// Records a success: failures and any block are forgotten.
+    ///
+    /// # Errors
+    /// As [`RateLimitKey::attempt`].
+    pub async fn succeed(&self) -> Result<()> {
+        self.run("succeed", 0, 0).await.map(|_| ())
+    }
+
+    async fn run(&self, mode: &str, a: u64, b: u64) -> Result<(i64, u64)> {
+        let (a, b) = (a.to_string(), b.to_string());
+        let call = RATE_SCRIPT.call().key(&self.t.key).arg(mode.as_bytes()).arg(a.as_bytes()).arg(b.as_bytes());
+        let v = retry::once(&self.t.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| once_error(e, &self.t.key))?;
+        let (status, value): (i64, i64) = retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))?;
+        if status < 0 {
+            return Err(Error::Corrupt {
+                key: self.t.key.clone(),
+                reason: "the rate-limit state is not whole numbers".into(),
+            });
+        }
+        Ok((status, u64::try_from(value).unwrap_or(0)))
+    }
+}
+
+static RATE_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(RATE));
+
+const RATE: &str = "\
+-- KEYS[1] the rate-limit hash: w window start (ms), n attempts in it,
+-- f failures since the last success, b blocked until (ms).
+-- ARGV[1] `attempt` (ARGV[2] limit, ARGV[3] window ms), `fail` (ARGV[2]
+-- base block ms, ARGV[3] longest block ms) or `succeed`.
+-- Returns {1, remaining} allowed, {0, retry after ms} limited, {1, block
+-- ms} after a failure, {-1, 0} corrupt state (nothing written). Time is
+-- the server's (TIME), so clients' clocks do not matter.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.call('HMGET', KEYS[1], 'w', 'n', 'f', 'b')
+for i = 1, 4 do
+  if s[i] and not string.find(s[i], '^%d+$') then return {-1, 0} end
+end
+local w, n, f, b = tonumber(s[1] or '0'), tonumber(s[2] or '0'), tonumber(s[3] or '0'), tonumber(s[4] or '0')
+local mode = ARGV[1]
+if mode == 'succeed' then
+  redis.call('HSET', KEYS[1], 'f', 0, 'b', 0)
+  return {1, 0}
+end
+local a, c = tonumber(ARGV[2]), tonumber(ARGV[3])
+if mode == 'fail' then
+  f = f + 1
+  local block = a
+  for _ = 2, math.min(f, 62) do
+    block = block * 2
+    if block >= c then break end
+  end
+  if block > c then block = c end
+  b = now + block
+  redis.call('HSET', KEYS[1], 'f', f, 'b', b)
+  redis.call('PEXPIRE', KEYS[1], math.max(block, redis.call('PTTL', KEYS[1])))
+  return {1, block}
+end
+if now < b then return {0, b - now} end
+if now >= w + c then
+  w = now
+  n = 0
+end
+if n >= a then return {0, w + c - now} end
+n = n + 1
+redis.call('HSET', KEYS[1], 'w', w, 'n', n)
+local keep = math.max(w + c - now, b - now, 1)
+if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
+return {1, a - n}
+";
