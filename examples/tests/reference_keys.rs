@@ -159,7 +159,15 @@ fn index_entries_follow_the_fields() {
 #[test]
 fn marked_id_field_and_plain_set_list() {
     let p = KeyPrefix::default();
-    let s = SfcState { job_id: "j-1".into(), scope: "s1".into(), step: "start".into() };
+    let s = SfcState {
+        job_id: "j-1".into(),
+        scope: "s1".into(),
+        step: "start".into(),
+        deadline: None,
+        running: false,
+        wait_type: None,
+        wait_start: None,
+    };
     assert_eq!(s.id(), "j-1");
     let e = s.index_entries(&p).unwrap();
     assert_eq!(e.key, "microdcs:sfc:state:j-1");

@@ -80,6 +80,7 @@ microdcs_valkey::keyspace! {
         documents: [Session, Idempotency, Job],
         // Families the plant does not use.
         overflow: list("cdc:overflow:{scope}"),
+        canary_runs: zset("canary:runs:{scope}:{kind}"),
         logins: rate_limit("rl:login:{scope}:{who}"),
         revocations: channel("revoke:{scope}"),
     }

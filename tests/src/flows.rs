@@ -97,7 +97,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = cursors.count().await?;
     let _ = cursors.entries(0, 10).await?;
     let _ = cursors.delete("s1").await?;
-    let due = Plant::sfc_due(&plant, "s1")?;
+    let due = crate::fixtures::Extras::canary_runs(&crate::fixtures::Extras::open(valkey.clone()), "s1", "web")?;
     let _ = due.add("j-1", 1.0).await?;
     let _ = due.add_bounded("j-2", 2.0, 10).await?;
     let _ = due.add_bounded("j-3", 3.0, 2).await?;

@@ -166,7 +166,8 @@ async fn hash_family() {
 #[tokio::test]
 async fn sorted_set_family() {
     let e = env("fam-zset").await;
-    let due = Plant::sfc_due(&e.plant, "s1").unwrap();
+    let extras = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());
+    let due = microdcs_tests::fixtures::Extras::canary_runs(&extras, "s1", "due").unwrap();
     for (m, s) in [("j-1", 30.0), ("j-2", 10.0), ("j-3", 20.0), ("j-4", 40.0)] {
         assert!(due.add(m, s).await.unwrap());
     }
@@ -184,7 +185,7 @@ async fn sorted_set_family() {
     assert!(matches!(due.add("j-5", f64::NAN).await, Err(Error::InvalidArgument(_))));
     assert!(matches!(due.range_by_score(f64::NAN, 1.0, false, 1).await, Err(Error::InvalidArgument(_))));
     // Bounded: keeps the `max` highest scores, trimmed in the same script.
-    let runs = Plant::sfc_waits(&e.plant, "s1", "canary").unwrap();
+    let runs = microdcs_tests::fixtures::Extras::canary_runs(&extras, "s1", "canary").unwrap();
     for i in 0..10 {
         runs.add_bounded(&format!("r-{i}"), f64::from(i), 4).await.unwrap();
     }

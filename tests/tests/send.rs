@@ -50,7 +50,8 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let _ = Plant::job_acceptance(p, "s1").expect("compile-time only").set_if_absent("1", None).await;
         let _ = Plant::pubseq(p, "s1").expect("compile-time only").increment(1).await;
         let _ = Plant::publisher_cursors(p).expect("compile-time only").entries(0, 10).await;
-        let _ = Plant::sfc_due(p, "s1").expect("compile-time only").add_bounded("m", 1.0, 5).await;
+        let runs = Extras::open(p.valkey().clone());
+        let _ = Extras::canary_runs(&runs, "s1", "web").expect("compile-time only").add_bounded("m", 1.0, 5).await;
         let _ = Plant::nudge(p, "jobresponse").expect("compile-time only").publish("s1").await;
         use microdcs_tests::fixtures::Extras;
         let x = Extras::open(p.valkey().clone());

@@ -85,9 +85,18 @@ pub struct WorkMaster {
     pub name: String,
 }
 
-/// The state of one SFC execution, keyed by job id.
+/// The state of one SFC execution, keyed by job id. Its indexes are the
+/// engine's: `due` by the next deadline (none: not due), `active` while the
+/// job runs, `waits` by the start of the wait of each wait type; every write
+/// of the state keeps all three, in the same script.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-#[microdcs(kind = "sfc", key = "sfc:state:{id}")]
+#[microdcs(
+    kind = "sfc",
+    key = "sfc:state:{id}",
+    sorted(key = "sfc:due:{scope}", score = deadline, name = "due"),
+    member(key = "sfc:active:{scope}", when = running, name = "active"),
+    sorted(key = "sfc:waits:{scope}:{type_id}", type_id = wait_type, score = wait_start, name = "waits"),
+)]
 pub struct SfcState {
     /// The job id.
     #[microdcs(id)]
@@ -96,6 +105,18 @@ pub struct SfcState {
     pub scope: String,
     /// Current step.
     pub step: String,
+    /// The next deadline, Unix ms (`None`: no timer).
+    #[serde(default)]
+    pub deadline: Option<i64>,
+    /// Whether the job runs.
+    #[serde(default)]
+    pub running: bool,
+    /// The wait type the job waits on (`None`: not waiting).
+    #[serde(default)]
+    pub wait_type: Option<String>,
+    /// When the wait started, Unix ms.
+    #[serde(default)]
+    pub wait_start: Option<i64>,
 }
 
 keyspace! {
@@ -111,10 +132,7 @@ keyspace! {
         pubseq: counter("pubseq:{scope}"),
         publisher_cursors: hash("publisher:cursors"),
         sfc_work: stream("sfc:work:{scope}"),
-        sfc_active: set("sfc:active:{scope}"),
-        sfc_due: zset("sfc:due:{scope}"),
         sfc_heartbeat: string("sfc:heartbeat"),
-        sfc_waits: zset("sfc:waits:{scope}:{type_id}"),
         sfc_event: string("sfc:event:{scope}:{source}|{id}"),
         nudge: channel("nudge:{kind}"),
         // Ours, beyond the reference table: index layout fingerprints (verify/rebuild).
@@ -156,6 +174,9 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             ("WorkMaster", Role::Document, _) => WorkMaster::key(p, "wm-1")?,
             ("WorkMaster", Role::List, _) => WorkMaster::list_key(p, "s1")?,
             ("SfcState", Role::Document, _) => SfcState::key(p, "j-1")?,
+            ("SfcState", _, "due") => SfcState::due_key(p, "s1")?,
+            ("SfcState", _, "active") => SfcState::active_key(p, "s1")?,
+            ("SfcState", _, "waits") => SfcState::waits_key(p, "s1", "t-1")?,
             (_, _, "dedupe") => Plant::dedupe_key(p, "0123456789abcdef0123456789abcdef")?,
             (_, _, "start_lock") => Plant::start_lock_key(p, "cfg-1")?,
             (_, _, "reference") => Plant::reference_key(p, "equipment", "s1")?,
@@ -165,10 +186,7 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             (_, _, "pubseq") => Plant::pubseq_key(p, "s1")?,
             (_, _, "publisher_cursors") => Plant::publisher_cursors_key(p)?,
             (_, _, "sfc_work") => Plant::sfc_work_key(p, "s1")?,
-            (_, _, "sfc_active") => Plant::sfc_active_key(p, "s1")?,
-            (_, _, "sfc_due") => Plant::sfc_due_key(p, "s1")?,
             (_, _, "sfc_heartbeat") => Plant::sfc_heartbeat_key(p)?,
-            (_, _, "sfc_waits") => Plant::sfc_waits_key(p, "s1", "t-1")?,
             (_, _, "sfc_event") => Plant::sfc_event_key(p, "s1", "urn:line-1", "e-1")?,
             (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
             (_, _, "fingerprints") => Plant::fingerprints_key(p)?,

@@ -2,7 +2,10 @@
 -- KEYS[1] document hash `sfc:state:{id}`
 -- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
 -- KEYS[3] scope registry `scopes` (set)
--- KEYS[4] tombstone `tomb:{kind}:{id}`
+-- KEYS[4] group `due`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[5] group `active`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[6] group `waits`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[7] tombstone `tomb:{kind}:{id}`
 -- ARGV[1] expected version: `any` or the version number
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
@@ -10,7 +13,10 @@
 -- ARGV[5] kind (change entries)
 -- ARGV[6] nudge channel (PUBLISH scope)
 -- ARGV[7] change stream approximate max length
--- ARGV[8] how long the tombstone is kept, in milliseconds
+-- ARGV[8] `due`: `1` if the caller read an indexed document, else `0`; then the values read of: due
+-- ARGV[10] `active`: `1` if the caller read an indexed document, else `0`; then the values read of: active
+-- ARGV[12] `waits`: `1` if the caller read an indexed document, else `0`; then the values read of: type_id, waits
+-- ARGV[15] how long the tombstone is kept, in milliseconds
 -- Returns:
 --   {1, version}          deleted; `version` was the last version
 --   {0, current}          the expected version does not match
@@ -24,7 +30,7 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'due', 'active', 'type_id', 'waits')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -53,7 +59,7 @@ end
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
-local tomb = redis.call('GET', KEYS[4])
+local tomb = redis.call('GET', KEYS[7])
 local tomb_v, tomb_op, tomb_ops
 if tomb then
   local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
@@ -67,10 +73,28 @@ if tomb and tomb_op == op then return {7, tomb_v} end
 if not exists then return {2} end
 local expect = ARGV[1]
 if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
+-- index 1: group `due`
+local was_1 = exists and cur[5] ~= false
+if was_1 ~= (ARGV[8] == '1') then return {5} end
+if was_1 and (cur[5] ~= ARGV[9]) then return {5} end
+-- index 2: group `active`
+local was_2 = exists and cur[6] ~= false
+if was_2 ~= (ARGV[10] == '1') then return {5} end
+if was_2 and (cur[6] ~= ARGV[11]) then return {5} end
+-- index 3: group `waits`
+local was_3 = exists and cur[7] ~= false and cur[8] ~= false
+if was_3 ~= (ARGV[12] == '1') then return {5} end
+if was_3 and (cur[7] ~= ARGV[13] or cur[8] ~= ARGV[14]) then return {5} end
 -- validation reads (a wrong type aborts here, before any write)
+if was_1 then redis.call('ZSCORE', KEYS[4], id) end
+if was_2 then redis.call('SISMEMBER', KEYS[5], id) end
+if was_3 then redis.call('ZSCORE', KEYS[6], id) end
 -- writes
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])
+if was_1 then redis.call('ZREM', KEYS[4], id) end
+if was_2 then redis.call('SREM', KEYS[5], id) end
+if was_3 then redis.call('ZREM', KEYS[6], id) end
 redis.call('DEL', doc_key)
-redis.call('SET', KEYS[4], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[8])
+redis.call('SET', KEYS[7], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[15])
 redis.call('PUBLISH', ARGV[6], scope)
 return {1, v}
