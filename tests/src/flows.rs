@@ -88,6 +88,9 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = limit.get().await?;
     let _ = limit.ttl().await?;
     let _ = limit.delete().await?;
+    let beat = Plant::sfc_heartbeat(&plant)?;
+    let _ = beat.set_now(None).await?;
+    let _ = beat.age().await?;
     let seq = Plant::pubseq(&plant, "s1")?;
     let _ = seq.increment(1).await?;
     let _ = seq.get().await?;

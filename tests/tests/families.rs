@@ -286,3 +286,20 @@ async fn channel_subscription() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(revocations.publish("late").await.unwrap(), 0, "dropping ends the subscription");
 }
+
+#[tokio::test]
+async fn a_heartbeat_on_the_servers_clock() {
+    let mut e = env("fam-beat").await;
+    let beat = Plant::sfc_heartbeat(&e.plant).unwrap();
+    assert_eq!(beat.age().await.unwrap(), None, "never beaten");
+    let at = beat.set_now(Some(Duration::from_secs(60))).await.unwrap();
+    let (s, _us): (u64, u64) = redis::cmd("TIME").query_async(&mut e.raw).await.unwrap();
+    assert!(at / 1000 <= s && s - at / 1000 <= 2, "the server's clock: {at} vs {s}");
+    assert_eq!(beat.get().await.unwrap(), Some(at.to_string()));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let age = beat.age().await.unwrap().unwrap();
+    assert!(age >= Duration::from_millis(100) && age < Duration::from_secs(5), "{age:?}");
+    assert!(beat.ttl().await.unwrap().is_some());
+    beat.set("not a time", None).await.unwrap();
+    assert!(matches!(beat.age().await, Err(Error::Corrupt { .. })));
+}

@@ -83,6 +83,40 @@ impl ValueKey {
         Ok(matches!(v.value, redis::Value::Int(1)))
     }
 
+    /// Sets the value to the server's clock, in Unix milliseconds (`TIME`,
+    /// in the same script as the `SET`): a heartbeat that no client's clock
+    /// can skew. Returns the time written. Safe to repeat (a repeat writes
+    /// a later time).
+    ///
+    /// # Errors
+    /// As [`ValueKey::set`].
+    pub async fn set_now(&self, ttl: Option<Duration>) -> Result<u64> {
+        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
+        let v = retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+            .await
+            .map_err(|f| f.into_error(&self.t.key))?;
+        retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
+    }
+
+    /// How long ago, by the server's clock, the value's Unix-millisecond
+    /// time was (what [`ValueKey::set_now`] wrote): the time since the last
+    /// heartbeat. `None` when there is no value.
+    ///
+    /// # Errors
+    /// A value that is not a time in milliseconds ([`Error::Corrupt`]), a
+    /// key of another type, connection errors.
+    pub async fn age(&self) -> Result<Option<Duration>> {
+        let Some(text) = self.get().await? else { return Ok(None) };
+        let at: u64 = text.parse().map_err(|_| Error::Corrupt {
+            key: self.t.key.clone(),
+            reason: format!("`{}` is not a time in milliseconds", text.chars().take(40).collect::<String>()),
+        })?;
+        let (s, us): (u64, u64) = self.t.read(redis::cmd("TIME").clone()).await?;
+        let now = s.saturating_mul(1000).saturating_add(us / 1000);
+        Ok(Some(Duration::from_millis(now.saturating_sub(at))))
+    }
+
     /// The remaining lifetime: `None` when the key has no value or no lifetime.
     ///
     /// # Errors
@@ -99,22 +133,31 @@ impl ValueKey {
 static VALUE_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(VALUE));
 
 const VALUE: &str = "\
--- KEYS[1] the value's key. ARGV[1] `set`, `nx` or `del`; ARGV[2] the value;
--- ARGV[3] lifetime in milliseconds, or '' for none.
+-- KEYS[1] the value's key. ARGV[1] `set`, `nx`, `now` or `del`; ARGV[2]
+-- the value (`now`: the server's clock in Unix ms instead); ARGV[3]
+-- lifetime in milliseconds, or '' for none.
 -- Returns 1 when written (or removed), 0 when not (NX found a value; DEL
--- found none); a key of another type is a WRONGTYPE error, nothing written.
+-- found none), the time written for `now`; a key of another type is a
+-- WRONGTYPE error, nothing written.
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'string' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 if ARGV[1] == 'del' then return redis.call('DEL', KEYS[1]) end
-local args = {KEYS[1], ARGV[2]}
+local value = ARGV[2]
+if ARGV[1] == 'now' then
+  local t = redis.call('TIME')
+  value = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local args = {KEYS[1], value}
 if ARGV[1] == 'nx' then args[#args + 1] = 'NX' end
 if ARGV[3] ~= '' then
   args[#args + 1] = 'PX'
   args[#args + 1] = ARGV[3]
 end
-if redis.call('SET', unpack(args)) then return 1 end
+local written = redis.call('SET', unpack(args))
+if ARGV[1] == 'now' then return value end
+if written then return 1 end
 return 0
 ";
 
