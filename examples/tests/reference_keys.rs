@@ -61,6 +61,7 @@ fn every_reference_family_renders_the_reference_key() {
     const ADDED: &[(&str, &str)] = &[
         ("schema:fingerprints", "microdcs:schema:fingerprints"),
         ("tomb:{kind}:{id}", "microdcs:tomb:jobresponse:r-1"),
+        ("sfc:recipe:{hash}", "microdcs:sfc:recipe:e3b0c442"),
     ];
     assert_eq!(
         rows.len(),

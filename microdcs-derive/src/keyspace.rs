@@ -28,11 +28,12 @@ pub(crate) struct KeyspaceInput {
     families: Vec<Family>,
 }
 
-const TYPES: &[&str] = &["string", "counter", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
+const TYPES: &[&str] =
+    &["string", "counter", "content", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
 
 fn key_type(name: &str) -> Option<KeyType> {
     Some(match name {
-        "string" | "counter" => KeyType::String,
+        "string" | "counter" | "content" => KeyType::String,
         "hash" | "rate_limit" => KeyType::Hash,
         "list" => KeyType::List,
         "set" => KeyType::Set,
@@ -98,6 +99,11 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         }
     }
     for f in &input.families {
+        if f.ty == "content"
+            && microdcs_schema::KeyTemplate::parse(&f.key.value()).is_ok_and(|t| !t.placeholders().eq(["hash"]))
+        {
+            cx.error_spanned_by(&f.key, "a content family has exactly one placeholder, `{hash}` (the text's digest)");
+        }
         // The keyspace type's own items; a family of that name would clash.
         if f.name == "open" || f.name == "SPEC" {
             cx.error_spanned_by(
@@ -236,6 +242,20 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
         _ => return TokenStream::new(),
     };
     let Ok(t) = microdcs_schema::KeyTemplate::parse(&f.key.value()) else { return TokenStream::new() };
+    if f.ty == "content" {
+        // A family of texts by digest: the handle is the family itself.
+        let name = &f.name;
+        let key = &f.key;
+        let doc = format!("Texts of family `{name}` (`{}`) stored and read by SHA-256 digest.", f.key.value());
+        return quote! {
+            #[doc = #doc]
+            pub fn #name(
+                handle: &::microdcs_valkey::KeyspaceHandle<#keyspace>,
+            ) -> ::core::result::Result<::microdcs_valkey::ContentFamily, ::microdcs_valkey::Error> {
+                ::microdcs_valkey::ContentFamily::from_template(handle.valkey().clone(), #key)
+            }
+        };
+    }
     let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
     let name = &f.name;
     let doc = format!(

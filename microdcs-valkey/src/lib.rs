@@ -66,8 +66,8 @@ pub use store::{
 };
 pub use streams::{Entry, Streams};
 pub use typed::{
-    ChannelKey, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey, SortedSetKey,
-    Subscription, ValueKey,
+    ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
+    SortedSetKey, Subscription, ValueKey, content_digest,
 };
 
 #[doc(hidden)]

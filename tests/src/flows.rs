@@ -88,6 +88,9 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = limit.get().await?;
     let _ = limit.ttl().await?;
     let _ = limit.delete().await?;
+    let recipes = Plant::sfc_recipes(&plant)?;
+    let digest = recipes.put("mix 5 min; hold; fill").await?;
+    let _ = recipes.get(&digest).await?;
     let beat = Plant::sfc_heartbeat(&plant)?;
     let _ = beat.set_now(None).await?;
     let _ = beat.age().await?;

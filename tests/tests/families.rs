@@ -303,3 +303,23 @@ async fn a_heartbeat_on_the_servers_clock() {
     beat.set("not a time", None).await.unwrap();
     assert!(matches!(beat.age().await, Err(Error::Corrupt { .. })));
 }
+
+#[tokio::test]
+async fn content_family() {
+    let mut e = env("fam-content").await;
+    let recipes = Plant::sfc_recipes(&e.plant).unwrap();
+    let text = "step mix 5 min\nstep hold until ev\nstep fill";
+    let digest = recipes.put(text).await.unwrap();
+    assert_eq!(digest, microdcs_valkey::content_digest(text));
+    assert_eq!(recipes.put(text).await.unwrap(), digest, "idempotent");
+    assert_eq!(recipes.get(&digest).await.unwrap().as_deref(), Some(text));
+    assert_eq!(recipes.get(&microdcs_valkey::content_digest("other")).await.unwrap(), None);
+    assert!(matches!(recipes.get("not-a-digest").await, Err(Error::InvalidArgument(_))));
+    // Tampered: read back refused, and a put of the true text does not hide it.
+    let key = format!("{}:sfc:recipe:{digest}", e.prefix.as_str());
+    let _: () = e.raw.set(&key, "step drain").await.unwrap();
+    assert!(matches!(recipes.get(&digest).await, Err(Error::Corrupt { .. })));
+    assert!(matches!(recipes.put(text).await, Err(Error::Corrupt { .. })));
+    let still: String = e.raw.get(&key).await.unwrap();
+    assert_eq!(still, "step drain", "left as found");
+}

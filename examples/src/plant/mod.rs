@@ -139,6 +139,8 @@ keyspace! {
         fingerprints: hash("schema:fingerprints"),
         // Ours: what a delete leaves so retries across it are recognised.
         tombstones: string("tomb:{kind}:{id}"),
+        // Ours: SFC recipe texts, stored and read by their SHA-256.
+        sfc_recipes: content("sfc:recipe:{hash}"),
     }
 }
 
@@ -191,6 +193,7 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
             (_, _, "fingerprints") => Plant::fingerprints_key(p)?,
             (_, _, "tombstones") => Plant::tombstones_key(p, "jobresponse", "r-1")?,
+            (_, _, "sfc_recipes") => Plant::sfc_recipes_key(p, "e3b0c442")?,
             (owner, role, name) => unreachable!("family {owner} {role:?} {name} has no sample"),
         };
         let family = match f.role {

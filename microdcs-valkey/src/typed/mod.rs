@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::retry;
 
 mod channel;
+mod content;
 mod hash;
 mod list;
 mod rate_limit;
@@ -35,6 +36,7 @@ mod value;
 mod zset;
 
 pub use channel::{ChannelKey, Subscription};
+pub use content::{ContentFamily, content_digest};
 pub use hash::{HashEntries, HashKey};
 pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
