@@ -152,6 +152,16 @@ pub enum Error {
         /// The reply, shortened.
         reply: String,
     },
+    /// A callback of yours failed (the due sweep's, for one scope).
+    #[error("the {what} callback failed for scope `{scope}`: {source}")]
+    Callback {
+        /// Which callback.
+        what: &'static str,
+        /// The scope it was called for.
+        scope: String,
+        /// Its error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Error {

@@ -24,6 +24,7 @@ mod poller;
 mod retry;
 mod store;
 mod streams;
+mod sweep;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -65,6 +66,7 @@ pub use store::{
     Report, Store, Stored, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
+pub use sweep::{Due, DueSweep};
 pub use typed::{
     ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
     SortedSetKey, Subscription, ValueKey, content_digest,

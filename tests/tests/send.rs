@@ -59,6 +59,13 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let limit = Extras::logins(&x, "s1", "u").expect("compile-time only");
         let _ = limit.attempt(3, Duration::from_secs(1)).await;
         let _ = limit.fail(Duration::from_secs(1), Duration::from_secs(2)).await;
+        let sweep = microdcs_valkey::DueSweep::new(
+            Plant::open(p.valkey().clone()).store::<microdcs_tests::fixtures::SfcState>(),
+            |scope: &str| microdcs_tests::fixtures::SfcState::due(scope),
+            |_scope: String, _due: microdcs_valkey::Due| async { Ok(()) },
+            Duration::from_secs(1),
+        );
+        let _ = sweep.sweep().await;
         if let Ok(mut sub) = Extras::revocations(&x, "s1").expect("compile-time only").subscribe().await {
             let _ = sub.next(Duration::from_secs(1)).await;
         }

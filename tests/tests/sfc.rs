@@ -74,3 +74,72 @@ async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
     assert!(store.verify(&opts).await.unwrap().is_clean());
     assert_eq!(due(store.clone()).await, [("j-2".to_owned(), 300.0)]);
 }
+
+#[tokio::test]
+async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones() {
+    use microdcs_valkey::DueSweep;
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    let server = server();
+    let prefix = unique_prefix("sweep");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Plant::open(valkey.clone()).store::<SfcState>();
+    let (s, _): (i64, i64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    let now = s * 1000;
+    // Deadlines spread an hour either side of now; a third have none.
+    let mut rng = microdcs_tests::seeded::Rng::new(microdcs_tests::seeded::env_u64("SWEEP_SEED").unwrap_or(7));
+    let mut docs = Vec::new();
+    let mut expected = BTreeSet::new();
+    for scope in 0..20 {
+        for j in 0..500 {
+            let job = format!("j-{scope}-{j}");
+            let deadline = (!rng.chance(33)).then(|| now - 3_600_000 + rng.below(7_200_000) as i64);
+            // A margin of a minute around now keeps the clock's advance
+            // during the test from deciding.
+            if deadline.is_some_and(|d| (d - now).abs() < 60_000) {
+                continue;
+            }
+            if deadline.is_some_and(|d| d <= now) {
+                expected.insert(job.clone());
+            }
+            docs.push(SfcState { job_id: job, scope: format!("s{scope}"), deadline, ..state("x", None, true, None) });
+        }
+    }
+    assert!(store.put_many(&docs, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
+    let fired: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen = fired.clone();
+    let beat = Plant::sfc_heartbeat(&Plant::open(valkey.clone())).unwrap();
+    let sweep = DueSweep::new(
+        store.clone(),
+        |scope: &str| SfcState::due(scope),
+        move |scope: String, due: microdcs_valkey::Due| {
+            let seen = seen.clone();
+            async move {
+                assert!(due.windows(2).all(|w| w[0].1 <= w[1].1), "oldest first in {scope}");
+                seen.lock().unwrap().extend(due.into_iter().map(|(id, _)| id));
+                Ok(())
+            }
+        },
+        std::time::Duration::from_secs(1),
+    )
+    .batch(1000)
+    .heartbeat(beat.clone());
+    let n = sweep.sweep().await.unwrap();
+    let got = fired.lock().unwrap().clone();
+    assert_eq!(n as usize, expected.len());
+    assert_eq!(got, expected, "exactly the due ones");
+    assert!(beat.age().await.unwrap().is_some(), "the sweep beat");
+    // A callback that fails is reported, naming the scope; the others ran.
+    let failing = DueSweep::new(
+        store,
+        |scope: &str| SfcState::due(scope),
+        |scope: String, _due: microdcs_valkey::Due| async move { if scope == "s3" { Err("boom".into()) } else { Ok(()) } },
+        std::time::Duration::from_secs(1),
+    );
+    match failing.sweep().await {
+        Err(microdcs_valkey::Error::Callback { scope, .. }) => assert_eq!(scope, "s3"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,123 @@
+//! The due sweep: a poller task that fires the timers of a sorted index
+//! (the SFC `due` index): every interval, for each scope of the type's
+//! registry, the ids due by the server's clock, oldest first, go to a
+//! callback. Reads only; no blocking command.
+
+use std::time::Duration;
+
+use microdcs_schema::{Document, GroupQuery};
+
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::poller::{BoxError, BoxFuture, PollerTask};
+use crate::store::{Page, Store};
+use crate::typed::ValueKey;
+
+/// What a sweep hands its callback: one scope's due ids with their scores.
+pub type Due = Vec<(String, f64)>;
+
+/// The due sweep of document type `D`; see the module documentation.
+/// Built with [`DueSweep::new`], run by the [`crate::Poller`]
+/// (`Poller::task`) or by hand ([`DueSweep::sweep`]).
+pub struct DueSweep<D, C, Q, F> {
+    store: Store<D, C>,
+    query: Q,
+    fire: F,
+    interval: Duration,
+    batch: usize,
+    heartbeat: Option<ValueKey>,
+}
+
+impl<D, C, Q, F, Fut> DueSweep<D, C, Q, F>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+    Q: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
+    F: Fn(String, Due) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+{
+    /// A sweep every `interval` of the sorted index `query(scope)` names
+    /// (`|scope| SfcState::due(scope)`), handing each scope's due ids to
+    /// `fire`; at most 1,000 ids per scope and run (the rest come next run).
+    pub fn new(store: Store<D, C>, query: Q, fire: F, interval: Duration) -> Self {
+        DueSweep { store, query, fire, interval, batch: 1000, heartbeat: None }
+    }
+
+    /// At most this many ids per scope and run (1 to [`Page::MAX`]).
+    #[must_use]
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = batch.clamp(1, Page::MAX);
+        self
+    }
+
+    /// After each complete run, writes the server's clock to `heartbeat`
+    /// ([`ValueKey::set_now`]), so `age()` tells how long ago the last
+    /// sweep ran (an outage's length).
+    #[must_use]
+    pub fn heartbeat(mut self, heartbeat: ValueKey) -> Self {
+        self.heartbeat = Some(heartbeat);
+        self
+    }
+
+    /// One run: every scope of the registry, the ids due by the server's
+    /// clock now, to the callback; returns how many ids it handed out.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type, an index that is not
+    /// sorted, and the first callback error (the other scopes still run).
+    pub async fn sweep(&self) -> Result<u64> {
+        let now = self.server_now_ms().await?;
+        let (mut fired, mut first_err) = (0u64, None);
+        let mut page = Some(Page::first(1000));
+        while let Some(p) = page {
+            let scopes = self.store.scopes(p).await?;
+            for scope in scopes.ids {
+                let due =
+                    self.store.range((self.query)(&scope), f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+                if due.is_empty() {
+                    continue;
+                }
+                fired += due.len() as u64;
+                if let Err(e) = (self.fire)(scope.clone(), due).await
+                    && first_err.is_none()
+                {
+                    first_err = Some(Error::Callback { what: "due", scope: scope.clone(), source: e });
+                }
+            }
+            page = scopes.next;
+        }
+        if let Some(beat) = &self.heartbeat {
+            beat.set_now(None).await?;
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(fired),
+        }
+    }
+
+    async fn server_now_ms(&self) -> Result<u64> {
+        let valkey = self.store.valkey();
+        let (s, us): (u64, u64) =
+            crate::retry::read(valkey, |mut con| async move { redis::cmd("TIME").query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, "TIME"))?;
+        Ok(s.saturating_mul(1000).saturating_add(us / 1000))
+    }
+}
+
+impl<D, C, Q, F, Fut> PollerTask for DueSweep<D, C, Q, F>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+    Q: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
+    F: Fn(String, Due) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+{
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn run(&self) -> BoxFuture<'_, std::result::Result<(), BoxError>> {
+        Box::pin(async move { self.sweep().await.map(|_| ()).map_err(|e| Box::new(e) as BoxError) })
+    }
+}
