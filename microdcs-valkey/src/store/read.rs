@@ -280,15 +280,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
         }
         let key = self.group_key(&query)?;
-        let bound = |x: f64| {
-            if x == f64::INFINITY {
-                "+inf".to_owned()
-            } else if x == f64::NEG_INFINITY {
-                "-inf".to_owned()
-            } else {
-                x.to_string()
-            }
-        };
+        let bound = crate::typed::score_bound;
         let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
         let limit = limit.clamp(1, Page::MAX);
         self.read(|| async {

@@ -42,6 +42,7 @@ pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
 pub use value::{CounterKey, ValueKey};
+pub(crate) use zset::score_bound;
 pub use zset::{Scored, SortedSetKey};
 
 /// One key of a declared family on a connection.
