@@ -26,6 +26,15 @@ pub struct DueSweep<D, C, Q, F> {
     interval: Duration,
     batch: usize,
     heartbeat: Option<ValueKey>,
+    outage: Option<Outage<D>>,
+}
+
+/// What a sweep does after an outage: the group index of the running jobs
+/// and the callback that takes them.
+struct Outage<D> {
+    grace: Duration,
+    active: Box<dyn Fn(&str) -> GroupQuery<D> + Send + Sync>,
+    walk: Box<dyn Fn(String, Vec<String>) -> BoxFuture<'static, std::result::Result<(), BoxError>> + Send + Sync>,
 }
 
 impl<D, C, Q, F, Fut> DueSweep<D, C, Q, F>
@@ -40,7 +49,7 @@ where
     /// (`|scope| SfcState::due(scope)`), handing each scope's due ids to
     /// `fire`; at most 1,000 ids per scope and run (the rest come next run).
     pub fn new(store: Store<D, C>, query: Q, fire: F, interval: Duration) -> Self {
-        DueSweep { store, query, fire, interval, batch: 1000, heartbeat: None }
+        DueSweep { store, query, fire, interval, batch: 1000, heartbeat: None, outage: None }
     }
 
     /// At most this many ids per scope and run (1 to [`Page::MAX`]).
@@ -59,6 +68,26 @@ where
         self
     }
 
+    /// After an outage: when the heartbeat ([`DueSweep::heartbeat`], which
+    /// this needs) is older than `grace` at the start of a run (or was
+    /// never written), the run first hands every id of `active(scope)` (the
+    /// running jobs, `|scope| SfcState::active(scope)`) to `walk`, scope by
+    /// scope, so timers and waits missed while nothing swept are looked at.
+    #[must_use]
+    pub fn after_outage<A, W, WFut>(mut self, grace: Duration, active: A, walk: W) -> Self
+    where
+        A: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
+        W: Fn(String, Vec<String>) -> WFut + Send + Sync + 'static,
+        WFut: Future<Output = std::result::Result<(), BoxError>> + Send + 'static,
+    {
+        self.outage = Some(Outage {
+            grace,
+            active: Box::new(active),
+            walk: Box::new(move |scope, ids| Box::pin(walk(scope, ids))),
+        });
+        self
+    }
+
     /// One run: every scope of the registry, the ids due by the server's
     /// clock now, to the callback; returns how many ids it handed out.
     ///
@@ -68,6 +97,32 @@ where
     pub async fn sweep(&self) -> Result<u64> {
         let now = self.server_now_ms().await?;
         let (mut fired, mut first_err) = (0u64, None);
+        if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
+            && beat.age().await?.is_none_or(|age| age > outage.grace)
+        {
+            let mut page = Some(Page::first(1000));
+            while let Some(p) = page {
+                let scopes = self.store.scopes(p).await?;
+                for scope in scopes.ids {
+                    let mut ids = Vec::new();
+                    let mut at = Some(Page::first(1000));
+                    while let Some(q) = at {
+                        let got = self.store.ids((outage.active)(&scope), q).await?;
+                        ids.extend(got.ids);
+                        at = got.next;
+                    }
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    if let Err(e) = (outage.walk)(scope.clone(), ids).await
+                        && first_err.is_none()
+                    {
+                        first_err = Some(Error::Callback { what: "outage", scope: scope.clone(), source: e });
+                    }
+                }
+                page = scopes.next;
+            }
+        }
         let mut page = Some(Page::first(1000));
         while let Some(p) = page {
             let scopes = self.store.scopes(p).await?;

@@ -143,3 +143,54 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn after_an_outage_longer_than_the_grace_the_sweep_walks_the_running_jobs() {
+    use microdcs_valkey::DueSweep;
+    use std::sync::{Arc, Mutex};
+
+    let server = server();
+    let prefix = unique_prefix("outage");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let plant = Plant::open(valkey.clone());
+    let store = plant.store::<SfcState>();
+    let _ = store.create(&state("j-1", None, true, None)).await.unwrap();
+    let _ = store.create(&state("j-2", None, false, None)).await.unwrap();
+    let beat = Plant::sfc_heartbeat(&plant).unwrap();
+    let walked: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    let seen = walked.clone();
+    let sweep = DueSweep::new(
+        store,
+        |scope: &str| SfcState::due(scope),
+        |_scope: String, _due: microdcs_valkey::Due| async { Ok(()) },
+        std::time::Duration::from_secs(1),
+    )
+    .heartbeat(beat.clone())
+    .after_outage(
+        std::time::Duration::from_secs(60),
+        |scope: &str| SfcState::active(scope),
+        move |scope: String, ids: Vec<String>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push((scope, ids));
+                Ok(())
+            }
+        },
+    );
+    // Never swept: an outage as long as it gets.
+    let _ = sweep.sweep().await.unwrap();
+    assert_eq!(walked.lock().unwrap().clone(), [("s1".to_owned(), vec!["j-1".to_owned()])], "the running job");
+    // Swept a moment ago: within the grace, no walk.
+    let _ = sweep.sweep().await.unwrap();
+    assert_eq!(walked.lock().unwrap().len(), 1);
+    // The last sweep an hour ago: the walk again.
+    beat.set(&(beat_ms(&valkey).await - 3_600_000).to_string(), None).await.unwrap();
+    let _ = sweep.sweep().await.unwrap();
+    assert_eq!(walked.lock().unwrap().len(), 2);
+}
+
+async fn beat_ms(valkey: &Valkey) -> i64 {
+    let mut con = valkey.connection();
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
+    s * 1000 + us / 1000
+}
