@@ -33,9 +33,15 @@ pub struct DueSweep<D, C, Q, F> {
 /// and the callback that takes them.
 struct Outage<D> {
     grace: Duration,
-    active: Box<dyn Fn(&str) -> GroupQuery<D> + Send + Sync>,
-    walk: Box<dyn Fn(String, Vec<String>) -> BoxFuture<'static, std::result::Result<(), BoxError>> + Send + Sync>,
+    active: ActiveQuery<D>,
+    walk: Walk,
 }
+
+/// The group index of a scope's running jobs.
+type ActiveQuery<D> = Box<dyn Fn(&str) -> GroupQuery<D> + Send + Sync>;
+
+/// The callback taking a scope's running jobs after an outage.
+type Walk = Box<dyn Fn(String, Vec<String>) -> BoxFuture<'static, std::result::Result<(), BoxError>> + Send + Sync>;
 
 impl<D, C, Q, F, Fut> DueSweep<D, C, Q, F>
 where
