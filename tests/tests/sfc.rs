@@ -157,7 +157,8 @@ async fn after_an_outage_longer_than_the_grace_the_sweep_walks_the_running_jobs(
     let _ = store.create(&state("j-1", None, true, None)).await.unwrap();
     let _ = store.create(&state("j-2", None, false, None)).await.unwrap();
     let beat = Plant::sfc_heartbeat(&plant).unwrap();
-    let walked: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    type Walked = Vec<(String, Vec<String>)>;
+    let walked: Arc<Mutex<Walked>> = Arc::default();
     let seen = walked.clone();
     let sweep = DueSweep::new(
         store,
