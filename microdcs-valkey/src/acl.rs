@@ -170,7 +170,7 @@ impl AclRole {
         rules.extend(
             self.commands().into_iter().chain(self.fallback_commands().iter().copied()).map(|c| format!("+{c}")),
         );
-        let pattern = format!("{}:*", glob_escape(prefix.as_str()));
+        let pattern = prefix.pattern();
         match self {
             AclRole::Inspector => rules.push(format!("%R~{pattern}")),
             _ => rules.push(format!("~{pattern}")),
@@ -199,21 +199,16 @@ impl fmt::Display for AclRole {
     }
 }
 
-/// `text` with the glob characters of an ACL key pattern escaped.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prefix's escaping, as `KeyPrefix::pattern` applies it.
+    fn glob_escape(text: &str) -> String {
+        let mut out = String::new();
+        microdcs_schema::encode::glob_escape_into(&mut out, text);
+        out
+    }
 
     #[test]
     fn rules_confine_each_role() {

@@ -68,6 +68,16 @@ impl KeyPrefix {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Every key (and channel) under this prefix as a glob pattern,
+    /// `prefix:*` with the prefix's glob characters escaped: what an ACL
+    /// rule confines a user to.
+    pub fn pattern(&self) -> String {
+        let mut out = String::with_capacity(self.0.len() + 2);
+        crate::encode::glob_escape_into(&mut out, &self.0);
+        out.push_str(":*");
+        out
+    }
 }
 
 impl Default for KeyPrefix {
