@@ -268,3 +268,18 @@ where
         }
     }
 }
+
+/// One read command of ours, bounded by [`read`]'s rule, its error mapped
+/// by code for `key` (a key of another type is `WrongType`).
+pub(crate) async fn read_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cmd, key: &str) -> crate::Result<T> {
+    read(valkey, |mut con| async move { cmd.query_async(&mut con).await })
+        .await
+        .map_err(|e| crate::Error::from_redis(e, key))
+}
+
+/// The server's clock in Unix milliseconds (`TIME`), bounded like a read:
+/// the one clock heartbeats, sweeps and ages are measured on.
+pub(crate) async fn server_time_ms(valkey: &Valkey) -> crate::Result<u64> {
+    let (s, us): (u64, u64) = read_cmd(valkey, &redis::cmd("TIME"), "TIME").await?;
+    Ok(s.saturating_mul(1000).saturating_add(us / 1000))
+}

@@ -101,7 +101,7 @@ where
     /// Connection errors, a key of another type, an index that is not
     /// sorted, and the first callback error (the other scopes still run).
     pub async fn sweep(&self) -> Result<u64> {
-        let now = self.server_now_ms().await?;
+        let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err) = (0u64, None);
         if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
             && beat.age().await?.is_none_or(|age| age > outage.grace)
@@ -154,15 +154,6 @@ where
             Some(e) => Err(e),
             None => Ok(fired),
         }
-    }
-
-    async fn server_now_ms(&self) -> Result<u64> {
-        let valkey = self.store.valkey();
-        let (s, us): (u64, u64) =
-            crate::retry::read(valkey, |mut con| async move { redis::cmd("TIME").query_async(&mut con).await })
-                .await
-                .map_err(|e| Error::from_redis(e, "TIME"))?;
-        Ok(s.saturating_mul(1000).saturating_add(us / 1000))
     }
 }
 

@@ -10,13 +10,19 @@ use std::marker::PhantomData;
 
 use microdcs_schema::{DocumentSpec, IndexSpec, KeyTemplate, KeyType, Keyspace, Role, Source, builtin};
 use redis::{Cmd, FromRedisValue, Value};
-use serde::Serialize;
 
 use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::handle::KeyspaceHandle;
 use crate::retry;
 use crate::store::render_err;
+
+mod views;
+
+pub use views::{
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, KindInfo, LeaseView, StreamView,
+    ValueView,
+};
 
 /// Read-only views of keyspace `K`; see the module documentation.
 pub struct Inspector<K> {
@@ -34,180 +40,6 @@ impl<K> std::fmt::Debug for Inspector<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inspector").field("valkey", &self.valkey).finish()
     }
-}
-
-/// A document type of the keyspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KindInfo {
-    /// The kind (`jobresponse`).
-    pub kind: String,
-    /// The Rust type.
-    pub type_name: String,
-    /// Document key template.
-    pub key: String,
-    /// Its families: (role, name, Valkey type, template).
-    pub families: Vec<FamilyInfo>,
-    /// The documents' lifetime in milliseconds, if they have one.
-    pub ttl_ms: Option<u64>,
-}
-
-/// One key family.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FamilyInfo {
-    /// `document`, `list`, `unique`, `group` or `declared`.
-    pub role: String,
-    /// Index or family name.
-    pub name: String,
-    /// The Valkey type (`hash`, `zset`, ...; `channel` for a channel).
-    pub key_type: String,
-    /// Key template.
-    pub template: String,
-}
-
-/// A page of ids and where the next one starts (`None` at the end).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct IdsPage {
-    /// The ids.
-    pub ids: Vec<String>,
-    /// Pass back for the next page.
-    pub next: Option<u64>,
-}
-
-/// What the inspector found of one index entry a document should have.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
-pub enum EntryState {
-    /// In place.
-    Present,
-    /// Not there.
-    Missing,
-    /// A unique key held by another id.
-    OtherHolder {
-        /// The id it holds.
-        holder: String,
-    },
-    /// In a sorted list with another score than the document's.
-    OtherScore {
-        /// The score the hash keeps.
-        expected: String,
-        /// The score in the list.
-        found: f64,
-    },
-    /// The document is not in this index.
-    NotIndexed,
-    /// Its key could not be formed from the stored fields, or the key
-    /// holds another type.
-    Unreadable {
-        /// Why.
-        reason: String,
-    },
-}
-
-/// One index entry of a document.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EntryView {
-    /// `list` or the index name.
-    pub index: String,
-    /// The key the entry belongs in, when the document is indexed there.
-    pub key: Option<String>,
-    /// What was found there.
-    #[serde(flatten)]
-    pub state: EntryState,
-}
-
-/// One stored document as it is in the hash.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DocumentView {
-    /// The kind.
-    pub kind: String,
-    /// The id.
-    pub id: String,
-    /// The hash key.
-    pub key: String,
-    /// `v` as stored.
-    pub version: Option<String>,
-    /// `scope` as stored.
-    pub scope: Option<String>,
-    /// The stored operation ids, oldest first; the last is the newest write's.
-    pub ops: Vec<String>,
-    /// The hash fields the indexes keep (name, value).
-    pub fields: Vec<(String, Option<String>)>,
-    /// The document decoded as JSON, when it is JSON.
-    pub document: Option<serde_json::Value>,
-    /// The stored text, when it is not JSON (or not UTF-8: lossy).
-    pub text: Option<String>,
-    /// Each index entry the stored fields call for.
-    pub entries: Vec<EntryView>,
-    /// Remaining lifetime in milliseconds, for a document with one.
-    pub ttl_ms: Option<u64>,
-}
-
-/// A dedupe claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DedupeView {
-    /// The claim's key.
-    pub key: String,
-    /// `processing:<token>`, `done`, or `None` when unclaimed.
-    pub value: Option<String>,
-    /// Remaining lifetime in milliseconds.
-    pub ttl_ms: Option<u64>,
-}
-
-/// A fencing lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LeaseView {
-    /// The lease name.
-    pub name: String,
-    /// The holder, while held.
-    pub holder: Option<String>,
-    /// The lease id of the current grant.
-    pub lease_id: Option<String>,
-    /// The token of the current grant.
-    pub token: Option<String>,
-    /// The highest token ever issued.
-    pub fence: Option<String>,
-    /// Remaining lifetime in milliseconds, while held.
-    pub ttl_ms: Option<u64>,
-}
-
-/// One consumer group of a stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GroupView {
-    /// Group name.
-    pub name: String,
-    /// Consumers.
-    pub consumers: u64,
-    /// Entries delivered and not acknowledged.
-    pub pending: u64,
-    /// Entries not yet delivered to the group (when the server knows).
-    pub lag: Option<u64>,
-    /// Age in milliseconds of the oldest pending entry (server clock).
-    pub oldest_pending_age_ms: Option<u64>,
-}
-
-/// A stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StreamView {
-    /// The key.
-    pub key: String,
-    /// Entries.
-    pub length: u64,
-    /// Its consumer groups.
-    pub groups: Vec<GroupView>,
-}
-
-/// A value of a string family (a heartbeat, a limit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ValueView {
-    /// The key.
-    pub key: String,
-    /// The value.
-    pub value: Option<String>,
-    /// Remaining lifetime in milliseconds.
-    pub ttl_ms: Option<u64>,
-    /// When the value is a Unix time in milliseconds: how long ago that
-    /// was by the server's clock (the time since a heartbeat).
-    pub age_ms: Option<i64>,
 }
 
 impl<K: Keyspace> Inspector<K> {
@@ -249,12 +81,7 @@ impl<K: Keyspace> Inspector<K> {
     }
 
     async fn read<T: FromRedisValue>(&self, cmd: Cmd, key: &str) -> Result<T> {
-        retry::read(&self.valkey, |mut con| {
-            let cmd = &cmd;
-            async move { cmd.query_async(&mut con).await }
-        })
-        .await
-        .map_err(|e| Error::from_redis(e, key))
+        retry::read_cmd(&self.valkey, &cmd, key).await
     }
 
     async fn exists(&self, key: &str) -> Result<bool> {
@@ -268,10 +95,9 @@ impl<K: Keyspace> Inspector<K> {
         Ok(u64::try_from(ms).ok())
     }
 
-    /// The server's clock in Unix milliseconds (`TIME`).
+    /// The server's clock in Unix milliseconds.
     async fn now_ms(&self) -> Result<i64> {
-        let (s, us): (i64, i64) = self.read(redis::cmd("TIME").clone(), "TIME").await?;
-        Ok(s * 1000 + us / 1000)
+        Ok(i64::try_from(retry::server_time_ms(&self.valkey).await?).unwrap_or(i64::MAX))
     }
 
     /// The scopes holding documents of `kind` (its scope registry), all of
@@ -310,11 +136,7 @@ impl<K: Keyspace> Inspector<K> {
         let key = parse(list.key)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
         let count = count.clamp(1, crate::Page::MAX);
         if list.score.is_some() {
-            let stop = cursor.saturating_add(count as u64 - 1);
-            let ids: Vec<String> =
-                self.read(redis::cmd("ZRANGE").arg(&key).arg(cursor).arg(stop).clone(), &key).await?;
-            let next = (ids.len() == count).then_some(stop + 1);
-            return Ok(IdsPage { ids, next });
+            return self.rank_page(&key, cursor, count).await;
         }
         let (next, ids): (u64, Vec<String>) =
             self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
@@ -356,15 +178,19 @@ impl<K: Keyspace> Inspector<K> {
         }
         let count = count.clamp(1, crate::Page::MAX);
         if ix.score.is_some() {
-            let stop = cursor.saturating_add(count as u64 - 1);
-            let ids: Vec<String> =
-                self.read(redis::cmd("ZRANGE").arg(&key).arg(cursor).arg(stop).clone(), &key).await?;
-            let next = (ids.len() == count).then_some(stop + 1);
-            return Ok(IdsPage { ids, next });
+            return self.rank_page(&key, cursor, count).await;
         }
         let (next, ids): (u64, Vec<String>) =
             self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
         Ok(IdsPage { ids, next: (next != 0).then_some(next) })
+    }
+
+    /// A page of a sorted set by rank: `count` ids from rank `cursor`.
+    async fn rank_page(&self, key: &str, cursor: u64, count: usize) -> Result<IdsPage> {
+        let stop = cursor.saturating_add(count as u64 - 1);
+        let ids: Vec<String> = self.read(redis::cmd("ZRANGE").arg(key).arg(cursor).arg(stop).clone(), key).await?;
+        let next = (ids.len() == count).then_some(stop + 1);
+        Ok(IdsPage { ids, next })
     }
 
     /// One document as stored, with the state of every index entry its

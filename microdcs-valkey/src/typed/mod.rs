@@ -61,12 +61,7 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// A read: within the response timeout, once more after a dropped connection.
     async fn read<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
-        retry::read(&self.valkey, |mut con| {
-            let cmd = &cmd;
-            async move { cmd.query_async(&mut con).await }
-        })
-        .await
-        .map_err(|e| Error::from_redis(e, &self.key))
+        retry::read_cmd(&self.valkey, &cmd, &self.key).await
     }
 
     /// A write whose effect does not change when it runs twice: an unknown

@@ -112,8 +112,7 @@ impl ValueKey {
             key: self.t.key.clone(),
             reason: format!("`{}` is not a time in milliseconds", text.chars().take(40).collect::<String>()),
         })?;
-        let (s, us): (u64, u64) = self.t.read(redis::cmd("TIME").clone()).await?;
-        let now = s.saturating_mul(1000).saturating_add(us / 1000);
+        let now = retry::server_time_ms(&self.t.valkey).await?;
         Ok(Some(Duration::from_millis(now.saturating_sub(at))))
     }
 

@@ -351,13 +351,9 @@ async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count
 // each step. A key of the wrong type is `Error::WrongType` (by its code);
 // `key` names the key, or the first of a pipeline's keys.
 
-/// A read command: within `ResponseTimeout`, plus one `WriteRetryDelay` and
-/// a quick second read after a dropped connection.
-async fn read_cmd<T: FromRedisValue>(valkey: &Valkey, cmd: &redis::Cmd, key: &str) -> Result<T> {
-    crate::retry::read(valkey, |mut con| async move { cmd.query_async(&mut con).await })
-        .await
-        .map_err(|e| Error::from_redis(e, key))
-}
+// A read command: within `ResponseTimeout`, plus one `WriteRetryDelay` and
+// a quick second read after a dropped connection (the one helper of all reads).
+use crate::retry::read_cmd;
 
 /// A pipeline of reads, bounded like [`read_cmd`].
 async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
