@@ -103,49 +103,46 @@ where
     pub async fn sweep(&self) -> Result<u64> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err) = (0u64, None);
+        // The registry, read once for both passes of the run.
+        let mut scopes = Vec::new();
+        let mut page = Some(Page::first(1000));
+        while let Some(p) = page {
+            let got = self.store.scopes(p).await?;
+            scopes.extend(got.ids);
+            page = got.next;
+        }
         if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
             && beat.age().await?.is_none_or(|age| age > outage.grace)
         {
-            let mut page = Some(Page::first(1000));
-            while let Some(p) = page {
-                let scopes = self.store.scopes(p).await?;
-                for scope in scopes.ids {
-                    let mut ids = Vec::new();
-                    let mut at = Some(Page::first(1000));
-                    while let Some(q) = at {
-                        let got = self.store.ids((outage.active)(&scope), q).await?;
-                        ids.extend(got.ids);
-                        at = got.next;
-                    }
-                    if ids.is_empty() {
-                        continue;
-                    }
-                    if let Err(e) = (outage.walk)(scope.clone(), ids).await
-                        && first_err.is_none()
-                    {
-                        first_err = Some(Error::Callback { what: "outage", scope: scope.clone(), source: e });
-                    }
+            for scope in &scopes {
+                let mut ids = Vec::new();
+                let mut at = Some(Page::first(1000));
+                while let Some(q) = at {
+                    let got = self.store.ids((outage.active)(scope), q).await?;
+                    ids.extend(got.ids);
+                    at = got.next;
                 }
-                page = scopes.next;
-            }
-        }
-        let mut page = Some(Page::first(1000));
-        while let Some(p) = page {
-            let scopes = self.store.scopes(p).await?;
-            for scope in scopes.ids {
-                let due =
-                    self.store.range((self.query)(&scope), f64::NEG_INFINITY, now as f64, false, self.batch).await?;
-                if due.is_empty() {
+                if ids.is_empty() {
                     continue;
                 }
-                fired += due.len() as u64;
-                if let Err(e) = (self.fire)(scope.clone(), due).await
+                if let Err(e) = (outage.walk)(scope.clone(), ids).await
                     && first_err.is_none()
                 {
-                    first_err = Some(Error::Callback { what: "due", scope: scope.clone(), source: e });
+                    first_err = Some(Error::Callback { what: "outage", scope: scope.clone(), source: e });
                 }
             }
-            page = scopes.next;
+        }
+        for scope in scopes {
+            let due = self.store.range((self.query)(&scope), f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+            if due.is_empty() {
+                continue;
+            }
+            fired += due.len() as u64;
+            if let Err(e) = (self.fire)(scope.clone(), due).await
+                && first_err.is_none()
+            {
+                first_err = Some(Error::Callback { what: "due", scope: scope.clone(), source: e });
+            }
         }
         if let Some(beat) = &self.heartbeat {
             beat.set_now(None).await?;

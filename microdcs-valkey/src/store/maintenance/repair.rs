@@ -11,7 +11,7 @@ use crate::retry::{LuaScript, reply};
 
 use microdcs_schema::{Document, IndexEntries};
 
-use super::diagnose::entry_key;
+use super::diagnose::{entry_key, group_score};
 use super::{DiffKind, Family, Finding};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -245,12 +245,4 @@ fn repair_key(r: &Repair) -> &str {
         | Repair::UniqueRelease { key, .. }
         | Repair::Delete { key } => key,
     }
-}
-
-/// The score of a document's entry in sorted group index `n` (its last
-/// field), `None` for a plain group or no entry.
-pub(super) fn group_score<D: Document>(entries: &IndexEntries, n: usize) -> Option<f64> {
-    D::SPEC.groups.get(n)?.score?;
-    let e = entries.groups.get(n)?.as_ref()?;
-    e.fields.last()?.1.parse().ok()
 }

@@ -374,7 +374,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             Family::Group(n) if D::SPEC.groups[n].score.is_some() => {
                 let e = entries.groups[n].as_ref().expect("checked");
-                let expected = super::super::repair::group_score::<D>(entries, n).unwrap_or(f64::NAN);
+                let expected = group_score::<D>(entries, n).unwrap_or(f64::NAN);
                 let kind = match as_f64(answer) {
                     // A bounded index evicts its lowest scores: an entry
                     // missing there is not a difference.
@@ -407,4 +407,12 @@ pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: F
         Family::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()),
         Family::Group(n) => entries.groups.get(n)?.as_ref().map(|e| e.key.as_str()),
     }
+}
+
+/// The score of a document's entry in sorted group index `n` (its last
+/// field), `None` for a plain group or no entry.
+pub(in crate::store::maintenance) fn group_score<D: Document>(entries: &IndexEntries, n: usize) -> Option<f64> {
+    D::SPEC.groups.get(n)?.score?;
+    let e = entries.groups.get(n)?.as_ref()?;
+    e.fields.last()?.1.parse().ok()
 }
