@@ -31,6 +31,17 @@ pub(crate) struct Document {
     /// `ttl = "30m"` and its milliseconds (`None` if the text was refused,
     /// which was reported).
     pub(crate) ttl: Option<(LitStr, Option<u64>)>,
+    /// `outbox(...)` with a stream (one without was reported), and the
+    /// marker lifetime in milliseconds (the default when not given).
+    pub(crate) outbox: Option<Outbox>,
+}
+
+/// A type's outbox.
+pub(crate) struct Outbox {
+    pub(crate) span: Span,
+    pub(crate) stream: LitStr,
+    pub(crate) events: Option<LitStr>,
+    pub(crate) event_ttl_ms: u64,
 }
 
 /// A named field of the struct.
@@ -166,8 +177,15 @@ impl Document {
             nudge: c.nudge.take(),
             registry: c.registry.take(),
             ttl: c.ttl.take().map(|lit| {
-                let ms = ttl_millis(cx, &lit);
+                let ms = ttl_millis(cx, &lit, "ttl");
                 (lit, ms)
+            }),
+            outbox: c.outbox.take().and_then(|o| {
+                let event_ttl_ms = match &o.event_ttl {
+                    Some(lit) => ttl_millis(cx, lit, "event_ttl")?,
+                    None => microdcs_schema::DEFAULT_EVENT_TTL_MS,
+                };
+                Some(Outbox { span: o.span, stream: o.stream?, events: o.events, event_ttl_ms })
             }),
         }
     }
@@ -175,15 +193,15 @@ impl Document {
 
 /// The milliseconds of `ttl = "..."` (the settings' duration grammar:
 /// `30m`, `1h30m`, `500ms`, `00:30:00`), or a spanned error.
-fn ttl_millis(cx: &mut Ctxt, lit: &LitStr) -> Option<u64> {
+fn ttl_millis(cx: &mut Ctxt, lit: &LitStr, what: &str) -> Option<u64> {
     match microdcs_schema::duration::parse_duration(&lit.value()) {
         Ok(d) if d.as_millis() == 0 => {
-            cx.error_spanned_by(lit, "`ttl` must be at least 1ms");
+            cx.error_spanned_by(lit, format_args!("`{what}` must be at least 1ms"));
             None
         }
         Ok(d) => u64::try_from(d.as_millis()).ok(),
         Err(e) => {
-            cx.error_spanned_by(lit, format_args!("`ttl`: {e}"));
+            cx.error_spanned_by(lit, format_args!("`{what}`: {e}"));
             None
         }
     }

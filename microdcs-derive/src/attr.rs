@@ -108,6 +108,14 @@ impl<T> Once<T> {
     }
 }
 
+/// `outbox(stream = "...", events = "...", event_ttl = "1h")`.
+pub(crate) struct OutboxAttr {
+    pub(crate) span: Span,
+    pub(crate) stream: Option<LitStr>,
+    pub(crate) events: Option<LitStr>,
+    pub(crate) event_ttl: Option<LitStr>,
+}
+
 /// All container attributes.
 pub(crate) struct Container {
     pub(crate) kind: Once<LitStr>,
@@ -117,12 +125,13 @@ pub(crate) struct Container {
     pub(crate) nudge: Once<LitStr>,
     pub(crate) registry: Once<LitStr>,
     pub(crate) ttl: Once<LitStr>,
+    pub(crate) outbox: Once<OutboxAttr>,
     pub(crate) unique: Vec<IndexAttr>,
     pub(crate) groups: Vec<IndexAttr>,
 }
 
 const CONTAINER_KEYS: &[&str] =
-    &["kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl"];
+    &["kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl", "outbox"];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -172,6 +181,7 @@ impl Container {
             nudge: Once::new("nudge"),
             registry: Once::new("registry"),
             ttl: Once::new("ttl"),
+            outbox: Once::new("outbox"),
             unique: Vec::new(),
             groups: Vec::new(),
         };
@@ -191,6 +201,9 @@ impl Container {
                     c.registry.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("ttl") {
                     c.ttl.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("outbox") {
+                    let outbox = parse_outbox(cx, &meta, span)?;
+                    c.outbox.set(cx, span, outbox);
                 } else if p.is_ident("list") {
                     let list = parse_list(cx, &meta, span)?;
                     c.list.set(cx, span, list);
@@ -219,6 +232,36 @@ impl Container {
         }
         c
     }
+}
+
+fn parse_outbox(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Result<OutboxAttr> {
+    let mut stream = Once::new("stream");
+    let mut events = Once::new("events");
+    let mut event_ttl = Once::new("event_ttl");
+    meta.parse_nested_meta(|inner| {
+        let s = inner.path.get_ident().map_or_else(Span::call_site, Ident::span);
+        if inner.path.is_ident("stream") {
+            stream.set(cx, s, lit(&inner)?);
+        } else if inner.path.is_ident("events") {
+            events.set(cx, s, lit(&inner)?);
+        } else if inner.path.is_ident("event_ttl") {
+            event_ttl.set(cx, s, lit(&inner)?);
+        } else {
+            unknown(cx, &inner, &["stream", "events", "event_ttl"], "outbox attribute");
+            skip_rest(&inner)?;
+        }
+        Ok(())
+    })?;
+    if stream.get().is_none() {
+        cx.error_at(span, "`outbox(...)` needs `stream = \"...\"`, e.g. `outbox(stream = \"sfc:work:{scope}\")`");
+    }
+    if let (None, Some(ttl)) = (events.get(), event_ttl.get()) {
+        cx.error_spanned_by(
+            ttl,
+            "`event_ttl` has no use without `events = \"...\"`: steps of this type carry no event",
+        );
+    }
+    Ok(OutboxAttr { span, stream: stream.take(), events: events.take(), event_ttl: event_ttl.take() })
 }
 
 fn parse_list(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span) -> syn::Result<ListAttr> {

@@ -95,11 +95,12 @@ impl<'a> Entry<'a> {
 }
 
 /// The Lua scripts of the spec. The only calls into `microdcs_schema::lua`.
-fn scripts(spec: &DocumentSpec<'_>) -> [String; 3] {
+fn scripts(spec: &DocumentSpec<'_>) -> [String; 4] {
     let (put, _) = microdcs_schema::lua::put_script(spec);
     let (delete, _) = microdcs_schema::lua::delete_script(spec);
     let find = microdcs_schema::lua::find_script(spec);
-    [put, delete, find]
+    let step = microdcs_schema::lua::step_script(spec).map(|(s, _)| s).unwrap_or_default();
+    [put, delete, find, step]
 }
 
 fn private() -> TokenStream {
@@ -149,7 +150,19 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
 /// The `SPEC` constant's value.
 fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
-    let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, ttl_ms, .. } = *spec;
+    let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, ttl_ms, outbox, .. } =
+        *spec;
+    let outbox = match outbox {
+        Some(o) => {
+            let (stream, ttl) = (o.stream, o.event_ttl_ms);
+            let events = match o.events {
+                Some(e) => quote!(::core::option::Option::Some(#e)),
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::core::option::Option::Some(#p::OutboxSpec { stream: #stream, events: #events, event_ttl_ms: #ttl }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let changes = match changes {
         Some(c) => quote!(::core::option::Option::Some(#c)),
         None => quote!(::core::option::Option::None),
@@ -188,6 +201,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
             nudge: #nudge,
             registry: #registry,
             ttl_ms: #ttl_ms,
+            outbox: #outbox,
         }
     }
 }
@@ -408,7 +422,7 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
     let ident = &c.doc.ident;
     let spec_value = spec_tokens(spec);
-    let [put_script, delete_script, find_script] = scripts(spec);
+    let [put_script, delete_script, find_script, step_script] = scripts(spec);
     let id_expr = key_segment_expr(c.id);
     let scope_expr = key_segment_expr(c.scope);
     let list_entry = list_entry(c, spec);
@@ -430,10 +444,18 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
             impl #p::HasChanges for #ident {}
         }
     });
+    // Only a type with an outbox gets `Store::step`.
+    let has_outbox = spec.outbox.map(|_| {
+        quote! {
+            #[automatically_derived]
+            impl #p::HasOutbox for #ident {}
+        }
+    });
     quote! {
         const _: () = {
             #has_list
             #has_changes
+            #has_outbox
 
             #[automatically_derived]
             impl #p::Document for #ident {
@@ -442,6 +464,7 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
                 const PUT_SCRIPT: &'static str = #put_script;
                 const DELETE_SCRIPT: &'static str = #delete_script;
                 const FIND_SCRIPT: &'static str = #find_script;
+                const STEP_SCRIPT: &'static str = #step_script;
 
                 fn id(&self) -> #p::Cow<'_, str> {
                     #id_expr

@@ -251,6 +251,31 @@ use proc_macro::TokenStream;
 /// script. A type with a lifetime has no list and no group index: their
 /// entries would outlive the documents.
 ///
+/// ## `outbox(stream = "...", events = "...", event_ttl = "...")`
+///
+/// Gives the type a workflow step (`Store::step`): one generated script
+/// that compares the version, stores the document with its indexes,
+/// appends work entries to `stream` (exactly `{scope}`; never trimmed by
+/// length) and, for a step that carries an event, checks and sets its
+/// marker `events` (placeholders among `{scope}`, `{source}` and the
+/// event's `{id}`, which it needs), kept `event_ttl` (default `"1h"`). A
+/// redelivered event finds its marker and the step writes nothing. Both
+/// are shared families: the keyspace declares them, as `stream(...)` and
+/// `string(...)`.
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(
+///     key = "sfc:state:{id}",
+///     outbox(stream = "sfc:work:{scope}", events = "sfc:event:{scope}:{source}|{id}"),
+/// )]
+/// pub struct SfcState {
+///     pub id: String,
+///     pub scope: String,
+///     pub step: String,
+/// }
+/// ```
+///
 /// # Field attributes: `#[microdcs(id)]` and `#[microdcs(scope)]`
 ///
 /// The id is the field marked `#[microdcs(id)]`, else the field named `id`; the

@@ -3,7 +3,7 @@
 //! The spec only borrows, and its index specs borrow binding slices, so it is
 //! built inside [`with_spec`] from storage that lives on that call's stack.
 
-use microdcs_schema::{Binding, DocumentSpec, IndexSpec, ListSpec, Source};
+use microdcs_schema::{Binding, DocumentSpec, IndexSpec, ListSpec, OutboxSpec, Source};
 
 use crate::ast::{self, Document, Index, Value};
 
@@ -19,6 +19,8 @@ pub(crate) struct Texts {
     pub(crate) changes: Option<String>,
     pub(crate) nudge: String,
     pub(crate) registry: String,
+    /// The outbox stream and event marker templates.
+    pub(crate) outbox: Option<(String, Option<String>)>,
 }
 
 impl Texts {
@@ -42,7 +44,8 @@ impl Texts {
         let id_field = doc.id.as_ref().map_or_else(|| "id".to_owned(), |f| f.ident.to_string());
         let scope_field = doc.scope.as_ref().map_or_else(|| "scope".to_owned(), |f| f.ident.to_string());
         let list_key = doc.list.as_ref().and_then(|l| l.key.as_ref()).map(syn::LitStr::value);
-        Texts { type_name, kind, key, id_field, scope_field, list_key, changes, nudge, registry }
+        let outbox = doc.outbox.as_ref().map(|o| (o.stream.value(), o.events.as_ref().map(syn::LitStr::value)));
+        Texts { type_name, kind, key, id_field, scope_field, list_key, changes, nudge, registry, outbox }
     }
 }
 
@@ -70,6 +73,12 @@ pub(crate) fn with_spec<R>(doc: &Document, texts: &Texts, f: impl FnOnce(&Docume
         nudge: &texts.nudge,
         registry: &texts.registry,
         ttl_ms: doc.ttl.as_ref().and_then(|(_, ms)| *ms),
+        outbox: match (&texts.outbox, &doc.outbox) {
+            (Some((stream, events)), Some(o)) => {
+                Some(OutboxSpec { stream, events: events.as_deref(), event_ttl_ms: o.event_ttl_ms })
+            }
+            _ => None,
+        },
     };
     f(&spec)
 }

@@ -77,6 +77,7 @@ const APP: &[&str] = &[
     "xautoclaim",
     "xgroup|create",
     "xinfo|groups",
+    "xlen",
     "xpending",
     "xreadgroup",
     "xtrim",

@@ -77,12 +77,36 @@ fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String,
             doc_ttl(d),
             writes(d),
         ),
+        (Role::Declared(name), _) if let Some((c, l, w)) = outbox_use(spec, f) => (format!("`{name}`"), c, l, w),
         (Role::Declared(name), _) => {
             let (c, l, w) = declared(f);
             (format!("`{name}`"), c, l, w)
         }
         _ => (f.name.to_owned(), String::new(), String::new(), String::new()),
     }
+}
+
+/// A declared family that a document type's step writes: its work stream
+/// or its event markers.
+fn outbox_use(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> Option<(String, String, String)> {
+    spec.documents.iter().find_map(|d| {
+        let o = d.outbox?;
+        let step = format!("the step script of `{}`", d.type_name);
+        if f.key_type == KeyType::Stream && f.key == o.stream {
+            return Some((
+                "work entries: `job`, `v`, then the step's own fields".to_owned(),
+                "never trimmed by length; entries leave once acknowledged".to_owned(),
+                step,
+            ));
+        }
+        (f.key_type == KeyType::String && o.events == Some(f.key)).then(|| {
+            (
+                "the id of the document whose step applied the event".to_owned(),
+                format!("{} ms from the step (`event_ttl`)", o.event_ttl_ms),
+                step,
+            )
+        })
+    })
 }
 
 fn is(f: &Family<'_>, b: &FamilySpec<'_>) -> bool {

@@ -55,15 +55,16 @@ pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
 pub use microdcs_schema::lua::stored_op_id;
 pub use microdcs_schema::{
-    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasChanges, HasList, InKeyspace, IndexEntries,
-    IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace, KeyspaceSpec,
-    ListEntry, PrefixError, Role, SchemaError, Score, UniqueQuery, check_keyspace,
+    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace,
+    IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace,
+    KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UniqueQuery, check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
 pub use store::{
-    DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Expect, IdPage, MaintenanceOptions, Page, PutOutcome,
-    Report, Store, Stored, fingerprints, new_op_id,
+    DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, Expect, IdPage, MAX_ENTRY_FIELDS,
+    MAX_WORK_ENTRIES, MaintenanceOptions, Page, PutOutcome, Report, StepOutcome, Store, Stored, WORK_ENTRY_FIELDS,
+    WorkEntry, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
 pub use sweep::{Due, DueSweep};
@@ -79,9 +80,9 @@ pub mod __private {
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,
         IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec,
-        Score, Source, UniqueQuery, keyspace_problem,
+        OutboxSpec, Score, Source, UniqueQuery, keyspace_problem,
     };
-    pub use microdcs_schema::{HasChanges, HasList, InKeyspace, Keyspace};
+    pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
     pub use std::borrow::Cow;
 
     /// What the `open` function of a keyspace returns.

@@ -40,13 +40,13 @@ pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, chec
 #[doc(hidden)]
 pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
-    Document, GroupQuery, HasChanges, HasList, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexScore,
+    Document, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexScore,
     IndexValue, KeySegment, Keyspace, ListEntry, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
-    Binding, DocumentSpec, Family, FamilySpec, Feed, IndexLayout, IndexSpec, KeyType, KeyspaceSpec, ListSpec, Role,
-    Source,
+    Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilySpec, Feed, IndexLayout, IndexSpec, KeyType,
+    KeyspaceSpec, ListSpec, OutboxSpec, Role, Source,
 };
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

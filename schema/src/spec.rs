@@ -103,6 +103,28 @@ pub struct ListSpec<'a> {
     pub score: Option<Source<'a>>,
 }
 
+/// The outbox of a type with a workflow step (`outbox(stream = "...",
+/// events = "...")`): the stream a step appends its work entries to, and
+/// the markers that make each event apply once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxSpec<'a> {
+    /// Work stream template; its only placeholder is `{scope}`. Entries are
+    /// never trimmed by length: work is removed only once acknowledged. A
+    /// shared family: the keyspace declares it (`stream("...")`).
+    pub stream: &'a str,
+    /// Applied-event marker template (`sfc:event:{scope}:{source}|{id}`):
+    /// placeholders among `{scope}`, `{source}` and `{id}` (the event's id,
+    /// required). `None`: steps of the type carry no event. A shared
+    /// family: the keyspace declares it (`string("...")`).
+    pub events: Option<&'a str>,
+    /// How long a marker is kept, in milliseconds (an event redelivered
+    /// within it is recognised).
+    pub event_ttl_ms: u64,
+}
+
+/// The default lifetime of an applied-event marker: one hour.
+pub const DEFAULT_EVENT_TTL_MS: u64 = 3_600_000;
+
 /// Everything the runtime and the checks need to know about a document type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DocumentSpec<'a> {
@@ -135,6 +157,8 @@ pub struct DocumentSpec<'a> {
     /// with a lifetime has no list and no group index (their entries would
     /// outlive the document); its unique index keys expire with it.
     pub ttl_ms: Option<u64>,
+    /// The outbox of the type's workflow step, if it has one.
+    pub outbox: Option<OutboxSpec<'a>>,
 }
 
 /// Hash fields every document hash has; index fields may not use these names.
@@ -188,10 +212,13 @@ impl<'a> DocumentSpec<'a> {
             nudge: crate::builtin::NUDGE.key,
             registry: crate::builtin::SCOPES.key,
             ttl_ms: None,
+            outbox: None,
         }
     }
 
-    /// Number of key families this document type owns (hash, list, indexes).
+    /// Number of key families this document type owns (hash, list,
+    /// indexes). Its change stream, outbox stream and event markers are
+    /// shared families, which the keyspace declares.
     pub const fn family_count(&self) -> usize {
         1 + if self.list.is_some() { 1 } else { 0 } + self.unique.len() + self.groups.len()
     }
@@ -273,6 +300,22 @@ impl<'a> DocumentSpec<'a> {
         match self.changes {
             Some(c) => c,
             None => "",
+        }
+    }
+
+    /// The outbox stream template, or `""` for a type without an outbox.
+    pub(crate) const fn outbox_text(&self) -> &'a str {
+        match self.outbox {
+            Some(o) => o.stream,
+            None => "",
+        }
+    }
+
+    /// The event marker template, or `""` when steps carry no event.
+    pub(crate) const fn events_text(&self) -> &'a str {
+        match self.outbox {
+            Some(OutboxSpec { events: Some(e), .. }) => e,
+            _ => "",
         }
     }
 

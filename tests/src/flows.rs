@@ -127,6 +127,22 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = revocations.publish("session-1").await?;
     assert_eq!(sub.next(Duration::from_secs(5)).await.as_deref(), Some("session-1"));
 
+    // The workflow step: state, work entries and an event marker.
+    let states = plant.store::<crate::fixtures::SfcState>();
+    let job = crate::fixtures::SfcState {
+        job_id: "j-1".into(),
+        scope: "s1".into(),
+        step: "mix".into(),
+        deadline: Some(10),
+        running: true,
+        wait_type: None,
+        wait_start: None,
+    };
+    let effects = microdcs_valkey::Effects::new()
+        .work(microdcs_valkey::WorkEntry::new().field("step", "mix"))
+        .event(microdcs_valkey::Event::new("urn:line-1", "e-1"));
+    let _ = states.step(None, &job, &effects).await?;
+
     // Streams.
     let streams = Streams::new(valkey.clone());
     let work = Plant::sfc_work_key(valkey.prefix(), "s1")?;

@@ -11,10 +11,16 @@ use std::path::{Path, PathBuf};
 use microdcs_tests::fixtures::{Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, WorkMaster};
 use microdcs_valkey::Document;
 
-/// `(kind, op, text)` for one document type.
-fn scripts<D: Document>() -> [(&'static str, &'static str, &'static str); 3] {
+/// `(kind, op, text)` for one document type; the step only for a type
+/// with an outbox.
+fn scripts<D: Document>() -> Vec<(&'static str, &'static str, &'static str)> {
     let kind = D::SPEC.kind;
-    [(kind, "put", D::PUT_SCRIPT), (kind, "delete", D::DELETE_SCRIPT), (kind, "find", D::FIND_SCRIPT)]
+    let mut out =
+        vec![(kind, "put", D::PUT_SCRIPT), (kind, "delete", D::DELETE_SCRIPT), (kind, "find", D::FIND_SCRIPT)];
+    if D::SPEC.outbox.is_some() {
+        out.push((kind, "step", D::STEP_SCRIPT));
+    }
+    out
 }
 
 fn dir() -> PathBuf {

@@ -88,7 +88,9 @@ pub struct WorkMaster {
 /// The state of one SFC execution, keyed by job id. Its indexes are the
 /// engine's: `due` by the next deadline (none: not due), `active` while the
 /// job runs, `waits` by the start of the wait of each wait type; every write
-/// of the state keeps all three, in the same script.
+/// of the state keeps all three, in the same script. Its step
+/// (`Store::step`) also appends work to `sfc:work:{scope}` and applies each
+/// event once, by its marker `sfc:event:{scope}:{source}|{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(
     kind = "sfc",
@@ -96,6 +98,7 @@ pub struct WorkMaster {
     sorted(key = "sfc:due:{scope}", score = deadline, name = "due"),
     member(key = "sfc:active:{scope}", when = running, name = "active"),
     sorted(key = "sfc:waits:{scope}:{type_id}", type_id = wait_type, score = wait_start, name = "waits"),
+    outbox(stream = "sfc:work:{scope}", events = "sfc:event:{scope}:{source}|{id}"),
 )]
 pub struct SfcState {
     /// The job id.

@@ -7,10 +7,11 @@
 use redis::Value;
 
 use microdcs_schema::IndexEntry;
-use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
+use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout, StepLayout};
 
 use super::plan::Plan;
 use super::render_err;
+use super::step::StepArgs;
 use super::types::ReadState;
 use crate::client::Valkey;
 use crate::config::defaults;
@@ -62,6 +63,8 @@ pub(super) struct PutBody<'a> {
     pub(super) score: Option<String>,
     /// The document's lifetime, for a type with a `ttl`.
     pub(super) ttl_ms: Option<u64>,
+    /// The document id (names its tombstone).
+    pub(super) id: &'a str,
 }
 
 /// The KEYS and ARGV of one write-script call.
@@ -117,9 +120,51 @@ impl<'a> Call<'a> {
         t: Target<'a>,
         body: PutBody<'a>,
     ) -> Result<Self> {
-        let PutBody { doc, score, ttl_ms } = body;
-        let t_id = t.id;
-        let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
+        let call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
+        call.put_body(l, plan, valkey, kind, body)
+    }
+
+    /// A step call: a put's positions, then the outbox stream, the event
+    /// marker and the work entries (after the fixed positions).
+    pub(super) fn step(
+        sl: &StepLayout,
+        plan: &'a Plan,
+        valkey: &Valkey,
+        kind: &'static str,
+        t: Target<'a>,
+        body: PutBody<'a>,
+        step: &'a StepArgs<'a>,
+    ) -> Result<Self> {
+        let l = &sl.put;
+        let doc_key = t.key.to_owned();
+        let call = Self::new(&l.common, (sl.num_keys, sl.num_args), plan, valkey, kind, t)?;
+        let mut call = call.put_body(l, plan, valkey, kind, body)?;
+        call.set_key(sl.work_key, step.work_key.clone());
+        call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or(doc_key));
+        call.set_arg(sl.marker_flag, flag(step.marker_key.is_some()));
+        call.set_arg(sl.marker_ttl, Arg::Owned(step.marker_ttl_ms.to_string()));
+        call.set_arg(sl.entries, Arg::Owned(step.entries.len().to_string()));
+        for e in step.entries {
+            call.args.push(Arg::Owned(e.fields().len().to_string()));
+            for (name, value) in e.fields() {
+                call.args.push(Arg::Borrowed(name));
+                call.args.push(Arg::Borrowed(value));
+            }
+        }
+        Ok(call)
+    }
+
+    /// What a put writes beside its entries, at the put layout's positions.
+    fn put_body(
+        mut self,
+        l: &PutLayout,
+        plan: &'a Plan,
+        valkey: &Valkey,
+        kind: &'static str,
+        body: PutBody<'a>,
+    ) -> Result<Self> {
+        let PutBody { doc, score, ttl_ms, id: t_id } = body;
+        let call = &mut self;
         call.set_arg(l.doc, Arg::Borrowed(doc));
         // The script trusts this count, so it is always within the bounds
         // the configuration enforces, even when set in code.
@@ -132,7 +177,7 @@ impl<'a> Call<'a> {
         if let (Some(pos), Some(ms)) = (l.ttl, ttl_ms) {
             call.set_arg(pos, Arg::Owned(ms.to_string()));
         }
-        Ok(call)
+        Ok(self)
     }
 
     /// A delete call: the shared positions; the caller's reads are filled by [`Call::reads`].

@@ -17,12 +17,14 @@ mod call;
 mod maintenance;
 mod plan;
 mod read;
+mod step;
 mod types;
 mod write;
 
 pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub(crate) use read::{read_bounded, sscan_page};
+pub use step::{Effects, Event, MAX_ENTRY_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry};
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;

@@ -1,7 +1,7 @@
 //! The per-type plan: scripts, layouts and key templates, derived from
 //! `D::SPEC` once per store.
 
-use microdcs_schema::lua::{self, DeleteLayout, PutLayout};
+use microdcs_schema::lua::{self, DeleteLayout, PutLayout, StepLayout};
 use microdcs_schema::{Document, IndexSpec, KeyTemplate, Source};
 
 use super::types::ReadState;
@@ -28,6 +28,16 @@ pub(super) struct IndexPlan {
     pub(super) marker: Option<usize>,
 }
 
+/// The step of a type with an outbox: its script, layout and templates.
+pub(super) struct StepPlan {
+    pub(super) script: LuaScript,
+    pub(super) layout: StepLayout,
+    /// The work stream (`{scope}`).
+    pub(super) work: KeyTemplate,
+    /// The applied-event markers, when the type declares them.
+    pub(super) events: Option<KeyTemplate>,
+}
+
 /// Everything derived from `D::SPEC` once per store.
 pub(super) struct Plan {
     pub(super) put: LuaScript,
@@ -51,6 +61,7 @@ pub(super) struct Plan {
     pub(super) field_users: Vec<Vec<&'static str>>,
     pub(super) unique: Vec<IndexPlan>,
     pub(super) groups: Vec<IndexPlan>,
+    pub(super) step: Option<StepPlan>,
 }
 
 fn parse(t: &str) -> KeyTemplate {
@@ -103,6 +114,12 @@ impl Plan {
             groups: spec.groups.iter().map(index_plan).collect(),
             field_users: fields.iter().map(users_of).collect(),
             fields,
+            step: spec.outbox.map(|o| StepPlan {
+                script: LuaScript::new(D::STEP_SCRIPT),
+                layout: StepLayout::new(spec),
+                work: parse(o.stream),
+                events: o.events.map(parse),
+            }),
         }
     }
 

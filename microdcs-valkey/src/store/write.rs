@@ -10,6 +10,7 @@ use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at};
+use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
@@ -43,6 +44,13 @@ fn applied_version(ops: &str, v: u64, op: &str) -> Option<u64> {
     }
     let at = (0..ops.len() / n).find(|i| ops.get(i * n..(i + 1) * n) == Some(op))?;
     v.checked_sub((ops.len() / n - 1 - at) as u64).filter(|v| *v > 0)
+}
+
+/// What a write script did: a put's outcome, or (a step only) the
+/// document whose step applied the event already.
+pub(super) enum Applied {
+    Put(PutOutcome),
+    Event(String),
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -130,6 +138,24 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read_id: Option<&str>,
         op: Option<&str>,
     ) -> Result<PutOutcome> {
+        match self.write_inner(doc, expect, read, read_id, op, None).await? {
+            Applied::Put(out) => Ok(out),
+            // Only a step carries an event.
+            Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
+        }
+    }
+
+    /// A put, or with `step` a step: the same checks and retries, the
+    /// step's script and arguments.
+    pub(super) async fn write_inner(
+        &self,
+        doc: &D,
+        expect: Expect,
+        read: Option<ReadState>,
+        read_id: Option<&str>,
+        op: Option<&str>,
+        step: Option<&StepArgs<'_>>,
+    ) -> Result<Applied> {
         let op = match op {
             Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
             // Stored as a fixed-length digest, so the history holds ids of one size.
@@ -158,11 +184,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // Our own earlier write (same op id, unknown outcome) counts as done.
             if let Some(v) = applied_version(&s.ops, s.version, &op) {
                 self.valkey.metrics().add_already_applied();
-                return Ok(PutOutcome::Written { version: v });
+                return Ok(Applied::Put(PutOutcome::Written { version: v }));
             }
-            return Ok(PutOutcome::Conflict { current: s.version });
+            return Ok(Applied::Put(PutOutcome::Conflict { current: s.version }));
         }
-        let l = &plan.put_layout;
+        let step_plan = match step {
+            Some(_) => Some(plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?),
+            None => None,
+        };
+        let (l, script, name) = match step_plan {
+            Some(sp) => (&sp.layout.put, &sp.script, "step"),
+            None => (&plan.put_layout, &plan.put, "put"),
+        };
         for _ in 0..MAX_REREADS {
             let target = Target {
                 key,
@@ -177,42 +210,46 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 op: &op,
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
-            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms() };
-            let mut call = Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?;
+            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), id: &entries.id };
+            let mut call = match (step, step_plan) {
+                (Some(args), Some(sp)) => Call::step(&sp.layout, plan, &self.valkey, D::SPEC.kind, target, body, args)?,
+                _ => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,
+            };
             call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
-            let reply = call.invoke(&self.valkey, &plan.put, key).await?;
-            let (code, rest) = split_reply("put", &reply.value)?;
+            let reply = call.invoke(&self.valkey, script, key).await?;
+            let (code, rest) = split_reply(name, &reply.value)?;
             match code {
-                ret::WRITTEN => return Ok(PutOutcome::Written { version: int_at("put", rest, 0)? }),
+                ret::WRITTEN => return Ok(Applied::Put(PutOutcome::Written { version: int_at(name, rest, 0)? })),
                 ret::ALREADY_APPLIED => {
                     self.valkey.metrics().add_already_applied();
-                    return Ok(PutOutcome::Written { version: int_at("put", rest, 0)? });
+                    return Ok(Applied::Put(PutOutcome::Written { version: int_at(name, rest, 0)? }));
                 }
-                ret::CONFLICT => return Ok(PutOutcome::Conflict { current: int_at("put", rest, 0)? }),
-                ret::NOT_FOUND => return Ok(PutOutcome::NotFound),
+                ret::CONFLICT => return Ok(Applied::Put(PutOutcome::Conflict { current: int_at(name, rest, 0)? })),
+                ret::NOT_FOUND => return Ok(Applied::Put(PutOutcome::NotFound)),
+                ret::EVENT_APPLIED if step.is_some() => return Ok(Applied::Event(str_at(name, rest, 0)?)),
                 ret::WRONG_SCOPE => {
                     return Err(Error::WrongScope {
                         id: entries.id.clone(),
-                        stored: str_at("put", rest, 0)?,
+                        stored: str_at(name, rest, 0)?,
                         given: entries.scope.clone(),
                     });
                 }
                 ret::UNIQUE_VIOLATION => {
-                    let n = usize::try_from(int_at("put", rest, 0)?).unwrap_or(0);
+                    let n = usize::try_from(int_at(name, rest, 0)?).unwrap_or(0);
                     let slots = l.indexes.get(n.saturating_sub(1));
                     return Err(Error::UniqueViolation {
                         type_name: D::SPEC.type_name,
                         index: slots.map(|s| s.index.name.clone()).unwrap_or_default(),
                         key: slots.map(|s| call.key(s.new.key).to_owned()).unwrap_or_default(),
-                        holder: str_at("put", rest, 1)?,
+                        holder: str_at(name, rest, 1)?,
                     });
                 }
-                ret::CORRUPT => return Err(corrupt_reply("put", key, rest)),
+                ret::CORRUPT => return Err(corrupt_reply(name, key, rest)),
                 ret::RETRY => {
                     state = Some(self.read_state(key).await?);
                 }
-                _ => return Err(Error::Protocol { script: "put", reply: short(&reply.value) }),
+                _ => return Err(Error::Protocol { script: name, reply: short(&reply.value) }),
             }
         }
         Err(Error::Contention { key: key.to_owned(), attempts: MAX_REREADS })

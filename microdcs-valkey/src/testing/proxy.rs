@@ -14,8 +14,9 @@ use tokio::sync::{Mutex, Notify};
 struct State {
     /// Added to every chunk in each direction (a simulated network).
     delay: Duration,
-    /// Cut the connection that forwards a request containing this pattern.
-    trigger: Mutex<Option<Vec<u8>>>,
+    /// Cut the connection that sees a request containing this pattern:
+    /// after forwarding it (`false`), or instead of forwarding it (`true`).
+    trigger: Mutex<Option<(Vec<u8>, bool)>>,
     cuts: AtomicU64,
     commands: AtomicU64,
     cut_done: Notify,
@@ -83,7 +84,14 @@ impl FaultProxy {
     /// (ASCII case-insensitive) is
     /// forwarded to the server, its reply is swallowed and the connection closed.
     pub async fn cut_after_request_containing(&self, pattern: &[u8]) {
-        *self.state.trigger.lock().await = Some(pattern.to_vec());
+        *self.state.trigger.lock().await = Some((pattern.to_vec(), false));
+    }
+
+    /// Arms a one-shot cut before the server sees the request: the next
+    /// client request containing `pattern` (ASCII case-insensitive) is not
+    /// forwarded, and the connection is closed (a request lost on the way).
+    pub async fn cut_before_request_containing(&self, pattern: &[u8]) {
+        *self.state.trigger.lock().await = Some((pattern.to_vec(), true));
     }
 
     /// Waits until an armed cut happened.
@@ -227,12 +235,18 @@ async fn pump(client: TcpStream, server: TcpStream, st: Arc<State>) {
                 }
             }
             let mut trigger = st2.trigger.lock().await;
-            let hit = trigger.as_ref().is_some_and(|p| buf[..n].windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)));
+            let hit =
+                trigger.as_ref().is_some_and(|(p, _)| buf[..n].windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)));
+            let before = hit && trigger.as_ref().is_some_and(|(_, before)| *before);
             if hit {
                 *trigger = None;
                 cut2.store(true, Ordering::SeqCst);
             }
             drop(trigger);
+            if before {
+                // Nothing of this chunk reaches the server.
+                break;
+            }
             if sw.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -30,6 +30,7 @@ pub fn check_document(doc: &DocumentSpec<'_>) -> Vec<SchemaError> {
     check_indexes(doc, &mut errors);
     check_shared(doc, &mut errors);
     check_ttl(doc, &mut errors);
+    check_outbox(doc, &mut errors);
     let families: Vec<_> = doc.families().collect();
     check_disjoint(&families, &mut errors);
     for f in &families {
@@ -165,6 +166,32 @@ fn check_ttl(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     }
     for (i, g) in doc.groups.iter().enumerate() {
         errors.push(err(Attr::Group(i), SchemaErrorKind::TtlWithEntries(format!("group index `{}`", g.name))));
+    }
+}
+
+/// The outbox stream has exactly `{scope}` (work is per scope, like
+/// changes); an event marker names the event by `{id}`, optionally with its
+/// `{source}` and the `{scope}`; markers live longer than zero.
+fn check_outbox(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    let Some(o) = doc.outbox else { return };
+    let err = |kind, p: Option<&str>| SchemaError { origin: origin(doc.type_name, Attr::Outbox, p), kind };
+    if let Some(t) = parse_at(o.stream, doc.type_name, &Attr::Outbox, errors)
+        && !t.placeholders().eq(["scope"])
+    {
+        errors.push(err(SchemaErrorKind::SharedTemplate { expected: "the placeholder `{scope}`" }, None));
+    }
+    if let Some(events) = o.events
+        && let Some(t) = parse_at(events, doc.type_name, &Attr::Outbox, errors)
+    {
+        if !t.has_placeholder("id") {
+            errors.push(err(SchemaErrorKind::EventPlaceholder(None), None));
+        }
+        for p in t.placeholders().filter(|p| !["scope", "source", "id"].contains(p)) {
+            errors.push(err(SchemaErrorKind::EventPlaceholder(Some(p.to_owned())), Some(p)));
+        }
+    }
+    if o.event_ttl_ms == 0 {
+        errors.push(err(SchemaErrorKind::ZeroTtl, None));
     }
 }
 

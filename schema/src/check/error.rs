@@ -26,6 +26,8 @@ pub enum Attr {
     Registry,
     /// `ttl = ...`
     Ttl,
+    /// `outbox(...)`
+    Outbox,
     /// A family declared in a keyspace, by name.
     Family(String),
     /// A document type listed in a keyspace, by type name.
@@ -103,6 +105,9 @@ pub enum SchemaErrorKind {
     TtlWithEntries(String),
     /// A lifetime of zero.
     ZeroTtl,
+    /// The event marker template uses a placeholder other than `{scope}`,
+    /// `{source}` and `{id}` (`Some`), or lacks `{id}` (`None`).
+    EventPlaceholder(Option<String>),
     /// A document refers to a shared family the keyspace does not declare.
     Undeclared {
         /// Template referred to.
@@ -161,6 +166,13 @@ impl fmt::Display for SchemaError {
                  which expire on their own (unique indexes may stay: their keys expire with the document)"
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
+            K::EventPlaceholder(Some(p)) => write!(
+                f,
+                "the event marker key may only use `{{scope}}`, `{{source}}` and `{{id}}` (the event's), not `{{{p}}}`"
+            ),
+            K::EventPlaceholder(None) => {
+                write!(f, "the event marker key must contain `{{id}}` (the event's id: one marker per event)")
+            }
             K::Undeclared { template, key_type } => write!(
                 f,
                 "the keyspace does not declare the {} family `{template}` that this document type uses",

@@ -41,7 +41,8 @@ enum Problem<'a> {
     /// A document type uses a shared family (change stream, nudge channel,
     /// scope registry) that the keyspace does not declare with that type.
     /// `at` is the document's position in the keyspace.
-    Undeclared { doc: &'a DocumentSpec<'a>, at: usize, template: &'a str, key_type: KeyType },
+    /// `name` is what a declaration would call it.
+    Undeclared { doc: &'a DocumentSpec<'a>, at: usize, template: &'a str, key_type: KeyType, name: &'static str },
 }
 
 /// Where the enumeration of problems stands: the candidate pairs of
@@ -68,14 +69,13 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
     }
     while c.d < ks.documents.len() {
         let doc = &ks.documents[c.d];
-        let refs =
-            [(doc.changes_text(), KeyType::Stream), (doc.nudge_text(), KeyType::Channel), (doc.registry, KeyType::Set)];
+        let refs = shared_refs(doc);
         while c.r < refs.len() {
-            let (template, key_type) = refs[c.r];
+            let (template, key_type, name) = refs[c.r];
             c.r += 1;
-            // "": not used by this type (`changes = none`).
+            // "": not used by this type (`changes = none`, no outbox).
             if !template.is_empty() && !ks.has_family(template, key_type) {
-                return Some((Problem::Undeclared { doc, at: c.d, template, key_type }, c));
+                return Some((Problem::Undeclared { doc, at: c.d, template, key_type, name }, c));
             }
         }
         c.d += 1;
@@ -150,24 +150,29 @@ const fn is_repeat(ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> bool {
     false
 }
 
-/// Whether a document type refers to this shared family.
-const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool {
-    match key_type {
-        KeyType::Stream => str_eq(doc.changes_text(), template),
-        KeyType::Channel => str_eq(doc.nudge_text(), template),
-        KeyType::Set => str_eq(doc.registry, template),
-        _ => false,
-    }
+/// The shared families a document type refers to, each with its type and
+/// the name a declaration would give it; `""` where the type uses none.
+const fn shared_refs<'a>(doc: &DocumentSpec<'a>) -> [(&'a str, KeyType, &'static str); 5] {
+    [
+        (doc.changes_text(), KeyType::Stream, "changes"),
+        (doc.nudge_text(), KeyType::Channel, "nudge"),
+        (doc.registry, KeyType::Set, "scopes"),
+        (doc.outbox_text(), KeyType::Stream, "work"),
+        (doc.events_text(), KeyType::String, "events"),
+    ]
 }
 
-/// The entry a keyspace would declare for an undeclared shared family, named
-/// as the defaults name them.
-const fn family_name(key_type: KeyType) -> &'static str {
-    match key_type {
-        KeyType::Stream => "changes",
-        KeyType::Channel => "nudge",
-        _ => "scopes",
+/// Whether a document type refers to this shared family.
+const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool {
+    let refs = shared_refs(doc);
+    let mut r = 0;
+    while r < refs.len() {
+        if refs[r].1 as u8 == key_type as u8 && !refs[r].0.is_empty() && str_eq(refs[r].0, template) {
+            return true;
+        }
+        r += 1;
     }
+    false
 }
 
 /// Appends one problem's text.
@@ -176,7 +181,7 @@ const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_
         Problem::Overlap(a, b) => {
             msg.push("key families overlap: ").family(&a).push(" and ").family(&b).push(" can render the same key")
         }
-        Problem::Undeclared { template, key_type, .. } => {
+        Problem::Undeclared { template, key_type, name, .. } => {
             // Every type using the family, the first one included.
             let mut users = 0;
             let mut d = 0;
@@ -206,7 +211,7 @@ const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_
                 .push("`, which keyspace `")
                 .push(ks.name)
                 .push("` does not declare; add `")
-                .push(family_name(key_type))
+                .push(name)
                 .push(": ")
                 .push(key_type.type_name())
                 .push("(\"")
@@ -260,11 +265,12 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
                     errors.push(overlap_error(&a, &b));
                 }
             }
-            Problem::Undeclared { doc, template, key_type, .. } => {
-                let attr = match key_type {
-                    KeyType::Stream => Attr::Changes,
-                    KeyType::Channel => Attr::Nudge,
-                    _ => Attr::Registry,
+            Problem::Undeclared { doc, template, key_type, name, .. } => {
+                let attr = match name {
+                    "changes" => Attr::Changes,
+                    "nudge" => Attr::Nudge,
+                    "scopes" => Attr::Registry,
+                    _ => Attr::Outbox,
                 };
                 errors.push(SchemaError {
                     origin: origin(doc.type_name, attr, None),

@@ -114,6 +114,48 @@ pub struct PutLayout {
     pub num_args: usize,
 }
 
+/// The KEYS/ARGV layout of a step script: a put's, then the outbox's. The
+/// work entries follow the fixed positions, as many as the step carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepLayout {
+    /// Everything a put has, at the same positions.
+    pub put: PutLayout,
+    /// KEYS: the work stream.
+    pub work_key: usize,
+    /// KEYS: the applied-event marker (the document key when the step
+    /// carries no event).
+    pub marker_key: usize,
+    /// ARGV: `1` when the step carries an event, else `0`.
+    pub marker_flag: usize,
+    /// ARGV: the marker's lifetime in milliseconds.
+    pub marker_ttl: usize,
+    /// ARGV: how many work entries follow. Each is its field count `n`,
+    /// then `n` name/value pairs.
+    pub entries: usize,
+    /// Number of KEYS.
+    pub num_keys: usize,
+    /// Number of fixed ARGV (the work entries come after them).
+    pub num_args: usize,
+}
+
+impl StepLayout {
+    /// The layout of `spec`'s step script.
+    pub fn new(spec: &DocumentSpec<'_>) -> Self {
+        let put = PutLayout::new(spec);
+        let (k, a) = (put.num_keys, put.num_args);
+        StepLayout {
+            work_key: k + 1,
+            marker_key: k + 2,
+            marker_flag: a + 1,
+            marker_ttl: a + 2,
+            entries: a + 3,
+            num_keys: k + 2,
+            num_args: a + 3,
+            put,
+        }
+    }
+}
+
 /// The KEYS/ARGV layout of a delete script.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteLayout {

@@ -1,5 +1,6 @@
 //! Lua generation: one put script and one delete script per document type,
-//! plus a read script for unique lookups, with their KEYS/ARGV layout.
+//! a step script for a type with an outbox, plus a read script for unique
+//! lookups, with their KEYS/ARGV layout.
 //!
 //! Pure functions from a [`DocumentSpec`](crate::DocumentSpec). The layout
 //! types ([`PutLayout`], [`DeleteLayout`]) are the single description of
@@ -24,10 +25,10 @@ mod text;
 pub use delete::delete_script;
 pub use find::find_script;
 pub use layout::{
-    CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, PutIndexSlots, PutLayout, all_index_fields,
-    index_fields,
+    CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, PutIndexSlots, PutLayout, StepLayout,
+    all_index_fields, index_fields,
 };
-pub use put::put_script;
+pub use put::{put_script, step_script};
 pub use text::lua_escape_class;
 
 /// Return codes: the first element of every script reply.
@@ -50,6 +51,9 @@ pub mod ret {
     pub const CORRUPT: i64 = 6;
     /// `{7, version}`: this operation id was already applied and produced `version`.
     pub const ALREADY_APPLIED: i64 = 7;
+    /// `{8, job}`: (step) the step's event was applied already, by the step
+    /// of document `job`; nothing written.
+    pub const EVENT_APPLIED: i64 = 8;
 }
 
 /// The largest stored version, 2^53 - 1: Lua numbers are doubles, exact up

@@ -143,6 +143,17 @@ pub struct AuditEntry {
     pub scope: String,
 }
 
+#[derive(Document)]
+#[microdcs(
+    key = "sfc:state:{id}",
+    outbox(stream = "sfc:work:{scope}", events = "sfc:event:{scope}:{source}|{id}"),
+)]
+pub struct SfcState {
+    pub id: String,
+    pub scope: String,
+    pub step: String,
+}
+
 // --- keyspace! ---
 microdcs_valkey::keyspace! {
     /// Every key of the task service.
@@ -198,6 +209,9 @@ fn attribute_examples() -> Result<(), Box<dyn Error>> {
     assert_eq!(Reading::key(&prefix, &7_u64)?, "microdcs:reading:7");
     assert_eq!(Reading { seq: 7, station: "st".into() }.scope(), "st");
     assert_eq!(AuditEntry::SPEC.changes, Some("audit:changes:{scope}"));
+    let outbox = SfcState::SPEC.outbox.expect("an outbox");
+    assert_eq!((outbox.stream, outbox.events, outbox.event_ttl_ms), ("sfc:work:{scope}", Some("sfc:event:{scope}:{source}|{id}"), 3_600_000));
+    assert!(SfcState::STEP_SCRIPT.starts_with("-- microdcs step script"));
     Ok(())
 }
 

@@ -1,0 +1,334 @@
+//! The workflow step: a compare-and-set of a document that, in the same
+//! generated script, appends work entries to the type's outbox stream and
+//! applies an event at most once (an applied-event marker, checked and set).
+
+use serde::Serialize;
+
+use microdcs_schema::{HasOutbox, KeyTemplate};
+
+use super::render_err;
+use super::types::{Expect, Stored};
+use super::{Store, write::Applied};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+
+/// The most work entries one step appends.
+pub const MAX_WORK_ENTRIES: usize = 1000;
+
+/// The most fields one work entry holds (the script spreads an entry into
+/// one `XADD`, whose arguments must fit the server's Lua stack).
+pub const MAX_ENTRY_FIELDS: usize = 1000;
+
+/// The fields every work entry starts with, set by the script: the
+/// document id and the version the step wrote.
+pub const WORK_ENTRY_FIELDS: [&str; 2] = ["job", "v"];
+
+/// One entry a step appends to the outbox stream: named fields in order,
+/// after the `job` and `v` fields the script puts first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkEntry {
+    fields: Vec<(String, String)>,
+}
+
+impl WorkEntry {
+    /// An entry with no fields of its own.
+    pub fn new() -> Self {
+        WorkEntry::default()
+    }
+
+    /// Adds a field.
+    #[must_use]
+    pub fn field(mut self, name: impl Into<String>, value: impl ToString) -> Self {
+        self.fields.push((name.into(), value.to_string()));
+        self
+    }
+
+    /// An entry from the fields of a struct (or map): one stream field per
+    /// field, in name order, strings as they are, other values as JSON
+    /// text, `null`s left out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `value` does not serialize to an
+    /// object.
+    pub fn from_fields<T: Serialize>(value: &T) -> Result<Self> {
+        let v = serde_json::to_value(value)
+            .map_err(|e| Error::InvalidArgument(format!("a work entry cannot be serialized: {e}")))?;
+        let serde_json::Value::Object(map) = v else {
+            return Err(Error::InvalidArgument("a work entry must serialize to an object (named fields)".into()));
+        };
+        let fields = map
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect();
+        Ok(WorkEntry { fields })
+    }
+
+    /// The entry's own fields, in order.
+    pub fn fields(&self) -> &[(String, String)] {
+        &self.fields
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.fields.len() > MAX_ENTRY_FIELDS {
+            return Err(Error::InvalidArgument(format!(
+                "a work entry holds at most {MAX_ENTRY_FIELDS} fields, not {}",
+                self.fields.len()
+            )));
+        }
+        for (i, (name, _)) in self.fields.iter().enumerate() {
+            if name.is_empty() {
+                return Err(Error::InvalidArgument("a work entry field needs a name".into()));
+            }
+            if WORK_ENTRY_FIELDS.contains(&name.as_str()) {
+                return Err(Error::InvalidArgument(format!(
+                    "work entry field `{name}` is set by the step itself (the document id and the new version)"
+                )));
+            }
+            if self.fields[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidArgument(format!("work entry field `{name}` is given twice")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The event a step applies: its source and id name its marker, so a
+/// redelivery of the same event finds the marker and writes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    source: Option<String>,
+    id: String,
+}
+
+impl Event {
+    /// The event `id` from `source` (for a marker template with `{source}`).
+    pub fn new(source: impl Into<String>, id: impl Into<String>) -> Self {
+        Event { source: Some(source.into()), id: id.into() }
+    }
+
+    /// The event `id` alone (for a marker template without `{source}`).
+    pub fn id(id: impl Into<String>) -> Self {
+        Event { source: None, id: id.into() }
+    }
+}
+
+/// What a step does beside storing the document: the work entries it
+/// appends, the event it applies, and its operation id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    work: Vec<WorkEntry>,
+    event: Option<Event>,
+    op: Option<String>,
+}
+
+impl Effects {
+    /// No work, no event, a new operation id.
+    pub fn new() -> Self {
+        Effects::default()
+    }
+
+    /// Appends a work entry (appended to the stream in the order given).
+    #[must_use]
+    pub fn work(mut self, entry: WorkEntry) -> Self {
+        self.work.push(entry);
+        self
+    }
+
+    /// The event this step applies (at most once per marker lifetime).
+    #[must_use]
+    pub fn event(mut self, event: Event) -> Self {
+        self.event = Some(event);
+        self
+    }
+
+    /// Your own operation id, so a step retried in a later call (after an
+    /// unknown outcome) is recognised as the same write; else a new one.
+    #[must_use]
+    pub fn op(mut self, op: impl Into<String>) -> Self {
+        self.op = Some(op.into());
+        self
+    }
+
+    /// The work entries, in order.
+    pub fn entries(&self) -> &[WorkEntry] {
+        &self.work
+    }
+}
+
+/// The outcome of a step. Errors (wrong scope, unique violation, corrupt
+/// hash) are [`Error`]s; these are the expected outcomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum StepOutcome {
+    /// Written, with its work entries and its event marker; the document
+    /// now has this version. Also the answer to a retry of a step that was
+    /// applied (same operation id).
+    Written {
+        /// The new version.
+        version: u64,
+    },
+    /// The expected version did not match; nothing was written.
+    Conflict {
+        /// The stored version.
+        current: u64,
+    },
+    /// The step read a document that no longer exists; nothing written.
+    NotFound,
+    /// The step's event was applied already, by the step of document
+    /// `job`; nothing was written.
+    EventApplied {
+        /// The id of the document whose step applied the event.
+        job: String,
+    },
+}
+
+/// The rendered outbox keys and entries of one step call.
+pub(super) struct StepArgs<'a> {
+    pub(super) work_key: String,
+    pub(super) marker_key: Option<String>,
+    pub(super) marker_ttl_ms: u64,
+    pub(super) entries: &'a [WorkEntry],
+}
+
+impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
+    /// One workflow step, one round trip: compares the version `read` has
+    /// (`None`: the document must not exist yet, the first step of a job),
+    /// stores `next` with its indexes, appends `effects`' work entries to
+    /// the outbox stream (each opened by the `job` id and new version `v`),
+    /// and sets the marker of `effects`' event, all in one script. An event
+    /// whose marker is set already makes the step write nothing
+    /// ([`StepOutcome::EventApplied`]).
+    ///
+    /// A step whose reply was lost is run again with the same operation id
+    /// and recognised: it reports [`StepOutcome::Written`], and its entries
+    /// and marker are not written twice.
+    ///
+    /// # Errors
+    /// As [`Store::put`]; [`Error::InvalidArgument`] for a malformed work
+    /// entry, too many entries, or an event that does not fit the marker
+    /// template (a `source` given or missing); [`Error::Key`] for an event
+    /// id that cannot be a key value; [`Error::InvalidOpId`].
+    pub async fn step(&self, read: Option<&Stored<D>>, next: &D, effects: &Effects) -> Result<StepOutcome> {
+        let spec = D::SPEC.outbox.ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?;
+        if effects.work.len() > MAX_WORK_ENTRIES {
+            return Err(Error::InvalidArgument(format!(
+                "a step appends at most {MAX_WORK_ENTRIES} work entries, not {}",
+                effects.work.len()
+            )));
+        }
+        for e in &effects.work {
+            e.check()?;
+        }
+        let scope = next.scope();
+        let prefix = self.valkey.prefix();
+        let plan = &*self.plan;
+        let step = plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no step script".into()))?;
+        let work_key = step.work.render(prefix, &[&scope]).map_err(render_err)?;
+        let marker_key = match (&effects.event, &step.events) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "`{}` declares no `events` in its outbox, so a step cannot apply an event",
+                    D::SPEC.type_name
+                )));
+            }
+            (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
+        };
+        let args = StepArgs { work_key, marker_key, marker_ttl_ms: spec.event_ttl_ms, entries: &effects.work };
+        let applied = match read {
+            Some(r) => {
+                self.write_inner(
+                    next,
+                    Expect::Version(r.version),
+                    Some(r.state.clone()),
+                    Some(r.id.as_str()),
+                    effects.op.as_deref(),
+                    Some(&args),
+                )
+                .await?
+            }
+            None => self.write_inner(next, Expect::Create, None, None, effects.op.as_deref(), Some(&args)).await?,
+        };
+        Ok(match applied {
+            Applied::Put(super::PutOutcome::Written { version }) => StepOutcome::Written { version },
+            Applied::Put(super::PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },
+            Applied::Put(super::PutOutcome::NotFound) => StepOutcome::NotFound,
+            Applied::Event(job) => StepOutcome::EventApplied { job },
+        })
+    }
+}
+
+/// The marker key of `ev`: the template's placeholders filled by name, and
+/// the event's source given exactly when the template has one (a source
+/// left out of the key would merge two sources' events).
+fn marker_key(t: &KeyTemplate, prefix: &microdcs_schema::KeyPrefix, scope: &str, ev: &Event) -> Result<String> {
+    let has_source = t.has_placeholder("source");
+    match (&ev.source, has_source) {
+        (Some(_), false) => {
+            return Err(Error::InvalidArgument(
+                "the event marker key has no `{source}`: give the event as `Event::id(...)`".into(),
+            ));
+        }
+        (None, true) => {
+            return Err(Error::InvalidArgument(
+                "the event marker key has a `{source}`: give the event as `Event::new(source, id)`".into(),
+            ));
+        }
+        _ => {}
+    }
+    let values: Vec<&str> = t
+        .placeholders()
+        .map(|p| match p {
+            "scope" => scope,
+            "source" => ev.source.as_deref().unwrap_or_default(),
+            _ => ev.id.as_str(),
+        })
+        .collect();
+    t.render(prefix, &values).map_err(render_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_checked() {
+        assert!(WorkEntry::new().field("step", "mix").check().is_ok());
+        assert!(WorkEntry::new().field("", "x").check().is_err());
+        assert!(WorkEntry::new().field("job", "x").check().is_err(), "set by the script");
+        assert!(WorkEntry::new().field("a", 1).field("a", 2).check().is_err());
+        let mut big = WorkEntry::new();
+        for i in 0..=MAX_ENTRY_FIELDS {
+            big = big.field(format!("f{i}"), i);
+        }
+        assert!(big.check().is_err());
+    }
+
+    #[test]
+    fn typed_entries() {
+        #[derive(Serialize)]
+        struct Start<'a> {
+            step: &'a str,
+            attempt: u32,
+            note: Option<&'a str>,
+        }
+        let e = WorkEntry::from_fields(&Start { step: "mix", attempt: 2, note: None }).unwrap();
+        assert_eq!(e.fields(), [("attempt".to_owned(), "2".to_owned()), ("step".to_owned(), "mix".to_owned())]);
+        assert!(WorkEntry::from_fields(&3).is_err());
+    }
+
+    #[test]
+    fn marker_keys() {
+        let p = microdcs_schema::KeyPrefix::new("t").unwrap();
+        let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
+        assert_eq!(marker_key(&t, &p, "s1", &Event::new("line-1", "e-7")).unwrap(), "t:sfc:event:s1:line-1|e-7");
+        assert!(marker_key(&t, &p, "s1", &Event::id("e-7")).is_err());
+        let t = KeyTemplate::parse("ev:{id}").unwrap();
+        assert!(marker_key(&t, &p, "s1", &Event::new("x", "e-7")).is_err());
+        assert_eq!(marker_key(&t, &p, "s1", &Event::id("e-7")).unwrap(), "t:ev:e-7");
+    }
+}
