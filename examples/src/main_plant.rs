@@ -214,6 +214,13 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
     }
 
     documents(&valkey, true).await?;
+
+    println!("\n## An SFC recipe through the poller (each state change one step script)\n");
+    println!("  recipe: {}", microdcs_examples::recipe::RECIPE);
+    let lines = microdcs_examples::recipe::run(&valkey).await.map_err(|e| -> Box<dyn std::error::Error> { e })?;
+    for line in lines {
+        println!("  {line}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -24,6 +24,24 @@ fn demo_verify_rebuild() {
     let (code, out) = plant(&server, p, &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("job responses in line-1 by state Complete     -> [\"r-1\"]"), "{out}");
+    // The recipe: the timer fired by the sweep, the event applied once, the
+    // worker took each step's work, the finished job left every index.
+    for line in [
+        "timer fired in line-1: mix -> qc (sweep)       -> written, version 2",
+        "event qc-1 delivered: qc -> pack               -> written, version 3",
+        "step pack -> done (worker)                     -> written, version 4",
+        "event qc-1 redelivered                         -> already applied by j-recipe-1: nothing written",
+        "worker took work of j-recipe-1 v4 in line-1: finished done",
+        "job j-recipe-1 finished: in due false, active false, waits false",
+        "recipe read back by digest, verified           -> true",
+    ] {
+        assert!(out.contains(line), "missing `{line}`:\n{out}");
+    }
+    // Again against the same server: the demo starts clean.
+    let (code, again) = plant(&server, p, &[]);
+    assert_eq!(code, 0, "{again}");
+    assert!(again.contains("event qc-1 delivered: qc -> pack               -> written, version"), "{again}");
+    assert!(again.contains("job j-recipe-1 finished: in due false, active false, waits false"), "{again}");
 
     let (code, out) = plant(&server, p, &["verify"]);
     assert_eq!(code, 0, "{out}");

@@ -14,7 +14,10 @@
 //! history, the version grammar, the scope and doc checks, the caller-read
 //! checks). `--docs N` sets the number of documents (default 10000).
 //! `-- --server-time` prints only the server time; `-- --batch` the
-//! many-at-a-time figures (`put_many`, `get_many`, `claim`). Both pin the server to
+//! many-at-a-time figures (`put_many`, `get_many`, `claim`); `-- --step`
+//! the workflow step (`Store::step` of the SFC state with one work entry)
+//! beside a raw `EVALSHA` of the same generated script, and the server time
+//! per step beside a put of the same document. Both pin the server to
 //! the first core and the bench to the second (`taskset`), and report the
 //! server's `INFO commandstats` time and its main-thread CPU time.
 
@@ -571,6 +574,140 @@ async fn batch(server: &ValkeyServer) {
     println!("| claims by 50 workers over 1,000 queued jobs, claims/s | {:.0} | |", f64::from(claimed) / secs);
 }
 
+/// `Store::step` against a raw `EVALSHA` of the same step script, its
+/// arguments built once from the script's layout (only the version and op
+/// id vary), one caller, interleaved rounds; then the server time per step
+/// beside a put of the same document.
+async fn step_bench(server: &ValkeyServer, quick: bool) {
+    use microdcs_schema::lua::StepLayout;
+    use microdcs_tests::fixtures::SfcState;
+    use microdcs_valkey::{Effects, StepOutcome, WorkEntry};
+
+    let prefix = unique_prefix("step");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Plant::open(valkey.clone()).store::<SfcState>();
+    let mut stats = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let doc = |job: &str| SfcState {
+        job_id: job.into(),
+        scope: "s1".into(),
+        step: "mix".into(),
+        deadline: Some(1_700_000_000_000),
+        running: true,
+        wait_type: None,
+        wait_start: None,
+    };
+    let effects = Effects::new().work(WorkEntry::new().field("step", "mix").field("action", "start"));
+    for job in ["j-store", "j-raw"] {
+        assert!(matches!(store.step(None, &doc(job), &effects).await.unwrap(), StepOutcome::Written { .. }));
+    }
+    // The raw call: every position from the layout, as the store fills it
+    // for an update that keeps its index entries.
+    let l = StepLayout::new(&SfcState::SPEC);
+    let p = valkey.prefix();
+    let doc_key = SfcState::key(p, "j-raw").unwrap();
+    let mut keys = vec![doc_key.clone(); l.num_keys];
+    let mut args = vec![String::new(); l.num_args];
+    let c = &l.put.common;
+    keys[c.changes_key - 1] = Plant::changes_key(p, "s1").unwrap();
+    keys[c.registry_key - 1] = Plant::scopes_key(p).unwrap();
+    keys[l.put.tomb_key - 1] = Plant::tombstones_key(p, "sfc", "j-raw").unwrap();
+    keys[l.work_key - 1] = Plant::sfc_work_key(p, "s1").unwrap();
+    let stored: Vec<Option<String>> =
+        redis::cmd("HMGET").arg(&doc_key).arg(&l.put.fields).query_async(&mut stats).await.unwrap();
+    let text = serde_json::to_string(&doc("j-raw")).unwrap();
+    for (pos, v) in [
+        (c.id, "j-raw"),
+        (c.scope, "s1"),
+        (l.put.doc, text.as_str()),
+        (c.kind, "sfc"),
+        (c.maxlen, "10000"),
+        (l.marker_flag, "0"),
+        (l.marker_ttl, "3600000"),
+        (l.entries, "1"),
+    ] {
+        args[pos - 1] = v.to_owned();
+    }
+    args[c.channel - 1] = Plant::nudge_channel(p, "sfc").unwrap();
+    args[l.put.history - 1] = WriteOptions::default().op_history.to_string();
+    for ix in &l.put.indexes {
+        let key = match ix.index.name.as_str() {
+            "due" => Some(SfcState::due_key(p, "s1").unwrap()),
+            "active" => Some(SfcState::active_key(p, "s1").unwrap()),
+            _ => None,
+        };
+        for slots in [ix.new, ix.index.old] {
+            args[slots.flag - 1] = if key.is_some() { "1" } else { "0" }.to_owned();
+            if let Some(k) = &key {
+                keys[slots.key - 1] = k.clone();
+                for (k, f) in ix.index.fields.iter().enumerate() {
+                    args[slots.value(k) - 1] = stored[f.at].clone().unwrap_or_default();
+                }
+            }
+        }
+    }
+    args.extend(["2", "step", "mix", "action", "start"].map(str::to_owned));
+    let script = Script::new(SfcState::STEP_SCRIPT);
+    let mut con = valkey.connection();
+
+    let n = if quick { 300 } else { 3000 };
+    let mut read = store.get("j-store").await.unwrap().unwrap();
+    let (mut via_store, mut via_raw) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for raw_version in 1..=n as u64 {
+        let t = Instant::now();
+        let out = store.step_in_place(&mut read, doc("j-store"), &effects).await.unwrap();
+        via_store.push(t.elapsed());
+        assert!(matches!(out, StepOutcome::Written { .. }), "{out:?}");
+
+        args[c.expect - 1] = raw_version.to_string();
+        args[c.op - 1] = microdcs_valkey::new_op_id();
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
+        }
+        let t = Instant::now();
+        let reply: Vec<i64> = inv.invoke_async(&mut con).await.unwrap();
+        via_raw.push(t.elapsed());
+        assert_eq!(reply, [1, i64::try_from(raw_version).unwrap() + 1], "the raw step wrote");
+    }
+    via_store.sort();
+    via_raw.sort();
+    let (s50, r50) = (pct(&via_store, 0.5), pct(&via_raw, 0.5));
+    println!("## Workflow step ({n} steps each, one caller, interleaved)\n");
+    println!("| path | p50 us | p99 us | ratio p50 |");
+    println!("|---|---|---|---|");
+    println!("| raw EVALSHA of the step script | {:.1} | {:.1} | 1.00 |", us(r50), us(pct(&via_raw, 0.99)));
+    println!("| Store::step | {:.1} | {:.1} | {:.2} |", us(s50), us(pct(&via_store, 0.99)), us(s50) / us(r50));
+
+    // Server time: the same document written by the step and by the put,
+    // interleaved in rounds so both see the same machine.
+    let (mut step_us, mut put_us) = (Vec::new(), Vec::new());
+    let mut read = store.get("j-store").await.unwrap().unwrap();
+    for _ in 0..if quick { 3 } else { 10 } {
+        for (i, per) in [&mut step_us, &mut put_us].into_iter().enumerate() {
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut stats).await.unwrap();
+            for _ in 0..200 {
+                if i == 0 {
+                    let out = store.step_in_place(&mut read, doc("j-store"), &effects).await.unwrap();
+                    assert!(matches!(out, StepOutcome::Written { .. }), "{out:?}");
+                } else {
+                    let out = store.update_in_place(&mut read, doc("j-store")).await.unwrap();
+                    assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
+                }
+            }
+            let (calls, usec) = command_usec(&mut stats).await.get("evalsha").copied().unwrap_or((0, 0));
+            per.push(usec as f64 / calls.max(1) as f64);
+        }
+    }
+    let (st, pt) = (median(step_us), median(put_us));
+    println!("\n| server time (`commandstats`, median of rounds of 200) | us per call | ratio |");
+    println!("|---|---|---|");
+    println!("| put of the same state (no work, no marker) | {pt:.1} | 1.00 |");
+    println!("| step with one work entry | {st:.1} | {:.2} |", st / pt);
+}
+
 /// The server main thread's CPU seconds so far (user + system).
 async fn main_thread_cpu(con: &mut ConnectionManager) -> f64 {
     let info: String = redis::cmd("INFO").arg("cpu").query_async(con).await.unwrap();
@@ -611,6 +748,13 @@ async fn main() {
         let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
         pin(&mut con).await;
         cost(&server, docs).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--step") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        pin(&mut con).await;
+        step_bench(&server, args.iter().any(|a| a == "--quick")).await;
         return;
     }
     if args.iter().any(|a| a == "--batch") {

@@ -302,3 +302,25 @@ async fn typed_work_entries_carry_a_struct_s_fields() {
     let got = &e.work("s1").await[0];
     assert_eq!((got["step"].as_str(), got["attempt"].as_str(), got["params"].as_str()), ("mix", "2", "[1,2]"));
 }
+
+#[tokio::test]
+async fn steps_in_place_need_no_read_between_them() {
+    let mut e = env("step-in-place").await;
+    let _ = e.store.step(None, &state("j-1", "s0", Some(1), true, None), &Effects::new()).await.unwrap();
+    let mut read = e.store.get("j-1").await.unwrap().unwrap();
+    for i in 1..=5_i64 {
+        let next = state("j-1", &format!("s{i}"), Some(i * 10), i < 5, (i == 3).then_some(("qc", i)));
+        let out = e.store.step_in_place(&mut read, next, &Effects::new().work(work("go"))).await.unwrap();
+        assert_eq!(out, StepOutcome::Written { version: 1 + i as u64 });
+        assert_eq!((read.version, read.doc.step.clone()), (1 + i as u64, format!("s{i}")));
+    }
+    // A stale in-place step leaves `read` as it was.
+    let mut stale = e.store.get("j-1").await.unwrap().unwrap();
+    let _ = e.store.step(Some(&stale), &state("j-1", "other", None, false, None), &Effects::new()).await.unwrap();
+    let before = stale.version;
+    let out = e.store.step_in_place(&mut stale, state("j-1", "late", None, false, None), &Effects::new()).await;
+    assert_eq!(out.unwrap(), StepOutcome::Conflict { current: 7 });
+    assert_eq!(stale.version, before);
+    assert_eq!(e.work("s1").await.len(), 5);
+    assert!(e.store.verify(&MaintenanceOptions::default()).await.unwrap().is_clean());
+}

@@ -253,12 +253,31 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             }
             None => self.write_inner(next, Expect::Create, None, None, effects.op.as_deref(), Some(&args)).await?,
         };
-        Ok(match applied {
+        Ok(Self::outcome(applied))
+    }
+
+    /// Like [`Store::step`] from a document you read, moving `read` to the
+    /// new version and document when written, so an engine's loop of steps
+    /// needs no read between them (one round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::step`]; on an error or any other outcome `read` is
+    /// unchanged.
+    pub async fn step_in_place(&self, read: &mut Stored<D>, next: D, effects: &Effects) -> Result<StepOutcome> {
+        let out = self.step(Some(read), &next, effects).await?;
+        if let StepOutcome::Written { version } = out {
+            self.advance(read, next, version)?;
+        }
+        Ok(out)
+    }
+
+    fn outcome(applied: Applied) -> StepOutcome {
+        match applied {
             Applied::Put(super::PutOutcome::Written { version }) => StepOutcome::Written { version },
             Applied::Put(super::PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },
             Applied::Put(super::PutOutcome::NotFound) => StepOutcome::NotFound,
             Applied::Event(job) => StepOutcome::EventApplied { job },
-        })
+        }
     }
 }
 

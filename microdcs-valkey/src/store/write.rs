@@ -82,21 +82,28 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None)
             .await?;
         if let PutOutcome::Written { version } = out {
-            let entries = doc.index_entries(self.valkey.prefix())?;
-            let mut fields = vec![None; self.plan.fields.len()];
-            for e in entries.unique.iter().chain(&entries.groups).flatten() {
-                for (name, value) in &e.fields {
-                    if let Some(i) = self.plan.fields.iter().position(|f| f == name) {
-                        fields[i] = Some(value.clone());
-                    }
-                }
-            }
-            read.state =
-                ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: String::new() };
-            read.version = version;
-            read.doc = doc;
+            self.advance(read, doc, version)?;
         }
         Ok(out)
+    }
+
+    /// Moves `read` to `doc` at `version`, as written: the index fields the
+    /// write stored, so the next write needs no read.
+    pub(super) fn advance(&self, read: &mut Stored<D>, doc: D, version: u64) -> Result<()> {
+        let entries = doc.index_entries(self.valkey.prefix())?;
+        let mut fields = vec![None; self.plan.fields.len()];
+        for e in entries.unique.iter().chain(&entries.groups).flatten() {
+            for (name, value) in &e.fields {
+                if let Some(i) = self.plan.fields.iter().position(|f| f == name) {
+                    fields[i] = Some(value.clone());
+                }
+            }
+        }
+        read.state =
+            ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: String::new() };
+        read.version = version;
+        read.doc = doc;
+        Ok(())
     }
 
     /// Like [`Store::update`] with your own operation id, so a retry in a
