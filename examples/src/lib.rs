@@ -4,5 +4,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod miroir;
 pub mod plant;
 pub mod recipe;

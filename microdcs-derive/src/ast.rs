@@ -34,6 +34,8 @@ pub(crate) struct Document {
     /// `outbox(...)` with a stream (one without was reported), and the
     /// marker lifetime in milliseconds (the default when not given).
     pub(crate) outbox: Option<Outbox>,
+    /// `unscoped`: no scope field; every document has the scope `UNSCOPED`.
+    pub(crate) unscoped: Option<Span>,
 }
 
 /// A type's outbox.
@@ -153,7 +155,21 @@ impl Document {
         }
         let fields = fields.as_deref();
         let id = find_marked(cx, ident, fields, "id", |a| a.id);
-        let scope = find_marked(cx, ident, fields, "scope", |a| a.scope);
+        let unscoped = c.unscoped.get().copied();
+        let scope = match unscoped {
+            None => find_marked(cx, ident, fields, "scope", |a| a.scope),
+            Some(_) => {
+                // A field named `scope` is an ordinary field then; a field
+                // marked as the scope contradicts the attribute.
+                for span in fields.into_iter().flatten().filter_map(|(_, a)| a.scope) {
+                    cx.error_at(
+                        span,
+                        "an `unscoped` type has no scope field: remove `#[microdcs(scope)]` or `unscoped`",
+                    );
+                }
+                None
+            }
+        };
 
         let fields = fields.unwrap_or_default();
         let resolver = Resolver { type_name: ident.to_string(), fields };
@@ -180,6 +196,7 @@ impl Document {
                 let ms = ttl_millis(cx, &lit, "ttl");
                 (lit, ms)
             }),
+            unscoped,
             outbox: c.outbox.take().and_then(|o| {
                 let event_ttl_ms = match &o.event_ttl {
                     Some(lit) => ttl_millis(cx, lit, "event_ttl")?,

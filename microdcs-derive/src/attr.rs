@@ -126,12 +126,16 @@ pub(crate) struct Container {
     pub(crate) registry: Once<LitStr>,
     pub(crate) ttl: Once<LitStr>,
     pub(crate) outbox: Once<OutboxAttr>,
+    /// `unscoped`: the span of the word.
+    pub(crate) unscoped: Once<Span>,
     pub(crate) unique: Vec<IndexAttr>,
     pub(crate) groups: Vec<IndexAttr>,
 }
 
-const CONTAINER_KEYS: &[&str] =
-    &["kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl", "outbox"];
+const CONTAINER_KEYS: &[&str] = &[
+    "kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl", "outbox",
+    "unscoped",
+];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
     let name = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
@@ -182,6 +186,7 @@ impl Container {
             registry: Once::new("registry"),
             ttl: Once::new("ttl"),
             outbox: Once::new("outbox"),
+            unscoped: Once::new("unscoped"),
             unique: Vec::new(),
             groups: Vec::new(),
         };
@@ -201,6 +206,11 @@ impl Container {
                     c.registry.set(cx, span, lit(&meta)?);
                 } else if p.is_ident("ttl") {
                     c.ttl.set(cx, span, lit(&meta)?);
+                } else if p.is_ident("unscoped") {
+                    if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                        return Err(meta.error("`unscoped` takes no value: write `#[microdcs(unscoped)]`"));
+                    }
+                    c.unscoped.set(cx, span, span);
                 } else if p.is_ident("outbox") {
                     let outbox = parse_outbox(cx, &meta, span)?;
                     c.outbox.set(cx, span, outbox);

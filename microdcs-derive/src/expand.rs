@@ -41,7 +41,8 @@ fn try_expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 struct Checked<'a> {
     doc: &'a Document,
     id: &'a Field,
-    scope: &'a Field,
+    /// `None` for an unscoped type.
+    scope: Option<&'a Field>,
     unique: Vec<Entry<'a>>,
     groups: Vec<Entry<'a>>,
 }
@@ -58,7 +59,11 @@ impl<'a> Checked<'a> {
     fn new(cx: &mut Ctxt, doc: &'a Document) -> Option<Self> {
         let unique: Option<Vec<Entry<'a>>> = doc.unique.iter().map(|ix| Entry::new(cx, ix)).collect();
         let groups: Option<Vec<Entry<'a>>> = doc.groups.iter().map(|ix| Entry::new(cx, ix)).collect();
-        Some(Checked { doc, id: doc.id.as_ref()?, scope: doc.scope.as_ref()?, unique: unique?, groups: groups? })
+        let scope = match doc.unscoped {
+            Some(_) => None,
+            None => Some(doc.scope.as_ref()?),
+        };
+        Some(Checked { doc, id: doc.id.as_ref()?, scope, unique: unique?, groups: groups? })
     }
 }
 
@@ -150,8 +155,20 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
 /// The `SPEC` constant's value.
 fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
-    let DocumentSpec { type_name, kind, key, id_field, scope_field, changes, nudge, registry, ttl_ms, outbox, .. } =
-        *spec;
+    let DocumentSpec {
+        type_name,
+        kind,
+        key,
+        id_field,
+        scope_field,
+        changes,
+        nudge,
+        registry,
+        ttl_ms,
+        outbox,
+        unscoped,
+        ..
+    } = *spec;
     let outbox = match outbox {
         Some(o) => {
             let (stream, ttl) = (o.stream, o.event_ttl_ms);
@@ -202,6 +219,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
             registry: #registry,
             ttl_ms: #ttl_ms,
             outbox: #outbox,
+            unscoped: #unscoped,
         }
     }
 }
@@ -415,7 +433,9 @@ fn list_entry(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
             }}
         }
     };
-    quote!(::core::option::Option::Some(#p::ListEntry { key: Self::list_key(prefix, &*__scope)?, score: #score }))
+    // An unscoped type's list is one key with no placeholder.
+    let key = if spec.unscoped { quote!(Self::list_key(prefix)?) } else { quote!(Self::list_key(prefix, &*__scope)?) };
+    quote!(::core::option::Option::Some(#p::ListEntry { key: #key, score: #score }))
 }
 
 fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
@@ -424,7 +444,10 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     let spec_value = spec_tokens(spec);
     let [put_script, delete_script, find_script, step_script] = scripts(spec);
     let id_expr = key_segment_expr(c.id);
-    let scope_expr = key_segment_expr(c.scope);
+    let scope_expr = match c.scope {
+        Some(f) => key_segment_expr(f),
+        None => quote!(#p::Cow::Borrowed(#p::UNSCOPED)),
+    };
     let list_entry = list_entry(c, spec);
     let unique_entries = c.unique.iter().map(|e| index_entry(e, spec.type_name));
     let group_entries = c.groups.iter().map(|e| index_entry(e, spec.type_name));

@@ -251,6 +251,26 @@ use proc_macro::TokenStream;
 /// script. A type with a lifetime has no list and no group index: their
 /// entries would outlive the documents.
 ///
+/// ## `unscoped`
+///
+/// A type whose documents belong to no scope (a control-plane table, a
+/// global registry): it needs no scope field (a field named `scope` is an
+/// ordinary field then), every document carries the scope `UNSCOPED`
+/// (`"_"`) in its hash, the registry, its change entries and nudges, its
+/// list is one global set whose key has no placeholder (read it with
+/// `Store::list_all`), and no index may use `{scope}`.
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(unscoped, key = "tasks:{id}", list(key = "index:tasks"), group(key = "tasks:bystatus:{status}"))]
+/// struct Task {
+///     id: String,
+///     status: String,
+///     // An ordinary field, not the scope.
+///     scope: String,
+/// }
+/// ```
+///
 /// ## `outbox(stream = "...", events = "...", event_ttl = "...")`
 ///
 /// Gives the type a workflow step (`Store::step`): one generated script

@@ -57,7 +57,7 @@ pub use microdcs_schema::lua::stored_op_id;
 pub use microdcs_schema::{
     Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace,
     IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace,
-    KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UniqueQuery, check_keyspace,
+    KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
@@ -80,7 +80,7 @@ pub mod __private {
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,
         IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec,
-        OutboxSpec, Score, Source, UniqueQuery, keyspace_problem,
+        OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
     pub use std::borrow::Cow;

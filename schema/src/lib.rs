@@ -47,6 +47,6 @@ pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilySpec, Feed, IndexLayout, IndexSpec, KeyType,
-    KeyspaceSpec, ListSpec, OutboxSpec, Role, Source,
+    KeyspaceSpec, ListSpec, OutboxSpec, Role, Source, UNSCOPED,
 };
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

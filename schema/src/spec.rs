@@ -159,7 +159,15 @@ pub struct DocumentSpec<'a> {
     pub ttl_ms: Option<u64>,
     /// The outbox of the type's workflow step, if it has one.
     pub outbox: Option<OutboxSpec<'a>>,
+    /// An unscoped type (`unscoped`): its documents have no scope field
+    /// and all share the scope [`UNSCOPED`]; its list is one global set
+    /// (no placeholder) and no index may use `{scope}`.
+    pub unscoped: bool,
 }
+
+/// The scope of every document of an unscoped type: what its hash, the
+/// scope registry, its change entries and its nudges carry.
+pub const UNSCOPED: &str = "_";
 
 /// Hash fields every document hash has; index fields may not use these names.
 pub const RESERVED_FIELDS: &[&str] = &["v", "scope", "op", "doc", "ops", "score"];
@@ -213,6 +221,7 @@ impl<'a> DocumentSpec<'a> {
             registry: crate::builtin::SCOPES.key,
             ttl_ms: None,
             outbox: None,
+            unscoped: false,
         }
     }
 

@@ -123,6 +123,14 @@ impl Plan {
         }
     }
 
+    /// The list key of `scope`: an unscoped type's list has no
+    /// placeholder, so the scope is not part of it. `None`: no list.
+    pub(super) fn list_key(&self, prefix: &microdcs_schema::KeyPrefix, scope: &str) -> Option<Result<String>> {
+        let t = self.list.as_ref()?;
+        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
+        Some(t.render(prefix, values).map_err(super::render_err))
+    }
+
     pub(super) fn has_indexes(&self) -> bool {
         !self.unique.is_empty() || !self.groups.is_empty()
     }

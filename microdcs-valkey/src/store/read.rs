@@ -305,16 +305,39 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     where
         D: microdcs_schema::HasList,
     {
-        let t = self
+        if D::SPEC.unscoped && scope != microdcs_schema::UNSCOPED {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` is unscoped: its list is `list_all`, not the list of scope `{scope}`",
+                D::SPEC.type_name
+            )));
+        }
+        let key = self
             .plan
-            .list
-            .as_ref()
-            .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))?;
-        let key = t.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+            .list_key(self.valkey.prefix(), scope)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))??;
         if !self.plan.sorted_list {
             return self.read(|| self.sscan(&key, page.clone())).await;
         }
         self.read(|| self.zrange(&key, page.clone())).await
+    }
+
+    /// A page of the one list of an unscoped type (`unscoped`), as
+    /// [`Store::list`] reads a scope's.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a scoped type (its lists are per
+    /// scope: [`Store::list`]), connection errors.
+    pub async fn list_all(&self, page: Page) -> Result<IdPage>
+    where
+        D: microdcs_schema::HasList,
+    {
+        if !D::SPEC.unscoped {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` has a list per scope: read it with `list(scope, page)`",
+                D::SPEC.type_name
+            )));
+        }
+        self.list(microdcs_schema::UNSCOPED, page).await
     }
 
     async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {

@@ -319,8 +319,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
-            let list_key = match &plan.list {
-                Some(t) if state.exists => Some(t.render(self.valkey.prefix(), &[&scope]).map_err(super::render_err)?),
+            let list_key = match plan.list_key(self.valkey.prefix(), &scope) {
+                Some(key) if state.exists => Some(key?),
                 _ => None,
             };
             // The version read (a retry after a lost reply finds its op id in

@@ -77,10 +77,19 @@ fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     }
 }
 
-/// The list key has exactly `{scope}`.
+/// The list key has exactly `{scope}` (no placeholder for an unscoped type).
 fn check_list(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     let Some(list) = doc.list else { return };
     let Some(t) = parse_at(list.key, doc.type_name, &Attr::List, errors) else { return };
+    if doc.unscoped {
+        for p in t.placeholders() {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, Attr::List, Some(p)),
+                kind: SchemaErrorKind::Unscoped(format!("its list key takes no placeholder, not `{{{p}}}`")),
+            });
+        }
+        return;
+    }
     if !t.has_placeholder("scope") {
         errors.push(SchemaError {
             origin: origin(doc.type_name, Attr::List, None),
@@ -115,6 +124,13 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             }
         }
         for b in ix.bindings {
+            if doc.unscoped && b.source == Source::Scope {
+                errors.push(err(
+                    SchemaErrorKind::Unscoped(format!("an index cannot use its scope (`{{{}}}`)", b.placeholder)),
+                    Some(b.placeholder),
+                ));
+                continue;
+            }
             if !t.has_placeholder(b.placeholder) {
                 errors.push(err(SchemaErrorKind::UnusedBinding(b.placeholder.to_owned()), Some(b.placeholder)));
                 continue;

@@ -105,6 +105,9 @@ pub enum SchemaErrorKind {
     TtlWithEntries(String),
     /// A lifetime of zero.
     ZeroTtl,
+    /// An unscoped type uses `{scope}` (in an index), or its list key has
+    /// a placeholder (the string names where).
+    Unscoped(String),
     /// The event marker template uses a placeholder other than `{scope}`,
     /// `{source}` and `{id}` (`Some`), or lacks `{id}` (`None`).
     EventPlaceholder(Option<String>),
@@ -166,6 +169,11 @@ impl fmt::Display for SchemaError {
                  which expire on their own (unique indexes may stay: their keys expire with the document)"
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
+            K::Unscoped(what) => write!(
+                f,
+                "the type is `unscoped` (its documents have no scope, its list is one global set), \
+                 so {what}"
+            ),
             K::EventPlaceholder(Some(p)) => write!(
                 f,
                 "the event marker key may only use `{{scope}}`, `{{source}}` and `{{id}}` (the event's), not `{{{p}}}`"

@@ -304,12 +304,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Err(_) => Claim::Unjudged,
             };
             claims.push(match family {
-                Family::List => {
-                    match self.plan.list.as_ref().map(|t| t.render(prefix, &[scope.as_deref().unwrap_or_default()])) {
-                        Some(Ok(k)) => Claim::Key(k),
-                        _ => Claim::Unjudged,
-                    }
-                }
+                Family::List => match self.plan.list_key(prefix, scope.as_deref().unwrap_or_default()) {
+                    Some(Ok(k)) => Claim::Key(k),
+                    _ => Claim::Unjudged,
+                },
                 Family::Unique(n) => claim_by(&self.plan.unique[n]),
                 Family::Group(n) => claim_by(&self.plan.groups[n]),
             });
