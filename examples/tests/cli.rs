@@ -71,3 +71,24 @@ fn demo_verify_rebuild() {
     let (code, out) = plant(&server, p, &["verify", "--kind", "nonsense"]);
     assert_eq!(code, 2, "{out}");
 }
+
+#[test]
+fn the_miroir_program_runs_end_to_end() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_miroir"))
+        .env("APP_MicroDcs__Valkey__ConnectionString", server.host_port())
+        .output()
+        .expect("run miroir");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for line in [
+        "tasks in the index set                -> [\"t-0\", \"t-1\", \"t-2\", \"t-3\", \"t-4\"]",
+        "idempotency key req-1 stored again    -> false",
+        "revocation received                   -> Some(\"admin-1\")",
+        "verify tasks                          -> 5 documents, clean: true",
+        "task t-0 scope                        -> Some(\"_\")",
+    ] {
+        assert!(text.contains(line), "missing `{line}`:\n{text}");
+    }
+    assert_eq!(text.matches("claimed job").count(), 3, "{text}");
+}
