@@ -536,7 +536,7 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
     referenced.sort();
     let _ = writeln!(out, "  references jobresponse in {scope}     -> {referenced:?}");
     let acceptance = Plant::job_acceptance(&plant, scope)?;
-    acceptance.set("10", None).await?;
+    acceptance.set(&10, None).await?;
     let _ = writeln!(out, "  job acceptance limit in {scope}        -> {:?}", acceptance.get().await?);
     let seq = Plant::pubseq(&plant, scope)?.increment(1).await?;
     let _ = writeln!(out, "  next publish sequence in {scope}       -> {seq}");

@@ -15,6 +15,8 @@ use crate::keys::builder_fn;
 pub(crate) struct Family {
     name: Ident,
     ty: Ident,
+    /// `value<T>`: the value type.
+    value_ty: Option<syn::Type>,
     key_type: Option<KeyType>,
     key: LitStr,
 }
@@ -29,11 +31,11 @@ pub(crate) struct KeyspaceInput {
 }
 
 const TYPES: &[&str] =
-    &["string", "counter", "content", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
+    &["string", "value", "counter", "content", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
 
 fn key_type(name: &str) -> Option<KeyType> {
     Some(match name {
-        "string" | "counter" | "content" => KeyType::String,
+        "string" | "value" | "counter" | "content" => KeyType::String,
         "hash" | "rate_limit" => KeyType::Hash,
         "list" => KeyType::List,
         "set" => KeyType::Set,
@@ -68,13 +70,30 @@ impl Parse for KeyspaceInput {
                 documents_kw = Some(entry);
             } else {
                 let ty: Ident = body.parse()?;
+                let value_ty = if body.peek(Token![<]) {
+                    body.parse::<Token![<]>()?;
+                    let t: syn::Type = body.parse()?;
+                    body.parse::<Token![>]>()?;
+                    if ty != "value" {
+                        return Err(syn::Error::new(ty.span(), format!("`{ty}` takes no type: only `value<T>` does")));
+                    }
+                    Some(t)
+                } else {
+                    if ty == "value" {
+                        return Err(syn::Error::new(
+                            ty.span(),
+                            "`value` needs the type of its values: `value<u32>(\"...\")` (or `string(\"...\")` for text)",
+                        ));
+                    }
+                    None
+                };
                 let content;
                 syn::parenthesized!(content in body);
                 let key: LitStr = content.parse()?;
                 if !content.is_empty() {
                     return Err(content.error("expected only the key template, e.g. `string(\"ce:dedupe:{hash}\")`"));
                 }
-                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, key });
+                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, value_ty, key });
             }
             if body.is_empty() {
                 break;
@@ -231,6 +250,10 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
 fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
     let p = quote!(::microdcs_valkey::__private);
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
+        ("value", _) => {
+            let t = &f.value_ty;
+            quote!(::microdcs_valkey::TypedValue<#t>)
+        }
         ("counter", _) => quote!(::microdcs_valkey::CounterKey),
         ("rate_limit", _) => quote!(::microdcs_valkey::RateLimitKey),
         (_, Some(KeyType::List)) => quote!(::microdcs_valkey::ListKey),

@@ -63,14 +63,14 @@ pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamCo
 pub use redis;
 pub use store::{
     DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, Expect, IdPage, MAX_ENTRY_FIELDS,
-    MAX_WORK_ENTRIES, MaintenanceOptions, Page, PutOutcome, Report, StepOutcome, Store, Stored, WORK_ENTRY_FIELDS,
-    WorkEntry, fingerprints, new_op_id,
+    MAX_STEP_FIELDS, MAX_WORK_ENTRIES, MaintenanceOptions, Page, PutOutcome, Report, StepOutcome, Store, Stored,
+    WORK_ENTRY_FIELDS, WorkEntry, fingerprints, new_op_id,
 };
 pub use streams::{Entry, Streams};
 pub use sweep::{Due, DueSweep};
 pub use typed::{
     ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
-    SortedSetKey, Subscription, ValueKey, content_digest,
+    SortedSetKey, Subscription, TypedValue, ValueKey, content_digest,
 };
 
 #[doc(hidden)]

@@ -83,8 +83,8 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = refs.members(Page::first(10)).await?;
     let _ = refs.remove(&["r-1"]).await?;
     let limit = Plant::job_acceptance(&plant, "s1")?;
-    limit.set("5", Some(Duration::from_secs(60))).await?;
-    let _ = limit.set_if_absent("6", None).await?;
+    limit.set(&5, Some(Duration::from_secs(60))).await?;
+    let _ = limit.set_if_absent(&6, None).await?;
     let _ = limit.get().await?;
     let _ = limit.ttl().await?;
     let _ = limit.delete().await?;

@@ -64,37 +64,61 @@ async fn set_family() {
 #[tokio::test]
 async fn string_family() {
     let mut e = env("fam-value").await;
-    let limit = Plant::job_acceptance(&e.plant, "s1").unwrap();
-    assert_eq!(limit.get().await.unwrap(), None);
-    assert!(limit.set_if_absent("5", None).await.unwrap());
-    assert!(!limit.set_if_absent("7", None).await.unwrap(), "already set");
-    assert_eq!(limit.get().await.unwrap().as_deref(), Some("5"));
-    assert_eq!(limit.ttl().await.unwrap(), None);
-    limit.set("6", Some(Duration::from_secs(60))).await.unwrap();
-    let ttl = limit.ttl().await.unwrap().unwrap();
-    assert!(ttl > Duration::from_secs(55) && ttl <= Duration::from_secs(60), "{ttl:?}");
-    limit.set("6", None).await.unwrap();
-    assert_eq!(limit.ttl().await.unwrap(), None, "a set without a lifetime removes it");
-    assert!(limit.delete().await.unwrap());
-    assert!(!limit.delete().await.unwrap());
-    assert!(matches!(limit.set("1", Some(Duration::ZERO)).await, Err(Error::InvalidArgument(_))));
-    // A lifetime expires.
+    // A text value: the heartbeat family.
     let beat = Plant::sfc_heartbeat(&e.plant).unwrap();
+    assert_eq!(beat.get().await.unwrap(), None);
+    assert!(beat.set_if_absent("5", None).await.unwrap());
+    assert!(!beat.set_if_absent("7", None).await.unwrap(), "already set");
+    assert_eq!(beat.get().await.unwrap().as_deref(), Some("5"));
+    assert_eq!(beat.ttl().await.unwrap(), None);
+    beat.set("6", Some(Duration::from_secs(60))).await.unwrap();
+    let ttl = beat.ttl().await.unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(55) && ttl <= Duration::from_secs(60), "{ttl:?}");
+    beat.set("6", None).await.unwrap();
+    assert_eq!(beat.ttl().await.unwrap(), None, "a set without a lifetime removes it");
+    assert!(beat.delete().await.unwrap());
+    assert!(!beat.delete().await.unwrap());
+    assert!(matches!(beat.set("1", Some(Duration::ZERO)).await, Err(Error::InvalidArgument(_))));
+    // A lifetime expires.
     beat.set("t", Some(Duration::from_millis(200))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(beat.get().await.unwrap(), None);
+    // Bytes that are not UTF-8 are corrupt, not mangled.
+    let _: () = e.raw.set(beat.key(), &[0xff_u8, 0xfe][..]).await.unwrap();
+    assert!(matches!(beat.get().await, Err(Error::Corrupt { .. })));
+}
+
+#[tokio::test]
+async fn typed_value_family() {
+    let mut e = env("fam-typed").await;
+    // `value<u32>`: the job acceptance limit, stored as its decimal text.
+    let limit = Plant::job_acceptance(&e.plant, "s1").unwrap();
+    assert_eq!(limit.get().await.unwrap(), None);
+    assert!(limit.set_if_absent(&5, None).await.unwrap());
+    assert!(!limit.set_if_absent(&7, None).await.unwrap(), "already set");
+    assert_eq!(limit.get().await.unwrap(), Some(5_u32));
+    let text: String = e.raw.get(limit.key()).await.unwrap();
+    assert_eq!(text, "5", "as any other client would write it");
+    limit.set(&6, Some(Duration::from_secs(60))).await.unwrap();
+    let ttl = limit.ttl().await.unwrap().unwrap();
+    assert!(ttl > Duration::from_secs(55) && ttl <= Duration::from_secs(60), "{ttl:?}");
+    assert_eq!(limit.get().await.unwrap(), Some(6));
+    assert!(limit.delete().await.unwrap());
+    assert_eq!(limit.get().await.unwrap(), None);
+    // A stored text that is no u32 is corrupt, never a default.
+    for junk in ["-1", "4294967296", "ten", ""] {
+        let _: () = e.raw.set(limit.key(), junk).await.unwrap();
+        assert!(matches!(limit.get().await, Err(Error::Corrupt { .. })), "{junk:?}");
+    }
     // Never replaces or removes a key of another type.
+    let _: () = e.raw.del(limit.key()).await.unwrap();
     let _: () = e.raw.sadd(limit.key(), "x").await.unwrap();
-    assert!(matches!(limit.set("1", None).await, Err(Error::WrongType { .. })));
-    assert!(matches!(limit.set_if_absent("1", None).await, Err(Error::WrongType { .. })));
+    assert!(matches!(limit.set(&1, None).await, Err(Error::WrongType { .. })));
+    assert!(matches!(limit.set_if_absent(&1, None).await, Err(Error::WrongType { .. })));
     assert!(matches!(limit.delete().await, Err(Error::WrongType { .. })));
     assert!(matches!(limit.get().await, Err(Error::WrongType { .. })));
     let kind: String = redis::cmd("TYPE").arg(limit.key()).query_async(&mut e.raw).await.unwrap();
     assert_eq!(kind, "set");
-    // Bytes that are not UTF-8 are corrupt, not mangled.
-    let bin = Plant::job_acceptance(&e.plant, "s2").unwrap();
-    let _: () = e.raw.set(bin.key(), &[0xff_u8, 0xfe][..]).await.unwrap();
-    assert!(matches!(bin.get().await, Err(Error::Corrupt { .. })));
 }
 
 #[tokio::test]

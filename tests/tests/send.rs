@@ -36,6 +36,23 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.needs_rebuild());
     send(responses.get_many(&["r-1"]));
     send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
+    let states = plant.store::<microdcs_tests::fixtures::SfcState>();
+    let job = microdcs_tests::fixtures::SfcState {
+        job_id: "j-1".into(),
+        scope: "s1".into(),
+        step: "mix".into(),
+        deadline: None,
+        running: true,
+        wait_type: None,
+        wait_start: None,
+    };
+    let effects = microdcs_valkey::Effects::new().event(microdcs_valkey::Event::new("line", "e-1"));
+    send(states.step(None, &job, &effects));
+    send(async move {
+        if let Ok(Some(mut read)) = states.get("j-1").await {
+            let _ = states.step_in_place(&mut read, job, &effects).await;
+        }
+    });
     send(responses.claim(JobResponse::by_state("s1", "Queued"), |d| Some(d.clone())));
     send(responses.docs(JobResponse::by_state("s1", "Running"), Page::first(10)));
     send(responses.scopes(Page::first(10)));
@@ -47,7 +64,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let p = &families;
         let _ = Plant::reference(p, "k", "s1").expect("compile-time only").add(&["m"]).await;
         let _ = Plant::reference(p, "k", "s1").expect("compile-time only").members(Page::first(1)).await;
-        let _ = Plant::job_acceptance(p, "s1").expect("compile-time only").set_if_absent("1", None).await;
+        let _ = Plant::job_acceptance(p, "s1").expect("compile-time only").set_if_absent(&1, None).await;
         let _ = Plant::pubseq(p, "s1").expect("compile-time only").increment(1).await;
         let _ = Plant::publisher_cursors(p).expect("compile-time only").entries(0, 10).await;
         let runs = Extras::open(p.valkey().clone());

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use microdcs_tests::fixtures::{Plant, SfcState};
 use microdcs_tests::{FaultProxy, ValkeyServer, server, stream_entries, unique_prefix};
+use microdcs_valkey::Document as _;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Effects, Error, Event, MaintenanceOptions, Page, StepOutcome, Store, Valkey, WorkEntry, WriteOptions,
@@ -159,7 +160,6 @@ async fn finishing_a_job_leaves_due_active_and_waits_in_the_same_step() {
     assert!(e.store.ids(SfcState::waits("s1", "qc"), Page::first(10)).await.unwrap().ids.is_empty());
     assert_eq!(e.work("s1").await.last().unwrap()["finished"], "true");
     assert!(e.store.verify(&MaintenanceOptions::default()).await.unwrap().is_clean());
-    let _ = &mut e.raw;
 }
 
 #[tokio::test]
@@ -283,8 +283,64 @@ async fn bad_effects_and_a_damaged_work_stream_write_nothing() {
     assert_eq!((stored.version, stored.doc.step.as_str()), (1, "mix"), "nothing written");
     assert_eq!(e.store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids, ["j-1"]);
     assert_eq!(e.marker("line", "qc-9").await.0, None, "no marker");
+    // A marker key of the wrong type: refused before any write too.
+    let () = redis::cmd("DEL").arg(&key).query_async(&mut e.raw).await.unwrap();
+    let marker = Plant::sfc_event_key(e.valkey.prefix(), "s1", "line", "qc-8").unwrap();
+    let () = redis::cmd("RPUSH").arg(&marker).arg("x").query_async(&mut e.raw).await.unwrap();
+    let effects = Effects::new().work(work("pack")).event(Event::new("line", "qc-8"));
+    let err = e.store.step(Some(&read), &next, &effects).await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert_eq!(e.store.get("j-1").await.unwrap().unwrap().version, 1);
+    assert!(e.work("s1").await.is_empty(), "no work appended");
+    // Too many entries, or too many fields in all: refused.
+    let many = (0..=microdcs_valkey::MAX_WORK_ENTRIES).fold(Effects::new(), |ef, i| ef.work(work(&i.to_string())));
+    assert!(e.store.step(Some(&read), &next, &many).await.unwrap_err().is_invalid_input());
+    let wide = (0..11)
+        .fold(Effects::new(), |ef, i| ef.work((0..1000).fold(WorkEntry::new(), |w, f| w.field(format!("f{f}"), i))));
+    assert!(e.store.step(Some(&read), &next, &wide).await.unwrap_err().is_invalid_input());
+    // Nothing refused above left a change entry: only the first step's.
+    let changes = Plant::changes_key(e.valkey.prefix(), "s1").unwrap();
+    assert_eq!(stream_entries(&mut e.raw, &changes).await.len(), 1);
     // A step without entries does not touch the stream.
     assert_eq!(e.store.step(Some(&read), &next, &Effects::new()).await.unwrap(), StepOutcome::Written { version: 2 });
+}
+
+#[tokio::test]
+async fn a_malformed_call_of_the_step_script_writes_nothing() {
+    // The script does not trust its arguments: counts that are not whole
+    // numbers within their bounds are refused before the first write.
+    let mut e = env("step-malformed").await;
+    // In no index, so the call needs no index entries to pass its checks.
+    let doc = state("j-1", "mix", None, false, None);
+    let _ = e.store.step(None, &doc, &Effects::new()).await.unwrap();
+    let l = microdcs_schema::lua::StepLayout::new(&<SfcState as microdcs_valkey::Document>::SPEC);
+    let p = e.valkey.prefix().clone();
+    let doc_key = SfcState::key(&p, "j-1").unwrap();
+    for (count, entries) in [("1", vec!["0.5", "x"]), ("-1", vec![]), ("1", vec!["1001"]), ("1001", vec![])] {
+        let mut keys = vec![doc_key.clone(); l.num_keys];
+        keys[l.work_key - 1] = Plant::sfc_work_key(&p, "s1").unwrap();
+        let mut args = vec![String::new(); l.num_args];
+        args[l.put.common.expect - 1] = "1".into();
+        args[l.put.common.op - 1] = microdcs_valkey::new_op_id();
+        args[l.put.common.id - 1] = "j-1".into();
+        args[l.put.common.scope - 1] = "s1".into();
+        args[l.put.history - 1] = "8".into();
+        args[l.marker_flag - 1] = "0".into();
+        args[l.entries - 1] = count.into();
+        args.extend(entries.iter().map(|s| (*s).to_owned()));
+        let script = redis::Script::new(SfcState::STEP_SCRIPT);
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
+        }
+        let err = inv.invoke_async::<redis::Value>(&mut e.raw).await.unwrap_err();
+        assert!(err.to_string().contains("malformed work entries"), "{count} {entries:?}: {err}");
+    }
+    assert_eq!(e.store.get("j-1").await.unwrap().unwrap().version, 1, "nothing written");
+    assert!(e.work("s1").await.is_empty());
 }
 
 #[tokio::test]

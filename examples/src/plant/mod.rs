@@ -129,7 +129,7 @@ keyspace! {
         dedupe: string("ce:dedupe:{hash}"),
         start_lock: string("lock:poststart:{config_id}"),
         reference: set("ref:{kind}:{scope}"),
-        job_acceptance: string("jobacceptance:{scope}"),
+        job_acceptance: value<u32>("jobacceptance:{scope}"),
         scopes: set("scopes"),
         changes: stream("changes:{scope}"),
         pubseq: counter("pubseq:{scope}"),

@@ -142,7 +142,9 @@ impl<'a> Call<'a> {
         call.set_key(sl.work_key, step.work_key.clone());
         call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or(doc_key));
         call.set_arg(sl.marker_flag, flag(step.marker_key.is_some()));
-        call.set_arg(sl.marker_ttl, Arg::Owned(step.marker_ttl_ms.to_string()));
+        // Within what the server accepts, whatever a hand-built spec says.
+        let ttl = step.marker_ttl_ms.clamp(1, microdcs_schema::lua::MAX_LIFETIME_MS);
+        call.set_arg(sl.marker_ttl, Arg::Owned(ttl.to_string()));
         call.set_arg(sl.entries, Arg::Owned(step.entries.len().to_string()));
         for e in step.entries {
             call.args.push(Arg::Owned(e.fields().len().to_string()));

@@ -24,7 +24,9 @@ mod write;
 pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub(crate) use read::{read_bounded, sscan_page};
-pub use step::{Effects, Event, MAX_ENTRY_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry};
+pub use step::{
+    Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
+};
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
 pub use write::new_op_id;

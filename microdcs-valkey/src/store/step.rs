@@ -12,12 +12,11 @@ use super::{Store, write::Applied};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 
-/// The most work entries one step appends.
-pub const MAX_WORK_ENTRIES: usize = 1000;
+pub use microdcs_schema::lua::{MAX_ENTRY_FIELDS, MAX_WORK_ENTRIES};
 
-/// The most fields one work entry holds (the script spreads an entry into
-/// one `XADD`, whose arguments must fit the server's Lua stack).
-pub const MAX_ENTRY_FIELDS: usize = 1000;
+/// The most fields of all work entries of one step together: one script
+/// holds the server for as long as it runs.
+pub const MAX_STEP_FIELDS: usize = 10_000;
 
 /// The fields every work entry starts with, set by the script: the
 /// document id and the version the step wrote.
@@ -44,7 +43,7 @@ impl WorkEntry {
     }
 
     /// An entry from the fields of a struct (or map): one stream field per
-    /// field, in name order, strings as they are, other values as JSON
+    /// field, sorted by name, strings as they are, other values as JSON
     /// text, `null`s left out.
     ///
     /// # Errors
@@ -56,7 +55,7 @@ impl WorkEntry {
         let serde_json::Value::Object(map) = v else {
             return Err(Error::InvalidArgument("a work entry must serialize to an object (named fields)".into()));
         };
-        let fields = map
+        let mut fields: Vec<(String, String)> = map
             .into_iter()
             .filter(|(_, v)| !v.is_null())
             .map(|(k, v)| match v {
@@ -64,6 +63,8 @@ impl WorkEntry {
                 other => (k, other.to_string()),
             })
             .collect();
+        // Defined whatever order the map keeps.
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(WorkEntry { fields })
     }
 
@@ -79,7 +80,8 @@ impl WorkEntry {
                 self.fields.len()
             )));
         }
-        for (i, (name, _)) in self.fields.iter().enumerate() {
+        let mut seen = std::collections::HashSet::with_capacity(self.fields.len());
+        for (name, _) in &self.fields {
             if name.is_empty() {
                 return Err(Error::InvalidArgument("a work entry field needs a name".into()));
             }
@@ -88,7 +90,7 @@ impl WorkEntry {
                     "work entry field `{name}` is set by the step itself (the document id and the new version)"
                 )));
             }
-            if self.fields[..i].iter().any(|(n, _)| n == name) {
+            if !seen.insert(name.as_str()) {
                 return Err(Error::InvalidArgument(format!("work entry field `{name}` is given twice")));
             }
         }
@@ -205,7 +207,11 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
     ///
     /// A step whose reply was lost is run again with the same operation id
     /// and recognised: it reports [`StepOutcome::Written`], and its entries
-    /// and marker are not written twice.
+    /// and marker are not written twice. The id is recognised while the
+    /// document's op history (`OpHistoryLength` writes) holds it: a step
+    /// retried after that many later writes, or retried by you after
+    /// [`Error::UnknownOutcome`] without your own [`Effects::op`], finds its
+    /// own marker instead and reports `EventApplied` naming this very job.
     ///
     /// # Errors
     /// As [`Store::put`]; [`Error::InvalidArgument`] for a malformed work
@@ -222,6 +228,12 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         }
         for e in &effects.work {
             e.check()?;
+        }
+        let total: usize = effects.work.iter().map(|e| e.fields.len()).sum();
+        if total > MAX_STEP_FIELDS {
+            return Err(Error::InvalidArgument(format!(
+                "a step's work entries hold at most {MAX_STEP_FIELDS} fields together, not {total}"
+            )));
         }
         let scope = next.scope();
         let prefix = self.valkey.prefix();

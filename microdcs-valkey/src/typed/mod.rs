@@ -32,6 +32,7 @@ mod hash;
 mod list;
 mod rate_limit;
 mod set;
+mod typed_value;
 mod value;
 mod zset;
 
@@ -41,6 +42,7 @@ pub use hash::{HashEntries, HashKey};
 pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
+pub use typed_value::TypedValue;
 pub use value::{CounterKey, ValueKey};
 pub(crate) use zset::score_bound;
 pub use zset::{Scored, SortedSetKey};

@@ -209,6 +209,20 @@ fn check_outbox(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     if o.event_ttl_ms == 0 {
         errors.push(err(SchemaErrorKind::ZeroTtl, None));
     }
+    if o.event_ttl_ms > crate::lua::MAX_LIFETIME_MS {
+        errors.push(err(SchemaErrorKind::OutboxMisuse("`event_ttl` may be at most 100 years".into()), None));
+    }
+    // Work in the change stream would be trimmed by its length cap and
+    // read by change consumers as changes.
+    if doc.changes == Some(o.stream) {
+        errors.push(err(
+            SchemaErrorKind::OutboxMisuse(format!(
+                "the outbox stream `{}` is the type's change stream: work would be trimmed with the changes",
+                o.stream
+            )),
+            None,
+        ));
+    }
 }
 
 /// `changes` uses exactly `{scope}`, `nudge` exactly `{kind}`, `registry` none.

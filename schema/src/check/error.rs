@@ -108,6 +108,9 @@ pub enum SchemaErrorKind {
     /// An unscoped type uses `{scope}` (in an index), or its list key has
     /// a placeholder (the string names where).
     Unscoped(String),
+    /// An outbox that cannot work (its stream is the change stream, its
+    /// marker lifetime too long); says why.
+    OutboxMisuse(String),
     /// The event marker template uses a placeholder other than `{scope}`,
     /// `{source}` and `{id}` (`Some`), or lacks `{id}` (`None`).
     EventPlaceholder(Option<String>),
@@ -169,6 +172,7 @@ impl fmt::Display for SchemaError {
                  which expire on their own (unique indexes may stay: their keys expire with the document)"
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
+            K::OutboxMisuse(why) => write!(f, "{why}"),
             K::Unscoped(what) => write!(
                 f,
                 "the type is `unscoped` (its documents have no scope, its list is one global set), \

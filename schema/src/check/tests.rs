@@ -121,3 +121,27 @@ fn const_message_truncates() {
     assert_eq!(m.as_str(), "a...");
     assert!(m.is_cut());
 }
+
+#[test]
+fn an_outbox_is_checked() {
+    use crate::spec::{DEFAULT_EVENT_TTL_MS, OutboxSpec};
+    let base = doc("Job", "job", "job:{id}");
+    let with =
+        |stream, events, ttl| DocumentSpec { outbox: Some(OutboxSpec { stream, events, event_ttl_ms: ttl }), ..base };
+    assert!(check_document(&with("work:{scope}", Some("ev:{scope}:{source}|{id}"), DEFAULT_EVENT_TTL_MS)).is_empty());
+    let kinds = |d| check_document(&d).into_iter().map(|e| e.kind).collect::<Vec<_>>();
+    assert!(
+        matches!(kinds(with("changes:{scope}", None, 1))[..], [SchemaErrorKind::OutboxMisuse(_)]),
+        "the change stream"
+    );
+    assert!(matches!(kinds(with("work:{scope}", None, u64::MAX))[..], [SchemaErrorKind::OutboxMisuse(_)]), "too long");
+    assert!(matches!(kinds(with("work:{scope}", None, 0))[..], [SchemaErrorKind::ZeroTtl]));
+    assert!(matches!(kinds(with("work", None, 1))[..], [SchemaErrorKind::SharedTemplate { .. }]));
+    assert!(matches!(
+        kinds(with("work:{scope}", Some("ev:{scope}"), 1))[..],
+        [SchemaErrorKind::EventPlaceholder(None)]
+    ));
+    let unscoped =
+        DocumentSpec { unscoped: true, list: Some(ListSpec { key: "job:list:{scope}", score: None }), ..base };
+    assert!(matches!(kinds(unscoped)[..], [SchemaErrorKind::Unscoped(_)]));
+}

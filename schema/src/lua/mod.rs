@@ -76,6 +76,19 @@ pub const OP_ID_LEN: usize = 12;
 /// document.
 pub const MAX_OP_HISTORY_ENTRIES: usize = 64;
 
+/// The longest lifetime a script is given, in milliseconds (100 years):
+/// the server refuses an expiry it cannot add to its clock, and a refused
+/// `SET ... PX` would fail a script after its first write.
+/// The same bound as every duration setting.
+pub const MAX_LIFETIME_MS: u64 = crate::duration::MAX_DURATION.as_millis() as u64;
+
+/// The most work entries one step appends.
+pub const MAX_WORK_ENTRIES: usize = 1000;
+
+/// The most fields of one work entry (one `XADD` spreads them on the Lua
+/// stack).
+pub const MAX_ENTRY_FIELDS: usize = 1000;
+
 /// The longest operation id accepted.
 pub const MAX_OP_ID_LEN: usize = 64;
 

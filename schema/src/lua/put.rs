@@ -137,20 +137,28 @@ end
     );
 }
 
-/// Walks the work entries once before any write: their shape must fill
-/// ARGV exactly, and the stream must be a stream (a read of it).
+/// Walks the work entries once before any write: every count a whole
+/// number within its bound, the shape filling ARGV exactly, and the stream
+/// a stream (a read of it). A malformed call is refused before it writes.
 fn entries_check(out: &mut String, s: &StepLayout) {
     let _ = write!(
         out,
         "\
+local function whole(text, max) return text and string.find(text, '^%d+$') and #text <= 4 and tonumber(text) <= max end
+if not whole(ARGV[{n}], {max_entries}) then return redis.error_reply('ERR microdcs step: malformed work entries') end
 local count = tonumber(ARGV[{n}])
 local last = {n}
-for _ = 1, count do last = last + 1 + 2 * tonumber(ARGV[last + 1]) end
+for _ = 1, count do
+  if not whole(ARGV[last + 1], {max_fields}) then return redis.error_reply('ERR microdcs step: malformed work entries') end
+  last = last + 1 + 2 * tonumber(ARGV[last + 1])
+end
 if last ~= #ARGV then return redis.error_reply('ERR microdcs step: malformed work entries') end
 if count > 0 then redis.call('XLEN', KEYS[{work}]) end
 ",
         n = s.entries,
         work = s.work_key,
+        max_entries = super::MAX_WORK_ENTRIES,
+        max_fields = super::MAX_ENTRY_FIELDS,
     );
 }
 
@@ -578,6 +586,7 @@ mod tests {
         assert_eq!(text.matches("'MAXLEN'").count(), 1, "only the change stream is capped");
         assert!(text.contains(&format!("redis.call('SET', KEYS[{}], id, 'PX', ARGV[{}])", l.marker_key, l.marker_ttl)));
         assert!(text.starts_with("-- microdcs step script"));
+        assert!(text.contains("string.find(text, '^%d+$')"), "counts are whole numbers");
         // The put of the same type has none of it.
         let (put, _) = put_script(&spec);
         assert!(!put.contains("'XLEN'") && !put.contains("{8,"));

@@ -137,9 +137,14 @@ local lead = not keep_2 and (was_2 or new_2)
 if new_3 then redis.call('ZSCORE', KEYS[8], id) end
 if was_3 and not keep_3 then redis.call('ZSCORE', KEYS[9], id) end
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
+local function whole(text, max) return text and string.find(text, '^%d+$') and #text <= 4 and tonumber(text) <= max end
+if not whole(ARGV[26], 1000) then return redis.error_reply('ERR microdcs step: malformed work entries') end
 local count = tonumber(ARGV[26])
 local last = 26
-for _ = 1, count do last = last + 1 + 2 * tonumber(ARGV[last + 1]) end
+for _ = 1, count do
+  if not whole(ARGV[last + 1], 1000) then return redis.error_reply('ERR microdcs step: malformed work entries') end
+  last = last + 1 + 2 * tonumber(ARGV[last + 1])
+end
 if last ~= #ARGV then return redis.error_reply('ERR microdcs step: malformed work entries') end
 if count > 0 then redis.call('XLEN', KEYS[11]) end
 -- writes
