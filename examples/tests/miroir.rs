@@ -331,3 +331,39 @@ async fn every_declared_family_has_its_typed_operations() {
         );
     }
 }
+
+#[tokio::test]
+async fn damage_to_the_global_index_and_the_queue_is_found_and_repaired() {
+    let e = env("miroir-repair").await;
+    let s = &e.store;
+    let mut raw = ConnectionManager::new(redis::Client::open(e.server.url()).unwrap()).await.unwrap();
+    let p = s.valkey().prefix().clone();
+    for i in 0..30 {
+        let _ = s.insert_task(&task(i)).await.unwrap();
+        let _ = s.enqueue_job(&format!("j-{i}"), "reindex").await.unwrap();
+    }
+    let index = Task::list_key(&p).unwrap();
+    let queue = Job::queued_key(&p).unwrap();
+    let () = redis::cmd("SREM").arg(&index).arg("t-3").query_async(&mut raw).await.unwrap();
+    let () = redis::cmd("SADD").arg(&index).arg("ghost").query_async(&mut raw).await.unwrap();
+    let () = redis::cmd("SREM").arg(&queue).arg("j-4").query_async(&mut raw).await.unwrap();
+    let opts = MaintenanceOptions::default();
+    let tasks = s.table::<Task>();
+    let report = tasks.verify(&opts).await.unwrap();
+    let mut found: Vec<(String, String)> =
+        report.differences.iter().map(|d| (d.id.clone(), format!("{:?}", d.kind))).collect();
+    found.sort();
+    assert_eq!(found, [("ghost".to_owned(), "Orphan".to_owned()), ("t-3".to_owned(), "Missing".to_owned())]);
+    let jobs = s.table::<Job>();
+    let report = jobs.verify(&opts).await.unwrap();
+    assert_eq!(report.differences.len(), 1, "{report:?}");
+    assert_eq!(report.differences[0].id, "j-4");
+    for report in [tasks.rebuild(&opts).await.unwrap(), jobs.rebuild(&opts).await.unwrap()] {
+        assert!(!report.is_clean(), "the rebuild reports what it fixed");
+    }
+    assert!(tasks.verify(&opts).await.unwrap().is_clean());
+    assert!(jobs.verify(&opts).await.unwrap().is_clean());
+    let queued: u64 = redis::cmd("SCARD").arg(&queue).query_async(&mut raw).await.unwrap();
+    assert_eq!(queued, 30, "j-4 is queued again");
+    assert!(s.claim_job("w-1").await.unwrap().is_some());
+}
