@@ -444,6 +444,11 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     let spec_value = spec_tokens(spec);
     let [put_script, delete_script, find_script, step_script] = scripts(spec);
     let id_expr = key_segment_expr(c.id);
+    // The document key's values in template order: the id, and the scope
+    // for ids unique per scope.
+    let doc_key_args: Vec<TokenStream> = KeyTemplate::parse(spec.key)
+        .map(|t| t.placeholders().map(|p| if p == "scope" { quote!(&*__scope) } else { quote!(&*__id) }).collect())
+        .unwrap_or_default();
     let scope_expr = match c.scope {
         Some(f) => key_segment_expr(f),
         None => quote!(#p::Cow::Borrowed(#p::UNSCOPED)),
@@ -504,7 +509,7 @@ fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
                     let __id = #id_expr;
                     let __scope = #scope_expr;
                     ::core::result::Result::Ok(#p::IndexEntries {
-                        key: Self::key(prefix, &*__id)?,
+                        key: Self::key(prefix, #(#doc_key_args),*)?,
                         list: #list_entry,
                         unique: ::std::vec![#(#unique_entries),*],
                         groups: ::std::vec![#(#group_entries),*],

@@ -123,8 +123,7 @@ use proc_macro::TokenStream;
 /// `kind` names the type in change entries and nudge channels: a lower-case
 /// identifier (`[a-z][a-z0-9_]*`), by default the type name in lower case.
 /// `key` is the document key template, by default `"{kind}:{id}"`; it must
-/// contain `{id}` and no other placeholder (a document is found by its id
-/// alone).
+/// contain `{id}`, and may contain `{scope}` besides (no other placeholder).
 ///
 /// ```ignore
 /// #[derive(Document)]
@@ -132,6 +131,27 @@ use proc_macro::TokenStream;
 /// pub struct WorkOrder {
 ///     pub id: String,
 ///     pub scope: String,
+/// }
+/// ```
+///
+/// With `{scope}` in the key, ids are unique per scope only: two tenants
+/// may both hold a `t-1`. A document is then named by its scope and id
+/// (`Store::get_in`, `delete_id_in`, `get_many_in`, `key_in`; the id-only
+/// forms refuse), every index key must hold `{scope}` too (an entry holds
+/// an id, which names a document only within its scope), and tombstones,
+/// unique lookups and `verify` work per scope.
+///
+/// ```ignore
+/// #[derive(Document)]
+/// #[microdcs(
+///     kind = "ticket",
+///     key = "ticket:{scope}:{id}",
+///     unique(key = "ticket_ref:{scope}:{reference}"),
+/// )]
+/// pub struct Ticket {
+///     pub id: String,
+///     pub scope: String,
+///     pub reference: String,
 /// }
 /// ```
 ///

@@ -203,7 +203,9 @@ where
                 let mut fetched = Vec::with_capacity(changes.len());
                 for mut c in changes {
                     if c.kind != ChangeKind::Deleted {
-                        match self.store.get(&c.id).await {
+                        // In the change's scope: for ids unique per scope
+                        // the only way to name the document.
+                        match self.store.get_in(&c.scope, &c.id).await {
                             // Only the document this change is about: one
                             // re-created since in another scope, or older
                             // than the change, is not it.

@@ -132,7 +132,8 @@ pub struct DocumentSpec<'a> {
     pub type_name: &'a str,
     /// The kind (`jobresponse`): names the nudge channel and change entries.
     pub kind: &'a str,
-    /// Document key template; its only placeholder is `{id}`.
+    /// Document key template: `{id}`, and `{scope}` for ids unique per
+    /// scope only ([`DocumentSpec::ids_per_scope`]).
     pub key: &'a str,
     /// Name of the id field.
     pub id_field: &'a str,
@@ -223,6 +224,13 @@ impl<'a> DocumentSpec<'a> {
             outbox: None,
             unscoped: false,
         }
+    }
+
+    /// Whether ids are unique per scope only: the document key holds
+    /// `{scope}` beside `{id}` (`task:{scope}:{id}`), so a document is
+    /// named by its scope and id together.
+    pub fn ids_per_scope(&self) -> bool {
+        self.key.contains("{scope}")
     }
 
     /// Number of key families this document type owns (hash, list,

@@ -74,10 +74,33 @@ impl Job {
     }
 }
 
+/// A ticket, its id unique per scope only: two tenants may both have a
+/// `t-1`. Every index names the scope, so each entry names its document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "ticket",
+    key = "ticket:{scope}:{id}",
+    list(key = "tickets:{scope}", score = opened),
+    unique(key = "ticket_ref:{scope}:{reference}"),
+    group(key = "ticket_status:{scope}:{status}"),
+)]
+pub struct Ticket {
+    /// Ticket id, unique within its scope.
+    pub id: String,
+    /// The tenant.
+    pub scope: String,
+    /// The tenant's own reference.
+    pub reference: String,
+    /// `open`, `closed`.
+    pub status: String,
+    /// Opened at, Unix ms.
+    pub opened: i64,
+}
+
 microdcs_valkey::keyspace! {
     /// Document shapes beside the plant keyspace.
     pub Extras {
-        documents: [Session, Idempotency, Job],
+        documents: [Session, Idempotency, Job, Ticket],
         // Families the plant does not use.
         overflow: list("cdc:overflow:{scope}"),
         canary_runs: zset("canary:runs:{scope}:{kind}"),

@@ -8,7 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use microdcs_tests::fixtures::{Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, WorkMaster};
+use microdcs_tests::fixtures::{
+    Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, Ticket, WorkMaster,
+};
 use microdcs_valkey::Document;
 
 /// `(kind, op, text)` for one document type; the step only for a type
@@ -37,6 +39,7 @@ fn generated_lua_matches_the_committed_snapshots() {
         scripts::<Session>(),
         scripts::<Idempotency>(),
         scripts::<Job>(),
+        scripts::<Ticket>(),
     ]
     .into_iter()
     .flatten()

@@ -133,7 +133,10 @@ impl<K: Keyspace> Inspector<K> {
         let spec = self.doc_spec(kind)?;
         let list =
             spec.list.ok_or_else(|| Error::InvalidArgument(format!("kind `{kind}` has no list to read ids from")))?;
-        let key = parse(list.key)?.render(self.valkey.prefix(), &[scope]).map_err(render_err)?;
+        // An unscoped type's list is one key: the scope is not part of it.
+        let t = parse(list.key)?;
+        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
+        let key = t.render(self.valkey.prefix(), values).map_err(render_err)?;
         let count = count.clamp(1, crate::Page::MAX);
         if list.score.is_some() {
             return self.rank_page(&key, cursor, count).await;
@@ -200,8 +203,30 @@ impl<K: Keyspace> Inspector<K> {
     /// An unknown kind, an invalid id, connection errors, a key of another type.
     pub async fn document(&self, kind: &str, id: &str) -> Result<Option<DocumentView>> {
         let spec = self.doc_spec(kind)?;
-        let prefix = self.valkey.prefix();
-        let key = parse(spec.key)?.render(prefix, &[id]).map_err(render_err)?;
+        if spec.ids_per_scope() {
+            return Err(Error::InvalidArgument(format!(
+                "kind `{kind}` names a document by its scope and id: use `document_in(kind, scope, id)`"
+            )));
+        }
+        let key = parse(spec.key)?.render(self.valkey.prefix(), &[id]).map_err(render_err)?;
+        self.document_at(spec, key, id).await
+    }
+
+    /// [`Inspector::document`] of document `id` in `scope`, for a kind whose
+    /// ids are unique per scope (its key holds `{scope}`); for other kinds
+    /// the document `id`, whatever its scope.
+    ///
+    /// # Errors
+    /// As [`Inspector::document`].
+    pub async fn document_in(&self, kind: &str, scope: &str, id: &str) -> Result<Option<DocumentView>> {
+        let spec = self.doc_spec(kind)?;
+        let t = parse(spec.key)?;
+        let values: Vec<&str> = t.placeholders().map(|p| if p == "scope" { scope } else { id }).collect();
+        let key = t.render(self.valkey.prefix(), &values).map_err(render_err)?;
+        self.document_at(spec, key, id).await
+    }
+
+    async fn document_at(&self, spec: &DocumentSpec<'_>, key: String, id: &str) -> Result<Option<DocumentView>> {
         let map: std::collections::HashMap<String, Vec<u8>> =
             self.read(redis::cmd("HGETALL").arg(&key).clone(), &key).await?;
         if map.is_empty() {
@@ -231,7 +256,7 @@ impl<K: Keyspace> Inspector<K> {
         }
         let ttl_ms = self.ttl(&key).await?;
         Ok(Some(DocumentView {
-            kind: kind.to_owned(),
+            kind: spec.kind.to_owned(),
             id: id.to_owned(),
             key,
             version: text("v"),
@@ -255,7 +280,10 @@ impl<K: Keyspace> Inspector<K> {
         let Some(scope) = scope else {
             return Ok(EntryView { index: "list".into(), key: None, state: EntryState::NotIndexed });
         };
-        let key = match parse(list.key)?.render(self.valkey.prefix(), &[scope]) {
+        // An unscoped type's list is one key, without the scope.
+        let t = parse(list.key)?;
+        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
+        let key = match t.render(self.valkey.prefix(), values) {
             Ok(k) => k,
             Err(e) => return Ok(unreadable("list", None, e.to_string())),
         };

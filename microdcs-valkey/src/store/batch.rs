@@ -59,6 +59,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         F: FnMut(&D) -> Option<D>,
     {
         let key = self.group_key(&query)?;
+        let scope = self.group_scope(&query);
         // A few rounds of random ids: with many workers on one group most
         // of a round may be taken by the time it is read.
         for _ in 0..8 {
@@ -77,7 +78,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 return Ok(None);
             }
             for id in ids {
-                let Some(read) = self.get(&id).await? else { continue };
+                let Some(read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
                 let Some(next) = change(&read.doc) else { continue };
                 let mut read = read;
                 if let PutOutcome::Written { .. } = self.update_in_place(&mut read, next).await? {
@@ -96,18 +97,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// As [`Store::ids`]; a damaged document is listed in
     /// [`DocPage::damaged`], not an error of the call.
     pub async fn docs(&self, query: GroupQuery<D>, page: Page) -> Result<DocPage<D, Page>> {
+        let scope = self.group_scope(&query).map(str::to_owned);
         let IdPage { ids, next } = self.ids(query, page).await?;
-        let (documents, damaged) = self.read_each(&ids).await?;
+        let prefix = self.valkey.prefix();
+        let keys = ids.iter().map(|id| self.plan.doc_key(prefix, scope.as_deref(), id)).collect::<Result<Vec<_>>>()?;
+        let (documents, damaged) = self.read_each(&ids, &keys).await?;
         Ok(DocPage { documents, damaged, next })
     }
 
     /// The documents of `ids`, `MAX_MANY` to a round trip: those read, and
     /// the typed errors of those that could not be.
-    async fn read_each(&self, ids: &[String]) -> Result<(Vec<Stored<D>>, Vec<Error>)> {
+    async fn read_each(&self, ids: &[String], keys: &[String]) -> Result<(Vec<Stored<D>>, Vec<Error>)> {
         let (mut documents, mut damaged) = (Vec::new(), Vec::new());
-        for chunk in ids.chunks(Self::MAX_MANY) {
-            let keys = chunk.iter().map(|id| self.key(id)).collect::<Result<Vec<_>>>()?;
-            for got in self.read(|| self.get_each_once(chunk, &keys)).await? {
+        for (chunk, keys) in ids.chunks(Self::MAX_MANY).zip(keys.chunks(Self::MAX_MANY)) {
+            for got in self.read(|| self.get_each_once(chunk, keys)).await? {
                 match got {
                     Ok(Some(s)) => documents.push(s),
                     Ok(None) => {}
@@ -141,7 +144,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Connection errors.
     pub async fn scan(&self, cursor: u64, count: usize) -> Result<DocPage<D, u64>> {
         let prefix = self.valkey.prefix().clone();
-        let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
+        let pattern = self.plan.doc_pattern(&prefix)?;
         let count = count.clamp(1, Self::MAX_MANY);
         let (next, keys): (u64, Vec<String>) = self
             .read(|| async {
@@ -160,10 +163,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             })
             .await?;
         // Keys that only look like documents (`joborder:list:s1`) drop out.
-        let ids: Vec<String> =
-            keys.iter().filter_map(|k| self.plan.doc.parse_key(&prefix, k).map(|mut v| v.remove(0))).collect();
-        let (documents, damaged) = self.read_each(&ids).await?;
+        let (ids, keys): (Vec<String>, Vec<String>) =
+            keys.into_iter().filter_map(|k| self.plan.doc_of_key(&prefix, &k).map(|(id, _)| (id, k))).unzip();
+        let (documents, damaged) = self.read_each(&ids, &keys).await?;
         Ok(DocPage { documents, damaged, next: (next != 0).then_some(next) })
+    }
+
+    /// The scope a group query names, for a type with ids per scope.
+    pub(super) fn group_scope<'q>(&self, query: &'q GroupQuery<D>) -> Option<&'q str> {
+        self.plan.groups.get(query.index()).and_then(|ix| self.plan.query_scope(ix, query.values()))
     }
 
     pub(super) fn group_key(&self, query: &GroupQuery<D>) -> Result<String> {

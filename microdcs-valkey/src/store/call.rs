@@ -63,8 +63,8 @@ pub(super) struct PutBody<'a> {
     pub(super) score: Option<String>,
     /// The document's lifetime, for a type with a `ttl`.
     pub(super) ttl_ms: Option<u64>,
-    /// The document id (names its tombstone).
-    pub(super) id: &'a str,
+    /// The document's tombstone key.
+    pub(super) tomb: String,
 }
 
 /// The KEYS and ARGV of one write-script call.
@@ -121,7 +121,7 @@ impl<'a> Call<'a> {
         body: PutBody<'a>,
     ) -> Result<Self> {
         let call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
-        call.put_body(l, plan, valkey, kind, body)
+        Ok(call.put_body(l, valkey, body))
     }
 
     /// A step call: a put's positions, then the outbox stream, the event
@@ -138,7 +138,7 @@ impl<'a> Call<'a> {
         let l = &sl.put;
         let doc_key = t.key.to_owned();
         let call = Self::new(&l.common, (sl.num_keys, sl.num_args), plan, valkey, kind, t)?;
-        let mut call = call.put_body(l, plan, valkey, kind, body)?;
+        let mut call = call.put_body(l, valkey, body);
         call.set_key(sl.work_key, step.work_key.clone());
         call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or(doc_key));
         call.set_arg(sl.marker_flag, flag(step.marker_key.is_some()));
@@ -157,15 +157,8 @@ impl<'a> Call<'a> {
     }
 
     /// What a put writes beside its entries, at the put layout's positions.
-    fn put_body(
-        mut self,
-        l: &PutLayout,
-        plan: &'a Plan,
-        valkey: &Valkey,
-        kind: &'static str,
-        body: PutBody<'a>,
-    ) -> Result<Self> {
-        let PutBody { doc, score, ttl_ms, id: t_id } = body;
+    fn put_body(mut self, l: &PutLayout, valkey: &Valkey, body: PutBody<'a>) -> Self {
+        let PutBody { doc, score, ttl_ms, tomb } = body;
         let call = &mut self;
         call.set_arg(l.doc, Arg::Borrowed(doc));
         // The script trusts this count, so it is always within the bounds
@@ -175,24 +168,25 @@ impl<'a> Call<'a> {
         if let (Some(s), Some(score)) = (l.score, score) {
             call.set_arg(s, Arg::Owned(score));
         }
-        call.set_key(l.tomb_key, plan.tomb.render(valkey.prefix(), &[kind, t_id]).map_err(render_err)?);
+        call.set_key(l.tomb_key, tomb);
         if let (Some(pos), Some(ms)) = (l.ttl, ttl_ms) {
             call.set_arg(pos, Arg::Owned(ms.to_string()));
         }
-        Ok(self)
+        self
     }
 
-    /// A delete call: the shared positions; the caller's reads are filled by [`Call::reads`].
+    /// A delete call: the shared positions and the tombstone key
+    /// (`tomb`); the caller's reads are filled by [`Call::reads`].
     pub(super) fn delete(
         l: &DeleteLayout,
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
         t: Target<'a>,
+        tomb: Result<String>,
     ) -> Result<Self> {
-        let t_id = t.id;
         let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
-        call.set_key(l.tomb_key, plan.tomb.render(valkey.prefix(), &[kind, t_id]).map_err(render_err)?);
+        call.set_key(l.tomb_key, tomb?);
         // Within the configuration's bounds, whatever was set in code: the
         // server refuses an expiry it cannot add to its clock, and that
         // would fail the script after its first write.

@@ -120,9 +120,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The document key of `id`.
     ///
     /// # Errors
-    /// An empty or over-long id.
+    /// An empty or over-long id; [`Error::InvalidArgument`] for a type whose
+    /// ids are unique per scope ([`Store::key_in`]).
     pub fn key(&self, id: &str) -> Result<String> {
-        self.plan.doc.render(self.valkey.prefix(), &[id]).map_err(render_err)
+        self.plan.doc_key(self.valkey.prefix(), None, id)
+    }
+
+    /// The document key of `id` in `scope`: for a type whose ids are
+    /// unique per scope (its key holds `{scope}`), the only way to name a
+    /// document; for other types the same as [`Store::key`].
+    ///
+    /// # Errors
+    /// An empty or over-long scope or id.
+    pub fn key_in(&self, scope: &str, id: &str) -> Result<String> {
+        self.plan.doc_key(self.valkey.prefix(), Some(scope), id)
     }
 }
 

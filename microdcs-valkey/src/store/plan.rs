@@ -46,6 +46,9 @@ pub(super) struct Plan {
     pub(super) put_layout: PutLayout,
     pub(super) delete_layout: DeleteLayout,
     pub(super) doc: KeyTemplate,
+    /// Where `{scope}` is among the document key's placeholders, for ids
+    /// unique per scope (`task:{scope}:{id}`); `None`: ids are global.
+    pub(super) doc_scope_at: Option<usize>,
     pub(super) list: Option<KeyTemplate>,
     pub(super) sorted_list: bool,
     /// The change stream, unless the type has `changes = none`.
@@ -53,6 +56,8 @@ pub(super) struct Plan {
     /// The tombstones' template (`{kind}`, `{id}`).
     pub(super) tomb: KeyTemplate,
     pub(super) registry_key: String,
+    /// The type's name, for messages.
+    pub(super) type_name: &'static str,
     pub(super) channel: String,
     /// The distinct index hash fields, in layout order.
     pub(super) fields: Vec<String>,
@@ -104,10 +109,12 @@ impl Plan {
             put_layout: PutLayout::new(spec),
             delete_layout: DeleteLayout::new(spec),
             doc: parse(spec.key),
+            doc_scope_at: parse(spec.key).placeholders().position(|p| p == "scope"),
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
             changes: spec.changes.map(parse),
             tomb: parse(microdcs_schema::builtin::TOMBSTONES.key),
+            type_name: spec.type_name,
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
             channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),
             unique: spec.unique.iter().map(index_plan).collect(),
@@ -129,6 +136,83 @@ impl Plan {
         let t = self.list.as_ref()?;
         let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
         Some(t.render(prefix, values).map_err(super::render_err))
+    }
+
+    /// The document key of `id` (in `scope`, for ids unique per scope).
+    ///
+    /// A type with ids per scope needs the scope; other types take the id
+    /// alone and ignore it.
+    pub(super) fn doc_key(&self, prefix: &microdcs_schema::KeyPrefix, scope: Option<&str>, id: &str) -> Result<String> {
+        match (self.doc_scope_at, scope) {
+            (None, _) => self.doc.render(prefix, &[id]).map_err(super::render_err),
+            (Some(_), None) => Err(Error::InvalidArgument(format!(
+                "`{}` names a document by its scope and id (its key holds `{{scope}}`): use the `_in` forms, \
+                 such as `get_in(scope, id)`",
+                self.type_name
+            ))),
+            (Some(0), Some(scope)) => self.doc.render(prefix, &[scope, id]).map_err(super::render_err),
+            (Some(_), Some(scope)) => self.doc.render(prefix, &[id, scope]).map_err(super::render_err),
+        }
+    }
+
+    /// The id (and the scope, for ids unique per scope) a document key
+    /// names; `None` for a key of another shape.
+    pub(super) fn doc_of_key(
+        &self,
+        prefix: &microdcs_schema::KeyPrefix,
+        key: &str,
+    ) -> Option<(String, Option<String>)> {
+        let mut values = self.doc.parse_key(prefix, key)?;
+        match self.doc_scope_at {
+            None => Some((values.remove(0), None)),
+            Some(at) => {
+                let scope = values.remove(at);
+                Some((values.remove(0), Some(scope)))
+            }
+        }
+    }
+
+    /// The `SCAN` pattern of every document key.
+    pub(super) fn doc_pattern(&self, prefix: &microdcs_schema::KeyPrefix) -> Result<String> {
+        let any = vec![None; self.doc.placeholders().count()];
+        self.doc.scan_pattern(prefix, &any).map_err(super::render_err)
+    }
+
+    /// The scope an index query names, for a type with ids per scope (whose
+    /// every index key holds `{scope}`); `None` for other types.
+    pub(super) fn query_scope<'q>(&self, ix: &IndexPlan, values: &'q [String]) -> Option<&'q str> {
+        self.doc_scope_at?;
+        ix.placeholders.iter().zip(values).find(|(ph, _)| matches!(ph, Ph::Scope)).map(|(_, v)| v.as_str())
+    }
+
+    /// The tombstone of a document: for ids per scope the id is qualified
+    /// by its scope (each encoded, so no two pairs share a tombstone).
+    pub(super) fn tomb_key(
+        &self,
+        prefix: &microdcs_schema::KeyPrefix,
+        kind: &str,
+        scope: &str,
+        id: &str,
+    ) -> Result<String> {
+        match self.doc_scope_at {
+            None => self.tomb.render(prefix, &[kind, id]).map_err(super::render_err),
+            Some(_) => {
+                let mut qualified = String::new();
+                for (i, v) in [scope, id].into_iter().enumerate() {
+                    if i > 0 {
+                        qualified.push(':');
+                    }
+                    microdcs_schema::encode::push_segment(
+                        &mut qualified,
+                        v,
+                        microdcs_schema::builtin::TOMBSTONES.key,
+                        "id",
+                    )
+                    .map_err(Error::Key)?;
+                }
+                self.tomb.render(prefix, &[kind, &qualified]).map_err(super::render_err)
+            }
+        }
     }
 
     pub(super) fn has_indexes(&self) -> bool {
@@ -166,7 +250,7 @@ impl Plan {
             Ok(k) => Ok(Some(k)),
             // We never store a value that cannot be a key segment.
             Err(e) => Err(Error::Corrupt {
-                key: self.doc.render(valkey.prefix(), &[id]).unwrap_or_else(|_| id.to_owned()),
+                key: self.doc_key(valkey.prefix(), st.scope.as_deref(), id).unwrap_or_else(|_| id.to_owned()),
                 reason: format!("stored index field cannot form its key: {e}"),
             }),
         }

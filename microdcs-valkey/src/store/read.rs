@@ -28,7 +28,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Invalid id, connection errors, a corrupt hash, a key of the wrong type,
     /// or a document text the codec rejects.
     pub async fn get(&self, id: &str) -> Result<Option<Stored<D>>> {
-        self.read(|| self.get_once(id)).await
+        self.read(|| self.get_once(None, id)).await
+    }
+
+    /// Reads document `id` of `scope` (one `HGETALL`): for a type whose ids
+    /// are unique per scope (its key holds `{scope}`), the way to read one;
+    /// for other types [`Store::get`] that answers `None` for a document of
+    /// another scope.
+    ///
+    /// # Errors
+    /// As [`Store::get`].
+    pub async fn get_in(&self, scope: &str, id: &str) -> Result<Option<Stored<D>>> {
+        self.read(|| self.get_once(Some(scope), id)).await
     }
 
     /// Reads many documents in one round trip (a pipeline of `HGETALL`s):
@@ -49,7 +60,30 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 ids.len()
             )));
         }
-        let keys = ids.iter().map(|id| self.key(id.as_ref())).collect::<Result<Vec<_>>>()?;
+        self.get_many_inner(None, ids).await
+    }
+
+    /// [`Store::get_many`] of documents of `scope` (the way to name them
+    /// for a type whose ids are unique per scope); for other types a
+    /// document of another scope is `None`.
+    ///
+    /// # Errors
+    /// As [`Store::get_many`].
+    pub async fn get_many_in<I: AsRef<str>>(&self, scope: &str, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
+        if ids.len() > Self::MAX_MANY {
+            return Err(Error::InvalidArgument(format!(
+                "get_many takes at most {} ids, not {}",
+                Self::MAX_MANY,
+                ids.len()
+            )));
+        }
+        let got = self.get_many_inner(Some(scope), ids).await?;
+        Ok(got.into_iter().map(|s| s.filter(|s| s.scope == scope)).collect())
+    }
+
+    async fn get_many_inner<I: AsRef<str>>(&self, scope: Option<&str>, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
+        let prefix = self.valkey.prefix();
+        let keys = ids.iter().map(|id| self.plan.doc_key(prefix, scope, id.as_ref())).collect::<Result<Vec<_>>>()?;
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -109,15 +143,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read_bounded(&self.valkey, f).await
     }
 
-    pub(super) async fn get_once(&self, id: &str) -> Result<Option<Stored<D>>> {
-        let key = self.key(id)?;
+    pub(super) async fn get_once(&self, scope: Option<&str>, id: &str) -> Result<Option<Stored<D>>> {
+        let key = self.plan.doc_key(self.valkey.prefix(), scope, id)?;
         let mut con = self.valkey.connection();
         let map: HashMap<String, Vec<u8>> =
             redis::cmd("HGETALL").arg(&key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
         if map.is_empty() {
             return Ok(None);
         }
-        self.decode_hash(&key, id, map).map(Some)
+        // Asked in a scope: a document of another scope is not there.
+        Ok(self.decode_hash(&key, id, map).map(Some)?.filter(|s| scope.is_none_or(|want| s.scope == want)))
     }
 
     pub(super) fn decode_hash(&self, key: &str, id: &str, mut map: HashMap<String, Vec<u8>>) -> Result<Stored<D>> {
@@ -204,8 +239,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         })?;
         let values: Vec<&str> = query.values().iter().map(String::as_str).collect();
         let ukey = ix.template.render(self.valkey.prefix(), &values).map_err(render_err)?;
+        // Ids unique per scope: the script names the document by the
+        // query's scope too.
+        let scope = self.plan.query_scope(ix, query.values());
         let mut con = self.valkey.connection();
-        let call = self.plan.find.call().key(&ukey).arg(self.valkey.prefix().as_str().as_bytes());
+        let mut call = self.plan.find.call().key(&ukey).arg(self.valkey.prefix().as_str().as_bytes());
+        if let Some(scope) = scope {
+            call = call.arg(scope.as_bytes());
+        }
         let value = call.run(&mut con).await.map_err(|e| Error::from_redis(e, &ukey))?;
         let reply: Option<Vec<Option<Vec<u8>>>> =
             redis::FromRedisValue::from_redis_value(value).map_err(|e| Error::from_redis(e.into(), &ukey))?;
@@ -224,7 +265,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             tracing::warn!(index_key = %ukey, id, "unique index points at a missing document");
             return Ok(None);
         }
-        let key = self.key(&id)?;
+        let key = self.plan.doc_key(self.valkey.prefix(), scope, &id)?;
         let stored = self.decode_hash(&key, &id, map)?;
         // The entry must describe the document it points at (else it is stale).
         let matches = ix.placeholders.iter().zip(query.values()).all(|(ph, want)| match ph {

@@ -217,7 +217,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 op: &op,
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
-            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), id: &entries.id };
+            let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, &entries.scope, &entries.id)?;
+            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), tomb };
             let mut call = match (step, step_plan) {
                 (Some(args), Some(sp)) => Call::step(&sp.layout, plan, &self.valkey, D::SPEC.kind, target, body, args)?,
                 _ => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,
@@ -272,7 +273,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`].
     pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
-        self.delete_inner(&read.id, DeleteExpect::Version(read.version), Some(read.state.clone()), None).await
+        self.delete_inner(
+            Some(&read.scope),
+            &read.id,
+            DeleteExpect::Version(read.version),
+            Some(read.state.clone()),
+            None,
+        )
+        .await
     }
 
     /// Deletes by id (`DeleteExpect::Any` or `DeleteExpect::Version`); reads the document's
@@ -281,7 +289,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
     pub async fn delete_id(&self, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
-        self.delete_inner(id, expect, None, None).await
+        self.delete_inner(None, id, expect, None, None).await
+    }
+
+    /// Deletes document `id` of `scope`: for a type whose ids are unique
+    /// per scope (its key holds `{scope}`), the way to name it; for other
+    /// types [`Store::delete_id`] that refuses a document of another scope
+    /// ([`Error::WrongScope`], nothing deleted).
+    ///
+    /// # Errors
+    /// See [`Store::delete_id`].
+    pub async fn delete_id_in(&self, scope: &str, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
+        self.delete_inner(Some(scope), id, expect, None, None).await
     }
 
     /// Like [`Store::delete_id`] with your own operation id: repeated while
@@ -292,11 +311,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn delete_id_with_op(&self, id: &str, expect: DeleteExpect, op: &str) -> Result<DeleteOutcome> {
-        self.delete_inner(id, expect, None, Some(op)).await
+        self.delete_inner(None, id, expect, None, Some(op)).await
     }
 
     async fn delete_inner(
         &self,
+        in_scope: Option<&str>,
         id: &str,
         expect: DeleteExpect,
         read: Option<ReadState>,
@@ -309,7 +329,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             None => new_op_id(),
         };
         let plan = &*self.plan;
-        let key = self.key(id)?;
+        let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
         let mut state = match read {
             Some(s) => s,
             None => self.read_state(&key).await?,
@@ -319,6 +339,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
+            // Named in a scope it is not in: refused before the script.
+            if let Some(given) = in_scope.filter(|g| state.exists && *g != scope) {
+                return Err(Error::WrongScope { id: id.to_owned(), stored: scope, given: given.to_owned() });
+            }
             let list_key = match plan.list_key(self.valkey.prefix(), &scope) {
                 Some(key) if state.exists => Some(key?),
                 _ => None,
@@ -335,7 +359,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             let target =
                 Target { key: &key, id, scope: &scope, list_key, expect: Arg::Owned(expected.to_string()), op: &op };
-            let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target)?;
+            // The tombstone of a document named by scope and id is the
+            // scope's, whether or not the document is there now.
+            let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, in_scope.unwrap_or(&scope), id);
+            let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target, tomb)?;
             if let DeleteExpect::Version(n) = expect
                 && !caller_op
                 && state.exists

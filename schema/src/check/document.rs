@@ -70,10 +70,25 @@ fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             .push(SchemaError { origin: origin(doc.type_name, Attr::Key, None), kind: SchemaErrorKind::KeyWithoutId });
     }
     for p in t.placeholders().filter(|p| *p != "id") {
-        errors.push(SchemaError {
-            origin: origin(doc.type_name, Attr::Key, Some(p)),
-            kind: SchemaErrorKind::KeyExtraPlaceholder(p.to_owned()),
-        });
+        let kind = match p {
+            "scope" if doc.unscoped => SchemaErrorKind::Unscoped("its document key cannot hold `{scope}`".to_owned()),
+            "scope" => continue,
+            _ => SchemaErrorKind::KeyExtraPlaceholder(p.to_owned()),
+        };
+        errors.push(SchemaError { origin: origin(doc.type_name, Attr::Key, Some(p)), kind });
+    }
+    // Ids unique per scope: an index entry holds an id, so its key must
+    // name the scope for the entry to name a document.
+    if t.has_placeholder("scope") && !doc.unscoped {
+        let all = doc.unique.iter().enumerate().map(|(i, x)| (Attr::Unique(i), x));
+        for (attr, ix) in all.chain(doc.groups.iter().enumerate().map(|(i, x)| (Attr::Group(i), x))) {
+            if KeyTemplate::parse(ix.key).is_ok_and(|t| !t.has_placeholder("scope")) {
+                errors.push(SchemaError {
+                    origin: origin(doc.type_name, attr, None),
+                    kind: SchemaErrorKind::IndexWithoutScope,
+                });
+            }
+        }
     }
 }
 

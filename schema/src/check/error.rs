@@ -108,6 +108,10 @@ pub enum SchemaErrorKind {
     /// An unscoped type uses `{scope}` (in an index), or its list key has
     /// a placeholder (the string names where).
     Unscoped(String),
+    /// A type with ids per scope (`{scope}` in its key) has an index
+    /// without `{scope}`: its entries hold ids, which name no document
+    /// without the scope.
+    IndexWithoutScope,
     /// An outbox that cannot work (its stream is the change stream, its
     /// marker lifetime too long); says why.
     OutboxMisuse(String),
@@ -139,9 +143,10 @@ impl fmt::Display for SchemaError {
             K::Template(t) => write!(f, "{t}"),
             K::BadKind(k) => write!(f, "kind `{k}` must be a lower-case identifier ([a-z][a-z0-9_]*)"),
             K::KeyWithoutId => write!(f, "the document key must contain `{{id}}`"),
-            K::KeyExtraPlaceholder(p) => {
-                write!(f, "the document key may only use `{{id}}` (a document is found by its id alone), not `{{{p}}}`")
-            }
+            K::KeyExtraPlaceholder(p) => write!(
+                f,
+                "the document key may only use `{{id}}` (and `{{scope}}` for ids unique per scope), not `{{{p}}}`"
+            ),
             K::ListPlaceholder(Some(p)) => {
                 write!(f, "the list key may only use `{{scope}}`, not `{{{p}}}` (one list per scope)")
             }
@@ -173,6 +178,11 @@ impl fmt::Display for SchemaError {
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
             K::OutboxMisuse(why) => write!(f, "{why}"),
+            K::IndexWithoutScope => write!(
+                f,
+                "the document key holds `{{scope}}` (ids unique per scope), so this index key needs `{{scope}}` \
+                 too: an entry holds an id, and an id names a document only within its scope"
+            ),
             K::Unscoped(what) => write!(
                 f,
                 "the type is `unscoped` (its documents have no scope, its list is one global set), \

@@ -79,6 +79,18 @@ pub struct WorkOrder {
     pub scope: String,
 }
 
+#[derive(Document)]
+#[microdcs(
+    kind = "ticket",
+    key = "ticket:{scope}:{id}",
+    unique(key = "ticket_ref:{scope}:{reference}"),
+)]
+pub struct Ticket {
+    pub id: String,
+    pub scope: String,
+    pub reference: String,
+}
+
 // --- list ---
 #[derive(Document)]
 #[microdcs(list(key = "alarm:list:{scope}"))] // no score: a plain set
@@ -188,6 +200,10 @@ fn attribute_examples() -> Result<(), Box<dyn Error>> {
     let prefix = KeyPrefix::default();
     assert_eq!(WorkOrder::key(&prefix, "w-1")?, "microdcs:wo:w-1");
     assert_eq!(WorkOrder::SPEC.kind, "workorder");
+    assert_eq!(Ticket::key(&prefix, "acme", "t-1")?, "microdcs:ticket:acme:t-1");
+    let t = Ticket { id: "t-1".into(), scope: "acme".into(), reference: "R-1".into() };
+    assert_eq!(t.index_entries(&prefix)?.key, "microdcs:ticket:acme:t-1");
+    assert!(Ticket::SPEC.ids_per_scope() && !WorkOrder::SPEC.ids_per_scope());
     let alarm = Alarm { id: "a-1".into(), scope: "s1".into() };
     assert_eq!(alarm.index_entries(&prefix)?.list.and_then(|l| l.score), None);
     let batch = Batch { id: "b-1".into(), scope: "s1".into(), priority: 3 };

@@ -137,7 +137,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             repairs.push(repair);
         }
         for (n, key, holder) in conflicts {
-            let holder_claims = match self.expected_entries(holder).await? {
+            let holder_key = self.entry_doc_key(Family::Unique(n), key, holder);
+            let holder_claims = match self.expected_entries(&holder_key, holder).await? {
                 Some(e) => e.unique[n].as_ref().is_some_and(|x| x.key == key),
                 None => false,
             };
@@ -152,10 +153,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(repairs)
     }
 
-    /// The expected entries of the document `id`, or `None` if it is missing
-    /// or cannot be indexed.
-    async fn expected_entries(&self, id: &str) -> Result<Option<IndexEntries>> {
-        Ok(match self.get(id).await {
+    /// The expected entries of the document `id` at `key`, or `None` if it
+    /// is missing or cannot be indexed.
+    async fn expected_entries(&self, key: &str, id: &str) -> Result<Option<IndexEntries>> {
+        let read = self.read(|| async {
+            let mut con = self.valkey.connection();
+            let map: HashMap<String, Vec<u8>> =
+                redis::cmd("HGETALL").arg(key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))?;
+            if map.is_empty() { Ok(None) } else { self.decode_hash(key, id, map).map(Some) }
+        });
+        Ok(match read.await {
             Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
             Ok(None) | Err(Error::Corrupt { .. } | Error::Codec { .. } | Error::WrongType { .. } | Error::Key(_)) => {
                 None

@@ -12,7 +12,7 @@ use super::super::{
 };
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::store::{Store, render_err};
+use crate::store::Store;
 
 /// A fetched batch: the next `SCAN` cursor, the `(key, id)` documents and
 /// their `HGETALL` replies.
@@ -37,7 +37,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// landed, so a key the scan returns twice is never judged stale.
     pub(in crate::store::maintenance) async fn document_pass(&self, pass: &mut Pass<'_>) -> Result<()> {
         let prefix = self.valkey.prefix().clone();
-        let pattern = self.plan.doc.scan_pattern(&prefix, &[None]).map_err(render_err)?;
+        let pattern = self.plan.doc_pattern(&prefix)?;
         let batch = pass.batch;
         let mut fetched = self.fetch_documents(&pattern, 0, batch).await?;
         loop {
@@ -65,10 +65,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let prefix = self.valkey.prefix();
         let (next, keys) = scan_batch(&self.valkey, cursor, pattern, "hash", batch).await?;
         // The parse-back drops keys that only look like documents (`joborder:list:s1`).
-        let docs: Vec<(String, String)> = keys
-            .into_iter()
-            .filter_map(|k| self.plan.doc.parse_key(prefix, &k).map(|mut v| (k, v.remove(0))))
-            .collect();
+        let docs: Vec<(String, String)> =
+            keys.into_iter().filter_map(|k| self.plan.doc_of_key(prefix, &k).map(|(id, _)| (k, id))).collect();
         if docs.is_empty() {
             return Ok((next, docs, Vec::new()));
         }

@@ -217,22 +217,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         family: Family,
     ) -> Result<Vec<Finding>> {
         pass.report.entries += pairs.len() as u64;
-        let mut ids: Vec<&str> = pairs.iter().map(|(_, id)| id.as_str()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let claims = self.read_claims(pass.scope, &ids, family).await?;
-        let claims: HashMap<&str, Claim> = ids.into_iter().zip(claims).collect();
+        // The document each entry names (for ids per scope, in the scope
+        // its key holds), judged once per document.
+        let doc_keys: Vec<String> = pairs.iter().map(|(key, id)| self.entry_doc_key(family, key, id)).collect();
+        let mut targets: Vec<(&str, &str)> =
+            pairs.iter().zip(&doc_keys).map(|((_, id), dk)| (dk.as_str(), id.as_str())).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let claims = self.read_claims(pass.scope, &targets, family).await?;
+        let claims: HashMap<&str, Claim> = targets.iter().map(|(dk, _)| *dk).zip(claims).collect();
         let mut found = Vec::new();
         let mut damaged = Vec::new();
-        for (key, id) in pairs {
+        for ((key, id), doc_key) in pairs.iter().zip(&doc_keys) {
             if pass.drifted.contains(id) {
                 continue;
             }
-            let kind = match claims.get(id.as_str()) {
+            let kind = match claims.get(doc_key.as_str()) {
                 Some(Claim::Foreign) => {
-                    let doc_key = self.key(id)?;
                     if pass.wrong_type_keys.insert(doc_key.clone()) {
-                        damaged.push((None, doc_key, id.clone()));
+                        damaged.push((None, doc_key.clone(), id.clone()));
                     }
                     continue;
                 }
@@ -262,20 +265,44 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(found)
     }
 
+    /// The key of the document an index entry names: for ids unique per
+    /// scope, in the scope the entry's key holds. `""` when it cannot be
+    /// named (its claim is then "no document").
+    pub(in crate::store::maintenance) fn entry_doc_key(&self, family: Family, index_key: &str, id: &str) -> String {
+        let prefix = self.valkey.prefix();
+        let scope = self.plan.doc_scope_at.and_then(|_| {
+            let scope_at = |ix: &crate::store::plan::IndexPlan| {
+                ix.placeholders.iter().position(|p| matches!(p, crate::store::plan::Ph::Scope))
+            };
+            let (t, at) = match family {
+                Family::List => (self.plan.list.as_ref()?, 0),
+                Family::Unique(n) => (&self.plan.unique[n].template, scope_at(&self.plan.unique[n])?),
+                Family::Group(n) => (&self.plan.groups[n].template, scope_at(&self.plan.groups[n])?),
+            };
+            t.parse_key(prefix, index_key)?.into_iter().nth(at)
+        });
+        self.plan.doc_key(prefix, scope.as_deref(), id).unwrap_or_default()
+    }
+
     /// Reads what each document's stored index fields say (the document pass
     /// has checked them against the document itself): per id, its claim on
     /// this family.
-    async fn read_claims(&self, scope_filter: Option<&str>, ids: &[&str], family: Family) -> Result<Vec<Claim>> {
+    async fn read_claims(
+        &self,
+        scope_filter: Option<&str>,
+        targets: &[(&str, &str)],
+        family: Family,
+    ) -> Result<Vec<Claim>> {
         let prefix = self.valkey.prefix();
         // Errors are answers here: a document key of the wrong type is a difference.
         let mut p = redis::pipe();
         p.ignore_errors();
-        for id in ids {
-            p.cmd("HMGET").arg(self.key(id).unwrap_or_default()).arg("v").arg("scope").arg(&self.plan.fields);
+        for (doc_key, _) in targets {
+            p.cmd("HMGET").arg(*doc_key).arg("v").arg("scope").arg(&self.plan.fields);
         }
-        let replies: Vec<Value> = read_pipe(&self.valkey, &p, &self.key(ids[0]).unwrap_or_default()).await?;
+        let replies: Vec<Value> = read_pipe(&self.valkey, &p, targets.first().map_or("", |t| t.0)).await?;
         let mut claims = Vec::with_capacity(replies.len());
-        for (id, reply) in ids.iter().zip(replies) {
+        for ((_, id), reply) in targets.iter().zip(replies) {
             let row: Vec<Option<String>> = match answer(&reply)? {
                 Answer::WrongType => {
                     claims.push(Claim::Foreign);
