@@ -15,8 +15,8 @@ use crate::keys::builder_fn;
 pub(crate) struct Family {
     name: Ident,
     ty: Ident,
-    /// `value<T>`: the value type.
-    value_ty: Option<syn::Type>,
+    /// `value<T>`, `hash<K, V>`, `channel<T>`: the types of the values.
+    type_args: Vec<syn::Type>,
     key_type: Option<KeyType>,
     key: LitStr,
 }
@@ -70,30 +70,40 @@ impl Parse for KeyspaceInput {
                 documents_kw = Some(entry);
             } else {
                 let ty: Ident = body.parse()?;
-                let value_ty = if body.peek(Token![<]) {
+                let mut type_args = Vec::new();
+                if body.peek(Token![<]) {
                     body.parse::<Token![<]>()?;
-                    let t: syn::Type = body.parse()?;
+                    loop {
+                        type_args.push(body.parse::<syn::Type>()?);
+                        if body.peek(Token![>]) {
+                            break;
+                        }
+                        body.parse::<Token![,]>()?;
+                    }
                     body.parse::<Token![>]>()?;
-                    if ty != "value" {
-                        return Err(syn::Error::new(ty.span(), format!("`{ty}` takes no type: only `value<T>` does")));
-                    }
-                    Some(t)
-                } else {
-                    if ty == "value" {
-                        return Err(syn::Error::new(
-                            ty.span(),
-                            "`value` needs the type of its values: `value<u32>(\"...\")` (or `string(\"...\")` for text)",
-                        ));
-                    }
-                    None
+                }
+                let expected: &[usize] = match ty.to_string().as_str() {
+                    "value" => &[1],
+                    "hash" => &[0, 2],
+                    "channel" => &[0, 1],
+                    _ => &[0],
                 };
+                if !expected.contains(&type_args.len()) {
+                    let msg = match ty.to_string().as_str() {
+                        "value" => "`value` needs the type of its values: `value<u32>(\"...\")` (or `string(\"...\")` for text)".to_owned(),
+                        "hash" => "`hash` takes the types of its fields and values, `hash<String, u64>(\"...\")`, or none".to_owned(),
+                        "channel" => "`channel` takes the type of its messages, `channel<u64>(\"...\")`, or none".to_owned(),
+                        other => format!("`{other}` takes no type: only `value<T>`, `hash<K, V>` and `channel<T>` do"),
+                    };
+                    return Err(syn::Error::new(ty.span(), msg));
+                }
                 let content;
                 syn::parenthesized!(content in body);
                 let key: LitStr = content.parse()?;
                 if !content.is_empty() {
                     return Err(content.error("expected only the key template, e.g. `string(\"ce:dedupe:{hash}\")`"));
                 }
-                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, value_ty, key });
+                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, key });
             }
             if body.is_empty() {
                 break;
@@ -251,8 +261,16 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
     let p = quote!(::microdcs_valkey::__private);
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
         ("value", _) => {
-            let t = &f.value_ty;
-            quote!(::microdcs_valkey::TypedValue<#t>)
+            let t = &f.type_args;
+            quote!(::microdcs_valkey::TypedValue<#(#t),*>)
+        }
+        ("hash", _) if !f.type_args.is_empty() => {
+            let t = &f.type_args;
+            quote!(::microdcs_valkey::TypedHash<#(#t),*>)
+        }
+        ("channel", _) if !f.type_args.is_empty() => {
+            let t = &f.type_args;
+            quote!(::microdcs_valkey::TypedChannel<#(#t),*>)
         }
         ("counter", _) => quote!(::microdcs_valkey::CounterKey),
         ("rate_limit", _) => quote!(::microdcs_valkey::RateLimitKey),

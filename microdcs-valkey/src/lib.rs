@@ -70,7 +70,8 @@ pub use streams::{Entry, Streams};
 pub use sweep::{Due, DueSweep};
 pub use typed::{
     ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
-    SortedSetKey, Subscription, TypedValue, ValueKey, content_digest,
+    SortedSetKey, Subscription, TypedChannel, TypedHash, TypedHashEntries, TypedSubscription, TypedValue, ValueKey,
+    content_digest,
 };
 
 #[doc(hidden)]

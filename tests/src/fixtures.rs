@@ -106,5 +106,8 @@ microdcs_valkey::keyspace! {
         canary_runs: zset("canary:runs:{scope}:{kind}"),
         logins: rate_limit("rl:login:{scope}:{who}"),
         revocations: channel("revoke:{scope}"),
+        // Typed fields, values and messages.
+        tallies: hash<String, u64>("tally:{scope}"),
+        ticks: channel<u64>("tick:{scope}"),
     }
 }

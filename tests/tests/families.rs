@@ -188,6 +188,70 @@ async fn hash_family() {
 }
 
 #[tokio::test]
+async fn typed_hash_family() {
+    let mut e = env("fam-thash").await;
+    let extras = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());
+    let tallies = microdcs_tests::fixtures::Extras::tallies(&extras, "s1").unwrap();
+    let ada = "ada".to_owned();
+    assert_eq!(tallies.get(&ada).await.unwrap(), None);
+    assert!(tallies.set(&ada, &3).await.unwrap());
+    assert!(!tallies.set(&ada, &4).await.unwrap());
+    assert_eq!(tallies.get(&ada).await.unwrap(), Some(4_u64));
+    for i in 0..120_u64 {
+        let _ = tallies.set(&format!("u{i}"), &i).await.unwrap();
+    }
+    let (mut all, mut cursor) = (Vec::new(), Some(0));
+    while let Some(c) = cursor {
+        let page = tallies.entries(c, 50).await.unwrap();
+        all.extend(page.entries);
+        cursor = page.next;
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 121);
+    assert!(all.contains(&("u42".to_owned(), 42)));
+    assert!(tallies.delete(&ada).await.unwrap());
+    assert_eq!(tallies.count().await.unwrap(), 120);
+    // A stored value that is no u64 is corrupt, in a read and in a page.
+    let _: () = e.raw.hset(tallies.key(), "bad", "-1").await.unwrap();
+    assert!(matches!(tallies.get(&"bad".to_owned()).await, Err(Error::Corrupt { .. })));
+    let mut failed = false;
+    let mut cursor = Some(0);
+    while let Some(c) = cursor {
+        match tallies.entries(c, 50).await {
+            Ok(page) => cursor = page.next,
+            Err(err) => {
+                assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the page holding it is refused");
+}
+
+#[tokio::test]
+async fn typed_channel_family() {
+    let e = env("fam-tchannel").await;
+    let extras = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());
+    let ticks = microdcs_tests::fixtures::Extras::ticks(&extras, "s1").unwrap();
+    let mut sub = ticks.subscribe().await.unwrap();
+    for n in [1_u64, 2, 3] {
+        assert_eq!(ticks.publish(&n).await.unwrap(), 1);
+    }
+    for n in [1_u64, 2, 3] {
+        assert_eq!(sub.next(Duration::from_secs(5)).await.unwrap(), Some(n));
+    }
+    assert_eq!(sub.next(Duration::from_millis(50)).await.unwrap(), None, "nothing more");
+    // A message that is no u64, sent by another client: an error, then the next message.
+    let mut con = e.plant.valkey().connection();
+    let _: u64 = redis::cmd("PUBLISH").arg(ticks.channel()).arg("ten").query_async(&mut con).await.unwrap();
+    assert_eq!(ticks.publish(&4).await.unwrap(), 1);
+    assert!(matches!(sub.next(Duration::from_secs(5)).await, Err(Error::Corrupt { .. })));
+    assert_eq!(sub.next(Duration::from_secs(5)).await.unwrap(), Some(4));
+}
+
+#[tokio::test]
 async fn sorted_set_family() {
     let e = env("fam-zset").await;
     let extras = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());

@@ -7,10 +7,23 @@ keyspace! {
     }
 }
 
-// Only `value` takes a type.
+// A set takes no type.
 keyspace! {
     Refs {
         refs: set<u32>("ref:{scope}"),
+    }
+}
+
+// A hash takes both types or none; a channel one or none.
+keyspace! {
+    Tallies {
+        tallies: hash<String>("tally:{scope}"),
+    }
+}
+
+keyspace! {
+    Ticks {
+        ticks: channel<u64, u64>("tick:{scope}"),
     }
 }
 
