@@ -181,7 +181,7 @@ keyspace! {
         tenant_map: hash("tenant_map:{hash}"),
         // Extra keys.
         scoped_key: hash("search_ui_scoped_key:{index}"),
-        scoped_key_observed: string("search_ui_scoped_key_observed:{pod}:{index}"),
+        scoped_key_observed: hash("search_ui_scoped_key_observed:{pod}:{index}", ttl = "60s"),
         revoked: channel("admin_session:revoked"),
         searchui_rate: rate_limit("ratelimit:searchui:{ip}"),
         adminlogin_rate: rate_limit("ratelimit:adminlogin:{ip}"),
@@ -215,9 +215,6 @@ pub const CANARY_RUNS_KEPT: u64 = 100;
 
 /// How many overflowed CDC events one sink keeps.
 pub const CDC_OVERFLOW_KEPT: u64 = 10_000;
-
-/// How long an observation of a scoped key lasts.
-pub const OBSERVATION_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 type Res<T> = microdcs_valkey::Result<T>;
 
@@ -347,12 +344,14 @@ impl TaskStore {
         Miroir::cdc_overflow(&self.ks, sink)?.push_bounded(event, CDC_OVERFLOW_KEPT).await
     }
 
-    /// Records that pod `pod` saw the scoped key of `index` (for 60 s).
+    /// Records that pod `pod` saw the scoped key of `index`: the family's
+    /// 60 s lifetime starts again with every observation.
     ///
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn observe_scoped_key(&self, pod: &str, index: &str, key_id: &str) -> Res<()> {
-        Miroir::scoped_key_observed(&self.ks, pod, index)?.set(key_id, Some(OBSERVATION_TTL)).await
+        let _ = Miroir::scoped_key_observed(&self.ks, pod, index)?.set("key_id", key_id).await?;
+        Ok(())
     }
 
     /// Revokes an admin session: marks it, then tells every pod.

@@ -294,6 +294,7 @@ async fn every_declared_family_has_its_typed_operations() {
     let _ = scoped.set("key_id", "k-1").await.unwrap();
     s.observe_scoped_key("pod-a", "idx-1", "k-1").await.unwrap();
     let observed = Miroir::scoped_key_observed(ks, "pod-a", "idx-1").unwrap();
+    assert_eq!(observed.get("key_id").await.unwrap().as_deref(), Some("k-1"));
     let ttl = observed.ttl().await.unwrap().expect("an observation expires");
     assert!(ttl <= Duration::from_secs(60) && ttl > Duration::from_secs(50), "{ttl:?}");
     // CDC overflow: bounded.

@@ -17,6 +17,8 @@ pub(crate) struct Family {
     ty: Ident,
     /// `value<T>`, `hash<K, V>`, `channel<T>`: the types of the values.
     type_args: Vec<syn::Type>,
+    /// `ttl = "60s"`: the lifetime every write gives a key of the family.
+    ttl: Option<LitStr>,
     key_type: Option<KeyType>,
     key: LitStr,
 }
@@ -100,10 +102,25 @@ impl Parse for KeyspaceInput {
                 let content;
                 syn::parenthesized!(content in body);
                 let key: LitStr = content.parse()?;
-                if !content.is_empty() {
-                    return Err(content.error("expected only the key template, e.g. `string(\"ce:dedupe:{hash}\")`"));
+                let mut ttl = None;
+                if content.peek(Token![,]) {
+                    content.parse::<Token![,]>()?;
+                    let name: Ident = content.parse()?;
+                    if name != "ttl" {
+                        return Err(syn::Error::new(
+                            name.span(),
+                            "after the template a family takes only `ttl = \"...\"`, e.g. `hash(\"seen:{pod}\", ttl = \"60s\")`",
+                        ));
+                    }
+                    content.parse::<Token![=]>()?;
+                    ttl = Some(content.parse::<LitStr>()?);
                 }
-                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, key });
+                if !content.is_empty() {
+                    return Err(content.error(
+                        "expected the key template and at most `ttl = \"...\"`, e.g. `string(\"ce:dedupe:{hash}\")`",
+                    ));
+                }
+                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, ttl, key });
             }
             if body.is_empty() {
                 break;
@@ -132,6 +149,25 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             && microdcs_schema::KeyTemplate::parse(&f.key.value()).is_ok_and(|t| !t.placeholders().eq(["hash"]))
         {
             cx.error_spanned_by(&f.key, "a content family has exactly one placeholder, `{hash}` (the text's digest)");
+        }
+        if let Some(ttl) = &f.ttl {
+            let ty = f.ty.to_string();
+            if matches!(ty.as_str(), "stream" | "channel" | "content" | "rate_limit") {
+                cx.error_spanned_by(
+                    ttl,
+                    format_args!(
+                        "a `{ty}` family takes no `ttl`: {}",
+                        match ty.as_str() {
+                            "stream" => "stream entries leave by trimming, not by expiry",
+                            "channel" => "a channel holds nothing",
+                            "content" => "texts by digest are kept while referenced",
+                            _ => "its window and backoff are its lifetime",
+                        }
+                    ),
+                );
+            } else if let Err(why) = family_ttl_ms(ttl) {
+                cx.error_spanned_by(ttl, why);
+            }
         }
         // The keyspace type's own items; a family of that name would clash.
         if f.name == "open" || f.name == "SPEC" {
@@ -254,6 +290,16 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     }
 }
 
+/// The milliseconds of a family's `ttl = "..."` (the settings' duration
+/// grammar), at least 1 ms.
+fn family_ttl_ms(ttl: &LitStr) -> Result<u64, String> {
+    match microdcs_schema::duration::parse_duration(&ttl.value()) {
+        Ok(d) if d.as_millis() == 0 => Err("`ttl` must be at least 1ms".to_owned()),
+        Ok(d) => Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        Err(e) => Err(format!("`ttl`: {e}")),
+    }
+}
+
 /// The typed handle of one key of family `f` (`Plant::reference(&plant,
 /// kind, scope)`), made from its key builder `builder`; nothing for a stream
 /// (read and written through `Streams`).
@@ -299,6 +345,10 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
     }
     let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
     let name = &f.name;
+    let ttl = match f.ttl.as_ref().map(family_ttl_ms) {
+        Some(Ok(ms)) => quote!(::core::option::Option::Some(#ms)),
+        _ => quote!(::core::option::Option::None),
+    };
     let doc = format!(
         "Typed operations on one key of family `{name}` (`{}`), one round trip each.\n\n# Errors\nA value that is empty or longer than `MAX_VALUE_LEN` bytes.",
         f.key.value()
@@ -310,7 +360,7 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
             #(#params: &(impl #p::KeySegment + ?::core::marker::Sized),)*
         ) -> ::core::result::Result<#handle, ::microdcs_valkey::Error> {
             let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(::microdcs_valkey::Error::Key)?;
-            ::core::result::Result::Ok(<#handle as #p::FromKey>::from_key(handle.valkey().clone(), key))
+            ::core::result::Result::Ok(<#handle as #p::FromKey>::from_key_ttl(handle.valkey().clone(), key, #ttl))
         }
     }
 }

@@ -109,5 +109,12 @@ microdcs_valkey::keyspace! {
         // Typed fields, values and messages.
         tallies: hash<String, u64>("tally:{scope}"),
         ticks: channel<u64>("tick:{scope}"),
+        // Families with a declared lifetime: every write gives it again.
+        seen: set("seen:{scope}", ttl = "30s"),
+        recent: zset("recent:{scope}", ttl = "30s"),
+        trail: list("trail:{scope}", ttl = "30s"),
+        hits: counter("hits:{scope}", ttl = "30s"),
+        note: value<u32>("note:{scope}", ttl = "30s"),
+        observed: hash("observed:{scope}", ttl = "30s"),
     }
 }

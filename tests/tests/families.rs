@@ -252,6 +252,50 @@ async fn typed_channel_family() {
 }
 
 #[tokio::test]
+async fn families_with_a_declared_lifetime() {
+    use microdcs_tests::fixtures::Extras;
+    let mut e = env("fam-ttl").await;
+    let x = Extras::open(e.plant.valkey().clone());
+    let fresh = |t: Option<Duration>| t.is_some_and(|t| t > Duration::from_secs(25) && t <= Duration::from_secs(30));
+    let seen = Extras::seen(&x, "s1").unwrap();
+    assert_eq!(seen.add(&["a", "b"]).await.unwrap(), 2);
+    assert!(fresh(seen.ttl().await.unwrap()), "set add");
+    let _: () = redis::cmd("PERSIST").arg(seen.key()).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(seen.remove(&["a"]).await.unwrap(), 1);
+    assert!(fresh(seen.ttl().await.unwrap()), "set remove gives it again");
+    let recent = Extras::recent(&x, "s1").unwrap();
+    assert!(recent.add("j-1", 1.0).await.unwrap());
+    assert!(fresh(recent.ttl().await.unwrap()), "zset add");
+    let _: () = redis::cmd("PERSIST").arg(recent.key()).query_async(&mut e.raw).await.unwrap();
+    let _ = recent.add_bounded("j-2", 2.0, 5).await.unwrap();
+    assert!(fresh(recent.ttl().await.unwrap()), "zset bounded add");
+    let trail = Extras::trail(&x, "s1").unwrap();
+    let _ = trail.push_bounded("v", 10).await.unwrap();
+    assert!(fresh(trail.ttl().await.unwrap()), "list push");
+    let hits = Extras::hits(&x, "s1").unwrap();
+    assert_eq!(hits.increment(2).await.unwrap(), 2);
+    let pttl: i64 = redis::cmd("PTTL").arg(hits.key()).query_async(&mut e.raw).await.unwrap();
+    assert!(pttl > 25_000 && pttl <= 30_000, "counter increment: {pttl}");
+    let note = Extras::note(&x, "s1").unwrap();
+    note.set(&7, None).await.unwrap();
+    assert!(fresh(note.ttl().await.unwrap()), "a value set without a lifetime takes the family's");
+    note.set(&8, Some(Duration::from_secs(600))).await.unwrap();
+    assert!(note.ttl().await.unwrap().is_some_and(|t| t > Duration::from_secs(500)), "one given wins");
+    let observed = Extras::observed(&x, "s1").unwrap();
+    assert!(observed.set("pod-a", "k-1").await.unwrap());
+    assert!(fresh(observed.ttl().await.unwrap()), "hash set");
+    // A key of another type: refused, and its lifetime left alone.
+    let other = Extras::seen(&x, "s2").unwrap();
+    let _: () = e.raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.add(&["a"]).await, Err(Error::WrongType { .. })));
+    let pttl: i64 = redis::cmd("PTTL").arg(other.key()).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(pttl, -1, "no expiry set on a key the write refused");
+    let hits2 = Extras::hits(&x, "s2").unwrap();
+    let _: () = e.raw.sadd(hits2.key(), "x").await.unwrap();
+    assert!(matches!(hits2.increment(1).await, Err(Error::WrongType { .. })));
+}
+
+#[tokio::test]
 async fn sorted_set_family() {
     let e = env("fam-zset").await;
     let extras = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());

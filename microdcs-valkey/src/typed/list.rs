@@ -19,6 +19,15 @@ impl ListKey {
         &self.t.key
     }
 
+    /// The time the key has left: a family declared with `ttl = "..."`
+    /// gets it again from every write. `None`: no lifetime, or no key.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
+        self.t.pttl().await
+    }
+
     /// Pushes `value` at the head and keeps the `max` newest values (`LPUSH`
     /// and `LTRIM` in one script); the length after. One attempt: a second
     /// would push twice, so a lost answer is [`Error::UnknownOutcome`].
@@ -30,7 +39,8 @@ impl ListKey {
             return Err(Error::InvalidArgument("a bounded list keeps at least one value".into()));
         }
         let max = max.min(i64::MAX as u64).to_string();
-        let call = PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes());
+        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let call = PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
         let v = retry::once(&self.t.valkey, |mut con| {
             let call = &call;
             async move { call.run(&mut con).await }
@@ -67,10 +77,12 @@ impl ListKey {
 static PUSH_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH));
 
 const PUSH: &str = "\
--- KEYS[1] the list. ARGV[1] the value; ARGV[2] how many values to keep.
+-- KEYS[1] the list. ARGV[1] the value; ARGV[2] how many values to keep;
+-- ARGV[3] the family's lifetime in milliseconds, or '' for none.
 -- Returns the length after. A key of another type fails LPUSH before
 -- anything is written.
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return redis.call('LLEN', KEYS[1])
 ";

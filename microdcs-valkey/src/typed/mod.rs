@@ -54,6 +54,9 @@ pub use zset::{Scored, SortedSetKey};
 struct Target {
     valkey: Valkey,
     key: String,
+    /// The family's declared lifetime in milliseconds (`ttl = "..."`):
+    /// every write gives the key this lifetime again, in the same script.
+    ttl_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for Target {
@@ -68,9 +71,22 @@ impl Target {
         retry::read_cmd(&self.valkey, &cmd, &self.key).await
     }
 
+    /// The time the key has left (`None`: no lifetime, or no key).
+    async fn pttl(&self) -> Result<Option<Duration>> {
+        let ms: i64 = self.read(redis::cmd("PTTL").arg(&self.key).clone()).await?;
+        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+    }
+
     /// A write whose effect does not change when it runs twice: an unknown
     /// outcome is retried under `WriteAttempts`.
     async fn repeatable<T: FromRedisValue>(&self, what: &'static str, cmd: Cmd) -> Result<T> {
+        if let Some(ms) = self.ttl_ms {
+            let (ms, args) = (ms.to_string(), ttl_args(&cmd));
+            let call = ttl_call(&self.key, &ms, &args);
+            let v =
+                retry::invoke_call(&self.valkey, &call, what, &self.key).await.map_err(|f| f.into_error(&self.key))?;
+            return retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.key));
+        }
         retry::repeatable(&self.valkey, what, &self.key, |mut con| {
             let cmd = &cmd;
             async move { cmd.query_async(&mut con).await }
@@ -82,6 +98,17 @@ impl Target {
     /// A write that must not run twice (a count, a set-if-absent): one
     /// attempt; a lost answer is an error whose `is_unknown_outcome()` holds.
     async fn once<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
+        if let Some(ms) = self.ttl_ms {
+            let (ms, args) = (ms.to_string(), ttl_args(&cmd));
+            let call = ttl_call(&self.key, &ms, &args);
+            let v = retry::once(&self.valkey, |mut con| {
+                let call = &call;
+                async move { call.run(&mut con).await }
+            })
+            .await
+            .map_err(|e| once_error(e, &self.key))?;
+            return retry::reply(v).map_err(|e| Error::from_redis(e, &self.key));
+        }
         retry::once(&self.valkey, |mut con| {
             let cmd = &cmd;
             async move { cmd.query_async(&mut con).await }
@@ -89,6 +116,43 @@ impl Target {
         .await
         .map_err(|e| once_error(e, &self.key))
     }
+}
+
+/// A write and the family's lifetime in one script: the command (a name
+/// and its arguments after the key) on `KEYS[1]`, then `PEXPIRE`. A
+/// command that fails (a key of another type) ends the script before the
+/// expiry, so nothing is written.
+static TTL_SCRIPT: std::sync::LazyLock<retry::LuaScript> = std::sync::LazyLock::new(|| {
+    retry::LuaScript::new(
+        "\
+-- KEYS[1] the key. ARGV[1] lifetime in milliseconds; ARGV[2] the command;
+-- ARGV[3..] its arguments after the key. Returns the command's reply.
+local reply = redis.call(ARGV[2], KEYS[1], unpack(ARGV, 3))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return reply
+",
+    )
+});
+
+/// The command name and the arguments after the key of `cmd`.
+fn ttl_args(cmd: &Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .filter_map(|(_, a)| match a {
+            redis::Arg::Simple(b) => Some(b.to_vec()),
+            // Our writes carry no cursor.
+            _ => None,
+        })
+        .collect()
+}
+
+fn ttl_call<'a>(key: &'a str, ms: &'a str, args: &'a [Vec<u8>]) -> retry::ScriptCall<'a> {
+    let mut call = TTL_SCRIPT.call().key(key).arg(ms.as_bytes());
+    for a in args {
+        call = call.arg(a);
+    }
+    call
 }
 
 /// The error of a write sent once: a lost answer is an unknown outcome
@@ -114,14 +178,19 @@ fn ttl_ms(ttl: Duration) -> Result<u64> {
 #[doc(hidden)]
 pub trait FromKey: Sized {
     /// The handle of `key` on `valkey`.
-    fn from_key(valkey: Valkey, key: String) -> Self;
+    fn from_key(valkey: Valkey, key: String) -> Self {
+        Self::from_key_ttl(valkey, key, None)
+    }
+
+    /// The handle of `key` of a family declared with a lifetime.
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self;
 }
 
 macro_rules! from_key {
     ($($t:ty),*) => {$(
         impl FromKey for $t {
-            fn from_key(valkey: Valkey, key: String) -> Self {
-                Self { t: Target { valkey, key } }
+            fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+                Self { t: Target { valkey, key, ttl_ms } }
             }
         }
     )*};

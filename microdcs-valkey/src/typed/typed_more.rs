@@ -38,8 +38,8 @@ impl<K, V> std::fmt::Debug for TypedHash<K, V> {
 }
 
 impl<K, V> FromKey for TypedHash<K, V> {
-    fn from_key(valkey: Valkey, key: String) -> Self {
-        TypedHash { inner: HashKey { t: Target { valkey, key } }, _t: PhantomData }
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedHash { inner: HashKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 
@@ -127,8 +127,8 @@ impl<T> std::fmt::Debug for TypedChannel<T> {
 }
 
 impl<T> FromKey for TypedChannel<T> {
-    fn from_key(valkey: Valkey, key: String) -> Self {
-        TypedChannel { inner: ChannelKey { t: Target { valkey, key } }, _t: PhantomData }
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedChannel { inner: ChannelKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 

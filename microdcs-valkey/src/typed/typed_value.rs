@@ -31,8 +31,8 @@ impl<T> std::fmt::Debug for TypedValue<T> {
 }
 
 impl<T> FromKey for TypedValue<T> {
-    fn from_key(valkey: Valkey, key: String) -> Self {
-        TypedValue { inner: ValueKey { t: Target { valkey, key } }, _t: PhantomData }
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedValue { inner: ValueKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 

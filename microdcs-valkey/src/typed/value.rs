@@ -36,7 +36,8 @@ impl ValueKey {
     }
 
     /// Sets the value, with a lifetime or none (a set without one removes
-    /// an earlier lifetime). Safe to repeat.
+    /// an earlier lifetime, unless the family declares a `ttl`, which it
+    /// then gets). Safe to repeat.
     ///
     /// # Errors
     /// A lifetime under 1 ms or over 100 years, connection errors
@@ -44,7 +45,7 @@ impl ValueKey {
     /// type ([`Error::WrongType`]: unlike a bare `SET`, nothing of another
     /// type is replaced).
     pub async fn set(&self, value: &str, ttl: Option<Duration>) -> Result<()> {
-        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"set").arg(value.as_bytes()).arg(px.as_bytes());
         retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
             .await
@@ -60,7 +61,7 @@ impl ValueKey {
     /// As [`ValueKey::set`]; a lost answer is an error whose
     /// `is_unknown_outcome()` holds.
     pub async fn set_if_absent(&self, value: &str, ttl: Option<Duration>) -> Result<bool> {
-        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"nx").arg(value.as_bytes()).arg(px.as_bytes());
         let v = retry::once(&self.t.valkey, |mut con| {
             let call = &call;
@@ -91,7 +92,7 @@ impl ValueKey {
     /// # Errors
     /// As [`ValueKey::set`].
     pub async fn set_now(&self, ttl: Option<Duration>) -> Result<u64> {
-        let px = ttl.map(ttl_ms).transpose()?.map_or_else(String::new, |ms| ms.to_string());
+        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
         let v = retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
             .await

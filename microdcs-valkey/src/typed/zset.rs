@@ -52,6 +52,15 @@ impl SortedSetKey {
         &self.t.key
     }
 
+    /// The time the key has left: a family declared with `ttl = "..."`
+    /// gets it again from every write. `None`: no lifetime, or no key.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
+        self.t.pttl().await
+    }
+
     /// Adds `member` with `score` or moves it there (`ZADD`); whether it is
     /// new. Safe to repeat.
     ///
@@ -79,8 +88,14 @@ impl SortedSetKey {
             return Err(Error::InvalidArgument("a bounded sorted set keeps at least one member".into()));
         }
         let (score, max) = (score.to_string(), max.to_string());
-        let call =
-            BOUNDED_SCRIPT.call().key(&self.t.key).arg(member.as_bytes()).arg(score.as_bytes()).arg(max.as_bytes());
+        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let call = BOUNDED_SCRIPT
+            .call()
+            .key(&self.t.key)
+            .arg(member.as_bytes())
+            .arg(score.as_bytes())
+            .arg(max.as_bytes())
+            .arg(px.as_bytes());
         let v = retry::invoke_call(&self.t.valkey, &call, "sorted set add", &self.t.key)
             .await
             .map_err(|f| f.into_error(&self.t.key))?;
@@ -164,9 +179,11 @@ static BOUNDED_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(BOU
 
 const BOUNDED: &str = "\
 -- KEYS[1] the sorted set. ARGV[1] member; ARGV[2] score; ARGV[3] how many
--- members to keep (those of the highest scores).
+-- members to keep (those of the highest scores); ARGV[4] the family's
+-- lifetime in milliseconds, or '' for none.
 -- Returns how many members were evicted.
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if ARGV[4] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
 local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
 if over <= 0 then return 0 end
 return redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
