@@ -213,8 +213,8 @@ pub struct TaskStore {
 /// How many runs of one canary are kept.
 pub const CANARY_RUNS_KEPT: u64 = 100;
 
-/// How many overflowed CDC events one sink keeps.
-pub const CDC_OVERFLOW_KEPT: u64 = 10_000;
+/// The bytes of overflowed CDC events one sink keeps (the newest).
+pub const CDC_OVERFLOW_BUDGET: u64 = 1 << 20;
 
 type Res<T> = microdcs_valkey::Result<T>;
 
@@ -336,12 +336,13 @@ impl TaskStore {
     }
 
     /// Buffers a CDC event a sink could not take, keeping the newest
-    /// [`CDC_OVERFLOW_KEPT`].
+    /// [`CDC_OVERFLOW_BUDGET`] bytes; how many old events it evicted.
     ///
     /// # Errors
-    /// Connection errors, a key of another type.
+    /// An event larger than the budget, connection errors, a key of
+    /// another type.
     pub async fn overflow(&self, sink: &str, event: &str) -> Res<u64> {
-        Miroir::cdc_overflow(&self.ks, sink)?.push_bounded(event, CDC_OVERFLOW_KEPT).await
+        Miroir::cdc_overflow(&self.ks, sink)?.push_bounded_bytes(event, CDC_OVERFLOW_BUDGET).await
     }
 
     /// Records that pod `pod` saw the scoped key of `index`: the family's

@@ -252,6 +252,34 @@ async fn typed_channel_family() {
 }
 
 #[tokio::test]
+async fn a_list_bounded_by_bytes() {
+    let mut e = env("fam-bytes").await;
+    let x = microdcs_tests::fixtures::Extras::open(e.plant.valkey().clone());
+    let buf = microdcs_tests::fixtures::Extras::overflow(&x, "s1").unwrap();
+    // 250 values of 10 bytes against a 1,000-byte budget: the newest 100.
+    let mut evicted = 0;
+    for i in 0..250 {
+        evicted += buf.push_bounded_bytes(&format!("event-{i:04}"), 1000).await.unwrap();
+    }
+    assert_eq!(evicted, 150);
+    assert_eq!(buf.len().await.unwrap(), 100);
+    let all = buf.range(0, -1).await.unwrap();
+    assert_eq!((all[0].as_str(), all[99].as_str()), ("event-0249", "event-0150"));
+    let bytes: usize = all.iter().map(String::len).sum();
+    assert!(bytes <= 1000);
+    // A large value evicts as many as it needs; one over the budget is refused.
+    assert_eq!(buf.push_bounded_bytes(&"x".repeat(995), 1000).await.unwrap(), 100);
+    assert_eq!(buf.range(0, -1).await.unwrap().len(), 1);
+    assert!(buf.push_bounded_bytes(&"y".repeat(1001), 1000).await.unwrap_err().is_invalid_input());
+    assert!(buf.push_bounded_bytes("z", 0).await.unwrap_err().is_invalid_input());
+    assert_eq!(buf.len().await.unwrap(), 1, "nothing written by a refused push");
+    // A key of another type: refused, nothing written.
+    let other = microdcs_tests::fixtures::Extras::overflow(&x, "s2").unwrap();
+    let _: () = e.raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.push_bounded_bytes("a", 10).await, Err(Error::WrongType { .. })));
+}
+
+#[tokio::test]
 async fn families_with_a_declared_lifetime() {
     use microdcs_tests::fixtures::Extras;
     let mut e = env("fam-ttl").await;

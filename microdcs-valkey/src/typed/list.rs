@@ -50,6 +50,39 @@ impl ListKey {
         retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
     }
 
+    /// Pushes `value` at the head and keeps the newest values whose sizes
+    /// add up to at most `max_bytes` (a byte budget: a CDC overflow
+    /// buffer), in one script; how many old values it evicted. The script
+    /// walks the list from the head, 100 values a step, until the budget is
+    /// used: its cost grows with the bytes kept, not with what was evicted.
+    /// One attempt, as [`ListKey::push_bounded`].
+    ///
+    /// # Errors
+    /// A value larger than the whole budget (nothing written), a budget of
+    /// 0, a key of another type, connection errors.
+    pub async fn push_bounded_bytes(&self, value: &str, max_bytes: u64) -> Result<u64> {
+        if max_bytes == 0 {
+            return Err(Error::InvalidArgument("a byte budget of 0 keeps nothing".into()));
+        }
+        if value.len() as u64 > max_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "a value of {} bytes does not fit a budget of {max_bytes} bytes",
+                value.len()
+            )));
+        }
+        let max = max_bytes.min(i64::MAX as u64).to_string();
+        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let call =
+            PUSH_BYTES_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
+        let v = retry::once(&self.t.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| once_error(e, &self.t.key))?;
+        retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+    }
+
     /// Values `start..=stop` from the head (0 is the newest; negative
     /// counts from the oldest), at most [`Page::MAX`](crate::Page::MAX).
     ///
@@ -75,6 +108,37 @@ impl ListKey {
 }
 
 static PUSH_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH));
+
+static PUSH_BYTES_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH_BYTES));
+
+const PUSH_BYTES: &str = "\
+-- KEYS[1] the list. ARGV[1] the value; ARGV[2] the byte budget; ARGV[3] the
+-- family's lifetime in milliseconds, or '' for none.
+-- Returns how many values were evicted. The list was within the budget
+-- before the push, so the walk reads at most the budget and one step more.
+redis.call('LPUSH', KEYS[1], ARGV[1])
+local budget = tonumber(ARGV[2])
+local total, kept, at = 0, 0, 0
+while true do
+  local chunk = redis.call('LRANGE', KEYS[1], at, at + 99)
+  if #chunk == 0 then break end
+  local over = false
+  for _, v in ipairs(chunk) do
+    if total + #v > budget then
+      over = true
+      break
+    end
+    total = total + #v
+    kept = kept + 1
+  end
+  if over or #chunk < 100 then break end
+  at = at + 100
+end
+local len = redis.call('LLEN', KEYS[1])
+if kept < len then redis.call('LTRIM', KEYS[1], 0, kept - 1) end
+if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return len - kept
+";
 
 const PUSH: &str = "\
 -- KEYS[1] the list. ARGV[1] the value; ARGV[2] how many values to keep;
