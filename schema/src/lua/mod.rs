@@ -10,7 +10,8 @@
 //! report outcomes as `{code, ...}` arrays (see [`ret`]).
 //!
 //! - [`layout`]: the KEYS/ARGV contract.
-//! - `put`, `delete`, `find`: one script each.
+//! - `put`, `delete`, `find`: one script each; `step`: the put with work
+//!   entries and an event marker, for a type with an outbox.
 //! - `common`: what the put and delete scripts share (the hash read, the
 //!   corruption and scope checks, the check of the caller's read).
 //! - `text`: Lua text helpers.
@@ -20,6 +21,7 @@ mod delete;
 mod find;
 pub mod layout;
 mod put;
+mod step;
 mod text;
 
 pub use delete::delete_script;
@@ -28,7 +30,8 @@ pub use layout::{
     CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, PutIndexSlots, PutLayout, StepLayout,
     all_index_fields, index_fields,
 };
-pub use put::{put_script, step_script};
+pub use put::put_script;
+pub use step::step_script;
 pub use text::lua_escape_class;
 
 /// Return codes: the first element of every script reply.
