@@ -208,6 +208,13 @@ pub struct TaskStore {
     valkey: microdcs_valkey::Valkey,
     ks: microdcs_valkey::KeyspaceHandle<Miroir>,
     leases: std::sync::Arc<microdcs_valkey::LeaseStore>,
+    // The stores its operations use, made once: a store derives its
+    // scripts and templates when it is made.
+    tasks: microdcs_valkey::Store<Task>,
+    jobs: microdcs_valkey::Store<Job>,
+    sessions: microdcs_valkey::Store<Session>,
+    idempotency: microdcs_valkey::Store<Idempotency>,
+    admins: microdcs_valkey::Store<AdminSession>,
 }
 
 /// How many runs of one canary are kept.
@@ -225,10 +232,20 @@ impl TaskStore {
     /// The lease families refused (they are declared above, so never).
     pub fn new(valkey: microdcs_valkey::Valkey) -> Res<Self> {
         let leases = microdcs_valkey::LeaseStore::new(valkey.clone()).with_families(lease_families())?;
-        Ok(TaskStore { ks: Miroir::open(valkey.clone()), valkey, leases: std::sync::Arc::new(leases) })
+        let ks = Miroir::open(valkey.clone());
+        Ok(TaskStore {
+            tasks: ks.store(),
+            jobs: ks.store(),
+            sessions: ks.store(),
+            idempotency: ks.store(),
+            admins: ks.store(),
+            ks,
+            valkey,
+            leases: std::sync::Arc::new(leases),
+        })
     }
 
-    /// The typed store of one table.
+    /// The typed store of one table (made on each call: keep it).
     pub fn table<D>(&self) -> microdcs_valkey::Store<D>
     where
         D: microdcs_valkey::InKeyspace<Miroir> + Serialize + serde::de::DeserializeOwned,
@@ -241,7 +258,7 @@ impl TaskStore {
     /// # Errors
     /// As [`microdcs_valkey::Store::create`].
     pub async fn insert_task(&self, task: &Task) -> Res<microdcs_valkey::PutOutcome> {
-        self.table::<Task>().create(task).await
+        self.tasks.create(task).await
     }
 
     /// A page of task ids, from the index set.
@@ -249,7 +266,7 @@ impl TaskStore {
     /// # Errors
     /// As [`microdcs_valkey::Store::list_all`].
     pub async fn list_tasks(&self, page: microdcs_valkey::Page) -> Res<microdcs_valkey::IdPage> {
-        self.table::<Task>().list_all(page).await
+        self.tasks.list_all(page).await
     }
 
     /// Enqueues a job.
@@ -258,7 +275,7 @@ impl TaskStore {
     /// As [`microdcs_valkey::Store::create`].
     pub async fn enqueue_job(&self, id: &str, kind: &str) -> Res<microdcs_valkey::PutOutcome> {
         let job = Job { id: id.into(), kind: kind.into(), state: "queued".into(), worker: None };
-        self.table::<Job>().create(&job).await
+        self.jobs.create(&job).await
     }
 
     /// Takes one queued job for `worker`: queued -> running, atomically,
@@ -268,7 +285,7 @@ impl TaskStore {
     /// As [`microdcs_valkey::Store::claim`].
     pub async fn claim_job(&self, worker: &str) -> Res<Option<Job>> {
         let claimed = self
-            .table::<Job>()
+            .jobs
             .claim(Job::queued(), |j| {
                 j.is_queued().then(|| Job { state: "running".into(), worker: Some(worker.into()), ..j.clone() })
             })
@@ -295,7 +312,7 @@ impl TaskStore {
     /// # Errors
     /// As [`microdcs_valkey::Store::put`].
     pub async fn pin_session(&self, id: &str, node: &str, ttl: Option<std::time::Duration>) -> Res<()> {
-        let store = self.table::<Session>();
+        let store = self.sessions.clone();
         let store = match ttl {
             Some(t) => store.with_ttl(t)?,
             None => store,
@@ -311,7 +328,7 @@ impl TaskStore {
     /// As [`microdcs_valkey::Store::create`].
     pub async fn remember(&self, key: &str, status: u16, body: &str) -> Res<bool> {
         let entry = Idempotency { id: key.into(), status, body: body.into() };
-        let out = self.table::<Idempotency>().create(&entry).await?;
+        let out = self.idempotency.create(&entry).await?;
         Ok(matches!(out, microdcs_valkey::PutOutcome::Written { .. }))
     }
 
@@ -360,7 +377,7 @@ impl TaskStore {
     /// # Errors
     /// As [`microdcs_valkey::Store::update`]; publishing errors.
     pub async fn revoke_admin_session(&self, id: &str) -> Res<bool> {
-        let store = self.table::<AdminSession>();
+        let store = &self.admins;
         let Some(read) = store.get(id).await? else { return Ok(false) };
         let revoked = AdminSession { revoked: true, ..read.doc.clone() };
         let _ = store.update(&read, &revoked).await?;
