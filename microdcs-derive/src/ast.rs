@@ -211,16 +211,16 @@ impl Document {
 /// The milliseconds of `ttl = "..."` (the settings' duration grammar:
 /// `30m`, `1h30m`, `500ms`, `00:30:00`), or a spanned error.
 fn ttl_millis(cx: &mut Ctxt, lit: &LitStr, what: &str) -> Option<u64> {
+    duration_ms(lit, what).map_err(|why| cx.error_spanned_by(lit, why)).ok()
+}
+
+/// The milliseconds of a lifetime attribute `what = "..."`, at least 1 ms,
+/// or why not.
+pub(crate) fn duration_ms(lit: &LitStr, what: &str) -> Result<u64, String> {
     match microdcs_schema::duration::parse_duration(&lit.value()) {
-        Ok(d) if d.as_millis() == 0 => {
-            cx.error_spanned_by(lit, format_args!("`{what}` must be at least 1ms"));
-            None
-        }
-        Ok(d) => u64::try_from(d.as_millis()).ok(),
-        Err(e) => {
-            cx.error_spanned_by(lit, format_args!("`{what}`: {e}"));
-            None
-        }
+        Ok(d) if d.as_millis() == 0 => Err(format!("`{what}` must be at least 1ms")),
+        Ok(d) => Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        Err(e) => Err(format!("`{what}`: {e}")),
     }
 }
 

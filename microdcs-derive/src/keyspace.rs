@@ -17,8 +17,9 @@ pub(crate) struct Family {
     ty: Ident,
     /// `value<T>`, `hash<K, V>`, `channel<T>`: the types of the values.
     type_args: Vec<syn::Type>,
-    /// `ttl = "60s"`: the lifetime every write gives a key of the family.
-    ttl: Option<LitStr>,
+    /// `ttl = "60s"`: the lifetime every write gives a key of the family,
+    /// and its milliseconds (or why the text is no lifetime).
+    ttl: Option<(LitStr, Result<u64, String>)>,
     key_type: Option<KeyType>,
     key: LitStr,
 }
@@ -113,7 +114,9 @@ impl Parse for KeyspaceInput {
                         ));
                     }
                     content.parse::<Token![=]>()?;
-                    ttl = Some(content.parse::<LitStr>()?);
+                    let lit = content.parse::<LitStr>()?;
+                    let ms = crate::ast::duration_ms(&lit, "ttl");
+                    ttl = Some((lit, ms));
                 }
                 if !content.is_empty() {
                     return Err(content.error(
@@ -150,7 +153,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         {
             cx.error_spanned_by(&f.key, "a content family has exactly one placeholder, `{hash}` (the text's digest)");
         }
-        if let Some(ttl) = &f.ttl {
+        if let Some((ttl, ms)) = &f.ttl {
             let ty = f.ty.to_string();
             if matches!(ty.as_str(), "stream" | "channel" | "content" | "rate_limit") {
                 cx.error_spanned_by(
@@ -165,7 +168,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                         }
                     ),
                 );
-            } else if let Err(why) = family_ttl_ms(ttl) {
+            } else if let Err(why) = ms {
                 cx.error_spanned_by(ttl, why);
             }
         }
@@ -290,16 +293,6 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     }
 }
 
-/// The milliseconds of a family's `ttl = "..."` (the settings' duration
-/// grammar), at least 1 ms.
-fn family_ttl_ms(ttl: &LitStr) -> Result<u64, String> {
-    match microdcs_schema::duration::parse_duration(&ttl.value()) {
-        Ok(d) if d.as_millis() == 0 => Err("`ttl` must be at least 1ms".to_owned()),
-        Ok(d) => Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        Err(e) => Err(format!("`ttl`: {e}")),
-    }
-}
-
 /// The typed handle of one key of family `f` (`Plant::reference(&plant,
 /// kind, scope)`), made from its key builder `builder`; nothing for a stream
 /// (read and written through `Streams`).
@@ -345,7 +338,7 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
     }
     let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
     let name = &f.name;
-    let ttl = match f.ttl.as_ref().map(family_ttl_ms) {
+    let ttl = match f.ttl.as_ref().map(|(_, ms)| ms) {
         Some(Ok(ms)) => quote!(::core::option::Option::Some(#ms)),
         _ => quote!(::core::option::Option::None),
     };

@@ -15,7 +15,7 @@ use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::handle::KeyspaceHandle;
 use crate::retry;
-use crate::store::render_err;
+use crate::store::{render_err, render_list};
 
 mod views;
 
@@ -133,10 +133,7 @@ impl<K: Keyspace> Inspector<K> {
         let spec = self.doc_spec(kind)?;
         let list =
             spec.list.ok_or_else(|| Error::InvalidArgument(format!("kind `{kind}` has no list to read ids from")))?;
-        // An unscoped type's list is one key: the scope is not part of it.
-        let t = parse(list.key)?;
-        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
-        let key = t.render(self.valkey.prefix(), values).map_err(render_err)?;
+        let key = render_list(&parse(list.key)?, self.valkey.prefix(), scope).map_err(render_err)?;
         let count = count.clamp(1, crate::Page::MAX);
         if list.score.is_some() {
             return self.rank_page(&key, cursor, count).await;
@@ -280,10 +277,7 @@ impl<K: Keyspace> Inspector<K> {
         let Some(scope) = scope else {
             return Ok(EntryView { index: "list".into(), key: None, state: EntryState::NotIndexed });
         };
-        // An unscoped type's list is one key, without the scope.
-        let t = parse(list.key)?;
-        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
-        let key = match t.render(self.valkey.prefix(), values) {
+        let key = match render_list(&parse(list.key)?, self.valkey.prefix(), scope) {
             Ok(k) => k,
             Err(e) => return Ok(unreadable("list", None, e.to_string())),
         };

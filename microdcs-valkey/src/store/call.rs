@@ -7,7 +7,7 @@
 use redis::Value;
 
 use microdcs_schema::IndexEntry;
-use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout, StepLayout};
+use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
 
 use super::plan::Plan;
 use super::render_err;
@@ -127,7 +127,6 @@ impl<'a> Call<'a> {
     /// A step call: a put's positions, then the outbox stream, the event
     /// marker and the work entries (after the fixed positions).
     pub(super) fn step(
-        sl: &StepLayout,
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
@@ -135,12 +134,13 @@ impl<'a> Call<'a> {
         body: PutBody<'a>,
         step: &'a StepArgs<'a>,
     ) -> Result<Self> {
+        let (sl, doc_key) = (&step.plan.layout, t.key);
         let l = &sl.put;
-        let doc_key = t.key.to_owned();
         let call = Self::new(&l.common, (sl.num_keys, sl.num_args), plan, valkey, kind, t)?;
         let mut call = call.put_body(l, valkey, body);
         call.set_key(sl.work_key, step.work_key.clone());
-        call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or(doc_key));
+        // No event: the marker position names the document key, unused.
+        call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or_else(|| doc_key.to_owned()));
         call.set_arg(sl.marker_flag, flag(step.marker_key.is_some()));
         // Within what the server accepts, whatever a hand-built spec says.
         let ttl = step.marker_ttl_ms.clamp(1, microdcs_schema::lua::MAX_LIFETIME_MS);

@@ -137,6 +137,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 }
 
+/// A list key of `scope`: an unscoped type's list has no placeholder, so
+/// the scope is not part of it.
+pub(crate) fn render_list(
+    t: &microdcs_schema::KeyTemplate,
+    prefix: &microdcs_schema::KeyPrefix,
+    scope: &str,
+) -> std::result::Result<String, microdcs_schema::RenderError> {
+    let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
+    t.render(prefix, values)
+}
+
 pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
     match e {
         microdcs_schema::RenderError::Value(k) => Error::Key(k),

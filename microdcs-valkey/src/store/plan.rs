@@ -36,6 +36,8 @@ pub(super) struct StepPlan {
     pub(super) work: KeyTemplate,
     /// The applied-event markers, when the type declares them.
     pub(super) events: Option<KeyTemplate>,
+    /// How long a marker is kept, in milliseconds.
+    pub(super) event_ttl_ms: u64,
 }
 
 /// Everything derived from `D::SPEC` once per store.
@@ -94,6 +96,8 @@ impl Plan {
             IndexPlan { template, placeholders, marker }
         };
         let kind_channel = parse(spec.nudge);
+        let doc = parse(spec.key);
+        let doc_scope_at = doc.placeholders().position(|p| p == "scope");
         let users_of = |f: &String| {
             spec.unique
                 .iter()
@@ -108,8 +112,8 @@ impl Plan {
             find: LuaScript::new(D::FIND_SCRIPT),
             put_layout: PutLayout::new(spec),
             delete_layout: DeleteLayout::new(spec),
-            doc: parse(spec.key),
-            doc_scope_at: parse(spec.key).placeholders().position(|p| p == "scope"),
+            doc_scope_at,
+            doc,
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
             changes: spec.changes.map(parse),
@@ -126,6 +130,7 @@ impl Plan {
                 layout: StepLayout::new(spec),
                 work: parse(o.stream),
                 events: o.events.map(parse),
+                event_ttl_ms: o.event_ttl_ms,
             }),
         }
     }
@@ -133,9 +138,7 @@ impl Plan {
     /// The list key of `scope`: an unscoped type's list has no
     /// placeholder, so the scope is not part of it. `None`: no list.
     pub(super) fn list_key(&self, prefix: &microdcs_schema::KeyPrefix, scope: &str) -> Option<Result<String>> {
-        let t = self.list.as_ref()?;
-        let values: &[&str] = if t.placeholders().next().is_some() { &[scope] } else { &[] };
-        Some(t.render(prefix, values).map_err(super::render_err))
+        Some(super::render_list(self.list.as_ref()?, prefix, scope).map_err(super::render_err))
     }
 
     /// The document key of `id` (in `scope`, for ids unique per scope).

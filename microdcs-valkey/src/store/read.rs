@@ -53,13 +53,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// the codec rejects, named by its key: the call does not hand out the
     /// other documents beside a damaged one.
     pub async fn get_many<I: AsRef<str>>(&self, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
-        if ids.len() > Self::MAX_MANY {
-            return Err(Error::InvalidArgument(format!(
-                "get_many takes at most {} ids, not {}",
-                Self::MAX_MANY,
-                ids.len()
-            )));
-        }
         self.get_many_inner(None, ids).await
     }
 
@@ -70,6 +63,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// As [`Store::get_many`].
     pub async fn get_many_in<I: AsRef<str>>(&self, scope: &str, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
+        self.get_many_inner(Some(scope), ids).await
+    }
+
+    async fn get_many_inner<I: AsRef<str>>(&self, scope: Option<&str>, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
         if ids.len() > Self::MAX_MANY {
             return Err(Error::InvalidArgument(format!(
                 "get_many takes at most {} ids, not {}",
@@ -77,17 +74,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 ids.len()
             )));
         }
-        let got = self.get_many_inner(Some(scope), ids).await?;
-        Ok(got.into_iter().map(|s| s.filter(|s| s.scope == scope)).collect())
-    }
-
-    async fn get_many_inner<I: AsRef<str>>(&self, scope: Option<&str>, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
         let prefix = self.valkey.prefix();
         let keys = ids.iter().map(|id| self.plan.doc_key(prefix, scope, id.as_ref())).collect::<Result<Vec<_>>>()?;
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(|| self.get_many_once(ids, &keys)).await
+        let got = self.read(|| self.get_many_once(ids, &keys)).await?;
+        // Asked in a scope: a document of another scope is not there.
+        Ok(got.into_iter().map(|s| s.filter(|s| scope.is_none_or(|want| s.scope == want))).collect())
     }
 
     /// The most ids one [`Store::get_many`] takes.
@@ -145,14 +139,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     pub(super) async fn get_once(&self, scope: Option<&str>, id: &str) -> Result<Option<Stored<D>>> {
         let key = self.plan.doc_key(self.valkey.prefix(), scope, id)?;
+        // Asked in a scope: a document of another scope is not there.
+        Ok(self.get_at(&key, id).await?.filter(|s| scope.is_none_or(|want| s.scope == want)))
+    }
+
+    /// The document `id` at `key` (one `HGETALL`), once.
+    pub(super) async fn get_at(&self, key: &str, id: &str) -> Result<Option<Stored<D>>> {
         let mut con = self.valkey.connection();
         let map: HashMap<String, Vec<u8>> =
-            redis::cmd("HGETALL").arg(&key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, &key))?;
+            redis::cmd("HGETALL").arg(key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))?;
         if map.is_empty() {
             return Ok(None);
         }
-        // Asked in a scope: a document of another scope is not there.
-        Ok(self.decode_hash(&key, id, map).map(Some)?.filter(|s| scope.is_none_or(|want| s.scope == want)))
+        self.decode_hash(key, id, map).map(Some)
     }
 
     pub(super) fn decode_hash(&self, key: &str, id: &str, mut map: HashMap<String, Vec<u8>>) -> Result<Stored<D>> {

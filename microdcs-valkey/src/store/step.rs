@@ -190,6 +190,8 @@ pub enum StepOutcome {
 
 /// The rendered outbox keys and entries of one step call.
 pub(super) struct StepArgs<'a> {
+    /// The type's step: script, layout, templates.
+    pub(super) plan: &'a super::plan::StepPlan,
     pub(super) work_key: String,
     pub(super) marker_key: Option<String>,
     pub(super) marker_ttl_ms: u64,
@@ -219,7 +221,6 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
     /// template (a `source` given or missing); [`Error::Key`] for an event
     /// id that cannot be a key value; [`Error::InvalidOpId`].
     pub async fn step(&self, read: Option<&Stored<D>>, next: &D, effects: &Effects) -> Result<StepOutcome> {
-        let spec = D::SPEC.outbox.ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?;
         if effects.work.len() > MAX_WORK_ENTRIES {
             return Err(Error::InvalidArgument(format!(
                 "a step appends at most {MAX_WORK_ENTRIES} work entries, not {}",
@@ -237,8 +238,8 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         }
         let scope = next.scope();
         let prefix = self.valkey.prefix();
-        let plan = &*self.plan;
-        let step = plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no step script".into()))?;
+        // Present for every type with an outbox (`HasOutbox`).
+        let step = self.plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?;
         let work_key = step.work.render(prefix, &[&scope]).map_err(render_err)?;
         let marker_key = match (&effects.event, &step.events) {
             (None, _) => None,
@@ -250,7 +251,8 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             }
             (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
         };
-        let args = StepArgs { work_key, marker_key, marker_ttl_ms: spec.event_ttl_ms, entries: &effects.work };
+        let args =
+            StepArgs { plan: step, work_key, marker_key, marker_ttl_ms: step.event_ttl_ms, entries: &effects.work };
         let applied = match read {
             Some(r) => {
                 self.write_inner(

@@ -195,12 +195,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             return Ok(Applied::Put(PutOutcome::Conflict { current: s.version }));
         }
-        let step_plan = match step {
-            Some(_) => Some(plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?),
-            None => None,
-        };
-        let (l, script, name) = match step_plan {
-            Some(sp) => (&sp.layout.put, &sp.script, "step"),
+        let (l, script, name) = match step {
+            Some(args) => (&args.plan.layout.put, &args.plan.script, "step"),
             None => (&plan.put_layout, &plan.put, "put"),
         };
         for _ in 0..MAX_REREADS {
@@ -219,9 +215,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, &entries.scope, &entries.id)?;
             let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), tomb };
-            let mut call = match (step, step_plan) {
-                (Some(args), Some(sp)) => Call::step(&sp.layout, plan, &self.valkey, D::SPEC.kind, target, body, args)?,
-                _ => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,
+            let mut call = match step {
+                Some(args) => Call::step(plan, &self.valkey, D::SPEC.kind, target, body, args)?,
+                None => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,
             };
             call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;

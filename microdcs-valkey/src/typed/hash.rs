@@ -26,15 +26,6 @@ impl HashKey {
         &self.t.key
     }
 
-    /// The time the key has left: a family declared with `ttl = "..."`
-    /// gets it again from every write. `None`: no lifetime, or no key.
-    ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
-        self.t.pttl().await
-    }
-
     /// The value of `field`, if set (`HGET`).
     ///
     /// # Errors

@@ -19,15 +19,6 @@ impl ListKey {
         &self.t.key
     }
 
-    /// The time the key has left: a family declared with `ttl = "..."`
-    /// gets it again from every write. `None`: no lifetime, or no key.
-    ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
-        self.t.pttl().await
-    }
-
     /// Pushes `value` at the head and keeps the `max` newest values (`LPUSH`
     /// and `LTRIM` in one script); the length after. One attempt: a second
     /// would push twice, so a lost answer is [`Error::UnknownOutcome`].
@@ -39,7 +30,7 @@ impl ListKey {
             return Err(Error::InvalidArgument("a bounded list keeps at least one value".into()));
         }
         let max = max.min(i64::MAX as u64).to_string();
-        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(None);
         let call = PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
         let v = retry::once(&self.t.valkey, |mut con| {
             let call = &call;
@@ -71,7 +62,7 @@ impl ListKey {
             )));
         }
         let max = max_bytes.min(i64::MAX as u64).to_string();
-        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(None);
         let call =
             PUSH_BYTES_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
         let v = retry::once(&self.t.valkey, |mut con| {

@@ -71,6 +71,12 @@ impl Target {
         retry::read_cmd(&self.valkey, &cmd, &self.key).await
     }
 
+    /// The lifetime argument of a script: the one given, else the
+    /// family's, else `''` (none).
+    fn px(&self, given: Option<u64>) -> String {
+        given.or(self.ttl_ms).map_or_else(String::new, |ms| ms.to_string())
+    }
+
     /// The time the key has left (`None`: no lifetime, or no key).
     async fn pttl(&self) -> Result<Option<Duration>> {
         let ms: i64 = self.read(redis::cmd("PTTL").arg(&self.key).clone()).await?;
@@ -165,6 +171,15 @@ fn once_error(e: redis::RedisError, key: &str) -> Error {
     }
 }
 
+/// A stored text as a `T` (`FromStr`); one that does not parse is
+/// [`Error::Corrupt`], named by `what` (`"value "`, `"field "`, or `""`).
+fn parse_text<T: std::str::FromStr>(key: &str, what: &str, text: &str) -> Result<T> {
+    text.parse::<T>().map_err(|_| Error::Corrupt {
+        key: key.to_owned(),
+        reason: format!("{what}`{}` is not a {}", crate::error::short(&text), std::any::type_name::<T>()),
+    })
+}
+
 /// Milliseconds of a lifetime for the server: at least 1, at most the
 /// longest duration a setting may hold.
 fn ttl_ms(ttl: Duration) -> Result<u64> {
@@ -196,3 +211,21 @@ macro_rules! from_key {
     )*};
 }
 from_key!(SetKey, ValueKey, CounterKey, HashKey, SortedSetKey, ChannelKey, ListKey, RateLimitKey);
+
+/// `ttl()` of the handles of families that may declare a lifetime.
+macro_rules! ttl_fn {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// The time the key has left: a family declared with
+            /// `ttl = "..."` gets it again from every write. `None`: no
+            /// lifetime, or no key.
+            ///
+            /// # Errors
+            /// Connection errors.
+            pub async fn ttl(&self) -> Result<Option<Duration>> {
+                self.t.pttl().await
+            }
+        }
+    )*};
+}
+ttl_fn!(SetKey, HashKey, SortedSetKey, ListKey);

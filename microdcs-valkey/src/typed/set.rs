@@ -17,15 +17,6 @@ impl SetKey {
         &self.t.key
     }
 
-    /// The time the key has left: a family declared with `ttl = "..."`
-    /// gets it again from every write. `None`: no lifetime, or no key.
-    ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
-        self.t.pttl().await
-    }
-
     /// Adds members (`SADD`); how many were not there. Safe to repeat.
     ///
     /// # Errors

@@ -1,23 +1,16 @@
 //! `hash<K, V>` and `channel<T>` families: the text handles with typed
 //! fields, values and messages, each stored as its text (`Display`) and
 //! read back with `FromStr`; a text that does not parse is
-//! [`Error::Corrupt`], never skipped or defaulted.
+//! [`Error::Corrupt`](crate::Error::Corrupt), never skipped or defaulted.
 
 use std::fmt::Display;
 use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{ChannelKey, FromKey, HashKey, Subscription, Target};
+use super::{ChannelKey, FromKey, HashKey, Subscription, Target, parse_text};
 use crate::client::Valkey;
-use crate::error::{Error, Result};
-
-fn parse<T: FromStr>(key: &str, what: &str, text: &str) -> Result<T> {
-    text.parse::<T>().map_err(|_| Error::Corrupt {
-        key: key.to_owned(),
-        reason: format!("{what} `{}` is not a {}", crate::error::short(&text), std::any::type_name::<T>()),
-    })
-}
+use crate::error::Result;
 
 /// One key of a `hash<K, V>` family: fields of type `K`, values of type `V`.
 pub struct TypedHash<K, V> {
@@ -62,10 +55,10 @@ impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
     ///
     /// # Errors
     /// Connection errors, a key of another type, a stored value that is no
-    /// `V` ([`Error::Corrupt`]).
+    /// `V` ([`Error::Corrupt`](crate::Error::Corrupt)).
     pub async fn get(&self, field: &K) -> Result<Option<V>> {
         let got = self.inner.get(&field.to_string()).await?;
-        got.map(|t| parse(self.key(), "value", &t)).transpose()
+        got.map(|t| parse_text(self.key(), "value ", &t)).transpose()
     }
 
     /// Sets `field` to `value`; whether the field is new. Safe to repeat.
@@ -96,13 +89,13 @@ impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
     ///
     /// # Errors
     /// As [`HashKey::entries`]; a field that is no `K` or a value that is
-    /// no `V` ([`Error::Corrupt`]).
+    /// no `V` ([`Error::Corrupt`](crate::Error::Corrupt)).
     pub async fn entries(&self, cursor: u64, count: usize) -> Result<TypedHashEntries<K, V>> {
         let page = self.inner.entries(cursor, count).await?;
         let entries = page
             .entries
             .iter()
-            .map(|(f, v)| Ok((parse(self.key(), "field", f)?, parse(self.key(), "value", v)?)))
+            .map(|(f, v)| Ok((parse_text(self.key(), "field ", f)?, parse_text(self.key(), "value ", v)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(TypedHashEntries { entries, next: page.next })
     }
@@ -149,12 +142,12 @@ impl<T: FromStr> TypedSubscription<T> {
     /// came in that time.
     ///
     /// # Errors
-    /// A message that is no `T` ([`Error::Corrupt`]; the next call reads
+    /// A message that is no `T` ([`Error::Corrupt`](crate::Error::Corrupt); the next call reads
     /// the message after it).
     pub async fn next(&mut self, timeout: Duration) -> Result<Option<T>> {
         match self.inner.next(timeout).await {
             None => Ok(None),
-            Some(text) => parse(self.inner.channel(), "message", &text).map(Some),
+            Some(text) => parse_text(self.inner.channel(), "message ", &text).map(Some),
         }
     }
 }

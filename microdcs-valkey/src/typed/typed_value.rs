@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use super::{FromKey, Target, ValueKey};
 use crate::client::Valkey;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// One key of a `value<T>` family: a `T` stored as its text (`Display`)
 /// and read back with `FromStr`, so a number is its decimal digits, as any
 /// other client would write it. A stored text that does not parse as a `T`
-/// is [`Error::Corrupt`], never a default.
+/// is [`Error::Corrupt`](crate::Error::Corrupt), never a default.
 pub struct TypedValue<T> {
     inner: ValueKey,
     _t: PhantomData<fn() -> T>,
@@ -46,13 +46,10 @@ impl<T: FromStr + Display> TypedValue<T> {
     ///
     /// # Errors
     /// Connection errors, a key of another type, a stored text that is no
-    /// `T` ([`Error::Corrupt`]).
+    /// `T` ([`Error::Corrupt`](crate::Error::Corrupt)).
     pub async fn get(&self) -> Result<Option<T>> {
         let Some(text) = self.inner.get().await? else { return Ok(None) };
-        text.parse::<T>().map(Some).map_err(|_| Error::Corrupt {
-            key: self.key().to_owned(),
-            reason: format!("`{}` is not a {}", crate::error::short(&text), std::any::type_name::<T>()),
-        })
+        super::parse_text(self.key(), "", &text).map(Some)
     }
 
     /// Sets the value, with a lifetime or none; safe to repeat. See

@@ -45,7 +45,7 @@ impl ValueKey {
     /// type ([`Error::WrongType`]: unlike a bare `SET`, nothing of another
     /// type is replaced).
     pub async fn set(&self, value: &str, ttl: Option<Duration>) -> Result<()> {
-        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"set").arg(value.as_bytes()).arg(px.as_bytes());
         retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
             .await
@@ -61,7 +61,7 @@ impl ValueKey {
     /// As [`ValueKey::set`]; a lost answer is an error whose
     /// `is_unknown_outcome()` holds.
     pub async fn set_if_absent(&self, value: &str, ttl: Option<Duration>) -> Result<bool> {
-        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"nx").arg(value.as_bytes()).arg(px.as_bytes());
         let v = retry::once(&self.t.valkey, |mut con| {
             let call = &call;
@@ -92,7 +92,7 @@ impl ValueKey {
     /// # Errors
     /// As [`ValueKey::set`].
     pub async fn set_now(&self, ttl: Option<Duration>) -> Result<u64> {
-        let px = ttl.map(ttl_ms).transpose()?.or(self.t.ttl_ms).map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
         let v = retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
             .await
@@ -122,8 +122,7 @@ impl ValueKey {
     /// # Errors
     /// Connection errors.
     pub async fn ttl(&self) -> Result<Option<Duration>> {
-        let ms: i64 = self.t.read(redis::cmd("PTTL").arg(&self.t.key).clone()).await?;
-        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+        self.t.pttl().await
     }
 }
 

@@ -52,15 +52,6 @@ impl SortedSetKey {
         &self.t.key
     }
 
-    /// The time the key has left: a family declared with `ttl = "..."`
-    /// gets it again from every write. `None`: no lifetime, or no key.
-    ///
-    /// # Errors
-    /// Connection errors.
-    pub async fn ttl(&self) -> Result<Option<std::time::Duration>> {
-        self.t.pttl().await
-    }
-
     /// Adds `member` with `score` or moves it there (`ZADD`); whether it is
     /// new. Safe to repeat.
     ///
@@ -88,7 +79,7 @@ impl SortedSetKey {
             return Err(Error::InvalidArgument("a bounded sorted set keeps at least one member".into()));
         }
         let (score, max) = (score.to_string(), max.to_string());
-        let px = self.t.ttl_ms.map_or_else(String::new, |ms| ms.to_string());
+        let px = self.t.px(None);
         let call = BOUNDED_SCRIPT
             .call()
             .key(&self.t.key)

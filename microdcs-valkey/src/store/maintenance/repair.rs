@@ -156,12 +156,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The expected entries of the document `id` at `key`, or `None` if it
     /// is missing or cannot be indexed.
     async fn expected_entries(&self, key: &str, id: &str) -> Result<Option<IndexEntries>> {
-        let read = self.read(|| async {
-            let mut con = self.valkey.connection();
-            let map: HashMap<String, Vec<u8>> =
-                redis::cmd("HGETALL").arg(key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))?;
-            if map.is_empty() { Ok(None) } else { self.decode_hash(key, id, map).map(Some) }
-        });
+        let read = self.read(|| self.get_at(key, id));
         Ok(match read.await {
             Ok(Some(s)) => s.doc.index_entries(self.valkey.prefix()).ok(),
             Ok(None) | Err(Error::Corrupt { .. } | Error::Codec { .. } | Error::WrongType { .. } | Error::Key(_)) => {

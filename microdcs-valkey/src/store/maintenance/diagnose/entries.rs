@@ -271,15 +271,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(in crate::store::maintenance) fn entry_doc_key(&self, family: Family, index_key: &str, id: &str) -> String {
         let prefix = self.valkey.prefix();
         let scope = self.plan.doc_scope_at.and_then(|_| {
-            let scope_at = |ix: &crate::store::plan::IndexPlan| {
-                ix.placeholders.iter().position(|p| matches!(p, crate::store::plan::Ph::Scope))
+            let ix = match family {
+                // A list's one placeholder is the scope.
+                Family::List => return self.plan.list.as_ref()?.parse_key(prefix, index_key)?.into_iter().next(),
+                Family::Unique(n) => &self.plan.unique[n],
+                Family::Group(n) => &self.plan.groups[n],
             };
-            let (t, at) = match family {
-                Family::List => (self.plan.list.as_ref()?, 0),
-                Family::Unique(n) => (&self.plan.unique[n].template, scope_at(&self.plan.unique[n])?),
-                Family::Group(n) => (&self.plan.groups[n].template, scope_at(&self.plan.groups[n])?),
-            };
-            t.parse_key(prefix, index_key)?.into_iter().nth(at)
+            let values = ix.template.parse_key(prefix, index_key)?;
+            self.plan.query_scope(ix, &values).map(str::to_owned)
         });
         self.plan.doc_key(prefix, scope.as_deref(), id).unwrap_or_default()
     }
