@@ -306,11 +306,18 @@ pub trait Document {
 
 /// A lookup through a unique index of `D`: built by the generated
 /// `D::by_<index>(...)` functions, run by the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct UniqueQuery<D> {
     index: usize,
     values: Vec<String>,
     _doc: PhantomData<fn() -> D>,
+}
+
+// By hand: a query is cloneable whatever `D` is (a derive would ask `D: Clone`).
+impl<D> Clone for UniqueQuery<D> {
+    fn clone(&self) -> Self {
+        UniqueQuery { index: self.index, values: self.values.clone(), _doc: PhantomData }
+    }
 }
 
 impl<D> UniqueQuery<D> {
@@ -335,11 +342,18 @@ impl<D> UniqueQuery<D> {
 
 /// A query of a group index of `D`: built by the generated
 /// `D::by_<index>(...)` functions, run by the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct GroupQuery<D> {
     index: usize,
     values: Vec<String>,
     _doc: PhantomData<fn() -> D>,
+}
+
+// By hand: a query is cloneable whatever `D` is (a derive would ask `D: Clone`).
+impl<D> Clone for GroupQuery<D> {
+    fn clone(&self) -> Self {
+        GroupQuery { index: self.index, values: self.values.clone(), _doc: PhantomData }
+    }
 }
 
 impl<D> GroupQuery<D> {

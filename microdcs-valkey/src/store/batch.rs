@@ -43,28 +43,80 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .await
     }
 
-    /// Claims one document of a group index: takes ids from it at random,
-    /// reads each, and writes `change(&doc)` over it with a version
-    /// expectation (say, queued -> running, which moves it out of the
-    /// group). A document another worker claimed first (a conflict, or one
-    /// gone or no longer asked for by `change`) is passed over. `None` when
-    /// the group is empty or every id taken was passed over. Many workers
-    /// claiming from one group each get a different document: the version
-    /// check lets exactly one write win.
+    /// Claims one document of a group index and writes `change(&doc)` over
+    /// it (say, queued -> running, which moves it out of the group): many
+    /// workers claiming from one group each get a different document, and
+    /// each document is claimed once however many workers run.
+    ///
+    /// The store, not `change`, makes that hold: a document is handed to
+    /// `change` only if its stored index fields put it in the queried entry
+    /// (the group with the queried values), and the write expects the
+    /// version read, so it applies only while the document is still there.
+    /// `change` returns `None` to pass a document over. A plain or
+    /// conditional group is taken at random; a sorted index lowest score
+    /// first (see [`Store::claim_due`] for a bound on the score).
+    ///
+    /// `None` when the group is empty, or when every id taken in
+    /// [`Store::CLAIM_ROUNDS`] rounds of 16 was passed over (claimed by
+    /// others meanwhile, or refused by `change`).
+    ///
+    /// A write whose reply was lost is looked up by its operation id before
+    /// the claim gives up on it: a claim that applied is returned, never
+    /// left behind unowned.
     ///
     /// # Errors
-    /// As [`Store::get`] and [`Store::update`].
-    pub async fn claim<F>(&self, query: GroupQuery<D>, mut change: F) -> Result<Option<Stored<D>>>
+    /// As [`Store::get`] and [`Store::update`]; [`Error::Corrupt`] for a
+    /// stored score that is not a number.
+    pub async fn claim<F>(&self, query: GroupQuery<D>, change: F) -> Result<Option<Stored<D>>>
     where
         F: FnMut(&D) -> Option<D>,
     {
+        self.claim_inner(query, None, change).await
+    }
+
+    /// Claims the lowest-scored document of a sorted index whose score is
+    /// at most `max_score` (the oldest due job: `max_score` is now), as
+    /// [`Store::claim`] does.
+    ///
+    /// # Errors
+    /// As [`Store::claim`]; [`Error::InvalidArgument`] for an index that is
+    /// not sorted or a NaN bound.
+    pub async fn claim_due<F>(&self, query: GroupQuery<D>, max_score: f64, change: F) -> Result<Option<Stored<D>>>
+    where
+        F: FnMut(&D) -> Option<D>,
+    {
+        if max_score.is_nan() {
+            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+        }
+        self.claim_inner(query, Some(max_score), change).await
+    }
+
+    /// How many rounds of ids a claim takes before it reports `None`.
+    pub const CLAIM_ROUNDS: usize = 16;
+
+    async fn claim_inner<F>(&self, query: GroupQuery<D>, max: Option<f64>, mut change: F) -> Result<Option<Stored<D>>>
+    where
+        F: FnMut(&D) -> Option<D>,
+    {
+        let ix = self.plan.groups.get(query.index()).ok_or_else(|| {
+            Error::InvalidArgument(format!("no group index {} on {}", query.index(), D::SPEC.type_name))
+        })?;
+        let sorted = D::SPEC.groups[query.index()].score.is_some();
+        if max.is_some() && !sorted {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` of {} is not a sorted index: claim_due takes a sorted(...) index, claim any group",
+                D::SPEC.groups[query.index()].name,
+                D::SPEC.type_name
+            )));
+        }
         let key = self.group_key(&query)?;
         let scope = self.group_scope(&query);
-        // A few rounds of random ids: with many workers on one group most
-        // of a round may be taken by the time it is read.
-        for _ in 0..8 {
-            let ids: Vec<String> = self
-                .read(|| async {
+        for _ in 0..Self::CLAIM_ROUNDS {
+            let ids: Vec<String> = if sorted {
+                let to = max.unwrap_or(f64::INFINITY);
+                self.range(query.clone(), f64::NEG_INFINITY, to, false, 16).await?.into_iter().map(|(id, _)| id).collect()
+            } else {
+                self.read(|| async {
                     let mut con = self.valkey.connection();
                     redis::cmd("SRANDMEMBER")
                         .arg(&key)
@@ -73,20 +125,68 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         .await
                         .map_err(|e| Error::from_redis(e, &key))
                 })
-                .await?;
+                .await?
+            };
             if ids.is_empty() {
                 return Ok(None);
             }
             for id in ids {
-                let Some(read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
+                let Some(mut read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
+                if !self.claimable(ix, &key, max, &read)? {
+                    continue;
+                }
                 let Some(next) = change(&read.doc) else { continue };
-                let mut read = read;
-                if let PutOutcome::Written { .. } = self.update_in_place(&mut read, next).await? {
+                if self.claim_write(&mut read, next).await? {
                     return Ok(Some(read));
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Whether the stored fields of `read` put it in the entry at `key`
+    /// (and, with `max`, score it at most `max`). The write that follows
+    /// expects this version, so what holds of the read holds at the write.
+    fn claimable(&self, ix: &super::plan::IndexPlan, key: &str, max: Option<f64>, read: &Stored<D>) -> Result<bool> {
+        if self.plan.old_key(ix, &self.valkey, &read.id, &read.state)?.as_deref() != Some(key) {
+            return Ok(false);
+        }
+        let (Some(max), Some(m)) = (max, ix.marker) else { return Ok(true) };
+        let text = read.state.fields.get(m).and_then(Option::as_deref).unwrap_or_default();
+        match text.parse::<f64>() {
+            Ok(score) if score.is_finite() => Ok(score <= max),
+            _ => Err(Error::Corrupt {
+                key: self.plan.doc_key(self.valkey.prefix(), Some(&read.scope), &read.id)?,
+                reason: format!("stored score `{text}` of a sorted index is not a finite number"),
+            }),
+        }
+    }
+
+    /// The claiming write, with its own operation id: when every attempt
+    /// lost its reply, the document is read again and the id looked up in
+    /// its history, so a claim that applied is reported as ours.
+    async fn claim_write(&self, read: &mut Stored<D>, next: D) -> Result<bool> {
+        let op = super::write::new_op_id();
+        let out = self.update_with_op(read, &next, &op).await;
+        let version = match out {
+            Ok(PutOutcome::Written { version }) => version,
+            Ok(_) => return Ok(false),
+            Err(e @ Error::UnknownOutcome { .. }) => {
+                let key = self.plan.doc_key(self.valkey.prefix(), Some(&read.scope), &read.id)?;
+                let Ok(state) = self.read_state(&key).await else { return Err(e) };
+                let stored = microdcs_schema::lua::stored_op_id(&op);
+                match super::write::applied_version(&state.ops, state.version, &stored) {
+                    Some(v) => v,
+                    None if state.version != read.version => return Ok(false),
+                    // Not applied and nothing else happened: the claim is
+                    // still open, but this call cannot reach the server.
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.advance(read, next, version)?;
+        Ok(true)
     }
 
     /// The documents of a page of a group index (ids read, then the

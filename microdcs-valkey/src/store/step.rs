@@ -259,7 +259,7 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
                     next,
                     Expect::Version(r.version),
                     Some(r.state.clone()),
-                    Some(r.id.as_str()),
+                    Some(r.identity()),
                     effects.op.as_deref(),
                     Some(&args),
                 )

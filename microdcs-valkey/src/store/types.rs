@@ -150,6 +150,45 @@ pub struct Stored<D> {
     pub(super) state: ReadState,
 }
 
+/// Who a read is of, as a write that takes it checks: the id and scope
+/// the caller holds, and the scope the store actually read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadIdentity<'a> {
+    id: &'a str,
+    scope: &'a str,
+    stored_scope: Option<&'a str>,
+}
+
+impl ReadIdentity<'_> {
+    /// Refuses a write of document (`id`, `scope`) with this read: another
+    /// id is [`Error::ReadMismatch`]; another scope (the caller's or the
+    /// one stored) is [`Error::InvalidArgument`], since for ids unique per
+    /// scope the same id names another tenant's document.
+    pub(super) fn check(&self, id: &str, scope: &str) -> crate::error::Result<()> {
+        if self.id != id {
+            return Err(crate::error::Error::ReadMismatch { read: self.id.to_owned(), doc: id.to_owned() });
+        }
+        let stored = self.stored_scope.unwrap_or(self.scope);
+        if self.scope != scope || stored != scope {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "the read of `{id}` is of scope `{stored}`, the document of scope `{scope}`: \
+                 pass the read of the same document in the same scope"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<D> Stored<D> {
+    pub(super) fn identity(&self) -> ReadIdentity<'_> {
+        ReadIdentity {
+            id: &self.id,
+            scope: &self.scope,
+            stored_scope: self.state.exists.then_some(self.state.scope.as_deref()).flatten(),
+        }
+    }
+}
+
 impl<D: fmt::Debug> fmt::Debug for Stored<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stored")

@@ -11,7 +11,7 @@ use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at};
 use super::step::StepArgs;
-use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Stored};
+use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
 use super::{MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
@@ -37,7 +37,7 @@ pub fn new_op_id() -> String {
 
 /// The version `op` produced, from an `ops` history (ids of consecutive
 /// versions ending at `v`, oldest first, [`lua::OP_ID_LEN`] bytes each).
-fn applied_version(ops: &str, v: u64, op: &str) -> Option<u64> {
+pub(super) fn applied_version(ops: &str, v: u64, op: &str) -> Option<u64> {
     let n = lua::OP_ID_LEN;
     if op.len() != n || !ops.len().is_multiple_of(n) {
         return None;
@@ -68,7 +68,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`].
     pub async fn update(&self, read: &Stored<D>, doc: &D) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None).await
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), None).await
     }
 
     /// Updates a document you read and, when written, moves `read` to the
@@ -79,7 +79,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
     pub async fn update_in_place(&self, read: &mut Stored<D>, doc: D) -> Result<PutOutcome> {
         let out = self
-            .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), None)
+            .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), None)
             .await?;
         if let PutOutcome::Written { version } = out {
             self.advance(read, doc, version)?;
@@ -112,7 +112,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn update_with_op(&self, read: &Stored<D>, doc: &D, op: &str) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.id.as_str()), Some(op))
+        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), Some(op))
             .await
     }
 
@@ -142,7 +142,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         doc: &D,
         expect: Expect,
         read: Option<ReadState>,
-        read_id: Option<&str>,
+        read_id: Option<ReadIdentity<'_>>,
         op: Option<&str>,
     ) -> Result<PutOutcome> {
         match self.write_inner(doc, expect, read, read_id, op, None).await? {
@@ -159,7 +159,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         doc: &D,
         expect: Expect,
         read: Option<ReadState>,
-        read_id: Option<&str>,
+        read_id: Option<ReadIdentity<'_>>,
         op: Option<&str>,
         step: Option<&StepArgs<'_>>,
     ) -> Result<Applied> {
@@ -171,8 +171,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         };
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
-        if let Some(read_id) = read_id.filter(|r| *r != entries.id) {
-            return Err(Error::ReadMismatch { read: read_id.to_owned(), doc: entries.id.clone() });
+        if let Some(read_id) = read_id {
+            read_id.check(&entries.id, &entries.scope)?;
         }
         let text =
             self.codec.encode(doc).map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
@@ -269,6 +269,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`].
     pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
+        // The read's public scope may have been changed by hand: it must
+        // still be the scope the store read, or the delete would name
+        // another tenant's document.
+        read.identity().check(&read.id, &read.scope)?;
         self.delete_inner(
             Some(&read.scope),
             &read.id,
@@ -308,6 +312,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// See [`Store::delete_id`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn delete_id_with_op(&self, id: &str, expect: DeleteExpect, op: &str) -> Result<DeleteOutcome> {
         self.delete_inner(None, id, expect, None, Some(op)).await
+    }
+
+    /// [`Store::delete_id_in`] with your own operation id: the idempotent
+    /// delete of a document whose id is unique per scope (as
+    /// [`Store::delete_id_with_op`] is for other types).
+    ///
+    /// # Errors
+    /// See [`Store::delete_id_in`]; [`Error::InvalidOpId`] for a malformed id.
+    pub async fn delete_id_in_with_op(
+        &self,
+        scope: &str,
+        id: &str,
+        expect: DeleteExpect,
+        op: &str,
+    ) -> Result<DeleteOutcome> {
+        self.delete_inner(Some(scope), id, expect, None, Some(op)).await
     }
 
     async fn delete_inner(

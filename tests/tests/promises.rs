@@ -1,0 +1,236 @@
+//! Documented promises probed from the outside, each through the README's
+//! own idiom: claims hand a document to one worker (also on a sorted index
+//! and under connection cuts), and a read of one tenant never writes over
+//! another. Against a real Valkey.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use microdcs_tests::fixtures::{Extras, Job, Ticket};
+use microdcs_tests::{server, unique_prefix};
+use microdcs_valkey::testing::FaultProxy;
+use microdcs_valkey::{DeleteExpect, Error, Page, PutOutcome, Store, Valkey, WriteOptions};
+
+fn job(id: &str, status: &str, due: Option<i64>) -> Job {
+    Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000, due }
+}
+
+/// 50 workers claim queued jobs with exactly the README's closure (which
+/// never looks at the state) until none is left; returns every id claimed.
+async fn claim_all(store: &Store<Job>, workers: usize) -> Vec<String> {
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let claimed = store
+                        .claim(Job::by_status("s1", "queued"), |d| Some(Job { status: "running".into(), ..d.clone() }))
+                        .await;
+                    // A claim that could not reach the server wrote nothing
+                    // the store could not account for: a worker tries again.
+                    let claimed = match claimed {
+                        Err(e) if e.is_connection() && !matches!(e, Error::UnknownOutcome { .. }) => {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            continue;
+                        }
+                        other => other.unwrap(),
+                    };
+                    match claimed {
+                        Some(s) => {
+                            assert_eq!(s.doc.status, "running");
+                            mine.push(s.id);
+                        }
+                        None => break mine,
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+async fn queue(store: &Store<Job>, n: usize) {
+    let jobs: Vec<Job> = (0..n).map(|i| job(&format!("j-{i}"), "queued", None)).collect();
+    assert!(store.put_many(&jobs, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
+}
+
+/// Every job claimed once, none lost: each is running at version 2.
+async fn assert_each_once(store: &Store<Job>, mut all: Vec<String>, n: usize, how: &str) {
+    let claimed = all.len();
+    all.sort();
+    all.dedup();
+    println!("{how}: {claimed} claims of {n} jobs, {} doubled, {} lost", claimed - all.len(), n - all.len());
+    assert_eq!((claimed, all.len()), (n, n), "{how}: every job claimed, none twice");
+    let left = store.ids(Job::by_status("s1", "queued"), Page::first(10)).await.unwrap();
+    assert!(left.ids.is_empty(), "{how}: none left queued");
+    let running = store.docs(Job::by_status("s1", "running"), Page::first(Page::MAX)).await.unwrap();
+    assert!(running.documents.iter().all(|s| s.version == 2), "{how}: no job written twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claim_idiom_claims_each_job_once() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-idiom"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    queue(&store, 1000).await;
+    let all = claim_all(&store, 50).await;
+    assert_each_once(&store, all, 1000, "50 workers").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claim_idiom_claims_each_job_once_under_connection_cuts() {
+    let server = server();
+    let proxy = Arc::new(FaultProxy::start(server.host_port()).await);
+    let valkey = Valkey::connect_url(&proxy.url(), unique_prefix("claim-cuts"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    queue(&store, 1000).await;
+    // A cut after a claim's write reached the server: its reply is lost, so
+    // the store must find out it applied instead of claiming again. Spaced
+    // so that a write's four attempts (100 ms apart) are not all cut, as a flaky network
+    // would be, so each write has an attempt that gets through.
+    let stop = Arc::new(AtomicBool::new(false));
+    let cutter = {
+        let (proxy, stop) = (proxy.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                proxy.cut_after_request_containing(b"EVALSHA").await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let all = claim_all(&store, 50).await;
+    stop.store(true, Ordering::SeqCst);
+    cutter.await.unwrap();
+    assert!(proxy.cuts() >= 4, "the run met connection cuts: {}", proxy.cuts());
+    println!("connection cuts: {}", proxy.cuts());
+    assert_each_once(&store, all, 1000, "50 workers, cuts").await;
+}
+
+#[tokio::test]
+async fn a_sorted_index_is_claimed_oldest_first_and_up_to_a_bound() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-due"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    for (id, due) in [("late", 300), ("first", 100), ("second", 200)] {
+        let _ = store.create(&job(id, "queued", Some(due))).await.unwrap();
+    }
+    // Taken: no longer due (the claim clears the deadline).
+    let take = |d: &Job| Some(Job { status: "running".into(), due: None, ..d.clone() });
+    let got = store.claim(Job::due("s1"), take).await.unwrap().unwrap();
+    assert_eq!((got.id.as_str(), got.version), ("first", 2), "lowest score first");
+    let got = store.claim_due(Job::due("s1"), 250.0, take).await.unwrap().unwrap();
+    assert_eq!(got.id, "second");
+    assert!(store.claim_due(Job::due("s1"), 250.0, take).await.unwrap().is_none(), "`late` is not due by 250");
+    // A closure that keeps the score keeps the document due: claimed
+    // once, then the write moved it, so it is claimed again only while due.
+    let got = store.claim_due(Job::due("s1"), 1000.0, take).await.unwrap().unwrap();
+    assert_eq!(got.id, "late");
+    assert!(store.claim(Job::due("s1"), take).await.unwrap().is_none());
+    assert!(matches!(
+        store.claim_due(Job::by_status("s1", "queued"), 1.0, take).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(store.claim_due(Job::due("s1"), f64::NAN, take).await, Err(Error::InvalidArgument(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_workers_on_a_sorted_index_claim_each_due_job_once() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-due-many"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    let jobs: Vec<Job> = (0..200).map(|i| job(&format!("j-{i}"), "queued", Some(i))).collect();
+    assert!(store.put_many(&jobs, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                // The README idiom: the closure keeps the deadline, so the
+                // store alone must keep a claimed job from a second worker.
+                while let Some(s) = store
+                    .claim_due(Job::due("s1"), 1e12, |d| Some(Job { status: "running".into(), due: None, ..d.clone() }))
+                    .await
+                    .unwrap()
+                {
+                    mine.push(s.id);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!((n, all.len()), (200, 200), "every due job claimed once");
+}
+
+#[tokio::test]
+async fn a_claim_refuses_what_the_stored_fields_put_elsewhere() {
+    // A stale entry (left in the queued set by hand) names a running job:
+    // the claim passes over it instead of handing the running job out.
+    let server = server();
+    let prefix = unique_prefix("claim-stale");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let mut raw = microdcs_valkey::redis::aio::ConnectionManager::new(
+        microdcs_valkey::redis::Client::open(server.url()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    let _ = store.create(&job("j-1", "running", None)).await.unwrap();
+    let key = format!("{}:job:bystatus:s1:queued", prefix.as_str());
+    let () = microdcs_valkey::redis::cmd("SADD").arg(&key).arg("j-1").query_async(&mut raw).await.unwrap();
+    let got = store.claim(Job::by_status("s1", "queued"), |d| Some(Job { status: "running".into(), ..d.clone() })).await;
+    assert!(got.unwrap().is_none(), "a running job is not queued, whatever the set says");
+    assert_eq!(store.get("j-1").await.unwrap().unwrap().version, 1, "nothing written");
+}
+
+fn ticket(scope: &str, id: &str, reference: &str, status: &str) -> Ticket {
+    Ticket { id: id.into(), scope: scope.into(), reference: reference.into(), status: status.into(), opened: 1 }
+}
+
+#[tokio::test]
+async fn a_read_of_one_tenant_never_writes_over_another() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("tenant-read"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Ticket>();
+    let _ = store.create(&ticket("acme", "t5", "A-5", "open")).await.unwrap();
+    let _ = store.create(&ticket("bolt", "t5", "B-5", "open")).await.unwrap();
+    let bolt = store.get_in("bolt", "t5").await.unwrap().unwrap();
+    let acme_doc = ticket("acme", "t5", "A-6", "closed");
+    let refused = |r: Result<PutOutcome, Error>, what: &str| {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    refused(store.update(&bolt, &acme_doc).await, "update");
+    refused(store.update_with_op(&bolt, &acme_doc, "op-1").await, "update_with_op");
+    let mut b = bolt.clone();
+    refused(store.update_in_place(&mut b, acme_doc.clone()).await, "update_in_place");
+    assert_eq!(b.version, bolt.version, "the read is unchanged");
+    // A read whose public scope was changed by hand is refused too.
+    let mut forged = bolt.clone();
+    forged.scope = "acme".into();
+    refused(store.update(&forged, &acme_doc).await, "update with a forged scope");
+    assert!(matches!(store.delete(&forged).await, Err(Error::InvalidArgument(_))), "delete with a forged scope");
+    // Nothing written: both tenants as they were, every index clean.
+    assert_eq!(store.get_in("acme", "t5").await.unwrap().unwrap().version, 1);
+    assert_eq!(store.get_in("bolt", "t5").await.unwrap().unwrap().doc, ticket("bolt", "t5", "B-5", "open"));
+    let report = store.verify(&Default::default()).await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+    // The same read in its own scope still writes.
+    assert!(matches!(store.update(&bolt, &ticket("bolt", "t5", "B-6", "open")).await, Ok(PutOutcome::Written { .. })));
+    // A per-scope delete with the caller's op id is idempotent.
+    let d1 = store.delete_id_in_with_op("acme", "t5", DeleteExpect::Any, "del-1").await.unwrap();
+    let d2 = store.delete_id_in_with_op("acme", "t5", DeleteExpect::Any, "del-1").await.unwrap();
+    assert_eq!(d1, d2, "the repeat reports the same delete");
+    assert!(store.get_in("bolt", "t5").await.unwrap().is_some(), "the other tenant's t5 stays");
+}
