@@ -10,7 +10,7 @@ use std::time::Duration;
 use microdcs_tests::fixtures::{Extras, Job, Ticket};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::testing::FaultProxy;
-use microdcs_valkey::{DeleteExpect, Error, Page, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{DeleteExpect, Error, Page, PutOutcome, RateDecision, Store, Valkey, WriteOptions};
 
 fn job(id: &str, status: &str, due: Option<i64>) -> Job {
     Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000, due }
@@ -233,4 +233,33 @@ async fn a_read_of_one_tenant_never_writes_over_another() {
     let d2 = store.delete_id_in_with_op("acme", "t5", DeleteExpect::Any, "del-1").await.unwrap();
     assert_eq!(d1, d2, "the repeat reports the same delete");
     assert!(store.get_in("bolt", "t5").await.unwrap().is_some(), "the other tenant's t5 stays");
+}
+
+#[tokio::test]
+async fn a_patient_client_that_waits_out_every_block_still_escalates() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("rate-patient"), WriteOptions::default()).await.unwrap();
+    let extras = Extras::open(valkey);
+    let limit = Extras::logins(&extras, "s1", "ada").unwrap();
+    let (base, max) = (Duration::from_millis(60), Duration::from_millis(400));
+    let mut blocks = Vec::new();
+    for _ in 0..5 {
+        let block = limit.fail(base, max).await.unwrap();
+        blocks.push(block.as_millis());
+        // Wait the whole block out, then some: the failures are remembered.
+        tokio::time::sleep(block + Duration::from_millis(20)).await;
+        assert!(
+            matches!(limit.attempt(100, Duration::from_secs(1)).await.unwrap(), RateDecision::Allowed { .. }),
+            "the block is over"
+        );
+    }
+    println!("block sequence (ms): {blocks:?}");
+    assert_eq!(blocks, [60, 120, 240, 400, 400], "doubling to the longest block");
+    // A client that stays away for the longest block starts again at base.
+    tokio::time::sleep(max + Duration::from_millis(50)).await;
+    assert_eq!(limit.fail(base, max).await.unwrap(), base);
+    // A success forgets the failures at once.
+    assert_eq!(limit.fail(base, max).await.unwrap(), base * 2);
+    limit.succeed().await.unwrap();
+    assert_eq!(limit.fail(base, max).await.unwrap(), base);
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
 /// One key of a rate-limit family (a hash: window start, count, failures,
-/// blocked-until).
+/// blocked-until, when the failures are forgotten).
 #[derive(Debug, Clone)]
 pub struct RateLimitKey {
     pub(super) t: Target,
@@ -62,6 +62,13 @@ impl RateLimitKey {
     /// each failure since the last success (`base`, 2 x `base`, 4 x ...),
     /// at most `max`. Returns the block.
     ///
+    /// The failures are remembered until a success, or until `max` has
+    /// passed after the block ends with no new failure: a client that waits
+    /// out every block and fails again still escalates to `max`, and one
+    /// that stays away for `max` starts again at `base`. The key lives that
+    /// long (block plus `max`), so the memory is bounded by the caller's own
+    /// longest block.
+    ///
     /// # Errors
     /// As [`RateLimitKey::attempt`]; a `base` or `max` outside 1 ms to 100 years.
     pub async fn fail(&self, base: Duration, max: Duration) -> Result<Duration> {
@@ -102,7 +109,8 @@ static RATE_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(RATE))
 
 const RATE: &str = "\
 -- KEYS[1] the rate-limit hash: w window start (ms), n attempts in it,
--- f failures since the last success, b blocked until (ms).
+-- f failures since the last success, b blocked until (ms), fe when the
+-- failures are forgotten (ms: `max` past the last block's end).
 -- ARGV[1] `attempt` (ARGV[2] limit, ARGV[3] window ms), `fail` (ARGV[2]
 -- base block ms, ARGV[3] longest block ms) or `succeed`.
 -- Returns {1, remaining} allowed, {0, retry after ms} limited, {1, block
@@ -110,18 +118,22 @@ const RATE: &str = "\
 -- the server's (TIME), so clients' clocks do not matter.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local s = redis.call('HMGET', KEYS[1], 'w', 'n', 'f', 'b')
-for i = 1, 4 do
+local s = redis.call('HMGET', KEYS[1], 'w', 'n', 'f', 'b', 'fe')
+for i = 1, 5 do
   if s[i] and not string.find(s[i], '^%d+$') then return {-1, 0} end
 end
 local w, n, f, b = tonumber(s[1] or '0'), tonumber(s[2] or '0'), tonumber(s[3] or '0'), tonumber(s[4] or '0')
+local fe = tonumber(s[5] or '0')
 local mode = ARGV[1]
 if mode == 'succeed' then
-  redis.call('HSET', KEYS[1], 'f', 0, 'b', 0)
+  redis.call('HSET', KEYS[1], 'f', 0, 'b', 0, 'fe', 0)
   return {1, 0}
 end
 local a, c = tonumber(ARGV[2]), tonumber(ARGV[3])
 if mode == 'fail' then
+  -- Failures older than their memory (`max` past the last block's end)
+  -- are forgotten; a state written before the memory existed keeps them.
+  if s[5] and now >= fe then f = 0 end
   f = f + 1
   local block = a
   for _ = 2, math.min(f, 62) do
@@ -130,8 +142,10 @@ if mode == 'fail' then
   end
   if block > c then block = c end
   b = now + block
-  redis.call('HSET', KEYS[1], 'f', f, 'b', b)
-  redis.call('PEXPIRE', KEYS[1], math.max(block, redis.call('PTTL', KEYS[1])))
+  redis.call('HSET', KEYS[1], 'f', f, 'b', b, 'fe', b + c)
+  -- The failure count outlives the block by `max`, so waiting out a
+  -- block does not reset the doubling.
+  redis.call('PEXPIRE', KEYS[1], math.max(block + c, redis.call('PTTL', KEYS[1])))
   return {1, block}
 end
 if now < b then return {0, b - now} end
