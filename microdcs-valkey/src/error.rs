@@ -189,12 +189,17 @@ impl Error {
         matches!(self, Error::UnknownOutcome { .. })
     }
 
-    /// Whether the server refused the credentials or their permissions.
+    /// Whether the server refused the credentials or their permissions:
+    /// also a command the ACL refuses inside one of our scripts, which the
+    /// server reports as an `ERR` whose message starts `ACL failure in
+    /// script` (nothing is written then: the refused command fails the
+    /// script before its first write, or the whole script is refused).
     pub fn is_auth(&self) -> bool {
         match self {
             Error::Redis(e) => {
                 e.kind() == redis::ErrorKind::AuthenticationFailed
                     || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+                    || is_acl_failure_in_script(e)
             }
             _ => false,
         }
@@ -269,6 +274,17 @@ impl Error {
     }
 }
 
+/// The server's refusal of a command inside a script by the ACL: code
+/// `ERR`, message prefix `ACL failure in script` (the form Valkey and Redis
+/// document for `redis.call` under ACL rules).
+pub(crate) fn is_acl_failure_in_script(e: &redis::RedisError) -> bool {
+    const PREFIX: &str = "ACL failure in script";
+    match e.code() {
+        Some("ERR") | None => e.detail().is_some_and(|d| d.trim_start().starts_with(PREFIX)),
+        _ => false,
+    }
+}
+
 /// Whether a failed command may or may not have run on the server.
 pub(crate) fn is_unknown_outcome(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
@@ -311,5 +327,17 @@ mod tests {
         assert!(held.is_conflict() && !held.is_corrupt());
         assert!(Error::Corrupt { key: "k".into(), reason: "r".into() }.is_corrupt());
         assert!(Error::InvalidArgument("x".into()).is_invalid_input());
+        let in_script = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "An error was signalled by the server",
+            "ACL failure in script: User u has no permissions to run the 'exists' command".to_owned(),
+        ));
+        assert!(Error::Redis(in_script).is_auth());
+        let other = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "An error was signalled by the server",
+            "user_script:1: Script attempted to access nonexistent global variable".to_owned(),
+        ));
+        assert!(!Error::Redis(other).is_auth());
     }
 }

@@ -255,3 +255,25 @@ fn the_generated_rules_carry_no_password() {
         assert!(!line.contains('>') && !line.contains('#') && !line.contains("nopass"), "{line}");
     }
 }
+
+#[tokio::test]
+async fn a_command_the_acl_refuses_inside_a_script_is_a_permission_error() {
+    let mut e = env("acl-in-script").await;
+    // The app's rules less one command the put script uses.
+    let name = "short-user";
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg(name);
+    for r in AclRole::App.rules(&e.prefix) {
+        cmd.arg(r);
+    }
+    cmd.arg("-exists").arg(format!(">{PASSWORD}"));
+    let () = cmd.query_async(&mut e.admin).await.unwrap();
+    let valkey = Valkey::connect_url(&e.url_as(name), e.prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let err = store.create(&JobResponse::new("r-1", "s1", "o-1", &[])).await.unwrap_err();
+    assert!(err.is_auth(), "a permission refusal: {err:?}");
+    assert!(!err.is_corrupt() && !err.is_connection(), "{err:?}");
+    let exists: i64 =
+        redis::cmd("EXISTS").arg(format!("{}:jobresponse:r-1", e.prefix.as_str())).query_async(&mut e.admin).await.unwrap();
+    assert_eq!(exists, 0, "nothing written");
+}
