@@ -22,6 +22,7 @@
 pub mod builtin;
 mod check;
 mod document;
+mod entry;
 pub mod duration;
 #[doc(hidden)]
 pub mod encode;
@@ -44,6 +45,7 @@ pub use document::{
     IndexValue, KeySegment, Keyspace, ListEntry, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
+pub use entry::stored_entry_key;
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilySpec, Feed, IndexLayout, IndexSpec, KeyType,

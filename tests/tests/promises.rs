@@ -263,3 +263,29 @@ async fn a_patient_client_that_waits_out_every_block_still_escalates() {
     limit.succeed().await.unwrap();
     assert_eq!(limit.fail(base, max).await.unwrap(), base);
 }
+
+#[tokio::test]
+async fn the_inspector_agrees_with_the_store_on_member_and_sorted_entries() {
+    use microdcs_valkey::{EntryState, Inspector};
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("inspect-gated"), WriteOptions::default()).await.unwrap();
+    let extras = Extras::open(valkey);
+    let store = extras.store::<Job>();
+    // Not running, no deadline: neither in `running` nor in `due`.
+    let _ = store.create(&job("idle", "queued", None)).await.unwrap();
+    // Running with a deadline: in both.
+    let _ = store.create(&job("busy", "running", Some(500))).await.unwrap();
+    let inspector = Inspector::new(&extras);
+    let state = |view: &microdcs_valkey::DocumentView, index: &str| {
+        view.entries.iter().find(|e| e.index == index).map(|e| e.state.clone()).unwrap()
+    };
+    let idle = inspector.document("job", "idle").await.unwrap().unwrap();
+    assert_eq!(state(&idle, "running"), EntryState::NotIndexed, "when = false: correctly absent");
+    assert_eq!(state(&idle, "due"), EntryState::NotIndexed, "no score: correctly absent");
+    assert!(idle.entries.iter().all(|e| !matches!(e.state, EntryState::Missing)), "{:?}", idle.entries);
+    let busy = inspector.document("job", "busy").await.unwrap().unwrap();
+    assert_eq!(state(&busy, "running"), EntryState::Present);
+    assert_eq!(state(&busy, "due"), EntryState::Present);
+    // The store's verify says the same: nothing missing.
+    assert!(store.verify(&Default::default()).await.unwrap().is_clean());
+}

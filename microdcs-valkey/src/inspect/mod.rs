@@ -8,7 +8,7 @@
 
 use std::marker::PhantomData;
 
-use microdcs_schema::{DocumentSpec, IndexSpec, KeyTemplate, KeyType, Keyspace, Role, Source, builtin};
+use microdcs_schema::{DocumentSpec, IndexSpec, KeyTemplate, KeyType, Keyspace, Role, builtin};
 use redis::{Cmd, FromRedisValue, Value};
 
 use crate::client::Valkey;
@@ -316,21 +316,15 @@ impl<K: Keyspace> Inspector<K> {
         stored: &impl Fn(&str) -> Option<String>,
     ) -> Result<EntryView> {
         let t = parse(ix.key)?;
-        let mut values = Vec::new();
-        for p in t.placeholders() {
-            let v = match ix.binding(p).map(|b| b.source) {
-                Some(Source::Id) => Some(id.to_owned()),
-                Some(Source::Scope) => scope.map(str::to_owned),
-                _ => stored(p),
-            };
-            match v {
-                Some(v) if !v.is_empty() => values.push(v),
-                _ => return Ok(EntryView { index: ix.name.into(), key: None, state: EntryState::NotIndexed }),
-            }
-        }
-        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
-        let key = match t.render(self.valkey.prefix(), &refs) {
-            Ok(k) => k,
+        // The same rule as the store's writes: which entry the stored
+        // fields (and a member's or sorted entry's marker) call for.
+        let names: Vec<&str> = t.placeholders().chain([ix.name]).collect();
+        let values: Vec<(&str, Option<String>)> = names.iter().map(|n| (*n, stored(n))).collect();
+        let lookup = |n: &str| values.iter().find(|(f, _)| *f == n).and_then(|(_, v)| v.as_deref());
+        let key = match microdcs_schema::stored_entry_key(ix, &t, self.valkey.prefix(), id, scope.unwrap_or(""), lookup)
+        {
+            Ok(Some(k)) => k,
+            Ok(None) => return Ok(EntryView { index: ix.name.into(), key: None, state: EntryState::NotIndexed }),
             Err(e) => return Ok(unreadable(ix.name, None, e.to_string())),
         };
         let state = if unique {

@@ -20,6 +20,7 @@ pub(super) enum Ph {
 
 #[derive(Debug)]
 pub(super) struct IndexPlan {
+    pub(super) spec: &'static IndexSpec<'static>,
     pub(super) template: KeyTemplate,
     pub(super) placeholders: Vec<Ph>,
     /// The membership marker of a conditional group (the score of a sorted
@@ -81,7 +82,7 @@ impl Plan {
         let spec = &D::SPEC;
         let prefix = valkey.prefix();
         let fields = lua::all_index_fields(spec);
-        let index_plan = |ix: &IndexSpec<'_>| {
+        let index_plan = |ix: &'static IndexSpec<'static>| {
             let template = parse(ix.key);
             let placeholders = template
                 .placeholders()
@@ -93,7 +94,7 @@ impl Plan {
                 .collect();
             let marker =
                 (ix.when.is_some() || ix.score.is_some()).then(|| fields.iter().position(|f| f == ix.name)).flatten();
-            IndexPlan { template, placeholders, marker }
+            IndexPlan { spec: ix, template, placeholders, marker }
         };
         let kind_channel = parse(spec.nudge);
         let doc = parse(spec.key);
@@ -227,30 +228,19 @@ impl Plan {
         self.unique.iter().chain(&self.groups)
     }
 
-    /// The old key of an index from a read state, or `None` if not indexed.
+    /// The old key of an index from a read state, or `None` if not indexed
+    /// (the schema's one rule for "the entry these stored fields call for").
     pub(super) fn old_key(&self, ix: &IndexPlan, valkey: &Valkey, id: &str, st: &ReadState) -> Result<Option<String>> {
         if !st.exists {
             return Ok(None);
         }
-        if let Some(m) = ix.marker
-            && st.fields.get(m).and_then(Option::as_deref).is_none()
-        {
-            return Ok(None);
-        }
         let scope = st.scope.as_deref().unwrap_or_default();
-        let mut values: Vec<&str> = Vec::with_capacity(ix.placeholders.len());
-        for ph in &ix.placeholders {
-            match ph {
-                Ph::Id => values.push(id),
-                Ph::Scope => values.push(scope),
-                Ph::Field(i) => match st.fields.get(*i).and_then(Option::as_deref) {
-                    Some(v) => values.push(v),
-                    None => return Ok(None),
-                },
-            }
-        }
-        match ix.template.render(valkey.prefix(), &values) {
-            Ok(k) => Ok(Some(k)),
+        let stored = |name: &str| {
+            let at = self.fields.iter().position(|f| f == name)?;
+            st.fields.get(at).and_then(Option::as_deref)
+        };
+        match microdcs_schema::stored_entry_key(ix.spec, &ix.template, valkey.prefix(), id, scope, stored) {
+            Ok(k) => Ok(k),
             // We never store a value that cannot be a key segment.
             Err(e) => Err(Error::Corrupt {
                 key: self.doc_key(valkey.prefix(), st.scope.as_deref(), id).unwrap_or_else(|_| id.to_owned()),
