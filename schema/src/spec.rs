@@ -52,6 +52,25 @@ pub enum Source<'a> {
     Method(&'a str),
 }
 
+/// The version of the layout text [`DocumentSpec::index_layouts`] writes:
+/// an explicit encoding of our own (never a derived `Debug`, which may
+/// change with the compiler), so a fingerprint changes only when a layout
+/// does. A fingerprint recorded under an earlier encoding reads as changed
+/// once, and the next rebuild records the new one.
+pub const LAYOUT_VERSION: &str = "layout-v1";
+
+/// A source in layout text: `id`, `scope`, `field:NAME`, `method:NAME`, or
+/// `-` for none.
+fn source_text(s: Option<Source<'_>>) -> String {
+    match s {
+        None => "-".to_owned(),
+        Some(Source::Id) => "id".to_owned(),
+        Some(Source::Scope) => "scope".to_owned(),
+        Some(Source::Field(f)) => format!("field:{f}"),
+        Some(Source::Method(m)) => format!("method:{m}"),
+    }
+}
+
 /// A placeholder of an index key and its source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Binding<'a> {
@@ -281,21 +300,25 @@ impl<'a> DocumentSpec<'a> {
             out.push(IndexLayout {
                 index: "list",
                 field: format!("{}:list", self.kind),
-                text: format!("list|{}|{:?}|{}", l.key, l.score, self.key),
+                text: format!("{LAYOUT_VERSION}|list|{}|score={}|doc={}", l.key, source_text(l.score), self.key),
             });
         }
         for (what, ixs) in [("unique", self.unique), ("group", self.groups)] {
             for ix in ixs {
+                let bindings: Vec<String> =
+                    ix.bindings.iter().map(|b| format!("{}={}", b.placeholder, source_text(Some(b.source)))).collect();
+                let max = ix.max.map_or_else(|| "-".to_owned(), |m| m.to_string());
                 out.push(IndexLayout {
                     index: ix.name,
                     field: format!("{}:{}", self.kind, ix.name),
-                    text: match (ix.when, ix.score) {
-                        (None, None) => format!("{what}|{}|{:?}|{}", ix.key, ix.bindings, self.key),
-                        (w, s) => format!(
-                            "{what}|{}|{:?}|when {w:?}|score {s:?} max {:?}|{}",
-                            ix.key, ix.bindings, ix.max, self.key
-                        ),
-                    },
+                    text: format!(
+                        "{LAYOUT_VERSION}|{what}|{}|{}|when={}|score={}|max={max}|doc={}",
+                        ix.key,
+                        bindings.join(","),
+                        source_text(ix.when),
+                        source_text(ix.score),
+                        self.key
+                    ),
                 });
             }
         }
@@ -544,5 +567,25 @@ impl<'a> KeyspaceSpec<'a> {
     /// The declared family with this name.
     pub fn declared(&self, name: &str) -> Option<&FamilySpec<'a>> {
         self.families.iter().find(|f| f.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fixtures::JOB_RESPONSE;
+
+    #[test]
+    fn layout_texts_are_an_explicit_versioned_encoding() {
+        // Pinned: these texts are hashed into fingerprints stored on
+        // servers; a change here flags every index as needing a rebuild.
+        let texts: Vec<String> = JOB_RESPONSE.index_layouts().into_iter().map(|l| l.text).collect();
+        assert_eq!(
+            texts,
+            [
+                "layout-v1|list|jobresponse:list:{scope}|score=field:start_time|doc=jobresponse:{id}",
+                "layout-v1|unique|jobresponse:byorder:{order}|order=field:job_order_id|when=-|score=-|max=-|doc=jobresponse:{id}",
+                "layout-v1|group|jobresponse:bystate:{scope}:{state}|scope=scope,state=method:normalized_state|when=-|score=-|max=-|doc=jobresponse:{id}",
+            ]
+        );
     }
 }

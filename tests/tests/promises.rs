@@ -289,3 +289,26 @@ async fn the_inspector_agrees_with_the_store_on_member_and_sorted_entries() {
     // The store's verify says the same: nothing missing.
     assert!(store.verify(&Default::default()).await.unwrap().is_clean());
 }
+
+#[test]
+fn persisted_digests_are_pinned_by_literals() {
+    use microdcs_tests::fixtures::JobResponse;
+    use microdcs_valkey::Document;
+    // Layout fingerprints recorded on servers by a rebuild: a change would
+    // flag every index of every deployment as needing a rebuild.
+    let fps = microdcs_valkey::fingerprints(&JobResponse::SPEC);
+    assert_eq!(fps, FINGERPRINTS.map(|(f, d)| (f.to_owned(), d.to_owned())).to_vec());
+    // The stored form of a caller's operation id: a change would make a
+    // retry across an upgrade unrecognised, and apply an `Expect::Any`
+    // write twice.
+    assert_eq!(microdcs_schema::lua::stored_op_id("order-7/attempt-1"), STORED_OP_ID);
+    assert_eq!(microdcs_schema::lua::stored_op_id("x"), STORED_OP_ID_X);
+}
+
+const FINGERPRINTS: [(&str, &str); 3] = [
+    ("jobresponse:list", "a77e47f3cef04aef"),
+    ("jobresponse:by_order", "2d60ff61dbe84a11"),
+    ("jobresponse:by_state", "38e3a2ba46a124ee"),
+];
+const STORED_OP_ID: &str = "19vC08h5qtSJ";
+const STORED_OP_ID_X: &str = "yNNnc5IT1P2r";

@@ -2,6 +2,7 @@
 //! corruption and scope checks, the check of the caller's read of each
 //! index, and the description of the positions both use.
 
+use super::ret::{ALREADY_APPLIED, CORRUPT, RETRY, WRONG_SCOPE};
 use std::fmt::Write as _;
 
 use super::layout::{CommonSlots, IndexSlots};
@@ -67,22 +68,22 @@ if exists then
   -- Checked as text (bytes, not the locale's collation) before it is
   -- converted, so nothing is rounded before it is known to be exact; only
   -- a text as long as the limit needs the comparison byte by byte.
-  if not vs or #vs > {max_len} or not string.find(vs, '^[1-9][0-9]*$') then return {{6, 'v'}} end
+  if not vs or #vs > {max_len} or not string.find(vs, '^[1-9][0-9]*$') then return {{{CORRUPT}, 'v'}} end
   if #vs == {max_len} then
     for i = 1, {max_len} do
       local a, b = string.byte(vs, i), string.byte('{max}', i)
       if a ~= b then
-        if a > b then return {{6, 'v'}} end
+        if a > b then return {{{CORRUPT}, 'v'}} end
         break
       end
     end
   end
   v = tonumber(vs)
-  if cur[2] == false then return {{6, 'scope'}} end
-  if cur[{doc}] == false then return {{6, 'doc'}} end
-  if cur[2] ~= scope then return {{3, cur[2]}} end
+  if cur[2] == false then return {{{CORRUPT}, 'scope'}} end
+  if cur[{doc}] == false then return {{{CORRUPT}, 'doc'}} end
+  if cur[2] ~= scope then return {{{WRONG_SCOPE}, cur[2]}} end
 elseif redis.call('EXISTS', doc_key) == 1 then
-  return {{6, 'v'}}
+  return {{{CORRUPT}, 'v'}}
 end
 ",
         dk = c.doc_key,
@@ -108,7 +109,7 @@ pub(super) fn history(out: &mut String) {
         "\
 local ops = cur[3] or ''
 if string.find(ops, '=', 1, true) then ops = '' end
-if #ops % {n} ~= 0 or #ops / {n} > v then return {{6, 'ops'}} end
+if #ops % {n} ~= 0 or #ops / {n} > v then return {{{CORRUPT}, 'ops'}} end
 ",
         n = OP_ID_LEN
     );
@@ -127,11 +128,11 @@ local tomb = redis.call('GET', KEYS[{key}])
 local tomb_v, tomb_op, tomb_ops
 if tomb then
   local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
-  if not tv or #tv > {max_len} or tonumber(tv) > {max} or #rest < {n} or #rest % {n} ~= 0 then return {{6, 'tomb'}} end
+  if not tv or #tv > {max_len} or tonumber(tv) > {max} or #rest < {n} or #rest % {n} ~= 0 then return {{{CORRUPT}, 'tomb'}} end
   tomb_v = tonumber(tv)
   tomb_op = string.sub(rest, 1, {n})
   tomb_ops = string.sub(rest, {n1})
-  if #tomb_ops / {n} > tomb_v then return {{6, 'tomb'}} end
+  if #tomb_ops / {n} > tomb_v then return {{{CORRUPT}, 'tomb'}} end
 end
 ",
         n = OP_ID_LEN,
@@ -152,7 +153,7 @@ pub(super) fn lookup(out: &mut String, hist: &str, newest: &str, indent: &str) {
         "\
 local at = string.find({hist}, op, 1, true)
 while at and at % {n} ~= 1 do at = string.find({hist}, op, at + 1, true) end
-if at then return {{7, {newest} - (#{hist} - at + 1) / {n} + 1}} end
+if at then return {{{ALREADY_APPLIED}, {newest} - (#{hist} - at + 1) / {n} + 1}} end
 ",
         n = OP_ID_LEN
     );
@@ -171,7 +172,7 @@ pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSl
         let _ = write!(was, " and cur[{}] ~= false", slots.field(f.at));
     }
     let _ = writeln!(out, "local was_{n} = {was}");
-    let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {{5}} end", ix.old.flag);
+    let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {{{RETRY}}} end", ix.old.flag);
     if !ix.fields.is_empty() {
         let diffs: Vec<String> = ix
             .fields
@@ -179,7 +180,7 @@ pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSl
             .enumerate()
             .map(|(k, f)| format!("cur[{}] ~= ARGV[{}]", slots.field(f.at), ix.old.value(k)))
             .collect();
-        let _ = writeln!(out, "if was_{n} and ({}) then return {{5}} end", diffs.join(" or "));
+        let _ = writeln!(out, "if was_{n} and ({}) then return {{{RETRY}}} end", diffs.join(" or "));
     }
 }
 

@@ -1,5 +1,6 @@
 //! The delete script.
 
+use super::ret::{ALREADY_APPLIED, CONFLICT, NOT_FOUND, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
@@ -43,13 +44,13 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     prologue(&mut out, &slots, c);
     history(&mut out);
     tomb_read(&mut out, l.tomb_key, "");
-    out.push_str("if tomb and tomb_op == op then return {7, tomb_v} end\n");
+    let _ = writeln!(out, "if tomb and tomb_op == op then return {{{ALREADY_APPLIED}, tomb_v}} end");
     let _ = write!(
         out,
         "\
-if not exists then return {{2}} end
+if not exists then return {{{NOT_FOUND}}} end
 local expect = ARGV[{expect}]
-if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
+if expect ~= 'any' and expect ~= cur[1] then return {{{CONFLICT}, v}} end
 ",
         expect = c.expect
     );
@@ -102,7 +103,7 @@ if expect ~= 'any' and expect ~= cur[1] then return {{0, v}} end
         "\
 redis.call('DEL', doc_key)
 redis.call('SET', KEYS[{tomb}], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[{ttl}])
-{publish}return {{1, v}}
+{publish}return {{{WRITTEN}, v}}
 ",
         publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
         tomb = l.tomb_key,

@@ -137,8 +137,59 @@ mod tests {
         assert!(valid_op_id(&a), "{a}");
         assert_eq!(a, stored_op_id("job-42.step-3"), "deterministic");
         assert_ne!(a, stored_op_id("job-42.step-4"));
-        // Pinned: a stored id must not change between releases.
-        assert_eq!(stored_op_id("x"), stored_op_id("x"));
+        // Pinned by literals (computed independently from the FNV-1a
+        // definition): a stored id must not change between releases, or a
+        // retry across an upgrade is not recognised.
+        assert_eq!(stored_op_id("x"), "yNNnc5IT1P2r");
+        assert_eq!(stored_op_id("order-7/attempt-1"), "19vC08h5qtSJ");
+    }
+
+    /// The codes a script's header documents (`--   {N, ...}` lines).
+    fn documented_codes(text: &str) -> std::collections::BTreeSet<i64> {
+        text.lines()
+            .take_while(|l| l.starts_with("--"))
+            .filter_map(|l| l.strip_prefix("--   {"))
+            .filter_map(|l| l.split(|c| c == ',' || c == '}').next()?.parse().ok())
+            .collect()
+    }
+
+    /// The codes a script returns (`return {N` in its text).
+    fn returned_codes(text: &str) -> std::collections::BTreeSet<i64> {
+        text.lines()
+            .filter(|l| !l.starts_with("--"))
+            .flat_map(|l| l.match_indices("return {").map(move |(at, _)| &l[at + 8..]))
+            .filter_map(|rest| rest.split(|c| c == ',' || c == '}').next()?.trim().parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn every_documented_return_is_produced_from_the_runtime_constants() {
+        use crate::fixtures::JOB_RESPONSE;
+        let all: std::collections::BTreeSet<i64> = [
+            ret::CONFLICT,
+            ret::WRITTEN,
+            ret::NOT_FOUND,
+            ret::WRONG_SCOPE,
+            ret::UNIQUE_VIOLATION,
+            ret::RETRY,
+            ret::CORRUPT,
+            ret::ALREADY_APPLIED,
+        ]
+        .into();
+        let (put, _) = put_script(&JOB_RESPONSE);
+        assert_eq!(documented_codes(&put), all, "put header");
+        assert_eq!(returned_codes(&put), all, "put returns");
+        let (delete, _) = delete_script(&JOB_RESPONSE);
+        assert_eq!(documented_codes(&delete), returned_codes(&delete), "delete: documented = produced");
+        let expect: std::collections::BTreeSet<i64> =
+            all.iter().copied().filter(|c| *c != ret::UNIQUE_VIOLATION).collect();
+        assert_eq!(returned_codes(&delete), expect, "delete returns");
+        // The literal values are part of the contract with stored scripts.
+        assert_eq!(
+            [ret::CONFLICT, ret::WRITTEN, ret::NOT_FOUND, ret::WRONG_SCOPE, ret::UNIQUE_VIOLATION],
+            [0, 1, 2, 3, 4]
+        );
+        assert_eq!([ret::RETRY, ret::CORRUPT, ret::ALREADY_APPLIED, ret::EVENT_APPLIED], [5, 6, 7, 8]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The put (compare-and-set) script.
 
+use super::ret::{CONFLICT, CORRUPT, NOT_FOUND, UNIQUE_VIOLATION, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
@@ -123,12 +124,12 @@ pub(super) fn generate(spec: &DocumentSpec<'_>, l: &PutLayout, step: Option<&Ste
         "\
 local expect = ARGV[{expect}]
 if expect == 'create' then
-  if exists then return {{0, v}} end
+  if exists then return {{{CONFLICT}, v}} end
 elseif expect ~= 'any' then
-  if not exists then return {{2}} end
-  if expect ~= cur[1] then return {{0, v}} end
+  if not exists then return {{{NOT_FOUND}}} end
+  if expect ~= cur[1] then return {{{CONFLICT}, v}} end
 end
-if v >= {max} then return {{6, 'v', 'limit'}} end
+if v >= {max} then return {{{CORRUPT}, 'v', 'limit'}} end
 ",
         expect = c.expect,
         max = MAX_VERSION,
@@ -151,7 +152,7 @@ if v >= {max} then return {{6, 'v', 'limit'}} end
         if ix.index.unique {
             let _ = writeln!(
                 out,
-                "if new_{n} and not keep_{n} then\n  local holder = redis.call('GET', KEYS[{new_key}])\n  if holder and holder ~= id then return {{4, {n}, holder}} end\nend",
+                "if new_{n} and not keep_{n} then\n  local holder = redis.call('GET', KEYS[{new_key}])\n  if holder and holder ~= id then return {{{UNIQUE_VIOLATION}, {n}, holder}} end\nend",
             );
             let _ =
                 writeln!(out, "local drop_{n} = was_{n} and not keep_{n} and redis.call('GET', KEYS[{old_key}]) == id");
@@ -369,7 +370,7 @@ if not exists then change = 'created' end
         out,
         "\
 if not exists then redis.call('SADD', KEYS[{registry}], scope) end
-{publish}return {{1, newv}}
+{publish}return {{{WRITTEN}, newv}}
 ",
         registry = c.registry_key,
         publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },

@@ -3,6 +3,7 @@
 //! text (`put::generate`); this module adds the step's parts at the points
 //! it calls them.
 
+use super::ret::{EVENT_APPLIED};
 use std::fmt::Write as _;
 
 use super::layout::StepLayout;
@@ -55,7 +56,7 @@ pub(super) fn event_check(out: &mut String, s: &StepLayout) {
 local event = ARGV[{flag}] == '1'
 if event then
   local applied = redis.call('GET', KEYS[{key}])
-  if applied then return {{8, applied}} end
+  if applied then return {{{EVENT_APPLIED}, applied}} end
 end
 ",
         flag = s.marker_flag,
