@@ -312,3 +312,53 @@ const FINGERPRINTS: [(&str, &str); 3] = [
 ];
 const STORED_OP_ID: &str = "19vC08h5qtSJ";
 const STORED_OP_ID_X: &str = "yNNnc5IT1P2r";
+
+#[tokio::test]
+async fn a_page_belongs_to_its_walk_and_resumes_from_its_token() {
+    let server = server();
+    let prefix = unique_prefix("page-walk");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    for i in 0..30 {
+        let status = if i % 2 == 0 { "queued" } else { "done" };
+        let _ = store.create(&job(&format!("j-{i:02}"), status, None)).await.unwrap();
+    }
+    let queued = || Job::by_status("s1", "queued");
+    let page = store.ids(queued(), Page::first(4)).await.unwrap().next.expect("more queued");
+    // Another group, a list, another scope: refused, nothing walked.
+    let refused = |r: Result<microdcs_valkey::IdPage, Error>, what: &str| {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    refused(store.ids(Job::by_status("s1", "done"), page.clone()).await, "another group");
+    refused(store.ids(Job::by_status("s2", "queued"), page.clone()).await, "another scope");
+    refused(store.list("s1", page.clone()).await, "a list");
+    let list_page = store.list("s1", Page::first(4)).await.unwrap().next.unwrap();
+    refused(store.ids(queued(), list_page.clone()).await, "a list page to a group");
+    refused(store.ids(Job::due("s1"), list_page).await, "a list page to a sorted index");
+
+    // The walk resumes from the token, in this process or another.
+    let mut all: Vec<String> = Vec::new();
+    let mut next = Some(Page::first(4));
+    while let Some(p) = next {
+        let token = p.to_token();
+        let got = store.ids(queued(), Page::from_token(&token).unwrap()).await.unwrap();
+        all.extend(got.ids);
+        next = got.next;
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 15, "every queued job once through tokens: {all:?}");
+    // A sorted walk by token too.
+    let mut listed = Vec::new();
+    let mut p = Some(Page::first(7));
+    while let Some(page) = p {
+        let got = store.list("s1", page.to_token().parse().unwrap()).await.unwrap();
+        listed.extend(got.ids);
+        p = got.next;
+    }
+    assert_eq!(listed.len(), 30);
+    // A damaged token is a typed error.
+    let token = store.ids(queued(), Page::first(4)).await.unwrap().next.unwrap().to_token();
+    let damaged = format!("{}0", &token[..token.len() - 1]);
+    assert!(matches!(Page::from_token(&damaged), Err(Error::InvalidArgument(_))));
+}

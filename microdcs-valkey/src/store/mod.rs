@@ -15,6 +15,7 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod maintenance;
+mod page;
 mod plan;
 mod read;
 mod step;

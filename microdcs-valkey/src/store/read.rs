@@ -381,10 +381,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {
+        page.check_walk(key)?;
         let count = page.count.max(1);
         let (anchor, score) = match &page.at {
             PageAt::After { score, id } => (id.as_str(), score.as_str()),
-            _ => ("", ""),
+            PageAt::Scan { .. } => {
+                return Err(Error::InvalidArgument("a set walk's page handed to a sorted walk".into()));
+            }
+            PageAt::Start => ("", ""),
         };
         let mut con = self.valkey.connection();
         let n = count.to_string();
@@ -398,7 +402,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let next = match (ids.len() == count, last, ids.last()) {
             (true, Some(score), Some(id)) => {
-                Some(Page { count: page.count, at: PageAt::After { score, id: id.clone() } })
+                Some(Page::next_of(key, page.count, PageAt::After { score, id: id.clone() }))
             }
             _ => None,
         };
@@ -434,13 +438,32 @@ where
 /// One page of a set's members by `SSCAN` (see [`Page`] for what a walk
 /// over pages returns); one attempt, for a caller's bounded read.
 pub(crate) async fn sscan_page(valkey: &crate::Valkey, key: &str, page: Page) -> Result<IdPage> {
+    page.check_walk(key)?;
     let count = page.count.max(1);
     let mut started = !matches!(page.at, PageAt::Start);
+    let from_token = page.is_from_token();
     let (mut cursor, mut ids) = match page.at {
         PageAt::Scan { cursor, pending } => (cursor, pending),
-        _ => (0, Vec::new()),
+        // A sorted set's position handed to a set's walk: refused, not
+        // taken as a fresh start.
+        PageAt::After { .. } => {
+            return Err(Error::InvalidArgument("a sorted walk's page handed to a set's walk".into()));
+        }
+        PageAt::Start => (0, Vec::new()),
     };
     let mut con = valkey.connection();
+    if from_token && !ids.is_empty() {
+        // A token is not signed: the ids it says were scanned are handed
+        // out only while they are members.
+        let member: Vec<bool> = redis::cmd("SMISMEMBER")
+            .arg(key)
+            .arg(&ids)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        let mut keep = member.into_iter();
+        ids.retain(|_| keep.next().unwrap_or(false));
+    }
     // SSCAN's COUNT is a hint: scan until the page is full or the walk
     // ends, and carry what does not fit over to the next page.
     // Ids in this page and the carried-over rest, for a linear dedupe.
@@ -464,7 +487,7 @@ pub(crate) async fn sscan_page(valkey: &crate::Valkey, key: &str, page: Page) ->
     }
     let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
     let next = (cursor != 0 || !pending.is_empty())
-        .then_some(Page { count: page.count, at: PageAt::Scan { cursor, pending } });
+        .then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
     Ok(IdPage { ids, next })
 }
 

@@ -64,58 +64,8 @@ pub enum DeleteOutcome {
     NotFound,
 }
 
-/// A page request: the first page ([`Page::first`]) or the continuation
-/// an [`IdPage`] hands back. A page holds at most `count` ids.
-///
-/// Sorted lists continue after the last (score, id) returned, not at a rank
-/// offset, so ids inserted or removed meanwhile never make an id that
-/// existed before the first page repeat or be skipped. Sets (plain lists,
-/// group indexes) continue an `SSCAN`: every id present for the whole walk
-/// is returned, never twice within a page, and exactly once unless the set
-/// is resized (rehashed) during the walk, when the server may hand an id
-/// out again on a later page; one added or removed meanwhile may or may
-/// not be returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Page {
-    pub(super) count: usize,
-    pub(super) at: PageAt,
-}
-
-/// Where a page starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum PageAt {
-    /// The beginning.
-    Start,
-    /// An `SSCAN` cursor and ids already scanned but not yet returned.
-    Scan { cursor: u64, pending: Vec<String> },
-    /// After this (score, id) of a sorted set; the score as the server wrote it.
-    After { score: String, id: String },
-}
-
-impl Page {
-    /// The largest page: a larger count is taken as this one.
-    pub const MAX: usize = 100_000;
-
-    /// The first page of at most `count` ids (at least 1, at most
-    /// [`Page::MAX`]).
-    pub fn first(count: usize) -> Self {
-        Page { count: count.clamp(1, Self::MAX), at: PageAt::Start }
-    }
-
-    /// The page size.
-    pub fn count(&self) -> usize {
-        self.count
-    }
-}
-
-/// A page of ids and the request for the next one (`None` at the end).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdPage {
-    /// Ids in this page: at most the count asked for.
-    pub ids: Vec<String>,
-    /// The next page, if there is one.
-    pub next: Option<Page>,
-}
+pub use super::page::{IdPage, Page};
+pub(crate) use super::page::PageAt;
 
 /// What was read of a stored document: enough to update or delete it in one
 /// round trip (its version and the index fields the next write must remove).

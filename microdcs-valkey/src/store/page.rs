@@ -1,0 +1,260 @@
+//! Pages of ids: where a walk over a set or a sorted set stands, bound to
+//! the key it walks, and its text form (a token another process can resume
+//! from, or an HTTP page token).
+//!
+//! A continuation names its walk by a digest of the key, so a page handed
+//! to the walk of another key is refused instead of silently continuing the
+//! wrong walk (or restarting this one). A token carries a checksum, so a
+//! damaged or edited token is refused; it is not signed, so what it carries
+//! is never trusted as data: ids a token says were scanned but not yet
+//! returned are checked against the set before they are handed out.
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// A page request: the first page ([`Page::first`]) or the continuation
+/// an [`IdPage`] hands back. A page holds at most `count` ids.
+///
+/// Sorted lists continue after the last (score, id) returned, not at a rank
+/// offset, so ids inserted or removed meanwhile never make an id that
+/// existed before the first page repeat or be skipped. Sets (plain lists,
+/// group indexes) continue an `SSCAN`: every id present for the whole walk
+/// is returned, never twice within a page, and exactly once unless the set
+/// is resized (rehashed) during the walk, when the server may hand an id
+/// out again on a later page; one added or removed meanwhile may or may
+/// not be returned.
+///
+/// A continuation belongs to the walk that returned it (the same index,
+/// values and scope): handed to another walk it is refused
+/// ([`Error::InvalidArgument`]). [`Page::to_token`] and [`Page::from_token`]
+/// give it a stable text form, for resuming in another process or as an
+/// HTTP page token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub(super) count: usize,
+    pub(super) at: PageAt,
+    /// The walk a continuation belongs to: a digest of the key it walks
+    /// (`None` for a first page, which may start any walk).
+    walk: Option<String>,
+    /// Read from a token: the ids it carries are checked before use.
+    from_token: bool,
+}
+
+/// Where a page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PageAt {
+    /// The beginning.
+    Start,
+    /// An `SSCAN` cursor and ids already scanned but not yet returned.
+    Scan { cursor: u64, pending: Vec<String> },
+    /// After this (score, id) of a sorted set; the score as the server wrote it.
+    After { score: String, id: String },
+}
+
+/// A page of ids and the request for the next one (`None` at the end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdPage {
+    /// Ids in this page: at most the count asked for.
+    pub ids: Vec<String>,
+    /// The next page, if there is one.
+    pub next: Option<Page>,
+}
+
+/// What every token starts with: the format and its version.
+const TOKEN_TAG: &str = "mdcp1";
+impl Page {
+    /// The longest token [`Page::from_token`] reads (a page carries at most
+    /// its count of ids, each a key segment).
+    pub const MAX_TOKEN_LEN: usize = 1 << 20;
+
+    /// The largest page: a larger count is taken as this one.
+    pub const MAX: usize = 100_000;
+
+    /// The first page of at most `count` ids (at least 1, at most
+    /// [`Page::MAX`]).
+    pub fn first(count: usize) -> Self {
+        Page { count: count.clamp(1, Self::MAX), at: PageAt::Start, walk: None, from_token: false }
+    }
+
+    /// The page size.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The continuation of the walk over `key` at `at`.
+    pub(crate) fn next_of(key: &str, count: usize, at: PageAt) -> Self {
+        Page { count, at, walk: Some(walk_digest(key)), from_token: false }
+    }
+
+    /// Refuses a continuation of another walk than the one over `key`.
+    pub(crate) fn check_walk(&self, key: &str) -> Result<()> {
+        match &self.walk {
+            Some(w) if *w != walk_digest(key) => Err(Error::InvalidArgument(
+                "this page continues another walk (another index, values, scope or list): \
+                 pass it back to the call that returned it, or start with Page::first"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the page came from a token, so the ids it carries must be
+    /// checked before they are returned.
+    pub(crate) fn is_from_token(&self) -> bool {
+        self.from_token
+    }
+
+    /// The page as text: letters, digits, `.`, `-` and `_` only (safe in a
+    /// URL), the same for the same page in every process and release of
+    /// this format. Read back with [`Page::from_token`].
+    pub fn to_token(&self) -> String {
+        let mut fields = vec![self.count.to_string(), self.walk.clone().unwrap_or_default()];
+        match &self.at {
+            PageAt::Start => fields.push("s".into()),
+            PageAt::Scan { cursor, pending } => {
+                fields.push("c".into());
+                fields.push(cursor.to_string());
+                fields.extend(pending.iter().map(|id| hex(id.as_bytes())));
+            }
+            PageAt::After { score, id } => {
+                fields.push("a".into());
+                fields.push(hex(score.as_bytes()));
+                fields.push(hex(id.as_bytes()));
+            }
+        }
+        let body = fields.join(".");
+        format!("{TOKEN_TAG}.{}.{body}", checksum(&body))
+    }
+
+    /// A page from its [`Page::to_token`] text.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a token that is not one of ours, is
+    /// damaged or edited (its checksum fails), or is over
+    /// [`Page::MAX_TOKEN_LEN`].
+    pub fn from_token(token: &str) -> Result<Self> {
+        let bad = |why: &str| Error::InvalidArgument(format!("not a page token: {why}"));
+        if token.len() > Self::MAX_TOKEN_LEN {
+            return Err(bad("too long"));
+        }
+        let rest = token.strip_prefix(TOKEN_TAG).and_then(|r| r.strip_prefix('.')).ok_or_else(|| bad("no tag"))?;
+        let (sum, body) = rest.split_once('.').ok_or_else(|| bad("no checksum"))?;
+        if sum != checksum(body) {
+            return Err(bad("checksum mismatch (damaged or edited)"));
+        }
+        let mut f = body.split('.');
+        let count: usize = f.next().and_then(|c| c.parse().ok()).ok_or_else(|| bad("count"))?;
+        if count == 0 || count > Self::MAX {
+            return Err(bad("count out of range"));
+        }
+        let walk = f.next().ok_or_else(|| bad("walk"))?;
+        if !walk.is_empty() && (walk.len() != 16 || !walk.bytes().all(|b| b.is_ascii_hexdigit())) {
+            return Err(bad("walk"));
+        }
+        let text = |h: Option<&str>| h.and_then(unhex).ok_or_else(|| bad("field encoding"));
+        let at = match f.next() {
+            Some("s") => PageAt::Start,
+            Some("c") => {
+                let cursor = f.next().and_then(|c| c.parse().ok()).ok_or_else(|| bad("cursor"))?;
+                let pending = f.by_ref().map(|h| text(Some(h))).collect::<Result<Vec<_>>>()?;
+                PageAt::Scan { cursor, pending }
+            }
+            Some("a") => {
+                let score = text(f.next())?;
+                if score.parse::<f64>().is_err() {
+                    return Err(bad("score"));
+                }
+                PageAt::After { score, id: text(f.next())? }
+            }
+            _ => return Err(bad("position")),
+        };
+        if f.next().is_some() {
+            return Err(bad("trailing fields"));
+        }
+        if matches!(at, PageAt::Start) != walk.is_empty() {
+            return Err(bad("a first page has no walk, a continuation has one"));
+        }
+        Ok(Page { count, at, walk: (!walk.is_empty()).then(|| walk.to_owned()), from_token: true })
+    }
+}
+
+impl std::fmt::Display for Page {
+    /// The token ([`Page::to_token`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_token())
+    }
+}
+
+impl std::str::FromStr for Page {
+    type Err = Error;
+
+    /// [`Page::from_token`].
+    fn from_str(s: &str) -> Result<Self> {
+        Page::from_token(s)
+    }
+}
+
+/// The walk of `key`: the first 8 bytes of its SHA-256, in hex (the key
+/// itself stays out of tokens).
+fn walk_digest(key: &str) -> String {
+    hex(&Sha256::digest(key.as_bytes())[..8])
+}
+
+fn checksum(body: &str) -> String {
+    hex(&Sha256::digest(body.as_bytes())[..6])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(h: &str) -> Option<String> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_are_pinned() {
+        let first = Page::first(10);
+        // Pinned (computed independently): tokens cross processes and releases.
+        assert_eq!(first.to_token(), "mdcp1.aefd15218beb.10..s");
+        let scan = Page::next_of("p:job:bystatus:s1:queued", 10, PageAt::Scan { cursor: 42, pending: vec!["j-1".into()] });
+        let after = Page::next_of("p:job:list:s1", 5, PageAt::After { score: "1.5".into(), id: "a.b".into() });
+        assert_eq!(after.to_token(), "mdcp1.e006b7a8a4cc.5.8ff6e80ea0769420.a.312e35.612e62");
+        for p in [first, scan, after] {
+            let t = p.to_token();
+            assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)), "{t}");
+            let back = Page::from_token(&t).unwrap();
+            assert_eq!((back.count, &back.at, &back.walk), (p.count, &p.at, &p.walk));
+            assert!(back.is_from_token());
+            assert_eq!(t.parse::<Page>().unwrap(), back);
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_token_is_refused() {
+        let t = Page::next_of("k", 10, PageAt::Scan { cursor: 7, pending: vec![] }).to_token();
+        let edited = t.replace(".7", ".8");
+        assert_ne!(edited, t);
+        for bad in [edited.as_str(), "", "mdcp1", "mdcp2.x.y", &t[..t.len() - 1], "mdcp1.000000000000.10..s"] {
+            assert!(matches!(Page::from_token(bad), Err(Error::InvalidArgument(_))), "{bad:?}");
+        }
+        assert!(Page::from_token(&"a".repeat(Page::MAX_TOKEN_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn a_continuation_belongs_to_its_walk() {
+        let p = Page::next_of("k1", 10, PageAt::Scan { cursor: 7, pending: vec![] });
+        assert!(p.check_walk("k1").is_ok());
+        assert!(matches!(p.check_walk("k2"), Err(Error::InvalidArgument(_))));
+        assert!(Page::first(3).check_walk("anything").is_ok());
+    }
+}
