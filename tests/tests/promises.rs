@@ -362,3 +362,57 @@ async fn a_page_belongs_to_its_walk_and_resumes_from_its_token() {
     let damaged = format!("{}0", &token[..token.len() - 1]);
     assert!(matches!(Page::from_token(&damaged), Err(Error::InvalidArgument(_))));
 }
+
+/// `put(Any)` racing `update` on one document whose unique and group
+/// indexes move with every write: an overwrite has no expectation to fail,
+/// so it converges. Prints the fraction that gave up (`Contention`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_any_converges_under_contention() {
+    use microdcs_tests::fixtures::{JobResponse, Plant};
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("put-any"), WriteOptions::default()).await.unwrap();
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let doc = |w: usize, i: usize| {
+        let state = ["Queued", "Running", "Held", "Done"][(w + i) % 4];
+        JobResponse::new("r-1", "s1", &format!("o-{w}-{i}"), &[state])
+    };
+    let _ = store.create(&doc(0, 0)).await.unwrap();
+    const EACH: usize = 150;
+    let tasks: Vec<_> = (0..20)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let (mut gave_up, mut puts) = (0u32, 0u32);
+                for i in 0..EACH {
+                    if w % 2 == 0 {
+                        puts += 1;
+                        match store.put(&doc(w, i), microdcs_valkey::Expect::Any).await {
+                            Ok(PutOutcome::Written { .. }) => {}
+                            Err(Error::Contention { .. }) => gave_up += 1,
+                            other => panic!("put(Any): {other:?}"),
+                        }
+                    } else {
+                        let read = store.get("r-1").await.unwrap().unwrap();
+                        match store.update(&read, &doc(w, i)).await {
+                            Ok(PutOutcome::Written { .. } | PutOutcome::Conflict { .. }) => {}
+                            Err(Error::Contention { .. }) => {}
+                            other => panic!("update: {other:?}"),
+                        }
+                    }
+                }
+                (gave_up, puts)
+            })
+        })
+        .collect();
+    let (mut gave_up, mut puts) = (0, 0);
+    for t in tasks {
+        let (g, p) = t.await.unwrap();
+        gave_up += g;
+        puts += p;
+    }
+    let fraction = f64::from(gave_up) / f64::from(puts);
+    println!("put(Any) under contention: {gave_up} of {puts} gave up ({:.3}%)", fraction * 100.0);
+    assert!(fraction <= 0.001, "{gave_up} of {puts} put(Any) calls gave up");
+    let report = store.verify(&Default::default()).await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+}

@@ -306,6 +306,19 @@ pub(super) fn str_at(script: &'static str, rest: &[Value], i: usize) -> Result<S
     }
 }
 
+/// The values after the code of a reply, each a text or nil (`None`):
+/// the stored state a `{5, ...}` reply carries.
+pub(super) fn texts(script: &'static str, rest: &[Value]) -> Result<Vec<Option<String>>> {
+    rest.iter()
+        .map(|v| match v {
+            Value::Nil => Ok(None),
+            Value::BulkString(b) => Ok(Some(String::from_utf8_lossy(b).into_owned())),
+            Value::SimpleString(s) => Ok(Some(s.clone())),
+            other => Err(Error::Protocol { script, reply: short(other) }),
+        })
+        .collect()
+}
+
 /// The error for a `{6, field}` (corrupt hash) or `{6, 'v', 'limit'}`
 /// (version at its limit) reply.
 pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> Error {

@@ -79,6 +79,30 @@ impl<D, C> fmt::Debug for Store<D, C> {
 /// How many times a write re-reads after the script saw index fields change.
 const MAX_REREADS: u32 = 8;
 
+/// How many attempts an overwrite (`Expect::Any`, `DeleteExpect::Any`)
+/// makes when other writers keep moving the document's index fields: it has
+/// no expectation that can fail, so it keeps trying, backing off (see
+/// [`contention_pause`]) so that writers racing on one document take turns.
+const MAX_OVERWRITE_ATTEMPTS: u32 = 64;
+
+/// The pause before attempt `attempt` (1-based) of a write the script sent
+/// back because the index fields moved: none for the first two, then a
+/// random pause below `2^(attempt - 2)` ms, capped by the write retry delay.
+/// Random, so writers that lost together do not come back together; the
+/// cap bounds a call's total wait by `MAX_OVERWRITE_ATTEMPTS x
+/// WriteRetryDelay`.
+fn contention_pause(attempt: u32, retry_delay: std::time::Duration) -> std::time::Duration {
+    use std::hash::{BuildHasher, Hasher};
+    if attempt <= 2 {
+        return std::time::Duration::ZERO;
+    }
+    let ceiling = std::time::Duration::from_millis(1 << (attempt - 2).min(16)).min(retry_delay);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(attempt);
+    let micros = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX).max(1);
+    std::time::Duration::from_micros(h.finish() % micros)
+}
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
         let plan = Arc::new(Plan::new::<D>(&valkey));

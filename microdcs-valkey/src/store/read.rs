@@ -206,6 +206,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let mut con = self.valkey.connection();
         let vals: Vec<Option<String>> = cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))?;
+        self.state_of(key, vals)
+    }
+
+    /// The state of `key` from its `v`, `scope`, `ops` and index fields, in
+    /// that order: the one reading of a state, for the read above and for
+    /// the state a script hands back when it asks for another attempt.
+    pub(super) fn state_of(&self, key: &str, vals: Vec<Option<String>>) -> Result<ReadState> {
+        if vals.len() != 3 + self.plan.fields.len() {
+            return Err(Error::Protocol { script: "state", reply: format!("{} values", vals.len()) });
+        }
         let mut it = vals.into_iter();
         let v = it.next().flatten();
         let scope = it.next().flatten();

@@ -9,10 +9,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
-use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at};
+use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at, texts};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
-use super::{MAX_REREADS, Store};
+use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store, contention_pause};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
 
@@ -199,7 +199,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Some(args) => (&args.plan.layout.put, &args.plan.script, "step"),
             None => (&plan.put_layout, &plan.put, "put"),
         };
-        for _ in 0..MAX_REREADS {
+        let attempts = if expect == Expect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
+        for attempt in 1..=attempts {
+            if attempt > 1 {
+                tokio::time::sleep(contention_pause(attempt, self.valkey.write_options().retry_delay)).await;
+            }
             let target = Target {
                 key,
                 id: &entries.id,
@@ -250,13 +254,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     });
                 }
                 ret::CORRUPT => return Err(corrupt_reply(name, key, rest)),
-                ret::RETRY => {
-                    state = Some(self.read_state(key).await?);
-                }
+                // The script hands back what is stored: the next attempt
+                // starts from it without a read of its own.
+                ret::RETRY => state = Some(self.state_of(key, texts(name, rest)?)?),
                 _ => return Err(Error::Protocol { script: name, reply: short(&reply.value) }),
             }
         }
-        Err(Error::Contention { key: key.to_owned(), attempts: MAX_REREADS })
+        Err(Error::Contention { key: key.to_owned(), attempts })
     }
 
     /// Deletes a document you read, expecting its version unchanged (one round trip).
@@ -351,7 +355,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             None => self.read_state(&key).await?,
         };
         let l = &plan.delete_layout;
-        for _ in 0..MAX_REREADS {
+        let attempts = if expect == DeleteExpect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
+        for attempt in 1..=attempts {
+            if attempt > 1 {
+                tokio::time::sleep(contention_pause(attempt, self.valkey.write_options().retry_delay)).await;
+            }
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
@@ -410,11 +418,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     });
                 }
                 ret::CORRUPT => return Err(corrupt_reply("delete", &key, rest)),
-                ret::RETRY => state = self.read_state(&key).await?,
+                ret::RETRY => state = self.state_of(&key, texts("delete", rest)?)?,
                 _ => return Err(Error::Protocol { script: "delete", reply: short(&reply.value) }),
             }
         }
-        Err(Error::Contention { key, attempts: MAX_REREADS })
+        Err(Error::Contention { key, attempts })
     }
 }
 

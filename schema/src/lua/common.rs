@@ -21,6 +21,10 @@ pub(super) struct Slots {
     pub(super) doc: usize,
     /// The HMGET field list as Lua literals.
     hmget: String,
+    /// How many distinct index fields follow `first_field`.
+    fields: usize,
+    /// Whether `ops` is read (at position 3).
+    ops: bool,
 }
 
 impl Slots {
@@ -41,7 +45,19 @@ impl Slots {
         let doc = names.len();
         let first_field = names.len() + 1;
         let hmget = names.into_iter().chain(fields.iter().map(String::as_str)).map(lua_str).collect::<Vec<_>>();
-        Slots { first_field, score, doc, hmget: hmget.join(", ") }
+        Slots { first_field, score, doc, hmget: hmget.join(", "), fields: fields.len(), ops: with_ops }
+    }
+
+    /// The reply that sends the caller back to read again, carrying what
+    /// it would read (`v`, `scope`, `ops`, then the index fields, in the
+    /// order of the runtime's own state read), so the next attempt needs no
+    /// read of its own: under contention that halves the time in which
+    /// another write can overtake it. `false` (nil) for an absent field.
+    pub(super) fn retry_reply(&self) -> String {
+        let ops = if self.ops { "cur[3]" } else { "false" };
+        let mut parts = vec![RETRY.to_string(), "cur[1]".into(), "cur[2]".into(), ops.into()];
+        parts.extend((0..self.fields).map(|at| format!("cur[{}]", self.field(at))));
+        format!("{{{}}}", parts.join(", "))
     }
 
     /// The position of the distinct index field at `at` in the layout's `fields`.
@@ -172,7 +188,8 @@ pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSl
         let _ = write!(was, " and cur[{}] ~= false", slots.field(f.at));
     }
     let _ = writeln!(out, "local was_{n} = {was}");
-    let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {{{RETRY}}} end", ix.old.flag);
+    let retry = slots.retry_reply();
+    let _ = writeln!(out, "if was_{n} ~= (ARGV[{}] == '1') then return {retry} end", ix.old.flag);
     if !ix.fields.is_empty() {
         let diffs: Vec<String> = ix
             .fields
@@ -180,7 +197,7 @@ pub(super) fn check_read(out: &mut String, slots: &Slots, n: usize, ix: &IndexSl
             .enumerate()
             .map(|(k, f)| format!("cur[{}] ~= ARGV[{}]", slots.field(f.at), ix.old.value(k)))
             .collect();
-        let _ = writeln!(out, "if was_{n} and ({}) then return {{{RETRY}}} end", diffs.join(" or "));
+        let _ = writeln!(out, "if was_{n} and ({}) then return {retry} end", diffs.join(" or "));
     }
 }
 

@@ -16,7 +16,8 @@
 --   {0, current}          the expected version does not match
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`

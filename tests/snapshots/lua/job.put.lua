@@ -36,7 +36,8 @@
 --   {2}                   update of a missing document
 --   {3, stored_scope}     the id belongs to another scope; nothing written
 --   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 --   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
 --   {6, 'tomb'}           corrupt tombstone; nothing written
@@ -107,26 +108,26 @@ end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: group `by_status`
 local was_1 = exists and cur[6] ~= false
-if was_1 ~= (ARGV[12] == '1') then return {5} end
-if was_1 and (cur[6] ~= ARGV[13]) then return {5} end
+if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_1 and (cur[6] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_1 = ARGV[10] == '1'
 local keep_1 = was_1 and new_1 and KEYS[5] == KEYS[6]
 -- index 2: group `running`
 local was_2 = exists and cur[7] ~= false
-if was_2 ~= (ARGV[16] == '1') then return {5} end
-if was_2 and (cur[7] ~= ARGV[17]) then return {5} end
+if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_2 and (cur[7] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_2 = ARGV[14] == '1'
 local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
 -- index 3: group `due`
 local was_3 = exists and cur[8] ~= false
-if was_3 ~= (ARGV[20] == '1') then return {5} end
-if was_3 and (cur[8] ~= ARGV[21]) then return {5} end
+if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_3 and (cur[8] ~= ARGV[21]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_3 = ARGV[18] == '1'
 local keep_3 = was_3 and new_3 and KEYS[9] == KEYS[10]
 -- index 4: group `recent`
 local was_4 = exists and cur[9] ~= false
-if was_4 ~= (ARGV[24] == '1') then return {5} end
-if was_4 and (cur[9] ~= ARGV[25]) then return {5} end
+if was_4 ~= (ARGV[24] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_4 and (cur[9] ~= ARGV[25]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_4 = ARGV[22] == '1'
 local keep_4 = was_4 and new_4 and KEYS[11] == KEYS[12]
 -- validation reads (a wrong type aborts here, before any write)

@@ -20,7 +20,8 @@
 --   {2}                   update of a missing document
 --   {3, stored_scope}     the id belongs to another scope; nothing written
 --   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 --   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
 --   {6, 'tomb'}           corrupt tombstone; nothing written

@@ -22,7 +22,8 @@
 --   {0, current}          the expected version does not match
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`
@@ -75,16 +76,16 @@ local expect = ARGV[1]
 if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
 -- index 1: group `due`
 local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[8] == '1') then return {5} end
-if was_1 and (cur[5] ~= ARGV[9]) then return {5} end
+if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_1 and (cur[5] ~= ARGV[9]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 -- index 2: group `active`
 local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[10] == '1') then return {5} end
-if was_2 and (cur[6] ~= ARGV[11]) then return {5} end
+if was_2 ~= (ARGV[10] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_2 and (cur[6] ~= ARGV[11]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 -- index 3: group `waits`
 local was_3 = exists and cur[7] ~= false and cur[8] ~= false
-if was_3 ~= (ARGV[12] == '1') then return {5} end
-if was_3 and (cur[7] ~= ARGV[13] or cur[8] ~= ARGV[14]) then return {5} end
+if was_3 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_3 and (cur[7] ~= ARGV[13] or cur[8] ~= ARGV[14]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 -- validation reads (a wrong type aborts here, before any write)
 if was_1 then redis.call('ZSCORE', KEYS[4], id) end
 if was_2 then redis.call('SISMEMBER', KEYS[5], id) end

@@ -35,7 +35,8 @@
 --   {2}                   update of a missing document
 --   {3, stored_scope}     the id belongs to another scope; nothing written
 --   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
 --   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
 --   {6, 'tomb'}           corrupt tombstone; nothing written
@@ -114,20 +115,20 @@ end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: group `due`
 local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[11] == '1') then return {5} end
-if was_1 and (cur[5] ~= ARGV[12]) then return {5} end
+if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_1 and (cur[5] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 local new_1 = ARGV[9] == '1'
 local keep_1 = was_1 and new_1 and KEYS[4] == KEYS[5]
 -- index 2: group `active`
 local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[15] == '1') then return {5} end
-if was_2 and (cur[6] ~= ARGV[16]) then return {5} end
+if was_2 ~= (ARGV[15] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_2 and (cur[6] ~= ARGV[16]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 local new_2 = ARGV[13] == '1'
 local keep_2 = was_2 and new_2 and KEYS[6] == KEYS[7]
 -- index 3: group `waits`
 local was_3 = exists and cur[7] ~= false and cur[8] ~= false
-if was_3 ~= (ARGV[20] == '1') then return {5} end
-if was_3 and (cur[7] ~= ARGV[21] or cur[8] ~= ARGV[22]) then return {5} end
+if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+if was_3 and (cur[7] ~= ARGV[21] or cur[8] ~= ARGV[22]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
 local new_3 = ARGV[17] == '1'
 local keep_3 = was_3 and new_3 and KEYS[8] == KEYS[9]
 -- validation reads (a wrong type aborts here, before any write)

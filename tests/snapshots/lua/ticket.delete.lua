@@ -21,7 +21,8 @@
 --   {0, current}          the expected version does not match
 --   {2}                   no such document
 --   {3, stored_scope}     the id belongs to another scope; nothing deleted
---   {5}                   stored index fields differ from the caller's read; read again
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`
@@ -74,12 +75,12 @@ local expect = ARGV[1]
 if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
 -- index 1: unique `by_reference`
 local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[8] == '1') then return {5} end
-if was_1 and (cur[5] ~= ARGV[9]) then return {5} end
+if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
+if was_1 and (cur[5] ~= ARGV[9]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
 -- index 2: group `by_status`
 local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[10] == '1') then return {5} end
-if was_2 and (cur[6] ~= ARGV[11]) then return {5} end
+if was_2 ~= (ARGV[10] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
+if was_2 and (cur[6] ~= ARGV[11]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
 -- validation reads (a wrong type aborts here, before any write)
 local drop_1 = was_1 and redis.call('GET', KEYS[5]) == id
 if was_2 then redis.call('SISMEMBER', KEYS[6], id) end
