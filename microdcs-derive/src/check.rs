@@ -38,7 +38,8 @@ fn span_of(doc: &Document, attr: &Attr, placeholder: Option<&str>) -> Span {
         Attr::Nudge => lit_or(doc.nudge.as_ref()),
         Attr::Registry => lit_or(doc.registry.as_ref()),
         Attr::Ttl => lit_or(doc.ttl.as_ref().map(|(l, _)| l)),
-        Attr::Outbox => doc.outbox.as_ref().map_or(ident, |o| o.span),
+        Attr::Outbox => doc.outbox.as_ref().map_or(ident, |o| o.stream.span()),
+        Attr::OutboxEvents => doc.outbox.as_ref().map_or(ident, |o| o.events.as_ref().map_or(o.span, LitStr::span)),
         Attr::Family(_) | Attr::Document(_) => ident,
     }
 }

@@ -59,79 +59,140 @@ impl Parse for KeyspaceInput {
         let mut documents = Vec::new();
         let mut documents_kw = None;
         let mut families = Vec::new();
+        // Every entry is parsed, an error recorded and the entry skipped,
+        // so one build reports every malformed entry, each at its span.
+        let mut errors: Option<syn::Error> = None;
+        let mut record = |e: syn::Error| match &mut errors {
+            Some(all) => all.combine(e),
+            None => errors = Some(e),
+        };
         while !body.is_empty() {
-            let entry: Ident = body.parse()?;
-            body.parse::<Token![:]>()?;
-            if entry == "documents" {
-                if documents_kw.is_some() {
-                    return Err(syn::Error::new(entry.span(), "duplicate `documents` list"));
-                }
-                let list;
-                syn::bracketed!(list in body);
-                let paths: Punctuated<syn::Path, Token![,]> = list.parse_terminated(syn::Path::parse, Token![,])?;
-                documents.extend(paths);
-                documents_kw = Some(entry);
-            } else {
-                let ty: Ident = body.parse()?;
-                let mut type_args = Vec::new();
-                if body.peek(Token![<]) {
-                    body.parse::<Token![<]>()?;
-                    loop {
-                        type_args.push(body.parse::<syn::Type>()?);
-                        if body.peek(Token![>]) {
-                            break;
-                        }
-                        body.parse::<Token![,]>()?;
+            let entry: Ident = match body.parse() {
+                Ok(e) => e,
+                Err(e) => {
+                    record(e);
+                    skip_entry(&body);
+                    if body.parse::<Option<Token![,]>>()?.is_none() {
+                        break;
                     }
-                    body.parse::<Token![>]>()?;
+                    continue;
                 }
-                let expected: &[usize] = match ty.to_string().as_str() {
-                    "value" => &[1],
-                    "hash" => &[0, 2],
-                    "channel" => &[0, 1],
-                    _ => &[0],
-                };
-                if !expected.contains(&type_args.len()) {
-                    let msg = match ty.to_string().as_str() {
-                        "value" => "`value` needs the type of its values: `value<u32>(\"...\")` (or `string(\"...\")` for text)".to_owned(),
-                        "hash" => "`hash` takes the types of its fields and values, `hash<String, u64>(\"...\")`, or none".to_owned(),
-                        "channel" => "`channel` takes the type of its messages, `channel<u64>(\"...\")`, or none".to_owned(),
-                        other => format!("`{other}` takes no type: only `value<T>`, `hash<K, V>` and `channel<T>` do"),
-                    };
-                    return Err(syn::Error::new(ty.span(), msg));
-                }
-                let content;
-                syn::parenthesized!(content in body);
-                let key: LitStr = content.parse()?;
-                let mut ttl = None;
-                if content.peek(Token![,]) {
-                    content.parse::<Token![,]>()?;
-                    let name: Ident = content.parse()?;
-                    if name != "ttl" {
-                        return Err(syn::Error::new(
-                            name.span(),
-                            "after the template a family takes only `ttl = \"...\"`, e.g. `hash(\"seen:{pod}\", ttl = \"60s\")`",
-                        ));
+            };
+            let parsed = body.parse::<Token![:]>().and_then(|_| {
+                if entry == "documents" {
+                    if documents_kw.is_some() {
+                        return Err(syn::Error::new(entry.span(), "duplicate `documents` list"));
                     }
-                    content.parse::<Token![=]>()?;
-                    let lit = content.parse::<LitStr>()?;
-                    let ms = crate::ast::duration_ms(&lit, "ttl");
-                    ttl = Some((lit, ms));
+                    let list;
+                    syn::bracketed!(list in body);
+                    let paths: Punctuated<syn::Path, Token![,]> = list.parse_terminated(syn::Path::parse, Token![,])?;
+                    documents.extend(paths);
+                    documents_kw = Some(entry.clone());
+                    Ok(())
+                } else {
+                    families.push(parse_family(entry.clone(), &body)?);
+                    Ok(())
                 }
-                if !content.is_empty() {
-                    return Err(content.error(
-                        "expected the key template and at most `ttl = \"...\"`, e.g. `string(\"ce:dedupe:{hash}\")`",
-                    ));
-                }
-                families.push(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, ttl, key });
+            });
+            if let Err(e) = parsed {
+                record(e);
+                skip_entry(&body);
             }
             if body.is_empty() {
                 break;
             }
-            body.parse::<Token![,]>()?;
+            if let Err(e) = body.parse::<Token![,]>() {
+                record(e);
+                break;
+            }
+        }
+        if let Some(e) = errors {
+            return Err(e);
         }
         Ok(KeyspaceInput { attrs, vis, name, documents, documents_kw, families })
     }
+}
+
+/// One family entry after its `name:`, as `ty<args>("template", ttl = "...")`.
+fn parse_family(entry: Ident, body: ParseStream<'_>) -> syn::Result<Family> {
+    let ty: Ident = body.parse()?;
+    let mut type_args = Vec::new();
+    if body.peek(Token![<]) {
+        body.parse::<Token![<]>()?;
+        loop {
+            type_args.push(body.parse::<syn::Type>()?);
+            if body.peek(Token![>]) {
+                break;
+            }
+            body.parse::<Token![,]>()?;
+        }
+        body.parse::<Token![>]>()?;
+    }
+    let expected: &[usize] = match ty.to_string().as_str() {
+        "value" => &[1],
+        "hash" => &[0, 2],
+        "channel" => &[0, 1],
+        _ => &[0],
+    };
+    if !expected.contains(&type_args.len()) {
+        let msg = match ty.to_string().as_str() {
+            "value" => {
+                "`value` needs the type of its values: `value<u32>(\"...\")` (or `string(\"...\")` for text)".to_owned()
+            }
+            "hash" => {
+                "`hash` takes the types of its fields and values, `hash<String, u64>(\"...\")`, or none".to_owned()
+            }
+            "channel" => "`channel` takes the type of its messages, `channel<u64>(\"...\")`, or none".to_owned(),
+            other => format!("`{other}` takes no type: only `value<T>`, `hash<K, V>` and `channel<T>` do"),
+        };
+        return Err(syn::Error::new(ty.span(), msg));
+    }
+    let content;
+    syn::parenthesized!(content in body);
+    let key: LitStr = content.parse()?;
+    let mut ttl = None;
+    if content.peek(Token![,]) {
+        content.parse::<Token![,]>()?;
+        let name: Ident = content.parse()?;
+        if name != "ttl" {
+            return Err(syn::Error::new(
+                name.span(),
+                "after the template a family takes only `ttl = \"...\"`, e.g. `hash(\"seen:{pod}\", ttl = \"60s\")`",
+            ));
+        }
+        content.parse::<Token![=]>()?;
+        let lit = content.parse::<LitStr>()?;
+        let ms = crate::ast::duration_ms(&lit, "ttl");
+        ttl = Some((lit, ms));
+    }
+    if !content.is_empty() {
+        return Err(
+            content.error("expected the key template and at most `ttl = \"...\"`, e.g. `string(\"ce:dedupe:{hash}\")`")
+        );
+    }
+    Ok(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, ttl, key })
+}
+
+/// Skips what is left of a refused entry, up to the `,` that ends it, so
+/// the entries after it are still parsed and every problem is reported.
+fn skip_entry(body: ParseStream<'_>) {
+    let _ = body.step(|cursor| {
+        let mut rest = *cursor;
+        // A `,` between `<` and `>` separates type arguments, not entries.
+        let mut angle = 0usize;
+        while let Some((tt, next)) = rest.token_tree() {
+            if let proc_macro2::TokenTree::Punct(p) = &tt {
+                match p.as_char() {
+                    '<' => angle += 1,
+                    '>' => angle = angle.saturating_sub(1),
+                    ',' if angle == 0 => return Ok(((), rest)),
+                    _ => {}
+                }
+            }
+            rest = next;
+        }
+        Ok(((), rest))
+    });
 }
 
 pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {

@@ -93,6 +93,6 @@ pub mod __private {
 
     /// The spec emitted for a document type whose attributes did not check.
     pub const fn invalid_spec(type_name: &'static str) -> DocumentSpec<'static> {
-        DocumentSpec::new(type_name, "invalid", "invalid:{id}")
+        DocumentSpec::refused(type_name)
     }
 }

@@ -22,10 +22,10 @@
 pub mod builtin;
 mod check;
 mod document;
-mod entry;
 pub mod duration;
 #[doc(hidden)]
 pub mod encode;
+mod entry;
 #[cfg(test)]
 mod fixtures;
 // The script generator and its KEYS/ARGV layouts are the contract between

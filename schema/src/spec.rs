@@ -245,6 +245,19 @@ impl<'a> DocumentSpec<'a> {
         }
     }
 
+    /// The stand-in the derive emits for a type whose attributes it refused
+    /// (beside the errors that fail the build): no kind, no key and no
+    /// family, so a keyspace listing the type reports nothing more about it.
+    pub const fn refused(type_name: &'a str) -> Self {
+        DocumentSpec { changes: None, nudge: "", registry: "", ..DocumentSpec::new(type_name, "", "") }
+    }
+
+    /// Whether this is the stand-in of a refused type ([`DocumentSpec::refused`]):
+    /// a real spec always has a kind.
+    pub const fn is_refused(&self) -> bool {
+        self.kind.is_empty()
+    }
+
     /// Whether ids are unique per scope only: the document key holds
     /// `{scope}` beside `{id}` (`task:{scope}:{id}`), so a document is
     /// named by its scope and id together.
@@ -256,6 +269,9 @@ impl<'a> DocumentSpec<'a> {
     /// indexes). Its change stream, outbox stream and event markers are
     /// shared families, which the keyspace declares.
     pub const fn family_count(&self) -> usize {
+        if self.is_refused() {
+            return 0;
+        }
         1 + if self.list.is_some() { 1 } else { 0 } + self.unique.len() + self.groups.len()
     }
 

@@ -92,6 +92,11 @@ pub enum TemplateErrorKind {
         "placeholder `{{{0}}}` must be a whole segment or `|`-separated part of one; it cannot be glued to other text"
     )]
     Glued(String),
+    /// A placeholder glued to text by a separator of another convention
+    /// (`msg/{id}`, `msg.{id}`): segments are separated by `:`. Carries the
+    /// placeholder and the atom written the `:` way.
+    #[error("placeholder `{{{0}}}` is glued to other text: segments are separated by `:`; write `{1}`")]
+    GluedSeparator(String, String),
     /// The same placeholder twice.
     #[error("placeholder `{{{0}}}` appears more than once")]
     DuplicatePlaceholder(String),
@@ -385,7 +390,15 @@ fn parse_atom(atom: &str, range: Range<usize>, err: &mut impl FnMut(TemplateErro
             return None;
         }
         if open != 0 || close + 1 != atom.len() {
-            err(TemplateErrorKind::Glued(name.to_owned()), range);
+            // Another convention's separator (`/`, `.`, `-`, `#`) next to a
+            // placeholder: say how segments are separated here.
+            let seps = ['/', '.', '-', '#', ';', ','];
+            let kind = if atom.contains(seps) {
+                TemplateErrorKind::GluedSeparator(name.to_owned(), atom.replace(seps, ":"))
+            } else {
+                TemplateErrorKind::Glued(name.to_owned())
+            };
+            err(kind, range);
             return None;
         }
         return Some(if tag { Atom::HashTag(name.to_owned()) } else { Atom::Placeholder(name.to_owned()) });

@@ -273,7 +273,10 @@ async fn a_command_the_acl_refuses_inside_a_script_is_a_permission_error() {
     let err = store.create(&JobResponse::new("r-1", "s1", "o-1", &[])).await.unwrap_err();
     assert!(err.is_auth(), "a permission refusal: {err:?}");
     assert!(!err.is_corrupt() && !err.is_connection(), "{err:?}");
-    let exists: i64 =
-        redis::cmd("EXISTS").arg(format!("{}:jobresponse:r-1", e.prefix.as_str())).query_async(&mut e.admin).await.unwrap();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(format!("{}:jobresponse:r-1", e.prefix.as_str()))
+        .query_async(&mut e.admin)
+        .await
+        .unwrap();
     assert_eq!(exists, 0, "nothing written");
 }

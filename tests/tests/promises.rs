@@ -76,7 +76,8 @@ async fn assert_each_once(store: &Store<Job>, mut all: Vec<String>, n: usize, ho
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_claim_idiom_claims_each_job_once() {
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-idiom"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("claim-idiom"), WriteOptions::default()).await.unwrap();
     let store = Extras::open(valkey).store::<Job>();
     queue(&store, 1000).await;
     let all = claim_all(&store, 50).await;
@@ -132,17 +133,15 @@ async fn a_sorted_index_is_claimed_oldest_first_and_up_to_a_bound() {
     let got = store.claim_due(Job::due("s1"), 1000.0, take).await.unwrap().unwrap();
     assert_eq!(got.id, "late");
     assert!(store.claim(Job::due("s1"), take).await.unwrap().is_none());
-    assert!(matches!(
-        store.claim_due(Job::by_status("s1", "queued"), 1.0, take).await,
-        Err(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(store.claim_due(Job::by_status("s1", "queued"), 1.0, take).await, Err(Error::InvalidArgument(_))));
     assert!(matches!(store.claim_due(Job::due("s1"), f64::NAN, take).await, Err(Error::InvalidArgument(_))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_workers_on_a_sorted_index_claim_each_due_job_once() {
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-due-many"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("claim-due-many"), WriteOptions::default()).await.unwrap();
     let store = Extras::open(valkey).store::<Job>();
     let jobs: Vec<Job> = (0..200).map(|i| job(&format!("j-{i}"), "queued", Some(i))).collect();
     assert!(store.put_many(&jobs, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
@@ -190,7 +189,8 @@ async fn a_claim_refuses_what_the_stored_fields_put_elsewhere() {
     let _ = store.create(&job("j-1", "running", None)).await.unwrap();
     let key = format!("{}:job:bystatus:s1:queued", prefix.as_str());
     let () = microdcs_valkey::redis::cmd("SADD").arg(&key).arg("j-1").query_async(&mut raw).await.unwrap();
-    let got = store.claim(Job::by_status("s1", "queued"), |d| Some(Job { status: "running".into(), ..d.clone() })).await;
+    let got =
+        store.claim(Job::by_status("s1", "queued"), |d| Some(Job { status: "running".into(), ..d.clone() })).await;
     assert!(got.unwrap().is_none(), "a running job is not queued, whatever the set says");
     assert_eq!(store.get("j-1").await.unwrap().unwrap().version, 1, "nothing written");
 }
@@ -202,7 +202,8 @@ fn ticket(scope: &str, id: &str, reference: &str, status: &str) -> Ticket {
 #[tokio::test]
 async fn a_read_of_one_tenant_never_writes_over_another() {
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("tenant-read"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("tenant-read"), WriteOptions::default()).await.unwrap();
     let store = Extras::open(valkey).store::<Ticket>();
     let _ = store.create(&ticket("acme", "t5", "A-5", "open")).await.unwrap();
     let _ = store.create(&ticket("bolt", "t5", "B-5", "open")).await.unwrap();
@@ -238,7 +239,8 @@ async fn a_read_of_one_tenant_never_writes_over_another() {
 #[tokio::test]
 async fn a_patient_client_that_waits_out_every_block_still_escalates() {
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("rate-patient"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("rate-patient"), WriteOptions::default()).await.unwrap();
     let extras = Extras::open(valkey);
     let limit = Extras::logins(&extras, "s1", "ada").unwrap();
     let (base, max) = (Duration::from_millis(60), Duration::from_millis(400));
@@ -268,7 +270,8 @@ async fn a_patient_client_that_waits_out_every_block_still_escalates() {
 async fn the_inspector_agrees_with_the_store_on_member_and_sorted_entries() {
     use microdcs_valkey::{EntryState, Inspector};
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("inspect-gated"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("inspect-gated"), WriteOptions::default()).await.unwrap();
     let extras = Extras::open(valkey);
     let store = extras.store::<Job>();
     // Not running, no deadline: neither in `running` nor in `due`.

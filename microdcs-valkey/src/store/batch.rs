@@ -114,7 +114,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for _ in 0..Self::CLAIM_ROUNDS {
             let ids: Vec<String> = if sorted {
                 let to = max.unwrap_or(f64::INFINITY);
-                self.range(query.clone(), f64::NEG_INFINITY, to, false, 16).await?.into_iter().map(|(id, _)| id).collect()
+                self.range(query.clone(), f64::NEG_INFINITY, to, false, 16)
+                    .await?
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect()
             } else {
                 self.read(|| async {
                     let mut con = self.valkey.connection();

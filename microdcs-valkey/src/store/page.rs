@@ -213,7 +213,8 @@ fn unhex(h: &str) -> Option<String> {
     if !h.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> =
+        (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -226,7 +227,8 @@ mod tests {
         let first = Page::first(10);
         // Pinned (computed independently): tokens cross processes and releases.
         assert_eq!(first.to_token(), "mdcp1.aefd15218beb.10..s");
-        let scan = Page::next_of("p:job:bystatus:s1:queued", 10, PageAt::Scan { cursor: 42, pending: vec!["j-1".into()] });
+        let scan =
+            Page::next_of("p:job:bystatus:s1:queued", 10, PageAt::Scan { cursor: 42, pending: vec!["j-1".into()] });
         let after = Page::next_of("p:job:list:s1", 5, PageAt::After { score: "1.5".into(), id: "a.b".into() });
         assert_eq!(after.to_token(), "mdcp1.e006b7a8a4cc.5.8ff6e80ea0769420.a.312e35.612e62");
         for p in [first, scan, after] {

@@ -496,8 +496,8 @@ pub(crate) async fn sscan_page(valkey: &crate::Valkey, key: &str, page: Page) ->
         }
     }
     let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
-    let next = (cursor != 0 || !pending.is_empty())
-        .then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
+    let next =
+        (cursor != 0 || !pending.is_empty()).then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
     Ok(IdPage { ids, next })
 }
 

@@ -212,13 +212,15 @@ fn check_outbox(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
         errors.push(err(SchemaErrorKind::SharedTemplate { expected: "the placeholder `{scope}`" }, None));
     }
     if let Some(events) = o.events
-        && let Some(t) = parse_at(events, doc.type_name, &Attr::Outbox, errors)
+        && let Some(t) = parse_at(events, doc.type_name, &Attr::OutboxEvents, errors)
     {
+        let events_err =
+            |kind, p: Option<&str>| SchemaError { origin: origin(doc.type_name, Attr::OutboxEvents, p), kind };
         if !t.has_placeholder("id") {
-            errors.push(err(SchemaErrorKind::EventPlaceholder(None), None));
+            errors.push(events_err(SchemaErrorKind::EventPlaceholder(None), None));
         }
         for p in t.placeholders().filter(|p| !["scope", "source", "id"].contains(p)) {
-            errors.push(err(SchemaErrorKind::EventPlaceholder(Some(p.to_owned())), Some(p)));
+            errors.push(events_err(SchemaErrorKind::EventPlaceholder(Some(p.to_owned())), Some(p)));
         }
     }
     if o.event_ttl_ms == 0 {

@@ -26,8 +26,10 @@ pub enum Attr {
     Registry,
     /// `ttl = ...`
     Ttl,
-    /// `outbox(...)`
+    /// `outbox(...)`, its `stream` template.
     Outbox,
+    /// The `events` template of `outbox(...)`.
+    OutboxEvents,
     /// A family declared in a keyspace, by name.
     Family(String),
     /// A document type listed in a keyspace, by type name.
@@ -125,6 +127,19 @@ pub enum SchemaErrorKind {
         /// Expected type.
         key_type: KeyType,
     },
+    /// Two document types of one keyspace share a kind (names the other).
+    DuplicateKind {
+        /// The kind.
+        kind: String,
+        /// The other type with it.
+        other: String,
+    },
+    /// A declared shared family (change stream, nudge channel, scope
+    /// registry) that no document type uses.
+    UnusedShared {
+        /// Its template.
+        template: String,
+    },
 }
 
 /// A problem with a spec.
@@ -140,6 +155,9 @@ impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use SchemaErrorKind as K;
         match &self.kind {
+            // Two templates share the outbox attribute: say which is wrong.
+            K::Template(t) if self.origin.attr == Attr::Outbox => write!(f, "outbox `stream`: {t}"),
+            K::Template(t) if self.origin.attr == Attr::OutboxEvents => write!(f, "outbox `events`: {t}"),
             K::Template(t) => write!(f, "{t}"),
             K::BadKind(k) => write!(f, "kind `{k}` must be a lower-case identifier ([a-z][a-z0-9_]*)"),
             K::KeyWithoutId => write!(f, "the document key must contain `{{id}}`"),
@@ -163,7 +181,10 @@ impl fmt::Display for SchemaError {
                 "placeholder `{{{field}}}` is bound to a different source in index `{other}`; both would be stored in hash field `{field}`"
             ),
             K::Overlap { first, second } => {
-                write!(f, "key families overlap: {first} and {second} can render the same key")
+                write!(
+                    f,
+                    "key families overlap: {first} and {second} can render the same key; tell them apart (rename a literal or add a segment)"
+                )
             }
             K::SharedTemplate { expected } => write!(f, "this template must use exactly {expected}"),
             K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
@@ -199,6 +220,14 @@ impl fmt::Display for SchemaError {
                 f,
                 "the keyspace does not declare the {} family `{template}` that this document type uses",
                 key_type.type_name()
+            ),
+            K::DuplicateKind { kind, other } => write!(
+                f,
+                "kind `{kind}` is also the kind of `{other}`: their change entries and tombstones would mix; give one another `kind = \"...\"`"
+            ),
+            K::UnusedShared { template } => write!(
+                f,
+                "`{template}` is declared but no document type uses it; declare the family on the types instead (or remove it)"
             ),
         }
     }

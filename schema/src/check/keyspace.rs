@@ -43,18 +43,61 @@ enum Problem<'a> {
     /// `at` is the document's position in the keyspace.
     /// `name` is what a declaration would call it.
     Undeclared { doc: &'a DocumentSpec<'a>, at: usize, template: &'a str, key_type: KeyType, name: &'static str },
+    /// Two document types (in keyspace order) with the same kind: their
+    /// change entries would mix, and a new document of one would start from
+    /// the other's tombstone.
+    DuplicateKind(&'a DocumentSpec<'a>, &'a DocumentSpec<'a>),
+    /// A declared family named and typed as a shared one (`changes`,
+    /// `nudge`, `scopes`) that no document type uses: usually meant as a
+    /// rename of the default, which every type still writes.
+    UnusedShared(&'a crate::spec::FamilySpec<'a>),
 }
 
 /// Where the enumeration of problems stands: the candidate pairs of
-/// families, then shared reference `r` of document `d`.
+/// families, then shared reference `r` of document `d`, then pairs of
+/// documents (`k1`, `k2`) for their kinds, then declared family `f`.
 #[derive(Debug, Clone, Copy)]
 struct Cursor {
     pairs: PairCursor,
     d: usize,
     r: usize,
+    k1: usize,
+    k2: usize,
+    f: usize,
 }
 
-const START: Cursor = Cursor { pairs: PAIRS_START, d: 0, r: 0 };
+const START: Cursor = Cursor { pairs: PAIRS_START, d: 0, r: 0, k1: 0, k2: 1, f: 0 };
+
+/// The shared families a declaration may name: the roles documents use.
+const SHARED_ROLES: [(&str, KeyType); 3] =
+    [("changes", KeyType::Stream), ("nudge", KeyType::Channel), ("scopes", KeyType::Set)];
+
+/// Whether declared family `f` is a shared one (by name and type) that no
+/// document type of the keyspace uses.
+///
+/// A keyspace without document types is left alone: `keyspace!` also
+/// checks its declared families before it can see the types.
+const fn unused_shared(ks: &KeyspaceSpec<'_>, f: &crate::spec::FamilySpec<'_>) -> bool {
+    if ks.documents.is_empty() {
+        return false;
+    }
+    let mut r = 0;
+    while r < SHARED_ROLES.len() {
+        let (name, key_type) = SHARED_ROLES[r];
+        if str_eq(f.name, name) && f.key_type as u8 == key_type as u8 {
+            let mut d = 0;
+            while d < ks.documents.len() {
+                if uses(&ks.documents[d], f.key, f.key_type) {
+                    return false;
+                }
+                d += 1;
+            }
+            return true;
+        }
+        r += 1;
+    }
+    false
+}
 
 /// The next problem at or after `c`, and the cursor after it. Overlaps come
 /// first, ordered by the earlier family and then the later one; only pairs
@@ -69,6 +112,13 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
     }
     while c.d < ks.documents.len() {
         let doc = &ks.documents[c.d];
+        // A type whose attributes were refused has its own errors; its
+        // stand-in spec takes no part in the keyspace's checks.
+        if doc.is_refused() {
+            c.d += 1;
+            c.r = 0;
+            continue;
+        }
         let refs = shared_refs(doc);
         while c.r < refs.len() {
             let (template, key_type, name) = refs[c.r];
@@ -80,6 +130,24 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
         }
         c.d += 1;
         c.r = 0;
+    }
+    while c.k1 < ks.documents.len() {
+        while c.k2 < ks.documents.len() {
+            let (a, b) = (&ks.documents[c.k1], &ks.documents[c.k2]);
+            c.k2 += 1;
+            if !a.is_refused() && !b.is_refused() && str_eq(a.kind, b.kind) {
+                return Some((Problem::DuplicateKind(a, b), c));
+            }
+        }
+        c.k1 += 1;
+        c.k2 = c.k1 + 1;
+    }
+    while c.f < ks.families.len() {
+        let f = &ks.families[c.f];
+        c.f += 1;
+        if unused_shared(ks, f) {
+            return Some((Problem::UnusedShared(f), c));
+        }
     }
     None
 }
@@ -178,8 +246,39 @@ const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool
 /// Appends one problem's text.
 const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> ConstMessage {
     match *problem {
-        Problem::Overlap(a, b) => {
-            msg.push("key families overlap: ").family(&a).push(" and ").family(&b).push(" can render the same key")
+        Problem::Overlap(a, b) => msg
+            .push("key families overlap: ")
+            .family(&a)
+            .push(" and ")
+            .family(&b)
+            .push(" can render the same key; tell them apart (rename a literal or add a segment)"),
+        Problem::DuplicateKind(a, b) => msg
+            .push("document types `")
+            .push(a.type_name)
+            .push("` and `")
+            .push(b.type_name)
+            .push("` both have kind `")
+            .push(a.kind)
+            .push("`: their change entries would mix and a new document of one would start from the other's tombstone; give one of them another `kind = \"...\"`"),
+        Problem::UnusedShared(f) => {
+            let (attr, default) = match f.key_type {
+                KeyType::Stream => ("changes", crate::builtin::CHANGES.key),
+                KeyType::Channel => ("nudge", crate::builtin::NUDGE.key),
+                _ => ("registry", crate::builtin::SCOPES.key),
+            };
+            msg.push("family `")
+                .push(f.name)
+                .push(": ")
+                .push(f.key_type.type_name())
+                .push("(\"")
+                .push(f.key)
+                .push("\")` is declared but no document type uses it (they use `")
+                .push(default)
+                .push("` unless told otherwise): to move them, give each type `")
+                .push(attr)
+                .push(" = \"")
+                .push(f.key)
+                .push("\"`; otherwise remove the declaration")
         }
         Problem::Undeclared { template, key_type, name, .. } => {
             // Every type using the family, the first one included.
@@ -227,7 +326,7 @@ const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_
 pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
     let mut errors = Vec::new();
     let mut names: Vec<&str> = Vec::new();
-    for doc in ks.documents {
+    for doc in ks.documents.iter().filter(|d| !d.is_refused()) {
         if names.contains(&doc.type_name) {
             errors.push(SchemaError {
                 origin: origin(ks.name, Attr::Document(doc.type_name.to_owned()), None),
@@ -265,6 +364,14 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
                     errors.push(overlap_error(&a, &b));
                 }
             }
+            Problem::DuplicateKind(a, b) => errors.push(SchemaError {
+                origin: origin(b.type_name, Attr::Kind, None),
+                kind: SchemaErrorKind::DuplicateKind { kind: b.kind.to_owned(), other: a.type_name.to_owned() },
+            }),
+            Problem::UnusedShared(f) => errors.push(SchemaError {
+                origin: origin(ks.name, Attr::Family(f.name.to_owned()), None),
+                kind: SchemaErrorKind::UnusedShared { template: f.key.to_owned() },
+            }),
             Problem::Undeclared { doc, template, key_type, name, .. } => {
                 let attr = match name {
                     "changes" => Attr::Changes,
@@ -322,7 +429,7 @@ mod tests {
         assert_eq!(
             MSG.as_str(),
             "keyspace `Plant` has 3 problems:\n\
-             - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key\n\
+             - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)\n\
              - document types `JobOrder` and `Other` use the stream `events:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"events:{scope}\")`\n\
              - document types `JobOrder` and `Other` use the channel `wake:{kind}`, which keyspace `Plant` does not declare; add `nudge: channel(\"wake:{kind}\")`"
         );
@@ -369,6 +476,46 @@ mod tests {
     }
 
     #[test]
+    fn two_types_of_one_kind_and_an_unused_shared_family_are_refused() {
+        const TWINS: [DocumentSpec<'static>; 2] =
+            [doc("Message", "message", "message:{id}"), doc("Note", "message", "note:{id}")];
+        let ks = KeyspaceSpec { name: "Chat", documents: &TWINS, families: &[] };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "document types `Message` and `Note` both have kind `message`: their change entries would mix and a \
+             new document of one would start from the other's tombstone; give one of them another `kind = \"...\"`"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
+        // A rename of the change stream that no type follows: every type
+        // still writes `changes:{scope}`.
+        const RENAME: [FamilySpec<'static>; 1] =
+            [FamilySpec { name: "changes", key: "events:{scope}", key_type: KeyType::Stream }];
+        const ONE: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
+        let ks = KeyspaceSpec { name: "Jobs", documents: &ONE, families: &RENAME };
+        assert_eq!(
+            keyspace_problem::<64>(&ks).as_str(),
+            "family `changes: stream(\"events:{scope}\")` is declared but no document type uses it (they use \
+             `changes:{scope}` unless told otherwise): to move them, give each type `changes = \"events:{scope}\"`; \
+             otherwise remove the declaration"
+        );
+        assert_eq!(check_keyspace(&ks).len(), 1);
+        // Followed by the types, the same declaration is sound.
+        const MOVED: [DocumentSpec<'static>; 1] =
+            [DocumentSpec { changes: Some("events:{scope}"), ..doc("Job", "job", "job:{id}") }];
+        let ks = KeyspaceSpec { name: "Jobs", documents: &MOVED, families: &RENAME };
+        assert!(keyspace_problem::<64>(&ks).is_empty(), "{}", keyspace_problem::<64>(&ks).as_str());
+    }
+
+    #[test]
+    fn a_refused_type_takes_no_part_in_the_keyspace_checks() {
+        const DOCS: [DocumentSpec<'static>; 3] =
+            [DocumentSpec::refused("Bad"), DocumentSpec::refused("Worse"), doc("Job", "job", "job:{id}")];
+        let ks = KeyspaceSpec { name: "Jobs", documents: &DOCS, families: &[] };
+        assert!(keyspace_problem::<64>(&ks).is_empty(), "{}", keyspace_problem::<64>(&ks).as_str());
+        assert_eq!(check_keyspace(&ks), []);
+    }
+
+    #[test]
     fn a_sound_keyspace_has_an_empty_message() {
         let ks = KeyspaceSpec {
             name: "Plant",
@@ -403,9 +550,9 @@ mod tests {
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "keyspace `K` has 2 problems:\n- key families overlap: list `{scope}:tenant:q` of `Owner` and \
-             family `by_q` (`q:tenant:q`) of keyspace `K` can render the same key\n- key families overlap: list \
+             family `by_q` (`q:tenant:q`) of keyspace `K` can render the same key; tell them apart (rename a literal or add a segment)\n- key families overlap: list \
              `{scope}:tenant:q` of `Owner` and family `tombstones` (`tomb:{kind}:{id}`) of keyspace `K` can \
-             render the same key"
+             render the same key; tell them apart (rename a literal or add a segment)"
         );
         assert_eq!(check_keyspace(&ks).len(), 2);
         // A declared family, after them.
@@ -414,7 +561,7 @@ mod tests {
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "key families overlap: family `by_c` (`c:tenant:c`) of keyspace `K` and family `per_owner` \
-             (`{owner}:tenant:c`) of keyspace `K` can render the same key"
+             (`{owner}:tenant:c`) of keyspace `K` can render the same key; tell them apart (rename a literal or add a segment)"
         );
         assert_eq!(check_keyspace(&ks).len(), 1);
     }

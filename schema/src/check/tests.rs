@@ -93,11 +93,11 @@ fn keyspace_overlap_names_both() {
     let msg = keyspace_problem::<64>(&ks);
     assert_eq!(
         msg.as_str(),
-        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)"
     );
     assert_eq!(
         errs[0].to_string(),
-        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key"
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)"
     );
 }
 

@@ -3,7 +3,7 @@
 //! text (`put::generate`); this module adds the step's parts at the points
 //! it calls them.
 
-use super::ret::{EVENT_APPLIED};
+use super::ret::EVENT_APPLIED;
 use std::fmt::Write as _;
 
 use super::layout::StepLayout;

@@ -32,6 +32,11 @@ fn syntax_errors_are_all_reported() {
     assert_eq!(kinds("a:{}"), [TemplateErrorKind::BadPlaceholderName(String::new())]);
     assert_eq!(kinds("a:{1x}"), [TemplateErrorKind::BadPlaceholderName("1x".into())]);
     assert_eq!(kinds("a:x{id}"), [TemplateErrorKind::Glued("id".into())]);
+    assert_eq!(kinds("msg/{id}"), [TemplateErrorKind::GluedSeparator("id".into(), "msg:{id}".into())]);
+    assert_eq!(
+        TemplateErrorKind::GluedSeparator("id".into(), "msg:{id}".into()).to_string(),
+        "placeholder `{id}` is glued to other text: segments are separated by `:`; write `msg:{id}`"
+    );
     assert_eq!(kinds("a:{id}:{id}"), [TemplateErrorKind::DuplicatePlaceholder("id".into())]);
     // several at once
     assert_eq!(
