@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use microdcs_examples::plant::{Plant, SfcState};
+use microdcs_examples::plant::{Plant, RefKind, SfcState};
 use microdcs_valkey::{Codec, DeleteExpect, Document, MaintenanceOptions, Report, Store};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
@@ -530,11 +530,11 @@ async fn documents(valkey: &Valkey, verbose: bool) -> Res<()> {
     );
 
     let _ = writeln!(out, "\n## Other families (typed operations, one round trip each)\n");
-    let refs = Plant::reference(&plant, "jobresponse", scope)?;
-    refs.add(&["r-1", "r-2"]).await?;
+    let refs = Plant::reference(&plant, &RefKind::Equipment.segment(), scope)?;
+    refs.add(&["press-1", "press-2"]).await?;
     let mut referenced = refs.members(Page::first(100)).await?.ids;
     referenced.sort();
-    let _ = writeln!(out, "  references jobresponse in {scope}     -> {referenced:?}");
+    let _ = writeln!(out, "  equipment referenced in {scope}        -> {referenced:?}");
     let acceptance = Plant::job_acceptance(&plant, scope)?;
     acceptance.set(&10, None).await?;
     let _ = writeln!(out, "  job acceptance limit in {scope}        -> {:?}", acceptance.get().await?);

@@ -7,7 +7,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Ident, LitStr, Token, Visibility};
 
-use microdcs_schema::{Attr, FamilySpec, KeyType, KeyspaceSpec, check_keyspace};
+use microdcs_schema::{Attr, FamilyKind, FamilySpec, KeyType, KeyspaceSpec, check_keyspace};
 
 use crate::ctxt::Ctxt;
 use crate::keys::builder_fn;
@@ -255,7 +255,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         .families
         .iter()
         .zip(names.iter().zip(&keys))
-        .map(|(f, (n, k))| FamilySpec { name: n, key: k, key_type: f.key_type.unwrap_or(KeyType::String) })
+        .map(|(f, (n, k))| FamilySpec::new(n, k, f.key_type.unwrap_or(KeyType::String)))
         .collect();
     let ks_name = input.name.to_string();
     let spec = KeyspaceSpec { name: &ks_name, documents: &[], families: &specs };
@@ -286,7 +286,15 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
             KeyType::List => quote!(List),
             KeyType::Channel => quote!(Channel),
         };
-        quote!(#p::FamilySpec { name: #n, key: #k, key_type: #p::KeyType::#t })
+        let kind = format_ident!(
+            "{}",
+            format!("{:?}", FamilyKind::from_word(&f.ty.to_string()).unwrap_or(FamilyKind::String))
+        );
+        let ttl = match &f.ttl {
+            Some((_, Ok(ms))) => quote!(::core::option::Option::Some(#ms)),
+            _ => quote!(::core::option::Option::None),
+        };
+        quote!(#p::FamilySpec { name: #n, key: #k, key_type: #p::KeyType::#t, kind: #p::FamilyKind::#kind, ttl_ms: #ttl })
     });
     let builders = input.families.iter().map(|f| {
         let suffix = if f.key_type == Some(KeyType::Channel) { "channel" } else { "key" };

@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn a_custom_family_of_the_wrong_shape_is_refused() {
-        let f = |key| FamilySpec { name: "locks", key, key_type: KeyType::Hash };
+        let f = |key| FamilySpec::new("locks", key, KeyType::Hash);
         assert!(FamilyKey::checked("lease record", f("locks:{#name}"), KeyType::Hash, &["name"]).is_ok());
         let e = FamilyKey::checked("lease record", f("locks:{name}:{x}"), KeyType::Hash, &["name"]).unwrap_err();
         assert!(e.to_string().contains("exactly the placeholders {name}"), "{e}");

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use microdcs_schema::{DocumentSpec, Family, FamilySpec, KeyType, KeyspaceSpec, Role, Source, builtin};
+use microdcs_schema::{DocumentSpec, Family, FamilyKind, FamilySpec, KeyType, KeyspaceSpec, Role, Source, builtin};
 
 /// The key table of `spec`: one row per family (document types' families
 /// first, then declared and implicit ones), with its Valkey type, template,
@@ -79,7 +79,7 @@ fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String,
         ),
         (Role::Declared(name), _) if let Some((c, l, w)) = outbox_use(spec, f) => (format!("`{name}`"), c, l, w),
         (Role::Declared(name), _) => {
-            let (c, l, w) = declared(f);
+            let (c, l, w) = declared(spec, f);
             (format!("`{name}`"), c, l, w)
         }
         _ => (f.name.to_owned(), String::new(), String::new(), String::new()),
@@ -95,7 +95,7 @@ fn outbox_use(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> Option<(String, String
         if f.key_type == KeyType::Stream && f.key == o.stream {
             return Some((
                 "work entries: `job`, `v`, then the step's own fields".to_owned(),
-                "never trimmed by length; entries leave once acknowledged".to_owned(),
+                "never trimmed by length; acknowledged entries stay until the consumer runs `Streams::trim_acknowledged`".to_owned(),
                 step,
             ));
         }
@@ -113,7 +113,7 @@ fn is(f: &Family<'_>, b: &FamilySpec<'_>) -> bool {
     f.key == b.key && f.key_type == b.key_type
 }
 
-fn declared(f: &Family<'_>) -> (String, String, String) {
+fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String) {
     let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
     if is(f, &builtin::CHANGES) {
         s(
@@ -142,15 +142,27 @@ fn declared(f: &Family<'_>) -> (String, String, String) {
     } else if is(f, &builtin::FINGERPRINTS) {
         s("index-layout fingerprints by `kind:index`", "none", "`rebuild`")
     } else {
-        let (content, handle) = match f.key_type {
-            KeyType::String => ("a value or a count", "`ValueKey` / `CounterKey`"),
-            KeyType::Hash => ("fields and values", "`HashKey`"),
-            KeyType::Set => ("members", "`SetKey`"),
-            KeyType::SortedSet => ("members with scores", "`SortedSetKey`"),
-            KeyType::Stream => ("entries", "`Streams`"),
-            KeyType::List => ("values, newest first", "`ListKey`"),
-            KeyType::Channel => ("messages", "`ChannelKey`"),
+        let decl = spec.declared(f.name).filter(|d| d.key == f.key);
+        let kind = decl.map_or(FamilyKind::plain(f.key_type), |d| d.kind);
+        let (content, handle) = match kind {
+            FamilyKind::String => ("text values", "`ValueKey`"),
+            FamilyKind::Value => ("typed values (their text form)", "`TypedValue`"),
+            FamilyKind::Counter => ("an integer count", "`CounterKey`"),
+            FamilyKind::Content => ("texts by their digest", "`ContentKey`"),
+            FamilyKind::Hash => ("fields and values", "`HashKey` / `TypedHash`"),
+            FamilyKind::RateLimit => ("`w`, `n` (window), `f`, `b`, `fe` (failures, block)", "`RateLimitKey`"),
+            FamilyKind::Set => ("members", "`SetKey`"),
+            FamilyKind::SortedSet => ("members with scores", "`SortedSetKey`"),
+            FamilyKind::Stream | FamilyKind::Builtin => ("entries", "`Streams`"),
+            FamilyKind::List => ("values, newest first", "`ListKey`"),
+            FamilyKind::Channel => ("messages", "`ChannelKey` / `TypedChannel`"),
         };
-        s(content, "as written", &format!("the application, through {handle}"))
+        let lifetime = match (kind, decl.and_then(|d| d.ttl_ms)) {
+            (FamilyKind::RateLimit, _) => "the window or block; failures `max` past the block".to_owned(),
+            (_, Some(ms)) => format!("{ms} ms from each write (`ttl`)"),
+            (FamilyKind::Channel, None) => "none (a channel)".to_owned(),
+            (_, None) => "as written".to_owned(),
+        };
+        (content.to_owned(), lifetime, format!("the application, through {handle}"))
     }
 }

@@ -55,9 +55,10 @@ pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::builtin;
 pub use microdcs_schema::lua::stored_op_id;
 pub use microdcs_schema::{
-    Document, DocumentSpec, Family, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace,
-    IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate, KeyType, Keyspace,
-    KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
+    Document, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox,
+    InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate,
+    KeyType, Keyspace, KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery,
+    check_keyspace,
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
@@ -79,9 +80,9 @@ pub mod __private {
     pub use crate::typed::FromKey;
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
-        Binding, ConstMessage, Document, DocumentSpec, FamilySpec, GroupQuery, IndexEntries, IndexEntry, IndexError,
-        IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec, ListEntry, ListSpec,
-        OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
+        Binding, ConstMessage, Document, DocumentSpec, FamilyKind, FamilySpec, GroupQuery, IndexEntries, IndexEntry,
+        IndexError, IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec,
+        ListEntry, ListSpec, OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
     pub use std::borrow::Cow;

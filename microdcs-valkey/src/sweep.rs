@@ -16,7 +16,16 @@ use crate::typed::ValueKey;
 /// What a sweep hands its callback: one scope's due ids with their scores.
 pub type Due = Vec<(String, f64)>;
 
-/// The due sweep of document type `D`; see the module documentation.
+/// The due sweep of document type `D`: a poller task that fires the timers
+/// of a sorted index (the SFC `due` index). Every interval, for each scope
+/// of the type's registry, the ids due by the server's clock go to a
+/// callback, oldest first. Reads only; no blocking command.
+///
+/// The index's scores are Unix time in milliseconds, compared with the
+/// server's clock (`TIME`), so clients' clocks do not matter; an index
+/// scored in another unit fires at the wrong time. Scores are finite (a
+/// write with a NaN or infinite score is refused).
+///
 /// Built with [`DueSweep::new`], run by the [`crate::Poller`]
 /// (`Poller::task`) or by hand ([`DueSweep::sweep`]).
 pub struct DueSweep<D, C, Q, F> {

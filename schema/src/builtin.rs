@@ -8,55 +8,108 @@
 //! same template (the plant example does) so the compile-time overlap check
 //! covers them.
 
-use crate::spec::{FamilySpec, KeyType};
+use crate::spec::{FamilyKind, FamilySpec, KeyType};
 
 /// The change stream of a scope (`changes:{scope}`), the default of every
 /// document type's `changes`.
-pub const CHANGES: FamilySpec<'static> =
-    FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream };
+pub const CHANGES: FamilySpec<'static> = FamilySpec {
+    name: "changes",
+    key: "changes:{scope}",
+    key_type: KeyType::Stream,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The nudge channel of a kind (`nudge:{kind}`), the default of every
 /// document type's `nudge`.
-pub const NUDGE: FamilySpec<'static> = FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel };
+pub const NUDGE: FamilySpec<'static> = FamilySpec {
+    name: "nudge",
+    key: "nudge:{kind}",
+    key_type: KeyType::Channel,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The scope registry (`scopes`), the default of every document type's
 /// `registry`.
-pub const SCOPES: FamilySpec<'static> = FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set };
+pub const SCOPES: FamilySpec<'static> =
+    FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set, kind: FamilyKind::Builtin, ttl_ms: None };
 
 /// The tombstone a delete leaves (`tomb:{kind}:{id}`): the document's last
 /// version, the delete's operation id and the document's operation history,
 /// kept for `TombstoneRetention`. A retried delete and a retried write of a
 /// document deleted in between find their operation id here, so neither is
 /// applied twice nor misreported after a lost reply.
-pub const TOMBSTONES: FamilySpec<'static> =
-    FamilySpec { name: "tombstones", key: "tomb:{kind}:{id}", key_type: KeyType::String };
+pub const TOMBSTONES: FamilySpec<'static> = FamilySpec {
+    name: "tombstones",
+    key: "tomb:{kind}:{id}",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// A dedupe claim: `{hash}` is a digest of the event's source and id.
-pub const DEDUPE: FamilySpec<'static> =
-    FamilySpec { name: "dedupe", key: "ce:dedupe:{hash}", key_type: KeyType::String };
+pub const DEDUPE: FamilySpec<'static> = FamilySpec {
+    name: "dedupe",
+    key: "ce:dedupe:{hash}",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The start lease of one configuration.
-pub const START_LOCK: FamilySpec<'static> =
-    FamilySpec { name: "start_lock", key: "lock:poststart:{config_id}", key_type: KeyType::String };
+pub const START_LOCK: FamilySpec<'static> = FamilySpec {
+    name: "start_lock",
+    key: "lock:poststart:{config_id}",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// A fencing lease record (hash tag: all keys of one lease share a slot).
-pub const LEASE: FamilySpec<'static> = FamilySpec { name: "lease", key: "lease:{#name}", key_type: KeyType::Hash };
+pub const LEASE: FamilySpec<'static> = FamilySpec {
+    name: "lease",
+    key: "lease:{#name}",
+    key_type: KeyType::Hash,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The fence counter of a lease (never expires).
-pub const LEASE_FENCE: FamilySpec<'static> =
-    FamilySpec { name: "lease_fence", key: "lease:{#name}:fence", key_type: KeyType::String };
+pub const LEASE_FENCE: FamilySpec<'static> = FamilySpec {
+    name: "lease_fence",
+    key: "lease:{#name}:fence",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The cached result of one lease request id.
-pub const LEASE_REQUEST: FamilySpec<'static> =
-    FamilySpec { name: "lease_request", key: "lease:{#name}:req:{request}", key_type: KeyType::Hash };
+pub const LEASE_REQUEST: FamilySpec<'static> = FamilySpec {
+    name: "lease_request",
+    key: "lease:{#name}:req:{request}",
+    key_type: KeyType::Hash,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// The value a lease protects (written only with the current fence).
-pub const LEASE_DATA: FamilySpec<'static> =
-    FamilySpec { name: "lease_data", key: "lease:{#name}:data", key_type: KeyType::String };
+pub const LEASE_DATA: FamilySpec<'static> = FamilySpec {
+    name: "lease_data",
+    key: "lease:{#name}:data",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// Index-layout fingerprints of the document types (verify and rebuild).
-pub const FINGERPRINTS: FamilySpec<'static> =
-    FamilySpec { name: "fingerprints", key: "schema:fingerprints", key_type: KeyType::Hash };
+pub const FINGERPRINTS: FamilySpec<'static> = FamilySpec {
+    name: "fingerprints",
+    key: "schema:fingerprints",
+    key_type: KeyType::Hash,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
 
 /// Every family above.
 pub const ALL: [FamilySpec<'static>; 11] = [

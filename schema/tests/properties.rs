@@ -162,7 +162,7 @@ proptest! {
         let specs: Vec<FamilySpec<'_>> = families
             .iter()
             .zip(&names)
-            .map(|((key, t), name)| FamilySpec { name, key, key_type: types[usize::from(*t)] })
+            .map(|((key, t), name)| FamilySpec::new(name, key, types[usize::from(*t)]))
             .collect();
         let mut expected = Vec::new();
         for (i, a) in specs.iter().enumerate() {

@@ -419,3 +419,20 @@ async fn put_any_converges_under_contention() {
     let report = store.verify(&Default::default()).await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
 }
+
+#[test]
+fn the_key_table_says_what_each_declared_family_is() {
+    use microdcs_valkey::Keyspace;
+    let table = microdcs_valkey::keyspace_markdown(&Extras::SPEC);
+    let row = |family: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{family}` |")))
+            .unwrap_or_else(|| panic!("{table}"))
+            .to_owned()
+    };
+    assert!(row("seen").contains("30000 ms from each write (`ttl`)"), "{}", row("seen"));
+    assert!(row("logins").contains("`RateLimitKey`") && row("logins").contains("failures `max` past the block"));
+    assert!(row("tallies").contains("`HashKey` / `TypedHash`"), "{}", row("tallies"));
+    assert!(!row("logins").contains("`HashKey`"), "a rate limit is not a plain hash: {}", row("logins"));
+}

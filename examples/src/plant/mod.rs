@@ -122,6 +122,30 @@ pub struct SfcState {
     pub wait_start: Option<i64>,
 }
 
+/// What a reference list (`ref:{kind}:{scope}`) holds: the kinds of the
+/// reference key table, written as their key segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, microdcs_valkey::KeySegment)]
+#[microdcs(rename_all = "lowercase")]
+pub enum RefKind {
+    /// `equipment`
+    Equipment,
+    /// `materialclass`
+    MaterialClass,
+    /// `personnel`
+    Personnel,
+    /// `physicalasset`
+    PhysicalAsset,
+    /// `materialdefinition`
+    MaterialDefinition,
+}
+
+impl RefKind {
+    /// The kind's key segment, for the family builders (which take text).
+    pub fn segment(self) -> String {
+        microdcs_valkey::KeySegment::key_segment(&self).into_owned()
+    }
+}
+
 keyspace! {
     /// The plant keyspace: every family of the reference key table.
     pub Plant {
@@ -184,7 +208,7 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             ("SfcState", _, "waits") => SfcState::waits_key(p, "s1", "t-1")?,
             (_, _, "dedupe") => Plant::dedupe_key(p, "0123456789abcdef0123456789abcdef")?,
             (_, _, "start_lock") => Plant::start_lock_key(p, "cfg-1")?,
-            (_, _, "reference") => Plant::reference_key(p, "equipment", "s1")?,
+            (_, _, "reference") => Plant::reference_key(p, &RefKind::Equipment.segment(), "s1")?,
             (_, _, "job_acceptance") => Plant::job_acceptance_key(p, "s1")?,
             (_, _, "scopes") => Plant::scopes_key(p)?,
             (_, _, "changes") => Plant::changes_key(p, "s1")?,

@@ -24,7 +24,11 @@ pub use views::{
     ValueView,
 };
 
-/// Read-only views of keyspace `K`; see the module documentation.
+/// Read-only views of keyspace `K` through its spec, for developer tools:
+/// kinds and families, scopes, ids, one document with the state of each of
+/// its index entries, dedupe claims, leases, streams and values. It sends
+/// only the reads of [`AclRole::Inspector`](crate::AclRole::Inspector), so
+/// it works as a user with read-only key access.
 pub struct Inspector<K> {
     valkey: Valkey,
     _keyspace: PhantomData<fn() -> K>,
@@ -100,8 +104,14 @@ impl<K: Keyspace> Inspector<K> {
         Ok(i64::try_from(retry::server_time_ms(&self.valkey).await?).unwrap_or(i64::MAX))
     }
 
-    /// The scopes holding documents of `kind` (its scope registry), all of
-    /// them (`SSCAN` to the end).
+    /// The scopes holding documents of `kind`, from its scope registry
+    /// (`SSCAN` to the end), sorted.
+    ///
+    /// The registry is shared by every type that writes to it, so it names
+    /// scopes, not kinds: for an unscoped kind the answer is its one scope
+    /// `_` (when it has documents), and for a scoped kind the `_` that
+    /// unscoped types of the same registry put there is left out. Other
+    /// scopes may hold documents of other kinds only.
     ///
     /// # Errors
     /// An unknown kind, connection errors, a key of another type.
@@ -120,6 +130,12 @@ impl<K: Keyspace> Inspector<K> {
         }
         out.sort();
         out.dedup();
+        let unscoped = microdcs_schema::UNSCOPED;
+        if spec.unscoped {
+            out.retain(|s| s == unscoped);
+        } else if K::SPEC.documents.iter().any(|d| d.unscoped && d.registry == spec.registry) {
+            out.retain(|s| s != unscoped);
+        }
         Ok(out)
     }
 

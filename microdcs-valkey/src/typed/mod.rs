@@ -228,4 +228,4 @@ macro_rules! ttl_fn {
         }
     )*};
 }
-ttl_fn!(SetKey, HashKey, SortedSetKey, ListKey);
+ttl_fn!(SetKey, HashKey, SortedSetKey, ListKey, CounterKey);

@@ -45,6 +45,17 @@ pub struct TypedHashEntries<K, V> {
     pub next: Option<u64>,
 }
 
+impl<K, V> TypedHash<K, V> {
+    /// The time the hash has left (`None`: no lifetime, or no key); a
+    /// family declared with `ttl = "..."` gets it again from every write.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ttl(&self) -> Result<Option<Duration>> {
+        self.inner.ttl().await
+    }
+}
+
 impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
     /// The key.
     pub fn key(&self) -> &str {

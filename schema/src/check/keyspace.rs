@@ -398,9 +398,9 @@ mod tests {
     use crate::fixtures::doc;
 
     const SHARED: [FamilySpec<'static>; 3] = [
-        FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },
-        FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel },
-        FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set },
+        FamilySpec::new("changes", "changes:{scope}", KeyType::Stream),
+        FamilySpec::new("nudge", "nudge:{kind}", KeyType::Channel),
+        FamilySpec::new("scopes", "scopes", KeyType::Set),
     ];
 
     // Both on their own change stream and nudge channel: the defaults would
@@ -488,8 +488,7 @@ mod tests {
         assert_eq!(check_keyspace(&ks).len(), 1);
         // A rename of the change stream that no type follows: every type
         // still writes `changes:{scope}`.
-        const RENAME: [FamilySpec<'static>; 1] =
-            [FamilySpec { name: "changes", key: "events:{scope}", key_type: KeyType::Stream }];
+        const RENAME: [FamilySpec<'static>; 1] = [FamilySpec::new("changes", "events:{scope}", KeyType::Stream)];
         const ONE: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
         let ks = KeyspaceSpec { name: "Jobs", documents: &ONE, families: &RENAME };
         assert_eq!(
@@ -535,11 +534,7 @@ mod tests {
         let keys: Vec<String> = literals.iter().map(|l| format!("{l}:tenant:{l}")).collect();
         let names: Vec<String> = literals.iter().map(|l| format!("by_{l}")).collect();
         let mut families: Vec<FamilySpec<'_>> = SHARED.to_vec();
-        families.extend(keys.iter().zip(&names).map(|(k, n)| FamilySpec {
-            name: n,
-            key: k,
-            key_type: KeyType::String,
-        }));
+        families.extend(keys.iter().zip(&names).map(|(k, n)| FamilySpec::new(n, k, KeyType::String)));
         // A document type's list, before every declared family.
         const OWNER: [DocumentSpec<'static>; 1] = [DocumentSpec {
             list: Some(ListSpec { key: "{scope}:tenant:q", score: None }),
@@ -556,7 +551,7 @@ mod tests {
         );
         assert_eq!(check_keyspace(&ks).len(), 2);
         // A declared family, after them.
-        families.push(FamilySpec { name: "per_owner", key: "{owner}:tenant:c", key_type: KeyType::String });
+        families.push(FamilySpec::new("per_owner", "{owner}:tenant:c", KeyType::String));
         let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
@@ -572,7 +567,7 @@ mod tests {
         // than the buffer holds.
         const NAMES: [&str; 40] = [""; 40];
         let families: Vec<FamilySpec<'_>> =
-            NAMES.iter().map(|n| FamilySpec { name: n, key: "x:{a}", key_type: KeyType::String }).collect();
+            NAMES.iter().map(|n| FamilySpec::new(n, "x:{a}", KeyType::String)).collect();
         let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
         let msg = keyspace_problem::<64>(&ks);
         assert!(msg.is_cut());

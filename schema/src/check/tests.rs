@@ -5,9 +5,9 @@ use crate::spec::{DocumentSpec, KeyType, KeyspaceSpec, Source};
 use crate::fixtures::{JOB_RESPONSE, doc};
 
 const SHARED: [FamilySpec<'static>; 3] = [
-    FamilySpec { name: "changes", key: "changes:{scope}", key_type: KeyType::Stream },
-    FamilySpec { name: "nudge", key: "nudge:{kind}", key_type: KeyType::Channel },
-    FamilySpec { name: "scopes", key: "scopes", key_type: KeyType::Set },
+    FamilySpec::new("changes", "changes:{scope}", KeyType::Stream),
+    FamilySpec::new("nudge", "nudge:{kind}", KeyType::Channel),
+    FamilySpec::new("scopes", "scopes", KeyType::Set),
 ];
 
 #[test]
