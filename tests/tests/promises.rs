@@ -422,7 +422,6 @@ async fn put_any_converges_under_contention() {
 
 #[test]
 fn the_key_table_says_what_each_declared_family_is() {
-    use microdcs_valkey::Keyspace;
     let table = microdcs_valkey::keyspace_markdown(&Extras::SPEC);
     let row = |family: &str| {
         table

@@ -149,7 +149,7 @@ mod tests {
         text.lines()
             .take_while(|l| l.starts_with("--"))
             .filter_map(|l| l.strip_prefix("--   {"))
-            .filter_map(|l| l.split(|c| c == ',' || c == '}').next()?.parse().ok())
+            .filter_map(|l| l.split([',', '}']).next()?.parse().ok())
             .collect()
     }
 
@@ -158,7 +158,7 @@ mod tests {
         text.lines()
             .filter(|l| !l.starts_with("--"))
             .flat_map(|l| l.match_indices("return {").map(move |(at, _)| &l[at + 8..]))
-            .filter_map(|rest| rest.split(|c| c == ',' || c == '}').next()?.trim().parse().ok())
+            .filter_map(|rest| rest.split([',', '}']).next()?.trim().parse().ok())
             .collect()
     }
 
