@@ -66,7 +66,7 @@ const DONE: &str = "done";
 
 /// The longest claim lease, retention or start lease lifetime: the bound
 /// of the fencing lease store, for the same reason.
-const MAX_LIFETIME: Duration = crate::lease::MAX_TTL;
+const MAX_LIFETIME: Duration = crate::limits::MAX_LEASE_TTL;
 
 /// Refuses a lifetime the stores cannot keep: zero, or so long that an
 /// `Instant` would overflow or the server would refuse the `PX`.

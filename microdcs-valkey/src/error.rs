@@ -285,6 +285,16 @@ pub(crate) fn is_acl_failure_in_script(e: &redis::RedisError) -> bool {
     }
 }
 
+/// A template that could not be rendered: a bad value is [`Error::Key`],
+/// the wrong number of values the caller's [`Error::InvalidArgument`].
+pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
+    match e {
+        microdcs_schema::RenderError::Value(k) => Error::Key(k),
+        // The wrong number of values for a template: a caller's mistake.
+        other => Error::InvalidArgument(other.to_string()),
+    }
+}
+
 /// Whether a failed command may or may not have run on the server.
 pub(crate) fn is_unknown_outcome(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped()

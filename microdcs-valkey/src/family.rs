@@ -58,7 +58,7 @@ impl FamilyKey {
     /// The key for `values` (in placeholder order).
     pub(crate) fn render(&self, prefix: &KeyPrefix, values: &[&str]) -> Result<String> {
         let t = self.template.as_ref().map_err(|why| Error::InvalidArgument(why.clone()))?;
-        t.render(prefix, values).map_err(crate::store::render_err)
+        t.render(prefix, values).map_err(crate::error::render_err)
     }
 }
 

@@ -52,8 +52,8 @@ use redis::Value;
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use crate::family::FamilyKey;
+use crate::op_id::new_op_id;
 use crate::retry::{self, LuaScript, ScriptCall};
-use crate::store::new_op_id;
 
 /// A held lease. Its `Debug` hides the grant id and the owner.
 #[derive(Clone, PartialEq, Eq)]
@@ -294,9 +294,7 @@ impl LeaseStore {
     }
 }
 
-/// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
-/// counter moved): 30 days.
-pub(crate) const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+use crate::limits::MAX_LEASE_TTL as MAX_TTL;
 
 fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl.is_zero() || ttl > MAX_TTL {

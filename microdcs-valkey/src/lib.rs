@@ -11,7 +11,6 @@ mod changes;
 mod client;
 mod codec;
 mod config;
-mod connect;
 mod coord;
 mod error;
 mod family;
@@ -19,7 +18,10 @@ mod handle;
 mod inspect;
 mod keyspace_doc;
 mod lease;
+mod limits;
 mod metrics;
+mod op_id;
+mod page;
 mod poller;
 mod retry;
 mod store;
@@ -32,13 +34,13 @@ mod typed;
 
 pub use acl::AclRole;
 pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
-pub use client::{PollOptions, Valkey, WriteOptions};
+pub use client::Valkey;
+pub use client::connect::{ConnectError, Health, read_password_file};
 pub use codec::{Codec, Json};
 pub use config::{
-    ConfigError, ConfigProblem, Endpoint, MicroDcsConfig, Secret, ValkeyConfig, defaults, parse_connection_string,
-    parse_duration, redact_connection_string,
+    ConfigError, ConfigProblem, Endpoint, MicroDcsConfig, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
+    parse_connection_string, parse_duration, redact_connection_string,
 };
-pub use connect::{ConnectError, Health, read_password_file};
 pub use coord::{
     Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease, dedupe_hash,
 };

@@ -224,6 +224,28 @@ where
     }
 }
 
+/// Runs a read of ours; after a lost connection runs it once more (see
+/// [`read`]'s rule), for reads that return our own [`crate::Result`]: the
+/// one bounded-read rule of the crate's typed reads.
+pub(crate) async fn read_bounded<T, F, Fut>(valkey: &Valkey, f: F) -> crate::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = crate::Result<T>>,
+{
+    let timeout = valkey.response_timeout();
+    let once = || async {
+        tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(crate::Error::Redis(no_answer(timeout))))
+    };
+    match once().await {
+        Err(e) if e.is_connection() && !e.is_timeout() => {
+            tracing::debug!(error = %e, "read lost its connection; reading again");
+            tokio::time::sleep(valkey.write_options().retry_delay).await;
+            once().await
+        }
+        other => other,
+    }
+}
+
 /// Runs a command once, waiting at most the response timeout (also for a
 /// reconnect): for writes that must not be sent twice. A failure to get an
 /// answer is a connection error (a timeout or a lost connection).

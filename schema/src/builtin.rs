@@ -8,7 +8,7 @@
 //! same template (the plant example does) so the compile-time overlap check
 //! covers them.
 
-use crate::spec::{FamilyKind, FamilySpec, KeyType};
+use crate::family::{FamilyKind, FamilySpec, KeyType};
 
 /// The change stream of a scope (`changes:{scope}`), the default of every
 /// document type's `changes`.

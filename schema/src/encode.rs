@@ -156,14 +156,26 @@ pub fn glob_escape_into(out: &mut String, text: &str) {
 /// the step the generated key builders repeat per placeholder.
 ///
 /// # Errors
-/// A [`crate::KeyError`] naming the template and placeholder.
+/// A placeholder value could not be written into a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for `{{{placeholder}}}` in `{template}`: {error}")]
+pub struct KeyError {
+    /// The template being rendered.
+    pub template: String,
+    /// The placeholder whose value was rejected.
+    pub placeholder: String,
+    /// Why.
+    pub error: ValueError,
+}
+
+/// A [`KeyError`] naming the template and placeholder.
 pub fn push_segment(
     out: &mut String,
     value: &str,
     template: &'static str,
     placeholder: &'static str,
-) -> Result<(), crate::KeyError> {
-    encode_into(out, value).map_err(|error| crate::KeyError {
+) -> Result<(), KeyError> {
+    encode_into(out, value).map_err(|error| KeyError {
         template: template.to_owned(),
         placeholder: placeholder.to_owned(),
         error,

@@ -26,6 +26,7 @@ pub mod duration;
 #[doc(hidden)]
 pub mod encode;
 mod entry;
+mod family;
 #[cfg(test)]
 mod fixtures;
 // The script generator and its KEYS/ARGV layouts are the contract between

@@ -21,7 +21,8 @@
 use std::fmt;
 use std::ops::Range;
 
-use crate::encode::{self, ValueError};
+use crate::encode;
+pub use crate::encode::KeyError;
 use crate::prefix::KeyPrefix;
 
 /// One atom of a parsed template.
@@ -112,18 +113,6 @@ pub struct TemplateError {
     pub span: Range<usize>,
     /// The template text.
     pub template: String,
-}
-
-/// A placeholder value could not be written into a key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid value for `{{{placeholder}}}` in `{template}`: {error}")]
-pub struct KeyError {
-    /// The template being rendered.
-    pub template: String,
-    /// The placeholder whose value was rejected.
-    pub placeholder: String,
-    /// Why.
-    pub error: ValueError,
 }
 
 /// Rendering was given the wrong number of values.

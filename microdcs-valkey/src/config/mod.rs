@@ -17,17 +17,19 @@ use serde::Deserialize;
 use crate::KeyPrefix;
 
 mod connection_string;
+mod options;
 mod secret;
 mod serde_input;
 use serde_input::SettingText;
 
 pub use connection_string::{Endpoint, parse_connection_string};
 pub use microdcs_schema::duration::parse_duration;
+pub use options::{PollOptions, WriteOptions};
 pub use secret::{Secret, redact_connection_string};
 
 /// The default of every setting, in one place: [`ValkeyConfig::default`],
-/// [`MicroDcsConfig::default`], [`crate::WriteOptions::default`],
-/// [`crate::PollOptions::default`] and both constructors of
+/// [`MicroDcsConfig::default`], [`WriteOptions::default`],
+/// [`PollOptions::default`] and both constructors of
 /// [`crate::Valkey`] (timeouts and reconnect backoff alike) take their
 /// values from here, so they cannot drift apart.
 pub mod defaults {
@@ -370,7 +372,7 @@ impl MicroDcsConfig {
         }
         // The dedupe stores refuse longer times on every call; say so at start.
         for (name, d) in [("DedupeLease", self.dedupe_lease), ("DedupeRetention", self.dedupe_retention)] {
-            if d > crate::lease::MAX_TTL {
+            if d > crate::limits::MAX_LEASE_TTL {
                 problems.push(ConfigProblem {
                     setting: format!("MicroDcs:{name}"),
                     problem: "must be at most 30 days".into(),
@@ -490,8 +492,8 @@ impl ValkeyConfig {
     }
 
     /// The write options these settings give.
-    pub(crate) fn write_options(&self) -> crate::WriteOptions {
-        crate::WriteOptions {
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        WriteOptions {
             attempts: self.write_attempts,
             retry_delay: self.write_retry_delay,
             change_stream_max_len: self.change_stream_max_length,
@@ -501,8 +503,8 @@ impl ValkeyConfig {
     }
 
     /// The poll options these settings give.
-    pub(crate) fn poll_options(&self) -> crate::PollOptions {
-        crate::PollOptions { poll_interval: self.poll_interval, scope_refresh_interval: self.scope_refresh_interval }
+    pub(crate) fn poll_options(&self) -> PollOptions {
+        PollOptions { poll_interval: self.poll_interval, scope_refresh_interval: self.scope_refresh_interval }
     }
 
     /// The validated key prefix.

@@ -170,7 +170,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// lost its reply, the document is read again and the id looked up in
     /// its history, so a claim that applied is reported as ours.
     async fn claim_write(&self, read: &mut Stored<D>, next: D) -> Result<bool> {
-        let op = super::write::new_op_id();
+        let op = crate::op_id::new_op_id();
         let out = self.update_with_op(read, &next, &op).await;
         let version = match out {
             Ok(PutOutcome::Written { version }) => version,
@@ -232,7 +232,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Connection errors, a key of another type.
     pub async fn scopes(&self, page: Page) -> Result<IdPage> {
         let key = self.plan.registry_key.clone();
-        self.read(|| super::sscan_page(&self.valkey, &key, page.clone())).await
+        self.read(|| crate::page::sscan_page(&self.valkey, &key, page.clone())).await
     }
 
     /// A walk over every document of this type, `count` keys at a time:

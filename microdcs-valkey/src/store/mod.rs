@@ -15,22 +15,20 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod maintenance;
-mod page;
 mod plan;
 mod read;
 mod step;
 mod types;
 mod write;
 
+pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
-pub(crate) use read::{read_bounded, sscan_page};
 pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
 };
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
-pub use write::new_op_id;
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;
@@ -173,10 +171,4 @@ pub(crate) fn render_list(
     t.render(prefix, values)
 }
 
-pub(crate) fn render_err(e: microdcs_schema::RenderError) -> Error {
-    match e {
-        microdcs_schema::RenderError::Value(k) => Error::Key(k),
-        // The wrong number of values for a template: a caller's mistake.
-        other => Error::InvalidArgument(other.to_string()),
-    }
-}
+pub(crate) use crate::error::render_err;

@@ -16,11 +16,6 @@ use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::retry;
 
-/// Whether a read got no answer in time (rather than losing its connection).
-fn is_timeout(e: &Error) -> bool {
-    matches!(e, Error::Redis(r) if r.is_timeout())
-}
-
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Reads a document (one `HGETALL`).
     ///
@@ -134,7 +129,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        read_bounded(&self.valkey, f).await
+        retry::read_bounded(&self.valkey, f).await
     }
 
     pub(super) async fn get_once(&self, scope: Option<&str>, id: &str) -> Result<Option<Stored<D>>> {
@@ -330,7 +325,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
         }
         let key = self.group_key(&query)?;
-        let bound = crate::typed::score_bound;
+        let bound = crate::page::score_bound;
         let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
         let limit = limit.clamp(1, Page::MAX);
         self.read(|| async {
@@ -420,85 +415,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn sscan(&self, key: &str, page: Page) -> Result<IdPage> {
-        sscan_page(&self.valkey, key, page).await
+        crate::page::sscan_page(&self.valkey, key, page).await
     }
-}
-
-/// Runs a read of ours; after a lost connection runs it once more (see
-/// [`Store::read`]'s rule).
-pub(crate) async fn read_bounded<T, F, Fut>(valkey: &crate::Valkey, f: F) -> Result<T>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let timeout = valkey.response_timeout();
-    let once = || async {
-        tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(Error::Redis(retry::no_answer(timeout))))
-    };
-    match once().await {
-        Err(e) if e.is_connection() && !is_timeout(&e) => {
-            tracing::debug!(error = %e, "read lost its connection; reading again");
-            tokio::time::sleep(valkey.write_options().retry_delay).await;
-            once().await
-        }
-        other => other,
-    }
-}
-
-/// One page of a set's members by `SSCAN` (see [`Page`] for what a walk
-/// over pages returns); one attempt, for a caller's bounded read.
-pub(crate) async fn sscan_page(valkey: &crate::Valkey, key: &str, page: Page) -> Result<IdPage> {
-    page.check_walk(key)?;
-    let count = page.count.max(1);
-    let mut started = !matches!(page.at, PageAt::Start);
-    let from_token = page.is_from_token();
-    let (mut cursor, mut ids) = match page.at {
-        PageAt::Scan { cursor, pending } => (cursor, pending),
-        // A sorted set's position handed to a set's walk: refused, not
-        // taken as a fresh start.
-        PageAt::After { .. } => {
-            return Err(Error::InvalidArgument("a sorted walk's page handed to a set's walk".into()));
-        }
-        PageAt::Start => (0, Vec::new()),
-    };
-    let mut con = valkey.connection();
-    if from_token && !ids.is_empty() {
-        // A token is not signed: the ids it says were scanned are handed
-        // out only while they are members.
-        let member: Vec<bool> = redis::cmd("SMISMEMBER")
-            .arg(key)
-            .arg(&ids)
-            .query_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
-        let mut keep = member.into_iter();
-        ids.retain(|_| keep.next().unwrap_or(false));
-    }
-    // SSCAN's COUNT is a hint: scan until the page is full or the walk
-    // ends, and carry what does not fit over to the next page.
-    // Ids in this page and the carried-over rest, for a linear dedupe.
-    let mut seen: std::collections::HashSet<String> = ids.iter().cloned().collect();
-    while ids.len() < count && !(started && cursor == 0) {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
-            .arg(key)
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut con)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
-        started = true;
-        cursor = next;
-        for id in batch {
-            if seen.insert(id.clone()) {
-                ids.push(id);
-            }
-        }
-    }
-    let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
-    let next =
-        (cursor != 0 || !pending.is_empty()).then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
-    Ok(IdPage { ids, next })
 }
 
 static PAGE_AFTER_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PAGE_AFTER));

@@ -64,8 +64,8 @@ pub enum DeleteOutcome {
     NotFound,
 }
 
-pub(crate) use super::page::PageAt;
-pub use super::page::{IdPage, Page};
+pub(crate) use crate::page::PageAt;
+pub use crate::page::{IdPage, Page};
 
 /// What was read of a stored document: enough to update or delete it in one
 /// round trip (its version and the index fields the next write must remove).

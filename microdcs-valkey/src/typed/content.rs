@@ -42,7 +42,7 @@ impl ContentFamily {
     }
 
     fn key(&self, digest: &str) -> Result<String> {
-        self.template.render(self.valkey.prefix(), &[digest]).map_err(crate::store::render_err)
+        self.template.render(self.valkey.prefix(), &[digest]).map_err(crate::error::render_err)
     }
 
     /// Stores `text` under its digest, which it returns. Storing the same

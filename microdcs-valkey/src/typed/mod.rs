@@ -46,7 +46,6 @@ pub use set::SetKey;
 pub use typed_more::{TypedChannel, TypedHash, TypedHashEntries, TypedSubscription};
 pub use typed_value::TypedValue;
 pub use value::{CounterKey, ValueKey};
-pub(crate) use zset::score_bound;
 pub use zset::{Scored, SortedSetKey};
 
 /// One key of a declared family on a connection.

@@ -2,7 +2,7 @@
 
 use super::Target;
 use crate::error::Result;
-use crate::store::{IdPage, Page, sscan_page};
+use crate::page::{IdPage, Page, sscan_page};
 
 /// One key of a set family: members added and removed one round trip each,
 /// read by membership, count or page.
@@ -72,6 +72,6 @@ impl SetKey {
     /// Connection errors, a key of another type.
     pub async fn members(&self, page: Page) -> Result<IdPage> {
         let (valkey, key) = (&self.t.valkey, self.t.key.as_str());
-        crate::store::read_bounded(valkey, || sscan_page(valkey, key, page.clone())).await
+        crate::retry::read_bounded(valkey, || sscan_page(valkey, key, page.clone())).await
     }
 }

@@ -30,18 +30,6 @@ fn finite(score: f64, what: &str) -> Result<()> {
     }
 }
 
-/// A score bound as `ZRANGE ... BYSCORE` takes it (`+inf`, `-inf`, or the
-/// number).
-pub(crate) fn score_bound(x: f64) -> String {
-    if x == f64::INFINITY {
-        "+inf".to_owned()
-    } else if x == f64::NEG_INFINITY {
-        "-inf".to_owned()
-    } else {
-        x.to_string()
-    }
-}
-
 fn pairs(flat: Vec<(String, f64)>) -> Vec<Scored> {
     flat.into_iter().map(|(member, score)| Scored { member, score }).collect()
 }
@@ -128,7 +116,7 @@ impl SortedSetKey {
         if min.is_nan() || max.is_nan() {
             return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
         }
-        let bound = score_bound;
+        let bound = crate::page::score_bound;
         let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
         let mut cmd = redis::cmd("ZRANGE");
         cmd.arg(&self.t.key).arg(from).arg(to).arg("BYSCORE");

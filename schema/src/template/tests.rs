@@ -1,4 +1,5 @@
 use super::*;
+use crate::encode::ValueError;
 
 fn p() -> KeyPrefix {
     KeyPrefix::default()

@@ -32,8 +32,8 @@ use crate::error::{Error, Result};
 /// HTTP page token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
-    pub(super) count: usize,
-    pub(super) at: PageAt,
+    pub(crate) count: usize,
+    pub(crate) at: PageAt,
     /// The walk a continuation belongs to: a digest of the key it walks
     /// (`None` for a first page, which may start any walk).
     walk: Option<String>,
@@ -192,6 +192,74 @@ impl std::str::FromStr for Page {
     /// [`Page::from_token`].
     fn from_str(s: &str) -> Result<Self> {
         Page::from_token(s)
+    }
+}
+
+/// One page of a set's members by `SSCAN` (see [`Page`] for what a walk
+/// over pages returns); one attempt, for a caller's bounded read.
+pub(crate) async fn sscan_page(valkey: &crate::client::Valkey, key: &str, page: Page) -> Result<IdPage> {
+    page.check_walk(key)?;
+    let count = page.count.max(1);
+    let mut started = !matches!(page.at, PageAt::Start);
+    let from_token = page.is_from_token();
+    let (mut cursor, mut ids) = match page.at {
+        PageAt::Scan { cursor, pending } => (cursor, pending),
+        // A sorted set's position handed to a set's walk: refused, not
+        // taken as a fresh start.
+        PageAt::After { .. } => {
+            return Err(Error::InvalidArgument("a sorted walk's page handed to a set's walk".into()));
+        }
+        PageAt::Start => (0, Vec::new()),
+    };
+    let mut con = valkey.connection();
+    if from_token && !ids.is_empty() {
+        // A token is not signed: the ids it says were scanned are handed
+        // out only while they are members.
+        let member: Vec<bool> = redis::cmd("SMISMEMBER")
+            .arg(key)
+            .arg(&ids)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        let mut keep = member.into_iter();
+        ids.retain(|_| keep.next().unwrap_or(false));
+    }
+    // SSCAN's COUNT is a hint: scan until the page is full or the walk
+    // ends, and carry what does not fit over to the next page.
+    // Ids in this page and the carried-over rest, for a linear dedupe.
+    let mut seen: std::collections::HashSet<String> = ids.iter().cloned().collect();
+    while ids.len() < count && !(started && cursor == 0) {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SSCAN")
+            .arg(key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        started = true;
+        cursor = next;
+        for id in batch {
+            if seen.insert(id.clone()) {
+                ids.push(id);
+            }
+        }
+    }
+    let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
+    let next =
+        (cursor != 0 || !pending.is_empty()).then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
+    Ok(IdPage { ids, next })
+}
+
+/// A score bound as `ZRANGE ... BYSCORE` takes it (`+inf`, `-inf`, or the
+/// number).
+pub(crate) fn score_bound(x: f64) -> String {
+    if x == f64::INFINITY {
+        "+inf".to_owned()
+    } else if x == f64::NEG_INFINITY {
+        "-inf".to_owned()
+    } else {
+        x.to_string()
     }
 }
 
