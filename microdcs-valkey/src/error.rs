@@ -192,8 +192,12 @@ impl Error {
     /// Whether the server refused the credentials or their permissions:
     /// also a command the ACL refuses inside one of our scripts, which the
     /// server reports as an `ERR` whose message starts `ACL failure in
-    /// script` (nothing is written then: the refused command fails the
-    /// script before its first write, or the whole script is refused).
+    /// script`. Scripts do not roll back: a refused read fails a write
+    /// script before its first write, but a refused write command (a
+    /// `PUBLISH` the user's channel rules refuse comes last) may follow
+    /// writes that stay. Give the user every command and channel of its
+    /// [`AclRole`](crate::AclRole); read the document to learn what a
+    /// refused write left.
     pub fn is_auth(&self) -> bool {
         match self {
             Error::Redis(e) => {

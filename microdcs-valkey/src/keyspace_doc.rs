@@ -148,7 +148,7 @@ fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String)
             FamilyKind::String => ("text values", "`ValueKey`"),
             FamilyKind::Value => ("typed values (their text form)", "`TypedValue`"),
             FamilyKind::Counter => ("an integer count", "`CounterKey`"),
-            FamilyKind::Content => ("texts by their digest", "`ContentKey`"),
+            FamilyKind::Content => ("texts by their digest", "`ContentFamily`"),
             FamilyKind::Hash => ("fields and values", "`HashKey` / `TypedHash`"),
             FamilyKind::RateLimit => ("`w`, `n` (window), `f`, `b`, `fe` (failures, block)", "`RateLimitKey`"),
             FamilyKind::Set => ("members", "`SetKey`"),

@@ -5,9 +5,12 @@
 //! A continuation names its walk by a digest of the key, so a page handed
 //! to the walk of another key is refused instead of silently continuing the
 //! wrong walk (or restarting this one). A token carries a checksum, so a
-//! damaged or edited token is refused; it is not signed, so what it carries
-//! is never trusted as data: ids a token says were scanned but not yet
-//! returned are checked against the set before they are handed out.
+//! damaged token (cut, mistyped) is refused. It is not signed: anyone can
+//! write a token that passes the checksum, so what it carries is never
+//! trusted as data. Its walk must still be the walk it is handed to, and
+//! ids it says were scanned but not yet returned are checked against the
+//! set before they are handed out; a forged token can at most move a walk
+//! to another position in the same set.
 
 use sha2::{Digest, Sha256};
 
@@ -131,8 +134,8 @@ impl Page {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a token that is not one of ours, is
-    /// damaged or edited (its checksum fails), or is over
-    /// [`Page::MAX_TOKEN_LEN`].
+    /// damaged (its checksum fails: the checksum catches damage, not a
+    /// forgery, see the type's docs), or is over [`Page::MAX_TOKEN_LEN`].
     pub fn from_token(token: &str) -> Result<Self> {
         let bad = |why: &str| Error::InvalidArgument(format!("not a page token: {why}"));
         if token.len() > Self::MAX_TOKEN_LEN {
@@ -157,7 +160,13 @@ impl Page {
             Some("s") => PageAt::Start,
             Some("c") => {
                 let cursor = f.next().and_then(|c| c.parse().ok()).ok_or_else(|| bad("cursor"))?;
-                let pending = f.by_ref().map(|h| text(Some(h))).collect::<Result<Vec<_>>>()?;
+                let mut pending = f.by_ref().map(|h| text(Some(h))).collect::<Result<Vec<_>>>()?;
+                if pending.len() > Self::MAX {
+                    return Err(bad("more carried ids than a page holds"));
+                }
+                // A page never hands out an id twice.
+                let mut seen = std::collections::HashSet::new();
+                pending.retain(|id| seen.insert(id.clone()));
                 PageAt::Scan { cursor, pending }
             }
             Some("a") => {

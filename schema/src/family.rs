@@ -121,16 +121,18 @@ impl FamilyKind {
         })
     }
 
-    /// The Valkey type its keys hold.
-    pub const fn key_type(self) -> KeyType {
-        match self {
+    /// The Valkey type its keys hold; `None` for [`FamilyKind::Builtin`],
+    /// whose families each have their own (see [`FamilySpec::key_type`]).
+    pub const fn key_type(self) -> Option<KeyType> {
+        Some(match self {
             FamilyKind::String | FamilyKind::Value | FamilyKind::Counter | FamilyKind::Content => KeyType::String,
             FamilyKind::Hash | FamilyKind::RateLimit => KeyType::Hash,
             FamilyKind::Set => KeyType::Set,
             FamilyKind::SortedSet => KeyType::SortedSet,
             FamilyKind::List => KeyType::List,
-            FamilyKind::Stream | FamilyKind::Builtin => KeyType::Stream,
+            FamilyKind::Stream => KeyType::Stream,
             FamilyKind::Channel => KeyType::Channel,
-        }
+            FamilyKind::Builtin => return None,
+        })
     }
 }

@@ -435,3 +435,31 @@ fn the_key_table_says_what_each_declared_family_is() {
     assert!(row("tallies").contains("`HashKey` / `TypedHash`"), "{}", row("tallies"));
     assert!(!row("logins").contains("`HashKey`"), "a rate limit is not a plain hash: {}", row("logins"));
 }
+
+#[tokio::test]
+async fn a_claim_walks_past_refused_ids_and_refuses_a_change_that_stays() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("claim-walk"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    // 40 due jobs, the 39 lowest held back by the closure: the claim must
+    // walk past them (more than a round of 16) to the last one.
+    let jobs: Vec<Job> = (0..40).map(|i| job(&format!("j-{i:02}"), "queued", Some(i))).collect();
+    assert!(store.put_many(&jobs, microdcs_valkey::Expect::Create).await.iter().all(Result::is_ok));
+    let got = store
+        .claim_due(Job::due("s1"), 1e12, |d| (d.id == "j-39").then(|| Job { due: None, ..d.clone() }))
+        .await
+        .unwrap();
+    assert_eq!(got.map(|s| s.id).as_deref(), Some("j-39"));
+    // A `change` that keeps the document where it was claimed would let
+    // the next worker claim it again: refused, nothing written.
+    let stays = store.claim(Job::by_status("s1", "queued"), |d| Some(Job { created: 7, ..d.clone() })).await;
+    assert!(matches!(stays, Err(Error::InvalidArgument(_))), "{stays:?}");
+    let still_due = store.claim_due(Job::due("s1"), 1e12, |d| Some(Job { due: Some(5), ..d.clone() })).await;
+    assert!(matches!(still_due, Err(Error::InvalidArgument(_))), "{still_due:?}");
+    // Moved past the bound is a claim (a retry queue pushing a job later).
+    let later = store.claim_due(Job::due("s1"), 10.0, |d| Some(Job { due: Some(1_000), ..d.clone() })).await.unwrap();
+    assert_eq!(later.map(|s| s.doc.due), Some(Some(1_000)));
+    let versions: Vec<u64> =
+        store.get_many(&["j-00", "j-01", "j-38"]).await.unwrap().into_iter().map(|s| s.unwrap().version).collect();
+    assert_eq!(versions, [2, 1, 1], "only the claimed job was written");
+}

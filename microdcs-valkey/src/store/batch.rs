@@ -10,6 +10,16 @@ use super::types::{IdPage, Page, PutOutcome, Stored};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 
+/// What a claim makes of one document it read.
+enum Claimable {
+    /// In the queried entry (within the bound).
+    Yes,
+    /// Not in the queried entry: taken by another worker, or a stale entry.
+    No,
+    /// Scored above the bound of a bounded sorted claim.
+    AboveBound,
+}
+
 /// How many writes of one [`Store::put_many`] are in flight at once on the
 /// multiplexed connection.
 const IN_FLIGHT: usize = 64;
@@ -111,14 +121,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let key = self.group_key(&query)?;
         let scope = self.group_scope(&query);
+        // A sorted index is walked lowest score first, page after page, so
+        // ids passed over (refused by `change`, claimed meanwhile) never
+        // hide the ones after them; the walk starts again at its end.
+        let mut walk = Page::first(16);
         for _ in 0..Self::CLAIM_ROUNDS {
             let ids: Vec<String> = if sorted {
-                let to = max.unwrap_or(f64::INFINITY);
-                self.range(query.clone(), f64::NEG_INFINITY, to, false, 16)
-                    .await?
-                    .into_iter()
-                    .map(|(id, _)| id)
-                    .collect()
+                let got = self.ids(query.clone(), walk.clone()).await?;
+                walk = got.next.unwrap_or_else(|| Page::first(16));
+                got.ids
             } else {
                 self.read(|| async {
                     let mut con = self.valkey.connection();
@@ -136,10 +147,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             for id in ids {
                 let Some(mut read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
-                if !self.claimable(ix, &key, max, &read)? {
-                    continue;
+                match self.claimable(ix, &key, max, &read)? {
+                    Claimable::Yes => {}
+                    Claimable::No => continue,
+                    // Ids come lowest score first: the rest are above the bound too.
+                    Claimable::AboveBound => return Ok(None),
                 }
                 let Some(next) = change(&read.doc) else { continue };
+                self.check_leaves(query.index(), &key, max, &next)?;
                 if self.claim_write(&mut read, next).await? {
                     return Ok(Some(read));
                 }
@@ -151,19 +166,50 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Whether the stored fields of `read` put it in the entry at `key`
     /// (and, with `max`, score it at most `max`). The write that follows
     /// expects this version, so what holds of the read holds at the write.
-    fn claimable(&self, ix: &super::plan::IndexPlan, key: &str, max: Option<f64>, read: &Stored<D>) -> Result<bool> {
+    fn claimable(
+        &self,
+        ix: &super::plan::IndexPlan,
+        key: &str,
+        max: Option<f64>,
+        read: &Stored<D>,
+    ) -> Result<Claimable> {
         if self.plan.old_key(ix, &self.valkey, &read.id, &read.state)?.as_deref() != Some(key) {
-            return Ok(false);
+            return Ok(Claimable::No);
         }
-        let (Some(max), Some(m)) = (max, ix.marker) else { return Ok(true) };
+        let (Some(max), Some(m)) = (max, ix.marker) else { return Ok(Claimable::Yes) };
         let text = read.state.fields.get(m).and_then(Option::as_deref).unwrap_or_default();
         match text.parse::<f64>() {
-            Ok(score) if score.is_finite() => Ok(score <= max),
+            Ok(score) if score.is_finite() && score <= max => Ok(Claimable::Yes),
+            Ok(score) if score.is_finite() => Ok(Claimable::AboveBound),
             _ => Err(Error::Corrupt {
                 key: self.plan.doc_key(self.valkey.prefix(), Some(&read.scope), &read.id)?,
                 reason: format!("stored score `{text}` of a sorted index is not a finite number"),
             }),
         }
+    }
+
+    /// Refuses a claim whose `next` would leave the document where it
+    /// could be claimed again: still in the queried entry (for a bounded
+    /// sorted claim, still scored at most the bound). A claim moves the
+    /// document out, so each is claimed once.
+    fn check_leaves(&self, index: usize, key: &str, max: Option<f64>, next: &D) -> Result<()> {
+        let entries = next.index_entries(self.valkey.prefix())?;
+        let Some(entry) = entries.groups.get(index).and_then(Option::as_ref).filter(|e| e.key == key) else {
+            return Ok(());
+        };
+        let name = D::SPEC.groups[index].name;
+        let score = entry.fields.iter().find(|(f, _)| *f == name).and_then(|(_, v)| v.parse::<f64>().ok());
+        if let (Some(max), Some(score)) = (max, score)
+            && score > max
+        {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "claim of `{}`: `change` keeps the document in `{name}` {}, where it would be claimed again; \
+             a claim must move it out (another state, no score, or a score past the bound)",
+            entries.id,
+            if max.is_some() { "within the bound" } else { "with the same values" }
+        )))
     }
 
     /// The claiming write, with its own operation id: when every attempt
@@ -181,7 +227,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 let stored = microdcs_schema::lua::stored_op_id(&op);
                 match super::write::applied_version(&state.ops, state.version, &stored) {
                     Some(v) => v,
-                    None if state.version != read.version => return Ok(false),
+                    // Moved on by others, and within the history this id
+                    // would still be in: not ours. Moved further, the
+                    // history cannot tell: unknown.
+                    None if state.version != read.version
+                        && state.version.saturating_sub(read.version)
+                            < u64::from(self.valkey.write_options().op_history) =>
+                    {
+                        return Ok(false);
+                    }
                     // Not applied and nothing else happened: the claim is
                     // still open, but this call cannot reach the server.
                     None => return Err(e),

@@ -83,22 +83,45 @@ const MAX_REREADS: u32 = 8;
 /// [`contention_pause`]) so that writers racing on one document take turns.
 const MAX_OVERWRITE_ATTEMPTS: u32 = 64;
 
+/// The longest single pause between attempts of a write sent back by
+/// contention: with [`MAX_OVERWRITE_ATTEMPTS`] it bounds an overwrite's
+/// total pauses to a few seconds whatever the settings.
+const MAX_CONTENTION_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The pause before attempt `attempt` (1-based) of a write the script sent
 /// back because the index fields moved: none for the first two, then a
-/// random pause below `2^(attempt - 2)` ms, capped by the write retry delay.
-/// Random, so writers that lost together do not come back together; the
-/// cap bounds a call's total wait by `MAX_OVERWRITE_ATTEMPTS x
-/// WriteRetryDelay`.
+/// random pause below `2^(attempt - 2)` ms, capped by 100 ms and the write
+/// retry delay. Random, so writers that lost together do not come back
+/// together.
 fn contention_pause(attempt: u32, retry_delay: std::time::Duration) -> std::time::Duration {
     use std::hash::{BuildHasher, Hasher};
     if attempt <= 2 {
         return std::time::Duration::ZERO;
     }
-    let ceiling = std::time::Duration::from_millis(1 << (attempt - 2).min(16)).min(retry_delay);
+    let ceiling =
+        std::time::Duration::from_millis(1 << (attempt - 2).min(16)).min(retry_delay).min(MAX_CONTENTION_PAUSE);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(attempt);
     let micros = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX).max(1);
     std::time::Duration::from_micros(h.finish() % micros)
+}
+
+/// Writers of this process that keep losing on one document take turns:
+/// from its third attempt a write waits (at most `wait`) for the turn of
+/// its document's stripe and holds it for its remaining attempts, so it
+/// races only first attempts, not every other loser. Writers of other
+/// processes are spread by the random pauses alone. `None`: the turn did
+/// not come within `wait`, and the write goes on without it.
+async fn contention_turn(key: &str, wait: std::time::Duration) -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    use std::hash::{BuildHasher, Hasher};
+    static STRIPES: std::sync::LazyLock<Vec<tokio::sync::Mutex<()>>> =
+        std::sync::LazyLock::new(|| (0..64).map(|_| tokio::sync::Mutex::new(())).collect());
+    static SEED: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+        std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+    let mut h = SEED.build_hasher();
+    h.write(key.as_bytes());
+    let stripe = &STRIPES[(h.finish() % 64) as usize];
+    tokio::time::timeout(wait, stripe.lock()).await.ok()
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {

@@ -177,9 +177,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             None => (&plan.put_layout, &plan.put, "put"),
         };
         let attempts = if expect == Expect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
+        let mut turn = None;
         for attempt in 1..=attempts {
             if attempt > 1 {
-                tokio::time::sleep(contention_pause(attempt, self.valkey.write_options().retry_delay)).await;
+                let delay = self.valkey.write_options().retry_delay;
+                tokio::time::sleep(contention_pause(attempt, delay)).await;
+                if turn.is_none() && attempt > 2 {
+                    turn = super::contention_turn(key, delay).await;
+                }
             }
             let target = Target {
                 key,
@@ -333,9 +338,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         };
         let l = &plan.delete_layout;
         let attempts = if expect == DeleteExpect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
+        let mut turn = None;
         for attempt in 1..=attempts {
             if attempt > 1 {
-                tokio::time::sleep(contention_pause(attempt, self.valkey.write_options().retry_delay)).await;
+                let delay = self.valkey.write_options().retry_delay;
+                tokio::time::sleep(contention_pause(attempt, delay)).await;
+                if turn.is_none() && attempt > 2 {
+                    turn = super::contention_turn(&key, delay).await;
+                }
             }
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
