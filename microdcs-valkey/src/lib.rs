@@ -4,6 +4,11 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The connection speaks TLS through a backend chosen by feature; without
+// one, `rediss://` could not work, so say so at build time.
+#[cfg(not(feature = "tls-native-tls"))]
+compile_error!("microdcs-valkey needs a TLS backend: enable the `tls-native-tls` feature (on by default)");
+
 // Modules are private; every public item has one path, at the root (the
 // layout deadpool-redis uses), except the feature-gated test helpers.
 mod acl;
@@ -11,7 +16,7 @@ mod changes;
 mod client;
 mod codec;
 mod config;
-mod coord;
+mod dedupe;
 mod error;
 mod family;
 mod handle;
@@ -24,6 +29,7 @@ mod op_id;
 mod page;
 mod poller;
 mod retry;
+mod start_lease;
 mod store;
 mod streams;
 mod sweep;
@@ -41,9 +47,7 @@ pub use config::{
     ConfigError, ConfigProblem, Endpoint, MicroDcsConfig, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
     parse_connection_string, parse_duration, redact_connection_string,
 };
-pub use coord::{
-    Claim, DedupeStore, MemoryDedupe, MemoryStartLease, StartLease, ValkeyDedupe, ValkeyStartLease, dedupe_hash,
-};
+pub use dedupe::{Claim, DedupeStore, MemoryDedupe, ValkeyDedupe, dedupe_hash};
 pub use error::{Error, Result};
 pub use handle::KeyspaceHandle;
 pub use inspect::{
@@ -64,6 +68,7 @@ pub use microdcs_schema::{
 };
 pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
 pub use redis;
+pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
 pub use store::{
     DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, Expect, IdPage, MAX_ENTRY_FIELDS,
     MAX_STEP_FIELDS, MAX_WORK_ENTRIES, MaintenanceOptions, Page, PutOutcome, Report, StepOutcome, Store, Stored,

@@ -2,8 +2,31 @@
 //! services: a leaf, so the configuration can check a value against a
 //! bound without reaching into the module that enforces it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
 
 /// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
 /// fencing counter moved): 30 days.
 pub(crate) const MAX_LEASE_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The longest claim lease, retention or start lease lifetime: the bound
+/// of the fencing lease store, for the same reason.
+const MAX_LIFETIME: Duration = MAX_LEASE_TTL;
+
+/// Refuses a lifetime the stores cannot keep: zero, or so long that an
+/// `Instant` would overflow or the server would refuse the `PX`.
+pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
+    if d.is_zero() || d > MAX_LIFETIME {
+        Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
+    } else {
+        Ok(())
+    }
+}
+
+/// `now + d` for a checked lifetime; never overflows after [`check_lifetime`],
+/// but stays checked rather than trusting that.
+pub(crate) fn expiry(now: Instant, what: &str, d: Duration) -> Result<Instant> {
+    check_lifetime(what, d)?;
+    now.checked_add(d).ok_or_else(|| Error::InvalidArgument(format!("{what} {d:?} is too long")))
+}

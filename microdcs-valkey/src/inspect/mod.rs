@@ -377,7 +377,7 @@ impl<K: Keyspace> Inspector<K> {
     /// Connection errors, a key of another type.
     pub async fn dedupe(&self, source: &str, id: &str) -> Result<DedupeView> {
         let key = parse(builtin::DEDUPE.key)?
-            .render(self.valkey.prefix(), &[&crate::coord::dedupe_hash(source, id)])
+            .render(self.valkey.prefix(), &[&crate::dedupe::dedupe_hash(source, id)])
             .map_err(render_err)?;
         let value: Option<String> = self.read(redis::cmd("GET").arg(&key).clone(), &key).await?;
         let ttl_ms = self.ttl(&key).await?;

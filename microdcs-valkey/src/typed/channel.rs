@@ -1,13 +1,20 @@
 //! A channel family (`revoke:{scope}`): publish to everyone subscribed, and
 //! subscribe.
+//!
+//! `channel<T>`: typed messages (`TypedChannel`), sent as their text and
+//! parsed on receipt; a message that does not parse is an error, never skipped.
 
+use std::fmt::Display;
+use std::marker::PhantomData;
+use std::str::FromStr;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use super::Target;
+use super::{FromKey, Target, parse_text};
+use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry;
 
@@ -104,5 +111,80 @@ impl ChannelKey {
             .await
             .map_err(|e| Error::from_redis(e, &channel))?;
         Ok(Subscription { channel, rx, _con: con })
+    }
+}
+
+/// One channel of a `channel<T>` family: messages of type `T`.
+pub struct TypedChannel<T> {
+    inner: ChannelKey,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for TypedChannel<T> {
+    fn clone(&self) -> Self {
+        TypedChannel { inner: self.inner.clone(), _t: PhantomData }
+    }
+}
+
+impl<T> std::fmt::Debug for TypedChannel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("TypedChannel").field(&self.inner.channel()).finish()
+    }
+}
+
+impl<T> FromKey for TypedChannel<T> {
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedChannel { inner: ChannelKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
+    }
+}
+
+/// A subscription to a typed channel.
+#[derive(Debug)]
+pub struct TypedSubscription<T> {
+    inner: Subscription,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: FromStr> TypedSubscription<T> {
+    /// The channel name.
+    pub fn channel(&self) -> &str {
+        self.inner.channel()
+    }
+
+    /// The next message, waiting at most `timeout`; `Ok(None)` when none
+    /// came in that time.
+    ///
+    /// # Errors
+    /// A message that is no `T` ([`Error::Corrupt`](crate::Error::Corrupt); the next call reads
+    /// the message after it).
+    pub async fn next(&mut self, timeout: Duration) -> Result<Option<T>> {
+        match self.inner.next(timeout).await {
+            None => Ok(None),
+            Some(text) => parse_text(self.inner.channel(), "message ", &text).map(Some),
+        }
+    }
+}
+
+impl<T: FromStr + Display> TypedChannel<T> {
+    /// The channel name.
+    pub fn channel(&self) -> &str {
+        self.inner.channel()
+    }
+
+    /// Publishes `message`; how many subscribers received it. One attempt,
+    /// as [`ChannelKey::publish`].
+    ///
+    /// # Errors
+    /// As [`ChannelKey::publish`].
+    pub async fn publish(&self, message: &T) -> Result<u64> {
+        self.inner.publish(&message.to_string()).await
+    }
+
+    /// Subscribes, as [`ChannelKey::subscribe`].
+    ///
+    /// # Errors
+    /// As [`ChannelKey::subscribe`].
+    pub async fn subscribe(&self) -> Result<TypedSubscription<T>> {
+        Ok(TypedSubscription { inner: self.inner.subscribe().await?, _t: PhantomData })
     }
 }

@@ -1,6 +1,16 @@
 //! A hash family (`publisher:cursors`): text fields to text values.
+//!
+//! `hash<K, V>`: the same hash with typed fields and values (`TypedHash`),
+//! each stored as its text and read back with `FromStr`; a text that does
+//! not parse is [`Error::Corrupt`](crate::Error::Corrupt), never skipped.
 
-use super::Target;
+use std::fmt::Display;
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::{FromKey, Target, parse_text};
+use crate::client::Valkey;
 use crate::error::{Error, Result};
 
 /// One key of a hash family.
@@ -80,5 +90,105 @@ impl HashKey {
             self.t.read(redis::cmd("HSCAN").arg(&self.t.key).arg(cursor).arg("COUNT").arg(count).clone()).await?;
         let entries = flat.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
         Ok(HashEntries { entries, next: (next != 0).then_some(next) })
+    }
+}
+
+/// One key of a `hash<K, V>` family: fields of type `K`, values of type `V`.
+pub struct TypedHash<K, V> {
+    inner: HashKey,
+    _t: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for TypedHash<K, V> {
+    fn clone(&self) -> Self {
+        TypedHash { inner: self.inner.clone(), _t: PhantomData }
+    }
+}
+
+impl<K, V> std::fmt::Debug for TypedHash<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("TypedHash").field(&self.inner.key()).finish()
+    }
+}
+
+impl<K, V> FromKey for TypedHash<K, V> {
+    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedHash { inner: HashKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
+    }
+}
+
+/// A page of a typed hash's entries; see [`super::HashEntries`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedHashEntries<K, V> {
+    /// `(field, value)` pairs of this page.
+    pub entries: Vec<(K, V)>,
+    /// Pass to [`TypedHash::entries`] for the next page.
+    pub next: Option<u64>,
+}
+
+impl<K, V> TypedHash<K, V> {
+    /// The time the hash has left (`None`: no lifetime, or no key); a
+    /// family declared with `ttl = "..."` gets it again from every write.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub async fn ttl(&self) -> Result<Option<Duration>> {
+        self.inner.ttl().await
+    }
+}
+
+impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
+    /// The key.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The value of `field`, if set.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type, a stored value that is no
+    /// `V` ([`Error::Corrupt`](crate::Error::Corrupt)).
+    pub async fn get(&self, field: &K) -> Result<Option<V>> {
+        let got = self.inner.get(&field.to_string()).await?;
+        got.map(|t| parse_text(self.key(), "value ", &t)).transpose()
+    }
+
+    /// Sets `field` to `value`; whether the field is new. Safe to repeat.
+    ///
+    /// # Errors
+    /// As [`HashKey::set`].
+    pub async fn set(&self, field: &K, value: &V) -> Result<bool> {
+        self.inner.set(&field.to_string(), &value.to_string()).await
+    }
+
+    /// Removes `field`; whether it was there. Safe to repeat.
+    ///
+    /// # Errors
+    /// As [`HashKey::delete`].
+    pub async fn delete(&self, field: &K) -> Result<bool> {
+        self.inner.delete(&field.to_string()).await
+    }
+
+    /// How many fields.
+    ///
+    /// # Errors
+    /// As [`HashKey::count`].
+    pub async fn count(&self) -> Result<u64> {
+        self.inner.count().await
+    }
+
+    /// A page of about `count` entries from `cursor` (0 for the first).
+    ///
+    /// # Errors
+    /// As [`HashKey::entries`]; a field that is no `K` or a value that is
+    /// no `V` ([`Error::Corrupt`](crate::Error::Corrupt)).
+    pub async fn entries(&self, cursor: u64, count: usize) -> Result<TypedHashEntries<K, V>> {
+        let page = self.inner.entries(cursor, count).await?;
+        let entries = page
+            .entries
+            .iter()
+            .map(|(f, v)| Ok((parse_text(self.key(), "field ", f)?, parse_text(self.key(), "value ", v)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TypedHashEntries { entries, next: page.next })
     }
 }

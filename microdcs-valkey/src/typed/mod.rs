@@ -32,19 +32,18 @@ mod hash;
 mod list;
 mod rate_limit;
 mod set;
-mod typed_more;
-mod typed_value;
 mod value;
 mod zset;
 
 pub use channel::{ChannelKey, Subscription};
+pub use channel::{TypedChannel, TypedSubscription};
 pub use content::{ContentFamily, content_digest};
 pub use hash::{HashEntries, HashKey};
+pub use hash::{TypedHash, TypedHashEntries};
 pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
-pub use typed_more::{TypedChannel, TypedHash, TypedHashEntries, TypedSubscription};
-pub use typed_value::TypedValue;
+pub use value::TypedValue;
 pub use value::{CounterKey, ValueKey};
 pub use zset::{Scored, SortedSetKey};
 

@@ -1,19 +1,19 @@
-//! Dedupe claims of CloudEvents and the post-start lease, behind traits with
-//! an in-memory implementation (one process, tests) and the Valkey one that
-//! replaces it when configured, so several instances share them.
+//! Dedupe claims of CloudEvents by (`source`, `id`): a trait with an
+//! in-memory implementation (one process, tests) and the Valkey one that
+//! replaces it when configured, so several instances share the claims.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::retry::LuaScript;
 use sha2::{Digest, Sha256};
 
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use crate::family::FamilyKey;
-use microdcs_schema::{KeyPrefix, KeyTemplate};
+use crate::limits::{check_lifetime, expiry};
+use crate::retry::LuaScript;
 
 /// The outcome of a dedupe claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,15 +45,6 @@ pub trait DedupeStore: Send + Sync {
     fn lease_remaining(&self, source: &str, id: &str) -> impl Future<Output = Result<Duration>> + Send;
 }
 
-/// The post-start lease: one instance runs post-start work per configuration.
-pub trait StartLease: Send + Sync {
-    /// Takes the lease for `lifetime` if nobody holds it; `true` when taken.
-    ///
-    /// A lifetime outside 1 ms..30 days is [`Error::InvalidArgument`], an
-    /// empty or over-long `config_id` [`Error::Key`]; nothing is taken.
-    fn acquire(&self, config_id: &str, lifetime: Duration) -> impl Future<Output = Result<bool>> + Send;
-}
-
 /// The dedupe key value: the first 16 bytes of SHA-256 of `source:id`, as
 /// hex, so the key has one short, safe shape whatever the source and id.
 pub fn dedupe_hash(source: &str, id: &str) -> String {
@@ -63,27 +54,6 @@ pub fn dedupe_hash(source: &str, id: &str) -> String {
 
 const PROCESSING: &str = "processing:";
 const DONE: &str = "done";
-
-/// The longest claim lease, retention or start lease lifetime: the bound
-/// of the fencing lease store, for the same reason.
-const MAX_LIFETIME: Duration = crate::limits::MAX_LEASE_TTL;
-
-/// Refuses a lifetime the stores cannot keep: zero, or so long that an
-/// `Instant` would overflow or the server would refuse the `PX`.
-fn check_lifetime(what: &str, d: Duration) -> Result<()> {
-    if d.is_zero() || d > MAX_LIFETIME {
-        Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
-    } else {
-        Ok(())
-    }
-}
-
-/// `now + d` for a checked lifetime; never overflows after [`check_lifetime`],
-/// but stays checked rather than trusting that.
-fn expiry(now: Instant, what: &str, d: Duration) -> Result<Instant> {
-    check_lifetime(what, d)?;
-    now.checked_add(d).ok_or_else(|| Error::InvalidArgument(format!("{what} {d:?} is too long")))
-}
 
 /// What a held value means for `token`. `pttl_ms` is the key's time left
 /// (negative: no expiry). A value of no known shape, or a claim that would
@@ -104,13 +74,11 @@ fn decide(key: &str, held: &str, pttl_ms: i64, token: &str) -> Result<Claim> {
 /// Claim in one round trip: `SET NX PX`, else read what is held. The
 /// Python version needed three tries of `SET NX` then `GET` because the key
 /// could expire between the two; in a script it cannot.
-const CLAIM: &str = include_str!("coord/claim.lua");
+const CLAIM: &str = include_str!("dedupe/claim.lua");
 /// `SET done PX`, refusing a key of another type rather than replacing it.
-const DONE_SCRIPT: &str = include_str!("coord/done.lua");
+const DONE_SCRIPT: &str = include_str!("dedupe/done.lua");
 /// `PTTL`, refusing a key of another type.
-const REMAINING: &str = include_str!("coord/remaining.lua");
-/// `SET NX PX`, telling a held lease from a wrong-type or never-expiring key.
-const START: &str = include_str!("coord/start.lua");
+const REMAINING: &str = include_str!("dedupe/remaining.lua");
 
 /// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}`
 /// ([`builtin::DEDUPE`](microdcs_schema::builtin::DEDUPE)), or your own with
@@ -213,58 +181,6 @@ impl DedupeStore for ValkeyDedupe {
     }
 }
 
-/// [`StartLease`] on Valkey: `SET NX PX` on `lock:poststart:{config_id}`
-/// ([`builtin::START_LOCK`](microdcs_schema::builtin::START_LOCK)), or your
-/// own with [`ValkeyStartLease::with_family`].
-#[derive(Debug, Clone)]
-pub struct ValkeyStartLease {
-    valkey: Valkey,
-    family: FamilyKey,
-    start: LuaScript,
-}
-
-impl ValkeyStartLease {
-    /// The start lease on the built-in family.
-    pub fn new(valkey: Valkey) -> Self {
-        ValkeyStartLease {
-            valkey,
-            family: FamilyKey::builtin(microdcs_schema::builtin::START_LOCK),
-            start: LuaScript::new(START),
-        }
-    }
-
-    /// Keeps start leases in `family` instead: a string family whose only
-    /// placeholder is the configuration id.
-    ///
-    /// # Errors
-    /// [`crate::Error::InvalidArgument`] when the family has another shape.
-    pub fn with_family(mut self, family: microdcs_schema::FamilySpec<'static>) -> Result<Self> {
-        let only = KeyTemplate::parse(family.key).ok().and_then(|t| t.placeholders().next().map(str::to_owned));
-        let only = only.unwrap_or_default();
-        self.family = FamilyKey::checked("start lease", family, microdcs_schema::KeyType::String, &[only.as_str()])?;
-        Ok(self)
-    }
-}
-
-impl StartLease for ValkeyStartLease {
-    async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
-        check_lifetime("start lease lifetime", lifetime)?;
-        let key = self.family.render(self.valkey.prefix(), &[config_id])?;
-        let px = ms(lifetime).to_string();
-        let call = self.start.call().key(&key).arg(px.as_bytes());
-        let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
-            .await
-            .map_err(|e| Error::from_redis(e, &key))?;
-        match crate::retry::reply::<i64>(reply).map_err(|e| Error::from_redis(e, &key))? {
-            1 => Ok(true),
-            0 => Ok(false),
-            _ => {
-                Err(Error::Corrupt { key, reason: "a start lease without an expiry would be held forever".to_owned() })
-            }
-        }
-    }
-}
-
 /// An entry with an expiry, for the in-memory implementations.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -330,30 +246,6 @@ impl DedupeStore for MemoryDedupe {
     }
 }
 
-/// [`StartLease`] in memory. Checks config ids as the built-in start lease
-/// family does, so code tested against it fails the same way on Valkey.
-#[derive(Debug, Default)]
-pub struct MemoryStartLease {
-    held: Mutex<HashMap<String, Instant>>,
-}
-
-impl StartLease for MemoryStartLease {
-    async fn acquire(&self, config_id: &str, lifetime: Duration) -> Result<bool> {
-        check_lifetime("start lease lifetime", lifetime)?;
-        // Rendered only for its checks of the id (empty, over-long).
-        FamilyKey::builtin(microdcs_schema::builtin::START_LOCK).render(&KeyPrefix::default(), &[config_id])?;
-        let mut map = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        match map.get(config_id) {
-            Some(until) if *until > now => Ok(false),
-            _ => {
-                map.insert(config_id.to_owned(), expiry(now, "start lease lifetime", lifetime)?);
-                Ok(true)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,15 +270,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn memory_twins_refuse_lifetimes_that_overflow_the_clock() {
+    async fn the_memory_twin_refuses_lifetimes_that_overflow_the_clock() {
         for bad in [Duration::MAX, Duration::ZERO] {
             let d = MemoryDedupe::new(bad, bad);
             assert!(matches!(d.claim("s", "i", "t").await, Err(Error::InvalidArgument(_))));
             assert!(matches!(d.mark_done("s", "i").await, Err(Error::InvalidArgument(_))));
-            let s = MemoryStartLease::default();
-            assert!(matches!(s.acquire("c", bad).await, Err(Error::InvalidArgument(_))));
         }
-        let s = MemoryStartLease::default();
-        assert!(matches!(s.acquire("", Duration::from_secs(1)).await, Err(Error::Key(_))));
     }
 }
