@@ -65,7 +65,8 @@ impl<D: fmt::Debug> fmt::Debug for Change<D> {
 }
 
 /// Handles batches of [`Change`]s of `D`. Implemented for every
-/// `Fn(&str, Vec<Change<D>>) -> Future<Output = Result<(), BoxError>>` closure.
+/// `Fn(String, Vec<Change<D>>) -> Future<Output = Result<(), BoxError>>`
+/// closure (the scope comes owned, so the future may keep it).
 pub trait ChangeHandler<D>: Send + Sync + 'static {
     /// Handles the changes of one scope, in stream order; they are
     /// acknowledged only when this returns `Ok` (else they come again).

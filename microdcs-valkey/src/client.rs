@@ -1,6 +1,7 @@
 //! The connection handle everything else is made from.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +28,14 @@ struct Inner {
     endpoint: Option<String>,
     /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
     response_timeout: Duration,
+    /// What is derived once per document type and connection (the store's
+    /// plan: parsed templates, script hashes), by the type's name, checked
+    /// against its generated script so two types never share an entry.
+    derived: std::sync::Mutex<std::collections::HashMap<&'static str, Derived>>,
 }
+
+/// One entry of [`Inner::derived`]: the script it was derived for and the value.
+type Derived = (&'static str, Arc<dyn std::any::Any + Send + Sync>);
 
 /// A connection to one Valkey (one island): the multiplexed, reconnecting
 /// connection, the key prefix, write options and counters. Cheap to clone.
@@ -66,8 +74,32 @@ impl Valkey {
                 resp3: None,
                 endpoint: None,
                 response_timeout: defaults::RESPONSE_TIMEOUT,
+                derived: std::sync::Mutex::default(),
             }),
         }
+    }
+
+    /// The value `make` derives for type `type_name` (whose generated
+    /// script is `script`), made once per connection handle and shared by
+    /// every store of the type made from it, so `store()` may be called per
+    /// request. A name seen with another script (two types the compiler
+    /// names alike) is derived again, never shared.
+    pub(crate) fn derived<T: std::any::Any + Send + Sync>(
+        &self,
+        type_name: &'static str,
+        script: &'static str,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut map = self.inner.derived.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((seen, value)) = map.get(type_name)
+            && *seen == script
+            && let Ok(found) = Arc::clone(value).downcast::<T>()
+        {
+            return found;
+        }
+        let made = Arc::new(make());
+        map.insert(type_name, (script, made.clone()));
+        made
     }
 
     fn inner_mut(&mut self) -> &mut Inner {
@@ -90,6 +122,31 @@ impl Valkey {
 
     pub(crate) fn manager_config(&self) -> redis::aio::ConnectionManagerConfig {
         self.inner.resp3.as_ref().map_or_else(redis::aio::ConnectionManagerConfig::new, |(_, c)| c.clone())
+    }
+
+    /// A RESP3 connection for pub/sub whose push messages go to `on_push`;
+    /// it resubscribes by itself after a reconnect. The one way the runtime
+    /// subscribes (the poller's nudges, channel families). Waits at most
+    /// the connect timeout for the connection.
+    ///
+    /// # Errors
+    /// A handle made without a client (`Valkey::from_manager`), connection
+    /// errors.
+    pub(crate) async fn subscriber<F>(&self, on_push: F) -> Result<ConnectionManager>
+    where
+        F: Fn(redis::PushInfo) -> std::result::Result<(), ()> + Send + Sync + 'static,
+    {
+        let client = self.resp3_client().ok_or_else(|| {
+            crate::Error::InvalidArgument(
+                "this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url"
+                    .into(),
+            )
+        })?;
+        let config = self.manager_config().set_push_sender(on_push).set_automatic_resubscription();
+        // The manager's first connection retries with backoff on its own,
+        // for far longer than the connect timeout that bounds start-up.
+        let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
+        Ok(bounded(timeout, ConnectionManager::new_with_config(client, config)).await?)
     }
 
     pub(crate) fn with_tls(mut self, tls: bool) -> Self {
@@ -165,6 +222,22 @@ impl Valkey {
 /// A duration in whole milliseconds for `PX`/`PEXPIRE`, at least 1.
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The error of an attempt that got no answer within `timeout`: a timeout,
+/// so its outcome is unknown.
+pub(crate) fn no_answer(timeout: Duration) -> redis::RedisError {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}")).into()
+}
+
+/// Runs `f` and gives up after `timeout`: the connection manager's own
+/// response timeout does not cover the wait for a reconnect, which backs off
+/// for seconds when the server is gone.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    f: impl Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| Err(no_answer(timeout)))
 }
 
 #[cfg(test)]

@@ -178,7 +178,7 @@ impl Poller {
             plans.push(Plan { consumer: c.clone(), stream, channel, registry });
         }
         let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
-        let sub = self.valkey.pubsub_connection(nudge_tx.clone()).await?;
+        let sub = pubsub_connection(&self.valkey, nudge_tx.clone()).await?;
         let channels: BTreeSet<String> = plans.iter().map(|p| p.channel.clone()).collect();
         let timeout = self.valkey.response_timeout();
         for ch in &channels {
@@ -214,34 +214,27 @@ enum Nudge {
     Resubscribed,
 }
 
-impl Valkey {
-    /// A RESP3 connection for pub/sub whose push messages (nudges) go to `tx`;
-    /// it resubscribes by itself after a reconnect.
-    async fn pubsub_connection(&self, tx: mpsc::UnboundedSender<Nudge>) -> Result<ConnectionManager> {
-        let client = self.resp3_client().ok_or_else(|| crate::Error::InvalidArgument("this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url".into()))?;
-        let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
-            match info.kind {
-                PushKind::Message => {
-                    let text = |v: Option<&Value>| match v {
-                        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-                        Some(Value::SimpleString(s)) => s.clone(),
-                        _ => String::new(),
-                    };
-                    let _ = tx.send(Nudge::Scope { channel: text(info.data.first()), scope: text(info.data.get(1)) });
-                }
-                PushKind::Disconnection => {
-                    let _ = tx.send(Nudge::Disconnected);
-                }
-                _ => {}
+/// The poller's pub/sub connection: nudges (and disconnections) go to `tx`;
+/// it resubscribes by itself after a reconnect.
+async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) -> Result<ConnectionManager> {
+    let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
+        match info.kind {
+            PushKind::Message => {
+                let text = |v: Option<&Value>| match v {
+                    Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                    Some(Value::SimpleString(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                let _ = tx.send(Nudge::Scope { channel: text(info.data.first()), scope: text(info.data.get(1)) });
             }
-            Ok(())
-        };
-        let config = self.manager_config().set_push_sender(sender).set_automatic_resubscription();
-        // The manager's first connection retries with backoff on its own,
-        // for far longer than the connect timeout that bounds start-up.
-        let timeout = config.connection_timeout().unwrap_or(crate::defaults::CONNECT_TIMEOUT);
-        Ok(retry::bounded(timeout, ConnectionManager::new_with_config(client, config)).await?)
-    }
+            PushKind::Disconnection => {
+                let _ = tx.send(Nudge::Disconnected);
+            }
+            _ => {}
+        }
+        Ok(())
+    };
+    valkey.subscriber(sender).await
 }
 
 mod run;

@@ -19,7 +19,6 @@
 //! time sends the script's text with `EVAL`, which cannot miss.
 
 use std::future::Future;
-use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, RedisError, RedisResult, Script, Value};
@@ -146,18 +145,7 @@ fn is_noscript(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
-/// The error of an attempt that got no answer within `timeout`: a timeout,
-/// so its outcome is unknown.
-pub(crate) fn no_answer(timeout: Duration) -> RedisError {
-    std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}")).into()
-}
-
-/// Runs `f` and gives up after `timeout`: the connection manager's own
-/// response timeout does not cover the wait for a reconnect, which backs off
-/// for seconds when the server is gone.
-pub(crate) async fn bounded<T>(timeout: Duration, f: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
-    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| Err(no_answer(timeout)))
-}
+pub(crate) use crate::client::{bounded, no_answer};
 
 /// Runs `call`; while its outcome is unknown, waits the retry delay and runs
 /// it again, up to the configured write attempts. `what` and `key` name the

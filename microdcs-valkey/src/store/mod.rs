@@ -46,6 +46,17 @@ use crate::error::{Error, Result};
 /// generated script, `find` one `EVALSHA` of the lookup script. Only `put`
 /// with `Expect::Any` or `Expect::Version` (without a prior read) of a type
 /// with indexes reads the index fields first.
+///
+/// # Cancel safety
+///
+/// Every write is one script, atomic on the server, so a write future
+/// dropped before it completes leaves the document either unchanged or
+/// fully written, with every index entry; but which is unknown, and the
+/// operation id the future made for its retries is gone with it. To be
+/// able to repeat such a write safely, pass your own id (`update_with_op`,
+/// `put_with_op`, `delete_id_with_op`, [`Effects::op`] for a step): the
+/// repeat is then recognised while the document's history holds the id.
+/// Reads are safe to drop.
 pub struct Store<D, C = Json> {
     valkey: Valkey,
     plan: Arc<Plan>,
@@ -126,7 +137,7 @@ async fn contention_turn(key: &str, wait: std::time::Duration) -> Option<tokio::
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
-        let plan = Arc::new(Plan::new::<D>(&valkey));
+        let plan = valkey.derived(std::any::type_name::<D>(), D::PUT_SCRIPT, || Plan::new::<D>(&valkey));
         Store { valkey, plan, codec: Arc::new(codec), ttl: None, _doc: PhantomData }
     }
 

@@ -78,12 +78,6 @@ impl ChannelKey {
     /// `Valkey::connect` or `connect_url`), connection errors.
     pub async fn subscribe(&self) -> Result<Subscription> {
         let valkey = &self.t.valkey;
-        let client = valkey.resp3_client().ok_or_else(|| {
-            Error::InvalidArgument(
-                "this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url"
-                    .into(),
-            )
-        })?;
         let (tx, rx) = mpsc::unbounded_channel();
         let channel = self.t.key.clone();
         let ours = channel.clone();
@@ -102,11 +96,7 @@ impl ChannelKey {
             }
             Ok(())
         };
-        let config = valkey.manager_config().set_push_sender(sender).set_automatic_resubscription();
-        let timeout = config.connection_timeout().unwrap_or(crate::config::defaults::CONNECT_TIMEOUT);
-        let mut con = retry::bounded(timeout, ConnectionManager::new_with_config(client, config))
-            .await
-            .map_err(|e| Error::from_redis(e, &channel))?;
+        let mut con = valkey.subscriber(sender).await?;
         retry::bounded(valkey.response_timeout(), con.subscribe(&channel))
             .await
             .map_err(|e| Error::from_redis(e, &channel))?;
