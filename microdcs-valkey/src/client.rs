@@ -10,10 +10,12 @@ use redis::aio::ConnectionManager;
 use crate::KeyPrefix;
 use crate::config::{PollOptions, WriteOptions, defaults};
 use crate::error::Result;
-use crate::metrics::Metrics;
 
 // Connecting: the one place a `Valkey` is built from settings or a URL.
 pub(crate) mod connect;
+
+pub use crate::metrics::Metrics;
+pub use connect::{ConnectError, Health, read_password_file};
 
 struct Inner {
     con: ConnectionManager,
@@ -195,7 +197,7 @@ impl Valkey {
     /// [`crate::Error::Redis`] naming the endpoint (never the password) for
     /// an unreachable server (a connection error) or refused credentials.
     pub async fn connect_url(url: &str, prefix: KeyPrefix, write: WriteOptions) -> Result<Self> {
-        connect::Target::from_url(url)?.open(prefix, write).await.map_err(connect::ConnectError::into_error)
+        connect::Target::from_url(url)?.open(prefix, write).await.map_err(ConnectError::into_error)
     }
 
     /// A handle on the connection (cheap clone of the multiplexed connection).

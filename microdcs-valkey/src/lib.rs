@@ -9,82 +9,107 @@
 #[cfg(not(feature = "tls-native-tls"))]
 compile_error!("microdcs-valkey needs a TLS backend: enable the `tls-native-tls` feature (on by default)");
 
-// Modules are private; every public item has one path, at the root (the
-// layout deadpool-redis uses), except the feature-gated test helpers.
-mod acl;
-mod changes;
-mod client;
+// The happy path is at the root (about a dozen items); each area of the
+// runtime is a public module whose documentation says how it works. The
+// older root paths of every other item still compile, hidden from the
+// docs, so code written against them keeps building.
+pub mod acl;
+pub mod changes;
+pub mod client;
 mod codec;
-mod config;
-mod dedupe;
+pub mod config;
+pub mod dedupe;
 mod error;
+pub mod families;
 mod family;
 mod handle;
-mod inspect;
+pub mod inspect;
 mod keyspace_doc;
-mod lease;
+pub mod lease;
 mod limits;
 mod metrics;
 mod op_id;
 mod page;
-mod poller;
+pub mod poller;
 mod retry;
-mod start_lease;
-mod store;
-mod streams;
-mod sweep;
+pub mod start_lease;
+pub mod store;
+pub mod streams;
+pub mod sweep;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
-mod typed;
 
-pub use acl::AclRole;
-pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
+/// The schema model: key templates, prefixes, specs and the traits the
+/// derive implements (the `microdcs-schema` crate).
+pub use microdcs_schema as schema;
+
 pub use client::Valkey;
-pub use client::connect::{ConnectError, Health, read_password_file};
-pub use codec::{Codec, Json};
-pub use config::{
-    ConfigError, ConfigProblem, Endpoint, MicroDcsConfig, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
-    parse_connection_string, parse_duration, redact_connection_string,
-};
-pub use dedupe::{Claim, DedupeStore, MemoryDedupe, ValkeyDedupe, dedupe_hash};
+pub use config::MicroDcsConfig;
 pub use error::{Error, Result};
 pub use handle::KeyspaceHandle;
-pub use inspect::{
-    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, Inspector, KindInfo, LeaseView,
-    StreamView, ValueView,
-};
-pub use keyspace_doc::keyspace_markdown;
-pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
-pub use metrics::Metrics;
 pub use microdcs_derive::{Document, KeySegment, keyspace};
-pub use microdcs_schema::builtin;
-pub use microdcs_schema::lua::stored_op_id;
-pub use microdcs_schema::{
-    Document, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox,
-    InKeyspace, IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyPrefix, KeySegment, KeyTemplate,
-    KeyType, Keyspace, KeyspaceSpec, ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery,
-    check_keyspace,
-};
-pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
+pub use microdcs_schema::{Document, KeyPrefix, KeySegment};
 pub use redis;
-pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
-pub use store::{
-    DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, Expect, IdPage, MAX_ENTRY_FIELDS,
-    MAX_STEP_FIELDS, MAX_WORK_ENTRIES, MaintenanceOptions, Page, PutOutcome, Report, StepOutcome, Store, Stored,
-    WORK_ENTRY_FIELDS, WorkEntry, fingerprints, new_op_id,
+pub use store::{Expect, Page, PutOutcome, Store, Stored};
+
+// Every other item at its module path, and (hidden) at the root as before.
+#[doc(hidden)]
+pub use acl::AclRole;
+#[doc(hidden)]
+pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
+#[doc(hidden)]
+pub use client::{ConnectError, Health, Metrics, read_password_file};
+#[doc(hidden)]
+pub use config::{
+    ConfigError, ConfigProblem, Endpoint, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
+    parse_connection_string, parse_duration, redact_connection_string,
 };
-pub use streams::{Entry, Streams};
-pub use sweep::{Due, DueSweep};
-pub use typed::{
+#[doc(hidden)]
+pub use dedupe::{Claim, DedupeStore, MemoryDedupe, ValkeyDedupe, dedupe_hash};
+#[doc(hidden)]
+pub use families::{
     ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
     SortedSetKey, Subscription, TypedChannel, TypedHash, TypedHashEntries, TypedSubscription, TypedValue, ValueKey,
     content_digest,
 };
+#[doc(hidden)]
+pub use inspect::{
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, Inspector, KindInfo, LeaseView,
+    StreamView, ValueView, keyspace_markdown,
+};
+#[doc(hidden)]
+pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
+#[doc(hidden)]
+pub use microdcs_schema::builtin;
+#[doc(hidden)]
+pub use microdcs_schema::lua::stored_op_id;
+#[doc(hidden)]
+pub use microdcs_schema::{
+    DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace,
+    IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyTemplate, KeyType, Keyspace, KeyspaceSpec,
+    ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
+};
+#[doc(hidden)]
+pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
+#[doc(hidden)]
+pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
+#[doc(hidden)]
+pub use store::{Codec, Json};
+#[doc(hidden)]
+pub use store::{
+    DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, IdPage, MAX_ENTRY_FIELDS,
+    MAX_STEP_FIELDS, MAX_WORK_ENTRIES, MaintenanceOptions, Report, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
+    fingerprints, new_op_id,
+};
+#[doc(hidden)]
+pub use streams::{Entry, Streams};
+#[doc(hidden)]
+pub use sweep::{Due, DueSweep};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::typed::FromKey;
+    pub use crate::families::FromKey;
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilyKind, FamilySpec, GroupQuery, IndexEntries, IndexEntry,

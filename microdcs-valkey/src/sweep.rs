@@ -9,9 +9,9 @@ use microdcs_schema::{Document, GroupQuery};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::families::ValueKey;
 use crate::poller::{BoxError, BoxFuture, PollerTask};
 use crate::store::{Page, Store};
-use crate::typed::ValueKey;
 
 /// What a sweep hands its callback: one scope's due ids with their scores.
 pub type Due = Vec<(String, f64)>;

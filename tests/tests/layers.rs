@@ -28,7 +28,7 @@ const RUNTIME: &[&str] = &[
     "family",
     // Documents, then what builds on them.
     "store",
-    "typed",
+    "families",
     "lease",
     "dedupe",
     "start_lease",

@@ -19,6 +19,8 @@ use crate::store::{render_err, render_list};
 
 mod views;
 
+pub use crate::keyspace_doc::keyspace_markdown;
+
 pub use views::{
     DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, KindInfo, LeaseView, StreamView,
     ValueView,

@@ -21,6 +21,7 @@ mod step;
 mod types;
 mod write;
 
+pub use crate::codec::{Codec, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
@@ -35,7 +36,6 @@ use plan::Plan;
 use types::ReadState;
 
 use crate::client::Valkey;
-use crate::codec::{Codec, Json};
 use crate::error::{Error, Result};
 
 /// The typed store of document type `D`, made by
