@@ -20,6 +20,9 @@
 //! per step beside a put of the same document. Both pin the server to
 //! the first core and the bench to the second (`taskset`), and report the
 //! server's `INFO commandstats` time and its main-thread CPU time.
+//!
+//! Long on purpose: every benchmark prints its ratio against a baseline
+//! measured in the same run, so baselines and measures share one file.
 
 use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};

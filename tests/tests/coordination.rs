@@ -1,6 +1,9 @@
 //! Dedupe claims, the start lease and the fencing lease store: one contract
 //! suite run against the in-memory and the Valkey implementations, plus the
 //! Valkey-only races, takeovers, cut connections and corrupt state.
+//!
+//! Long on purpose: the same contract suite runs against both backends, so
+//! it stays in one file with the helpers it shares.
 
 use std::collections::HashSet;
 use std::sync::Arc;

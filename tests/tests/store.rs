@@ -1,4 +1,8 @@
 //! The generated CAS write path and the typed store, against a real Valkey.
+//!
+//! Long on purpose: one file per contract, and this is the store's whole
+//! write/read contract (outcomes, indexes, retries, damage); its parts share
+//! the fixtures and helpers at the top.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -135,6 +135,25 @@ async fn contention_turn(key: &str, wait: std::time::Duration) -> Option<tokio::
     tokio::time::timeout(wait, stripe.lock()).await.ok()
 }
 
+/// What a write does before attempt `attempt` (1-based) after the script
+/// sent it back: the contention pause, then, from the third attempt, its
+/// turn on the document (held in `turn` for the attempts left).
+async fn before_attempt(
+    valkey: &Valkey,
+    key: &str,
+    attempt: u32,
+    turn: &mut Option<tokio::sync::MutexGuard<'static, ()>>,
+) {
+    if attempt <= 1 {
+        return;
+    }
+    let delay = valkey.write_options().retry_delay;
+    tokio::time::sleep(contention_pause(attempt, delay)).await;
+    if turn.is_none() && attempt > 2 {
+        *turn = contention_turn(key, delay).await;
+    }
+}
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
         let plan = valkey.derived(std::any::type_name::<D>(), D::PUT_SCRIPT, || Plan::new::<D>(&valkey));

@@ -7,7 +7,7 @@ use microdcs_schema::lua::{self, ret};
 use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at, texts};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
-use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store, contention_pause};
+use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
 use crate::op_id::new_op_id;
@@ -179,13 +179,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let attempts = if expect == Expect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
         let mut turn = None;
         for attempt in 1..=attempts {
-            if attempt > 1 {
-                let delay = self.valkey.write_options().retry_delay;
-                tokio::time::sleep(contention_pause(attempt, delay)).await;
-                if turn.is_none() && attempt > 2 {
-                    turn = super::contention_turn(key, delay).await;
-                }
-            }
+            super::before_attempt(&self.valkey, key, attempt, &mut turn).await;
             let target = Target {
                 key,
                 id: &entries.id,
@@ -340,13 +334,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let attempts = if expect == DeleteExpect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
         let mut turn = None;
         for attempt in 1..=attempts {
-            if attempt > 1 {
-                let delay = self.valkey.write_options().retry_delay;
-                tokio::time::sleep(contention_pause(attempt, delay)).await;
-                if turn.is_none() && attempt > 2 {
-                    turn = super::contention_turn(&key, delay).await;
-                }
-            }
+            super::before_attempt(&self.valkey, &key, attempt, &mut turn).await;
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
