@@ -273,8 +273,9 @@ pub trait HasChanges: Document {}
 )]
 pub trait HasOutbox: Document {}
 
-/// A document type: implemented by `#[derive(Document)]`.
-pub trait Document {
+/// A document type: implemented by `#[derive(Document)]`. `Send + Sync`, so
+/// every store future is `Send` and a store can be shared across tasks.
+pub trait Document: Send + Sync {
     /// The spec, checked at compile time.
     const SPEC: DocumentSpec<'static>;
 

@@ -463,3 +463,36 @@ async fn a_claim_walks_past_refused_ids_and_refuses_a_change_that_stays() {
         store.get_many(&["j-00", "j-01", "j-38"]).await.unwrap().into_iter().map(|s| s.unwrap().version).collect();
     assert_eq!(versions, [2, 1, 1], "only the claimed job was written");
 }
+
+#[tokio::test]
+async fn every_write_takes_its_options_by_name() {
+    let server = server();
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("write-shape"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Ticket>();
+    let _ = store.create(&ticket("acme", "t1", "A-1", "open")).op("create-t1").await.unwrap();
+    // The same create again, by its op id: recognised, not a conflict.
+    assert_eq!(
+        store.create(&ticket("acme", "t1", "A-1", "open")).op("create-t1").await.unwrap(),
+        PutOutcome::Written { version: 1 }
+    );
+    let mut read = store.get_in("acme", "t1").await.unwrap().unwrap();
+    let first = store.update(&read, &ticket("acme", "t1", "A-2", "open")).op("u-1").await.unwrap();
+    let again = store.update(&read, &ticket("acme", "t1", "A-2", "open")).op("u-1").await.unwrap();
+    assert_eq!((first, again), (PutOutcome::Written { version: 2 }, PutOutcome::Written { version: 2 }));
+    read = store.get_in("acme", "t1").await.unwrap().unwrap();
+    let out = store.update_in_place(&mut read, ticket("acme", "t1", "A-3", "held")).op("u-2").await.unwrap();
+    assert_eq!((out, read.version), (PutOutcome::Written { version: 3 }, 3));
+    // A request is a future like any other: it goes into a timeout.
+    let timed = tokio::time::timeout(Duration::from_secs(5), store.put(&read.doc, microdcs_valkey::Expect::Any)).await;
+    assert!(matches!(timed, Ok(Ok(PutOutcome::Written { version: 4 }))), "{timed:?}");
+    // Delete by id in a scope with an op id: repeated, the same outcome.
+    let d1 = store.delete_id("t1", DeleteExpect::Any).in_scope("acme").op("d-1").await.unwrap();
+    let d2 = store.delete_id("t1", DeleteExpect::Any).in_scope("acme").op("d-1").await.unwrap();
+    assert_eq!(d1, d2);
+    assert!(matches!(store.delete_id("t1", DeleteExpect::Any).op("bad op!").await, Err(Error::InvalidOpId(_))));
+    // A read's delete in another scope is refused.
+    let _ = store.create(&ticket("bolt", "t2", "B-1", "open")).await.unwrap();
+    let bolt = store.get_in("bolt", "t2").await.unwrap().unwrap();
+    assert!(matches!(store.delete(&bolt).in_scope("acme").await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(store.delete(&bolt).op("d-2").await, Ok(microdcs_valkey::DeleteOutcome::Deleted { .. })));
+}

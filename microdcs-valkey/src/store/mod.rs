@@ -17,6 +17,7 @@ mod call;
 mod maintenance;
 mod plan;
 mod read;
+mod request;
 mod step;
 mod types;
 mod write;
@@ -25,6 +26,7 @@ pub use crate::codec::{Codec, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
+pub use request::{DeleteCall, PutCall, StepCall, WriteFuture};
 pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
 };

@@ -7,6 +7,7 @@ use serde::Serialize;
 use microdcs_schema::{HasOutbox, KeyTemplate};
 
 use super::render_err;
+use super::request::{StepCall, StepWhat};
 use super::types::{Expect, Stored};
 use super::{Store, write::Applied};
 use crate::codec::Codec;
@@ -220,7 +221,19 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
     /// entry, too many entries, or an event that does not fit the marker
     /// template (a `source` given or missing); [`Error::Key`] for an event
     /// id that cannot be a key value; [`Error::InvalidOpId`].
-    pub async fn step(&self, read: Option<&Stored<D>>, next: &D, effects: &Effects) -> Result<StepOutcome> {
+    pub fn step<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::Step(read, next), effects)
+    }
+
+    /// The step as [`StepCall`] runs it; `op` overrides [`Effects::op`].
+    pub(super) async fn step_inner(
+        &self,
+        read: Option<&Stored<D>>,
+        next: &D,
+        effects: &Effects,
+        op: Option<&str>,
+    ) -> Result<StepOutcome> {
+        let op = op.or(effects.op.as_deref());
         if effects.work.len() > MAX_WORK_ENTRIES {
             return Err(Error::InvalidArgument(format!(
                 "a step appends at most {MAX_WORK_ENTRIES} work entries, not {}",
@@ -260,12 +273,12 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
                     Expect::Version(r.version),
                     Some(r.state.clone()),
                     Some(r.identity()),
-                    effects.op.as_deref(),
+                    op,
                     Some(&args),
                 )
                 .await?
             }
-            None => self.write_inner(next, Expect::Create, None, None, effects.op.as_deref(), Some(&args)).await?,
+            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args)).await?,
         };
         Ok(Self::outcome(applied))
     }
@@ -277,15 +290,11 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::step`]; on an error or any other outcome `read` is
     /// unchanged.
-    pub async fn step_in_place(&self, read: &mut Stored<D>, next: D, effects: &Effects) -> Result<StepOutcome> {
-        let out = self.step(Some(read), &next, effects).await?;
-        if let StepOutcome::Written { version } = out {
-            self.advance(read, next, version)?;
-        }
-        Ok(out)
+    pub fn step_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::InPlace(read, next), effects)
     }
 
-    fn outcome(applied: Applied) -> StepOutcome {
+    pub(super) fn outcome(applied: Applied) -> StepOutcome {
         match applied {
             Applied::Put(super::PutOutcome::Written { version }) => StepOutcome::Written { version },
             Applied::Put(super::PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },

@@ -5,6 +5,7 @@ use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
 use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at, texts};
+use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
@@ -35,8 +36,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// # Errors
     /// See [`Store::put`].
-    pub async fn create(&self, doc: &D) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Create, None, None, None).await
+    pub fn create<'a>(&'a self, doc: &'a D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Put(doc, Expect::Create))
     }
 
     /// Updates a document you read, expecting its version unchanged (one
@@ -44,8 +45,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// # Errors
     /// See [`Store::put`].
-    pub async fn update(&self, read: &Stored<D>, doc: &D) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), None).await
+    pub fn update<'a>(&'a self, read: &'a Stored<D>, doc: &'a D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Update(read, doc))
     }
 
     /// Updates a document you read and, when written, moves `read` to the
@@ -54,14 +55,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// # Errors
     /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
-    pub async fn update_in_place(&self, read: &mut Stored<D>, doc: D) -> Result<PutOutcome> {
-        let out = self
-            .put_inner(&doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), None)
-            .await?;
-        if let PutOutcome::Written { version } = out {
-            self.advance(read, doc, version)?;
-        }
-        Ok(out)
+    pub fn update_in_place<'a>(&'a self, read: &'a mut Stored<D>, doc: D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::InPlace(read, doc))
     }
 
     /// Moves `read` to `doc` at `version`, as written: the index fields the
@@ -89,8 +84,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn update_with_op(&self, read: &Stored<D>, doc: &D, op: &str) -> Result<PutOutcome> {
-        self.put_inner(doc, Expect::Version(read.version), Some(read.state.clone()), Some(read.identity()), Some(op))
-            .await
+        self.update(read, doc).op(op).await
     }
 
     /// Writes a document with any expectation. `Expect::Create` is one round
@@ -102,8 +96,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// [`Error::Corrupt`] or [`Error::WrongType`] for a damaged hash,
     /// [`Error::Codec`], [`Error::Index`] for an invalid id or index value,
     /// [`Error::UnknownOutcome`] when every attempt lost the connection.
-    pub async fn put(&self, doc: &D, expect: Expect) -> Result<PutOutcome> {
-        self.put_inner(doc, expect, None, None, None).await
+    pub fn put<'a>(&'a self, doc: &'a D, expect: Expect) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Put(doc, expect))
     }
 
     /// Like [`Store::put`] with your own operation id.
@@ -111,10 +105,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn put_with_op(&self, doc: &D, expect: Expect, op: &str) -> Result<PutOutcome> {
-        self.put_inner(doc, expect, None, None, Some(op)).await
+        self.put(doc, expect).op(op).await
     }
 
-    async fn put_inner(
+    pub(super) async fn put_inner(
         &self,
         doc: &D,
         expect: Expect,
@@ -248,7 +242,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// # Errors
     /// See [`Store::delete_id`].
-    pub async fn delete(&self, read: &Stored<D>) -> Result<DeleteOutcome> {
+    pub fn delete<'a>(&'a self, read: &'a Stored<D>) -> DeleteCall<'a, D, C> {
+        DeleteCall::new(self, DeleteWhat::Read(read))
+    }
+
+    /// The delete of a read, as [`DeleteCall`] runs it.
+    pub(super) async fn delete_read(&self, read: &Stored<D>, op: Option<&str>) -> Result<DeleteOutcome> {
         // The read's public scope may have been changed by hand: it must
         // still be the scope the store read, or the delete would name
         // another tenant's document.
@@ -258,7 +257,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             &read.id,
             DeleteExpect::Version(read.version),
             Some(read.state.clone()),
-            None,
+            op,
         )
         .await
     }
@@ -268,8 +267,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// # Errors
     /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
-    pub async fn delete_id(&self, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
-        self.delete_inner(None, id, expect, None, None).await
+    pub fn delete_id<'a>(&'a self, id: &'a str, expect: DeleteExpect) -> DeleteCall<'a, D, C> {
+        DeleteCall::new(self, DeleteWhat::Id(id, expect))
     }
 
     /// Deletes document `id` of `scope`: for a type whose ids are unique
@@ -280,7 +279,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`].
     pub async fn delete_id_in(&self, scope: &str, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
-        self.delete_inner(Some(scope), id, expect, None, None).await
+        self.delete_id(id, expect).in_scope(scope).await
     }
 
     /// Like [`Store::delete_id`] with your own operation id: repeated while
@@ -291,7 +290,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// See [`Store::delete_id`]; [`Error::InvalidOpId`] for a malformed id.
     pub async fn delete_id_with_op(&self, id: &str, expect: DeleteExpect, op: &str) -> Result<DeleteOutcome> {
-        self.delete_inner(None, id, expect, None, Some(op)).await
+        self.delete_id(id, expect).op(op).await
     }
 
     /// [`Store::delete_id_in`] with your own operation id: the idempotent
@@ -307,10 +306,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         expect: DeleteExpect,
         op: &str,
     ) -> Result<DeleteOutcome> {
-        self.delete_inner(Some(scope), id, expect, None, Some(op)).await
+        self.delete_id(id, expect).in_scope(scope).op(op).await
     }
 
-    async fn delete_inner(
+    pub(super) async fn delete_inner(
         &self,
         in_scope: Option<&str>,
         id: &str,
