@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use microdcs_valkey::{
-    BoxError, BoxFuture, DeleteExpect, Document, DueSweep, Effects, Entry, Event, Feed, Page, Poller, StepOutcome,
-    Store, StreamConsumer, Valkey, WorkEntry,
+    BoxError, BoxFuture, DeleteExpect, Document, DueSweep, Effects, Event, Feed, Page, Poller, StepOutcome, Store,
+    StreamConsumer, StreamEntry, Valkey, WorkEntry,
 };
 
 use crate::plant::{Plant, SfcState};
@@ -83,7 +83,7 @@ impl StreamConsumer for Worker {
         "recipe-worker"
     }
 
-    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             for e in entries {
                 let (job, v) = (e.field("job").unwrap_or("?"), e.field("v").unwrap_or("?"));

@@ -12,7 +12,7 @@ use microdcs_schema::{Attr, FamilyKind, FamilySpec, KeyType, KeyspaceSpec, check
 use crate::ctxt::Ctxt;
 use crate::keys::builder_fn;
 
-pub(crate) struct Family {
+pub(crate) struct FamilyDecl {
     name: Ident,
     ty: Ident,
     /// `value<T>`, `hash<K, V>`, `channel<T>`: the types of the values.
@@ -30,7 +30,7 @@ pub(crate) struct KeyspaceInput {
     name: Ident,
     documents: Vec<syn::Path>,
     documents_kw: Option<Ident>,
-    families: Vec<Family>,
+    families: Vec<FamilyDecl>,
 }
 
 const TYPES: &[&str] =
@@ -114,7 +114,7 @@ impl Parse for KeyspaceInput {
 }
 
 /// One family entry after its `name:`, as `ty<args>("template", ttl = "...")`.
-fn parse_family(entry: Ident, body: ParseStream<'_>) -> syn::Result<Family> {
+fn parse_family(entry: Ident, body: ParseStream<'_>) -> syn::Result<FamilyDecl> {
     let ty: Ident = body.parse()?;
     let mut type_args = Vec::new();
     if body.peek(Token![<]) {
@@ -170,7 +170,7 @@ fn parse_family(entry: Ident, body: ParseStream<'_>) -> syn::Result<Family> {
             content.error("expected the key template and at most `ttl = \"...\"`, e.g. `string(\"ce:dedupe:{hash}\")`")
         );
     }
-    Ok(Family { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, ttl, key })
+    Ok(FamilyDecl { key_type: key_type(&ty.to_string()), name: entry, ty, type_args, ttl, key })
 }
 
 /// Skips what is left of a refused entry, up to the `,` that ends it, so
@@ -365,7 +365,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
 /// The typed handle of one key of family `f` (`Plant::reference(&plant,
 /// kind, scope)`), made from its key builder `builder`; nothing for a stream
 /// (read and written through `Streams`).
-fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
+fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
     let p = quote!(::microdcs_valkey::__private);
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
         ("value", _) => {
@@ -383,7 +383,7 @@ fn typed_fn(keyspace: &Ident, f: &Family, builder: &Ident) -> TokenStream {
         ("counter", _) => quote!(::microdcs_valkey::CounterKey),
         ("rate_limit", _) => quote!(::microdcs_valkey::RateLimitKey),
         (_, Some(KeyType::List)) => quote!(::microdcs_valkey::ListKey),
-        (_, Some(KeyType::String)) => quote!(::microdcs_valkey::ValueKey),
+        (_, Some(KeyType::String)) => quote!(::microdcs_valkey::StringKey),
         (_, Some(KeyType::Hash)) => quote!(::microdcs_valkey::HashKey),
         (_, Some(KeyType::Set)) => quote!(::microdcs_valkey::SetKey),
         (_, Some(KeyType::SortedSet)) => quote!(::microdcs_valkey::SortedSetKey),

@@ -11,7 +11,7 @@ use crate::Json;
 use crate::codec::Codec;
 use crate::poller::{BoxError, BoxFuture, StreamConsumer};
 use crate::store::Store;
-use crate::streams::Entry;
+use crate::streams::StreamEntry;
 
 /// What a write did to a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,7 +138,7 @@ impl<D: Document, H, C> fmt::Debug for Changes<D, H, C> {
 
 /// Reads one stream entry as a change of `kind`: `Ok(None)` for another
 /// kind's entry, `Err` with the reason for a malformed one.
-pub(crate) fn parse_change<D>(kind: &str, scope: &str, e: &Entry) -> Result<Option<Change<D>>, String> {
+pub(crate) fn parse_change<D>(kind: &str, scope: &str, e: &StreamEntry) -> Result<Option<Change<D>>, String> {
     let field = |name: &str| e.field(name).ok_or_else(|| format!("field `{name}` is missing or not UTF-8"));
     if field("kind")? != kind {
         return Ok(None);
@@ -187,7 +187,7 @@ where
         self.batch
     }
 
-    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             let mut changes = Vec::with_capacity(entries.len());
             for e in entries {

@@ -197,7 +197,7 @@ impl Valkey {
     /// [`crate::Error::Redis`] naming the endpoint (never the password) for
     /// an unreachable server (a connection error) or refused credentials.
     pub async fn connect_url(url: &str, prefix: KeyPrefix, write: WriteOptions) -> Result<Self> {
-        connect::Target::from_url(url)?.open(prefix, write).await.map_err(ConnectError::into_error)
+        connect::ConnectPlan::from_url(url)?.open(prefix, write).await.map_err(ConnectError::into_error)
     }
 
     /// A handle on the connection (cheap clone of the multiplexed connection).

@@ -145,7 +145,7 @@ fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String)
         let decl = spec.declared(f.name).filter(|d| d.key == f.key);
         let kind = decl.map_or(FamilyKind::plain(f.key_type), |d| d.kind);
         let (content, handle) = match kind {
-            FamilyKind::String => ("text values", "`ValueKey`"),
+            FamilyKind::String => ("text values", "`StringKey`"),
             FamilyKind::Value => ("typed values (their text form)", "`TypedValue`"),
             FamilyKind::Counter => ("an integer count", "`CounterKey`"),
             FamilyKind::Content => ("texts by their digest", "`ContentFamily`"),

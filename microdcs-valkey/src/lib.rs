@@ -70,13 +70,13 @@ pub use dedupe::{Claim, DedupeStore, MemoryDedupe, ValkeyDedupe, dedupe_hash};
 #[doc(hidden)]
 pub use families::{
     ChannelKey, ContentFamily, CounterKey, HashEntries, HashKey, ListKey, RateDecision, RateLimitKey, Scored, SetKey,
-    SortedSetKey, Subscription, TypedChannel, TypedHash, TypedHashEntries, TypedSubscription, TypedValue, ValueKey,
-    content_digest,
+    SortedSetKey, StringKey, Subscription, TypedChannel, TypedHash, TypedHashEntries, TypedSubscription, TypedValue,
+    ValueKey, content_digest,
 };
 #[doc(hidden)]
 pub use inspect::{
-    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, Inspector, KindInfo, LeaseView,
-    StreamView, ValueView, keyspace_markdown,
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, Inspector, InspectorPage,
+    KindInfo, LeaseView, StreamView, ValueView, keyspace_markdown,
 };
 #[doc(hidden)]
 pub use lease::{Acquire, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryLeases};
@@ -103,7 +103,7 @@ pub use store::{
     fingerprints, new_op_id,
 };
 #[doc(hidden)]
-pub use streams::{Entry, Streams};
+pub use streams::{Entry, StreamEntry, Streams};
 #[doc(hidden)]
 pub use sweep::{Due, DueSweep};
 

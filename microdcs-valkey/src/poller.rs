@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::client::Valkey;
 use crate::error::Result;
 use crate::retry;
-use crate::streams::{Entry, Streams};
+use crate::streams::{StreamEntry, Streams};
 use microdcs_schema::{Feed, KeyTemplate};
 
 /// A boxed future, for the object-safe consumer and task traits.
@@ -51,7 +51,11 @@ pub trait StreamConsumer: Send + Sync + 'static {
         100
     }
     /// Handles a batch; the entries are acknowledged only when this returns `Ok`.
-    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, std::result::Result<(), BoxError>>;
+    fn handle<'a>(
+        &'a self,
+        scope: &'a str,
+        entries: &'a [StreamEntry],
+    ) -> BoxFuture<'a, std::result::Result<(), BoxError>>;
 }
 
 /// Periodic work run by the poller (for example the SFC sweep).
@@ -104,7 +108,7 @@ impl std::fmt::Debug for Poller {
     }
 }
 
-struct Plan {
+struct ConsumerPlan {
     consumer: Arc<dyn StreamConsumer>,
     stream: KeyTemplate,
     /// The rendered nudge channel.
@@ -175,7 +179,7 @@ impl Poller {
             }
             let channel = render("nudge", &template("nudge", feed.nudge)?, &[feed.kind])?;
             let registry = render("registry", &template("registry", feed.registry)?, &[])?;
-            plans.push(Plan { consumer: c.clone(), stream, channel, registry });
+            plans.push(ConsumerPlan { consumer: c.clone(), stream, channel, registry });
         }
         let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
         let sub = pubsub_connection(&self.valkey, nudge_tx.clone()).await?;

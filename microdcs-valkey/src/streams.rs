@@ -14,16 +14,20 @@ use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
+/// The earlier name of [`StreamEntry`].
+#[doc(hidden)]
+pub type Entry = StreamEntry;
+
 /// One stream entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// Entry id (`ms-seq`).
+pub struct StreamEntry {
+    /// StreamEntry id (`ms-seq`).
     pub id: String,
     /// Fields in order.
     pub fields: Vec<(String, Vec<u8>)>,
 }
 
-impl Entry {
+impl StreamEntry {
     /// The value of a field as text, if present and UTF-8.
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields.iter().find(|(f, _)| f == name).and_then(|(_, v)| std::str::from_utf8(v).ok())
@@ -121,7 +125,7 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-fn entries(v: &Value) -> Vec<Entry> {
+fn entries(v: &Value) -> Vec<StreamEntry> {
     let Value::Array(items) = v else { return Vec::new() };
     items
         .iter()
@@ -145,7 +149,7 @@ fn entries(v: &Value) -> Vec<Entry> {
                 }
                 _ => Vec::new(),
             };
-            Some(Entry { id, fields })
+            Some(StreamEntry { id, fields })
         })
         .collect()
 }
@@ -240,7 +244,7 @@ impl Streams {
     ///
     /// # Errors
     /// Connection errors, a missing group (`NOGROUP`).
-    pub async fn read(&self, stream: &str, group: &str, consumer: &str, count: usize) -> Result<Vec<Entry>> {
+    pub async fn read(&self, stream: &str, group: &str, consumer: &str, count: usize) -> Result<Vec<StreamEntry>> {
         self.read_from(stream, group, consumer, count, ">").await
     }
 
@@ -261,7 +265,7 @@ impl Streams {
         consumer: &str,
         count: usize,
         id: &str,
-    ) -> Result<Vec<Entry>> {
+    ) -> Result<Vec<StreamEntry>> {
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(group)
@@ -356,7 +360,7 @@ impl Streams {
         consumer: &str,
         min_idle: Duration,
         count: usize,
-    ) -> Result<Vec<Entry>> {
+    ) -> Result<Vec<StreamEntry>> {
         let count = Self::count(count);
         // The server takes a signed 64-bit number of milliseconds.
         let idle = u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX).min(i64::MAX as u64);

@@ -9,7 +9,7 @@ use microdcs_schema::{Document, GroupQuery};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::families::ValueKey;
+use crate::families::StringKey;
 use crate::poller::{BoxError, BoxFuture, PollerTask};
 use crate::store::{Page, Store};
 
@@ -34,7 +34,7 @@ pub struct DueSweep<D, C, Q, F> {
     fire: F,
     interval: Duration,
     batch: usize,
-    heartbeat: Option<ValueKey>,
+    heartbeat: Option<StringKey>,
     outage: Option<Outage<D>>,
 }
 
@@ -75,10 +75,10 @@ where
     }
 
     /// After each complete run, writes the server's clock to `heartbeat`
-    /// ([`ValueKey::set_now`]), so `age()` tells how long ago the last
+    /// ([`StringKey::set_now`]), so `age()` tells how long ago the last
     /// sweep ran (an outage's length).
     #[must_use]
-    pub fn heartbeat(mut self, heartbeat: ValueKey) -> Self {
+    pub fn heartbeat(mut self, heartbeat: StringKey) -> Self {
         self.heartbeat = Some(heartbeat);
         self
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Entry, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, Valkey,
+    BoxError, BoxFuture, Document, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, StreamEntry, Valkey,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -29,7 +29,7 @@ impl StreamConsumer for Timed {
     fn group(&self) -> &str {
         "bench"
     }
-    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             for e in entries {
                 let _ = self.0.send((e.field("id").unwrap_or_default().to_owned(), Instant::now()));

@@ -291,7 +291,8 @@ async fn reads_and_writes_of_a_killed_server_end_within_their_bounds() {
 // reconnect (its retries times the connect timeout, plus backoff).
 
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Entry, LeaseBackend, LeaseStore, MaintenanceOptions, Poller, StreamConsumer, Streams,
+    BoxError, BoxFuture, Document, LeaseBackend, LeaseStore, MaintenanceOptions, Poller, StreamConsumer, StreamEntry,
+    Streams,
 };
 
 /// A write sent once (`append`): one response timeout.
@@ -373,7 +374,7 @@ impl StreamConsumer for Count {
     fn group(&self) -> &str {
         "bounds"
     }
-    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
         self.0.fetch_add(entries.len() as u32, std::sync::atomic::Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }

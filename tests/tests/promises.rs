@@ -467,7 +467,8 @@ async fn a_claim_walks_past_refused_ids_and_refuses_a_change_that_stays() {
 #[tokio::test]
 async fn every_write_takes_its_options_by_name() {
     let server = server();
-    let valkey = Valkey::connect_url(server.url(), unique_prefix("write-shape"), WriteOptions::default()).await.unwrap();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("write-shape"), WriteOptions::default()).await.unwrap();
     let store = Extras::open(valkey).store::<Ticket>();
     let _ = store.create(&ticket("acme", "t1", "A-1", "open")).op("create-t1").await.unwrap();
     // The same create again, by its op id: recognised, not a conflict.

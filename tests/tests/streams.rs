@@ -8,8 +8,8 @@ use microdcs_tests::change_channel;
 use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Change, ChangeKind, Changes, DeleteOutcome, Document, Entry, Feed, MicroDcsConfig, Poller,
-    PutOutcome, StreamConsumer, Streams, Valkey, ValkeyConfig,
+    BoxError, BoxFuture, Change, ChangeKind, Changes, DeleteOutcome, Document, Feed, MicroDcsConfig, Poller,
+    PutOutcome, StreamConsumer, StreamEntry, Streams, Valkey, ValkeyConfig,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -37,7 +37,7 @@ impl StreamConsumer for Collect {
     fn group(&self) -> &str {
         "publisher"
     }
-    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [Entry]) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn handle<'a>(&'a self, scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             self.deliveries.fetch_add(entries.len() as u32, Ordering::SeqCst);
             if self.fail.load(Ordering::SeqCst) > 0 {

@@ -160,7 +160,7 @@ fn endpoint_of(addr: &ConnectionAddr) -> String {
 /// need to open their connections: where, with which client settings, and
 /// how long start-up and replies may take. Building the connections from
 /// here is shared, so reconnect settings and bounds are defined once.
-pub(crate) struct Target {
+pub(crate) struct ConnectPlan {
     /// `host:port` for messages (never the password).
     endpoint: String,
     /// Address and handshake settings (user, password, database, protocol).
@@ -176,10 +176,10 @@ pub(crate) struct Target {
     poll: PollOptions,
 }
 
-impl Target {
+impl ConnectPlan {
     /// From a validated configuration. Reads the CA and password files, so a
     /// missing one fails here, by setting name, before any network traffic.
-    fn from_config(config: &ValkeyConfig) -> Result<Target, ConnectError> {
+    fn from_config(config: &ValkeyConfig) -> Result<ConnectPlan, ConnectError> {
         config.validate()?;
         let ep = config.endpoint()?;
         let tls = ep.tls || config.tls_ca_file.is_some();
@@ -209,7 +209,7 @@ impl Target {
             read_password_file(path)
                 .map_err(|e| ConnectError::PasswordFile { path: path.clone(), reason: e.to_string() })?;
         }
-        Ok(Target {
+        Ok(ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             info,
             tls,
@@ -227,7 +227,7 @@ impl Target {
     /// # Errors
     /// The URL does not parse; the message never quotes the URL (it may hold
     /// a password).
-    pub(crate) fn from_url(url: &str) -> crate::Result<Target> {
+    pub(crate) fn from_url(url: &str) -> crate::Result<ConnectPlan> {
         let info = url.into_connection_info().map_err(|e| {
             let msg = e.to_string();
             crate::Error::InvalidArgument(if msg.contains(url) {
@@ -237,7 +237,7 @@ impl Target {
             })
         })?;
         let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
-        Ok(Target {
+        Ok(ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             user: info.redis_settings().username().map(str::to_owned),
             info,
@@ -327,7 +327,7 @@ impl Target {
             .with_resp3(resp3_client, mconfig))
     }
 
-    /// The steps of [`Target::open`], without the deadline. `last` keeps the
+    /// The steps of [`ConnectPlan::open`], without the deadline. `last` keeps the
     /// latest failure, so a timeout can say what went wrong.
     async fn establish(
         &self,
@@ -403,7 +403,7 @@ impl Valkey {
     /// missing credentials; each names the endpoint, none the password. An
     /// application ends on it rather than run without its store.
     pub async fn connect(config: &ValkeyConfig) -> Result<Valkey, ConnectError> {
-        let target = Target::from_config(config)?;
+        let target = ConnectPlan::from_config(config)?;
         let prefix = config.prefix()?;
         target.open(prefix, config.write_options()).await
     }

@@ -13,7 +13,7 @@ use redis::aio::ConnectionManager;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use super::{FromKey, Target, parse_text};
+use super::{FromKey, KeyHandle, parse_text};
 use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry;
@@ -21,7 +21,7 @@ use crate::retry;
 /// One channel of a channel family.
 #[derive(Debug, Clone)]
 pub struct ChannelKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 /// A subscription to one channel: its messages in order, on a RESP3
@@ -124,7 +124,7 @@ impl<T> std::fmt::Debug for TypedChannel<T> {
 
 impl<T> FromKey for TypedChannel<T> {
     fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedChannel { inner: ChannelKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
+        TypedChannel { inner: ChannelKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 

@@ -9,14 +9,14 @@ use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{FromKey, Target, parse_text};
+use super::{FromKey, KeyHandle, parse_text};
 use crate::client::Valkey;
 use crate::error::{Error, Result};
 
 /// One key of a hash family.
 #[derive(Debug, Clone)]
 pub struct HashKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 /// A page of a hash's entries and the cursor of the next page (`None` at
@@ -113,7 +113,7 @@ impl<K, V> std::fmt::Debug for TypedHash<K, V> {
 
 impl<K, V> FromKey for TypedHash<K, V> {
     fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedHash { inner: HashKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
+        TypedHash { inner: HashKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 

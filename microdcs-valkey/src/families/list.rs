@@ -3,14 +3,14 @@
 
 use std::sync::LazyLock;
 
-use super::{Target, once_error};
+use super::{KeyHandle, once_error};
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
 /// One key of a list family.
 #[derive(Debug, Clone)]
 pub struct ListKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 impl ListKey {

@@ -12,7 +12,7 @@
 //!
 //! A write retried after a lost answer reports what its last attempt saw:
 //! `SetKey::add` may then count 0 added, `HashKey::set` say the field was
-//! not new, `ValueKey::delete` say nothing was there, though the first
+//! not new, `StringKey::delete` say nothing was there, though the first
 //! attempt did it. The state is the same either way; only the count or flag
 //! in the answer can be off. Writes that must not run twice (a count, a
 //! set-if-absent, a publish) run once, and a lost answer is
@@ -44,12 +44,12 @@ pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
 pub use value::TypedValue;
-pub use value::{CounterKey, ValueKey};
+pub use value::{CounterKey, StringKey, ValueKey};
 pub use zset::{Scored, SortedSetKey};
 
 /// One key of a declared family on a connection.
 #[derive(Clone)]
-struct Target {
+struct KeyHandle {
     valkey: Valkey,
     key: String,
     /// The family's declared lifetime in milliseconds (`ttl = "..."`):
@@ -57,13 +57,13 @@ struct Target {
     ttl_ms: Option<u64>,
 }
 
-impl std::fmt::Debug for Target {
+impl std::fmt::Debug for KeyHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.key)
     }
 }
 
-impl Target {
+impl KeyHandle {
     /// A read: within the response timeout, once more after a dropped connection.
     async fn read<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
         retry::read_cmd(&self.valkey, &cmd, &self.key).await
@@ -203,12 +203,12 @@ macro_rules! from_key {
     ($($t:ty),*) => {$(
         impl FromKey for $t {
             fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-                Self { t: Target { valkey, key, ttl_ms } }
+                Self { t: KeyHandle { valkey, key, ttl_ms } }
             }
         }
     )*};
 }
-from_key!(SetKey, ValueKey, CounterKey, HashKey, SortedSetKey, ChannelKey, ListKey, RateLimitKey);
+from_key!(SetKey, StringKey, CounterKey, HashKey, SortedSetKey, ChannelKey, ListKey, RateLimitKey);
 
 /// `ttl()` of the handles of families that may declare a lifetime.
 macro_rules! ttl_fn {

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{Target, once_error, ttl_ms};
+use super::{KeyHandle, once_error, ttl_ms};
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
@@ -13,7 +13,7 @@ use crate::retry::{self, LuaScript};
 /// blocked-until, when the failures are forgotten).
 #[derive(Debug, Clone)]
 pub struct RateLimitKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 /// What a [`RateLimitKey::attempt`] decided.

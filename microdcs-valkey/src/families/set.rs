@@ -1,6 +1,6 @@
 //! A set family (`ref:{kind}:{scope}`): members are texts.
 
-use super::Target;
+use super::KeyHandle;
 use crate::error::Result;
 use crate::page::{IdPage, Page, sscan_page};
 
@@ -8,7 +8,7 @@ use crate::page::{IdPage, Page, sscan_page};
 /// read by membership, count or page.
 #[derive(Debug, Clone)]
 pub struct SetKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 impl SetKey {

@@ -1,4 +1,4 @@
-//! String families: a text value (`ValueKey`) or a counter (`CounterKey`).
+//! String families: a text value (`StringKey`) or a counter (`CounterKey`).
 //!
 //! `value<T>`: one typed value per key (`TypedValue`), stored as its text.
 
@@ -8,19 +8,23 @@ use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::{FromKey, Target, ttl_ms};
+use super::{FromKey, KeyHandle, ttl_ms};
 use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
+/// The earlier name of [`StringKey`] (a `string` family's handle).
+#[doc(hidden)]
+pub type ValueKey = StringKey;
+
 /// One key of a string family holding a text (a limit, a heartbeat, a
 /// marker), optionally with a lifetime.
 #[derive(Debug, Clone)]
-pub struct ValueKey {
-    pub(super) t: Target,
+pub struct StringKey {
+    pub(super) t: KeyHandle,
 }
 
-impl ValueKey {
+impl StringKey {
     /// The key.
     pub fn key(&self) -> &str {
         &self.t.key
@@ -63,7 +67,7 @@ impl ValueKey {
     /// could not tell its own write from another's).
     ///
     /// # Errors
-    /// As [`ValueKey::set`]; a lost answer is an error whose
+    /// As [`StringKey::set`]; a lost answer is an error whose
     /// `is_unknown_outcome()` holds.
     pub async fn set_if_absent(&self, value: &str, ttl: Option<Duration>) -> Result<bool> {
         let px = self.t.px(ttl.map(ttl_ms).transpose()?);
@@ -95,7 +99,7 @@ impl ValueKey {
     /// a later time).
     ///
     /// # Errors
-    /// As [`ValueKey::set`].
+    /// As [`StringKey::set`].
     pub async fn set_now(&self, ttl: Option<Duration>) -> Result<u64> {
         let px = self.t.px(ttl.map(ttl_ms).transpose()?);
         let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
@@ -106,7 +110,7 @@ impl ValueKey {
     }
 
     /// How long ago, by the server's clock, the value's Unix-millisecond
-    /// time was (what [`ValueKey::set_now`] wrote): the time since the last
+    /// time was (what [`StringKey::set_now`] wrote): the time since the last
     /// heartbeat. `None` when there is no value.
     ///
     /// # Errors
@@ -169,7 +173,7 @@ return 0
 /// sequence, an acceptance counter).
 #[derive(Debug, Clone)]
 pub struct CounterKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 impl CounterKey {
@@ -242,7 +246,7 @@ fn canonical_count(s: &str) -> bool {
 /// other client would write it. A stored text that does not parse as a `T`
 /// is [`Error::Corrupt`](crate::Error::Corrupt), never a default.
 pub struct TypedValue<T> {
-    inner: ValueKey,
+    inner: StringKey,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -260,7 +264,7 @@ impl<T> std::fmt::Debug for TypedValue<T> {
 
 impl<T> FromKey for TypedValue<T> {
     fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedValue { inner: ValueKey { t: Target { valkey, key, ttl_ms } }, _t: PhantomData }
+        TypedValue { inner: StringKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
     }
 }
 
@@ -281,19 +285,19 @@ impl<T: FromStr + Display> TypedValue<T> {
     }
 
     /// Sets the value, with a lifetime or none; safe to repeat. See
-    /// [`ValueKey::set`].
+    /// [`StringKey::set`].
     ///
     /// # Errors
-    /// As [`ValueKey::set`].
+    /// As [`StringKey::set`].
     pub async fn set(&self, value: &T, ttl: Option<Duration>) -> Result<()> {
         self.inner.set(&value.to_string(), ttl).await
     }
 
     /// Sets the value only if none is set; whether it did. See
-    /// [`ValueKey::set_if_absent`].
+    /// [`StringKey::set_if_absent`].
     ///
     /// # Errors
-    /// As [`ValueKey::set_if_absent`].
+    /// As [`StringKey::set_if_absent`].
     pub async fn set_if_absent(&self, value: &T, ttl: Option<Duration>) -> Result<bool> {
         self.inner.set_if_absent(&value.to_string(), ttl).await
     }
@@ -301,7 +305,7 @@ impl<T: FromStr + Display> TypedValue<T> {
     /// Deletes the value; whether one was there.
     ///
     /// # Errors
-    /// As [`ValueKey::delete`].
+    /// As [`StringKey::delete`].
     pub async fn delete(&self) -> Result<bool> {
         self.inner.delete().await
     }
@@ -309,7 +313,7 @@ impl<T: FromStr + Display> TypedValue<T> {
     /// The time the value has left (`None`: no lifetime, or no value).
     ///
     /// # Errors
-    /// As [`ValueKey::ttl`].
+    /// As [`StringKey::ttl`].
     pub async fn ttl(&self) -> Result<Option<Duration>> {
         self.inner.ttl().await
     }

@@ -3,14 +3,14 @@
 
 use std::sync::LazyLock;
 
-use super::Target;
+use super::KeyHandle;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
 /// One key of a sorted-set family.
 #[derive(Debug, Clone)]
 pub struct SortedSetKey {
-    pub(super) t: Target,
+    pub(super) t: KeyHandle,
 }
 
 /// A member and its score.

@@ -22,8 +22,8 @@ mod views;
 pub use crate::keyspace_doc::keyspace_markdown;
 
 pub use views::{
-    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, KindInfo, LeaseView, StreamView,
-    ValueView,
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, InspectorPage, KindInfo,
+    LeaseView, StreamView, ValueView,
 };
 
 /// Read-only views of keyspace `K` through its spec, for developer tools:
@@ -147,7 +147,7 @@ impl<K: Keyspace> Inspector<K> {
     ///
     /// # Errors
     /// An unknown kind, a kind without a list, connection errors.
-    pub async fn ids(&self, kind: &str, scope: &str, cursor: u64, count: usize) -> Result<IdsPage> {
+    pub async fn ids(&self, kind: &str, scope: &str, cursor: u64, count: usize) -> Result<InspectorPage> {
         let spec = self.doc_spec(kind)?;
         let list =
             spec.list.ok_or_else(|| Error::InvalidArgument(format!("kind `{kind}` has no list to read ids from")))?;
@@ -158,7 +158,7 @@ impl<K: Keyspace> Inspector<K> {
         }
         let (next, ids): (u64, Vec<String>) =
             self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
-        Ok(IdsPage { ids, next: (next != 0).then_some(next) })
+        Ok(InspectorPage { ids, next: (next != 0).then_some(next) })
     }
 
     /// A page of ids through an index of `kind`: a group index's members
@@ -175,7 +175,7 @@ impl<K: Keyspace> Inspector<K> {
         values: &[&str],
         cursor: u64,
         count: usize,
-    ) -> Result<IdsPage> {
+    ) -> Result<InspectorPage> {
         let spec = self.doc_spec(kind)?;
         let (ix, unique) =
             match (spec.unique.iter().find(|i| i.name == index), spec.groups.iter().find(|i| i.name == index)) {
@@ -192,7 +192,7 @@ impl<K: Keyspace> Inspector<K> {
         let key = parse(ix.key)?.render(self.valkey.prefix(), values).map_err(render_err)?;
         if unique {
             let id: Option<String> = self.read(redis::cmd("GET").arg(&key).clone(), &key).await?;
-            return Ok(IdsPage { ids: id.into_iter().collect(), next: None });
+            return Ok(InspectorPage { ids: id.into_iter().collect(), next: None });
         }
         let count = count.clamp(1, crate::Page::MAX);
         if ix.score.is_some() {
@@ -200,15 +200,15 @@ impl<K: Keyspace> Inspector<K> {
         }
         let (next, ids): (u64, Vec<String>) =
             self.read(redis::cmd("SSCAN").arg(&key).arg(cursor).arg("COUNT").arg(count).clone(), &key).await?;
-        Ok(IdsPage { ids, next: (next != 0).then_some(next) })
+        Ok(InspectorPage { ids, next: (next != 0).then_some(next) })
     }
 
     /// A page of a sorted set by rank: `count` ids from rank `cursor`.
-    async fn rank_page(&self, key: &str, cursor: u64, count: usize) -> Result<IdsPage> {
+    async fn rank_page(&self, key: &str, cursor: u64, count: usize) -> Result<InspectorPage> {
         let stop = cursor.saturating_add(count as u64 - 1);
         let ids: Vec<String> = self.read(redis::cmd("ZRANGE").arg(key).arg(cursor).arg(stop).clone(), key).await?;
         let next = (ids.len() == count).then_some(stop + 1);
-        Ok(IdsPage { ids, next })
+        Ok(InspectorPage { ids, next })
     }
 
     /// One document as stored, with the state of every index entry its

@@ -31,9 +31,13 @@ pub struct FamilyInfo {
     pub template: String,
 }
 
+/// The earlier name of [`InspectorPage`].
+#[doc(hidden)]
+pub type IdsPage = InspectorPage;
+
 /// A page of ids and where the next one starts (`None` at the end).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct IdsPage {
+pub struct InspectorPage {
     /// The ids.
     pub ids: Vec<String>,
     /// Pass back for the next page.

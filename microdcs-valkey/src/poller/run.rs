@@ -9,7 +9,7 @@ pub(super) struct Loop {
     pub(super) valkey: Valkey,
     pub(super) streams: Streams,
     pub(super) consumer_name: String,
-    pub(super) plans: Vec<Plan>,
+    pub(super) plans: Vec<ConsumerPlan>,
     pub(super) tasks: Vec<Arc<dyn PollerTask>>,
     /// Known scopes per registry key.
     pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
@@ -297,7 +297,8 @@ impl Loop {
             // A pending entry deleted from the stream comes back without
             // fields: it is lost, never handed to the consumer.
             let read_len = entries.len();
-            let (entries, lost): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| !e.fields.is_empty());
+            let (entries, lost): (Vec<StreamEntry>, Vec<StreamEntry>) =
+                entries.into_iter().partition(|e| !e.fields.is_empty());
             if !lost.is_empty() {
                 let ids: Vec<String> = lost.iter().map(|e| e.id.clone()).collect();
                 tracing::warn!(stream = key, lost = ids.len(), ids = ?ids, "stream entries were deleted while pending");
@@ -340,6 +341,6 @@ impl Loop {
 }
 
 /// A consumer's batch as used: from 1 to [`Streams::MAX_COUNT`].
-fn batch(p: &Plan) -> usize {
+fn batch(p: &ConsumerPlan) -> usize {
     p.consumer.batch().clamp(1, Streams::MAX_COUNT)
 }

@@ -40,7 +40,7 @@ fn flag(b: bool) -> Arg<'static> {
 }
 
 /// What every write call says about its document.
-pub(super) struct Target<'a> {
+pub(super) struct WriteTarget<'a> {
     /// The document key.
     pub(super) key: &'a str,
     /// The document id.
@@ -81,7 +81,7 @@ impl<'a> Call<'a> {
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
-        t: Target<'a>,
+        t: WriteTarget<'a>,
     ) -> Result<Self> {
         // A key the call does not name is the document key, which the
         // script never writes in that role.
@@ -117,7 +117,7 @@ impl<'a> Call<'a> {
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
-        t: Target<'a>,
+        t: WriteTarget<'a>,
         body: PutBody<'a>,
     ) -> Result<Self> {
         let call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;
@@ -130,7 +130,7 @@ impl<'a> Call<'a> {
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
-        t: Target<'a>,
+        t: WriteTarget<'a>,
         body: PutBody<'a>,
         step: &'a StepArgs<'a>,
     ) -> Result<Self> {
@@ -182,7 +182,7 @@ impl<'a> Call<'a> {
         plan: &'a Plan,
         valkey: &Valkey,
         kind: &'static str,
-        t: Target<'a>,
+        t: WriteTarget<'a>,
         tomb: Result<String>,
     ) -> Result<Self> {
         let mut call = Self::new(&l.common, (l.num_keys, l.num_args), plan, valkey, kind, t)?;

@@ -4,7 +4,7 @@
 use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
-use super::call::{Arg, Call, PutBody, Target, corrupt_reply, int_at, split_reply, str_at, texts};
+use super::call::{Arg, Call, PutBody, WriteTarget, corrupt_reply, int_at, split_reply, str_at, texts};
 use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
@@ -174,7 +174,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut turn = None;
         for attempt in 1..=attempts {
             super::before_attempt(&self.valkey, key, attempt, &mut turn).await;
-            let target = Target {
+            let target = WriteTarget {
                 key,
                 id: &entries.id,
                 scope: &entries.scope,
@@ -355,8 +355,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 DeleteExpect::Version(n) if caller_op => n,
                 _ => state.version,
             };
-            let target =
-                Target { key: &key, id, scope: &scope, list_key, expect: Arg::Owned(expected.to_string()), op: &op };
+            let target = WriteTarget {
+                key: &key,
+                id,
+                scope: &scope,
+                list_key,
+                expect: Arg::Owned(expected.to_string()),
+                op: &op,
+            };
             // The tombstone of a document named by scope and id is the
             // scope's, whether or not the document is there now.
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, in_scope.unwrap_or(&scope), id);

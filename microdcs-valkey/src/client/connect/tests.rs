@@ -2,8 +2,8 @@ use super::*;
 
 #[test]
 fn both_constructors_share_the_defaults() {
-    let from_config = Target::from_config(&ValkeyConfig::default()).unwrap();
-    let from_url = Target::from_url("redis://localhost:6379/").unwrap();
+    let from_config = ConnectPlan::from_config(&ValkeyConfig::default()).unwrap();
+    let from_url = ConnectPlan::from_url("redis://localhost:6379/").unwrap();
     assert_eq!(from_config.endpoint, from_url.endpoint);
     assert_eq!(from_config.connect_timeout, defaults::CONNECT_TIMEOUT);
     assert_eq!(from_url.connect_timeout, defaults::CONNECT_TIMEOUT);
@@ -21,11 +21,11 @@ fn both_constructors_share_the_defaults() {
 
 #[test]
 fn endpoints_are_host_port() {
-    assert_eq!(Target::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
-    assert_eq!(Target::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
+    assert_eq!(ConnectPlan::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
+    assert_eq!(ConnectPlan::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
     let config =
         ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
-    assert_eq!(Target::from_config(&config).unwrap().endpoint, "h:1");
+    assert_eq!(ConnectPlan::from_config(&config).unwrap().endpoint, "h:1");
     // Never the text before an `@`, should a host ever hold credentials.
     assert_eq!(endpoint_of(&ConnectionAddr::Tcp("u:pw@h".into(), 1)), "h:1");
     assert_eq!(endpoint_of(&ConnectionAddr::Tcp("::1".into(), 1)), "[::1]:1");
@@ -33,7 +33,7 @@ fn endpoints_are_host_port() {
 
 #[test]
 fn a_bad_url_never_quotes_itself() {
-    let Err(crate::Error::InvalidArgument(msg)) = Target::from_url("redis://u:Pw-In-Url@h:notaport/") else {
+    let Err(crate::Error::InvalidArgument(msg)) = ConnectPlan::from_url("redis://u:Pw-In-Url@h:notaport/") else {
         panic!("a bad URL is an invalid argument")
     };
     assert!(!msg.contains("Pw-In-Url"), "{msg}");

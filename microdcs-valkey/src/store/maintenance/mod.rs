@@ -65,7 +65,7 @@ impl IndexFilter<'_> {
 /// One index family of a document type: its list, or its n-th unique or
 /// group index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
+enum IndexRef {
     List,
     Unique(usize),
     Group(usize),
@@ -77,12 +77,12 @@ enum Family {
 /// not.
 #[derive(Debug)]
 struct Finding {
-    family: Option<Family>,
+    family: Option<IndexRef>,
     diff: Difference,
 }
 
 impl Finding {
-    fn new(family: Option<Family>, index: &str, key: &str, id: &str, kind: DiffKind) -> Self {
+    fn new(family: Option<IndexRef>, index: &str, key: &str, id: &str, kind: DiffKind) -> Self {
         Finding { family, diff: Difference { index: index.to_owned(), key: key.to_owned(), id: id.to_owned(), kind } }
     }
 }
@@ -277,7 +277,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// family's type, naming the type it holds now: `(family, key, id)`,
     /// where `family` is `None` for a document key. A key that no longer
     /// exists (deleted since) is no difference.
-    async fn wrong_type_findings(&self, damaged: Vec<(Option<Family>, String, String)>) -> Result<Vec<Finding>> {
+    async fn wrong_type_findings(&self, damaged: Vec<(Option<IndexRef>, String, String)>) -> Result<Vec<Finding>> {
         if damaged.is_empty() {
             return Ok(Vec::new());
         }

@@ -12,7 +12,7 @@ use crate::retry::{LuaScript, reply};
 use microdcs_schema::{Document, IndexEntries};
 
 use super::diagnose::{entry_key, group_score};
-use super::{DiffKind, Family, Finding};
+use super::{DiffKind, Finding, IndexRef};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -82,12 +82,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     for (id, entries) in documents.iter().filter(|(_, e)| entry_key(e, family) == Some(key.as_str())) {
                         let (key, id) = (key.clone(), id.clone());
                         repairs.push(match family {
-                            Family::List => match entries.list.as_ref().and_then(|l| l.score) {
+                            IndexRef::List => match entries.list.as_ref().and_then(|l| l.score) {
                                 Some(score) => Repair::SortedAdd { key, id, score },
                                 None => Repair::SetAdd { key, id },
                             },
-                            Family::Unique(_) => Repair::UniqueClaim { key, id },
-                            Family::Group(n) => match group_score::<D>(entries, n) {
+                            IndexRef::Unique(_) => Repair::UniqueClaim { key, id },
+                            IndexRef::Group(n) => match group_score::<D>(entries, n) {
                                 Some(score) => Repair::SortedAdd { key, id, score },
                                 None => Repair::SetAdd { key, id },
                             },
@@ -98,46 +98,46 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 (_, DiffKind::Field { field, expected, .. }) => {
                     Repair::SetField { key, field: field.clone(), value: expected.clone() }
                 }
-                (Some(Family::List), DiffKind::Missing) => {
+                (Some(IndexRef::List), DiffKind::Missing) => {
                     match by_id.get(id.as_str()).and_then(|e| e.list.as_ref()).and_then(|l| l.score) {
                         Some(score) => Repair::SortedAdd { key, id, score },
                         None => Repair::SetAdd { key, id },
                     }
                 }
-                (Some(Family::List), DiffKind::WrongScore { expected, .. }) => {
+                (Some(IndexRef::List), DiffKind::WrongScore { expected, .. }) => {
                     Repair::SortedAdd { key, id, score: *expected }
                 }
-                (Some(Family::Group(n)), DiffKind::Missing) => {
+                (Some(IndexRef::Group(n)), DiffKind::Missing) => {
                     match by_id.get(id.as_str()).and_then(|e| group_score::<D>(e, n)) {
                         Some(score) => Repair::SortedAdd { key, id, score },
                         None => Repair::SetAdd { key, id },
                     }
                 }
-                (Some(Family::Group(_)), DiffKind::WrongScore { expected, .. }) => {
+                (Some(IndexRef::Group(_)), DiffKind::WrongScore { expected, .. }) => {
                     Repair::SortedAdd { key, id, score: *expected }
                 }
-                (Some(Family::Group(n)), DiffKind::Orphan | DiffKind::WrongGroup { .. })
+                (Some(IndexRef::Group(n)), DiffKind::Orphan | DiffKind::WrongGroup { .. })
                     if D::SPEC.groups[n].score.is_some() =>
                 {
                     Repair::SortedRemove { key, id }
                 }
-                (Some(Family::Unique(_)), DiffKind::Missing) => Repair::UniqueClaim { key, id },
-                (Some(Family::Unique(n)), DiffKind::WrongId { found }) => {
+                (Some(IndexRef::Unique(_)), DiffKind::Missing) => Repair::UniqueClaim { key, id },
+                (Some(IndexRef::Unique(n)), DiffKind::WrongId { found }) => {
                     conflicts.push((n, &diff.key, found));
                     continue;
                 }
-                (Some(Family::List), DiffKind::Orphan) if self.plan.sorted_list => Repair::SortedRemove { key, id },
-                (Some(Family::List | Family::Group(_)), DiffKind::Orphan | DiffKind::WrongGroup { .. }) => {
+                (Some(IndexRef::List), DiffKind::Orphan) if self.plan.sorted_list => Repair::SortedRemove { key, id },
+                (Some(IndexRef::List | IndexRef::Group(_)), DiffKind::Orphan | DiffKind::WrongGroup { .. }) => {
                     Repair::SetRemove { key, id }
                 }
-                (Some(Family::Unique(_)), DiffKind::Orphan) => Repair::UniqueRelease { key, id },
+                (Some(IndexRef::Unique(_)), DiffKind::Orphan) => Repair::UniqueRelease { key, id },
                 // Diagnosis reports no other combination.
                 _ => continue,
             };
             repairs.push(repair);
         }
         for (n, key, holder) in conflicts {
-            let holder_key = self.entry_doc_key(Family::Unique(n), key, holder);
+            let holder_key = self.entry_doc_key(IndexRef::Unique(n), key, holder);
             let holder_claims = match self.expected_entries(&holder_key, holder).await? {
                 Some(e) => e.unique[n].as_ref().is_some_and(|x| x.key == key),
                 None => false,

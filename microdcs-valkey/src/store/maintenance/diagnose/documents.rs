@@ -8,7 +8,7 @@ use redis::Value;
 use microdcs_schema::{Document, IndexEntries};
 
 use super::super::{
-    Answer, DiffKind, Family, Finding, Mode, Pass, answer, as_bool, as_f64, as_str, read_pipe, scan_batch,
+    Answer, DiffKind, Finding, IndexRef, Mode, Pass, answer, as_bool, as_f64, as_str, read_pipe, scan_batch,
 };
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -101,8 +101,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         replies: Vec<Value>,
     ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
         let mut found = Vec::new();
-        let mut damaged: Vec<(Option<Family>, String, String)> = Vec::new();
-        let mut pending: Vec<(usize, Family)> = Vec::new();
+        let mut damaged: Vec<(Option<IndexRef>, String, String)> = Vec::new();
+        let mut pending: Vec<(usize, IndexRef)> = Vec::new();
         let mut documents: Vec<(String, IndexEntries)> = Vec::new();
         for ((key, id), reply) in docs.into_iter().zip(replies) {
             let map: HashMap<String, Vec<u8>> = match answer(&reply)? {
@@ -126,16 +126,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             self.check_fields(pass, &key, &id, &stored_fields, &entries, &mut found);
             // One check per entry the document should have.
             if entries.list.is_some() && pass.filter.wants("list") {
-                pending.push((documents.len(), Family::List));
+                pending.push((documents.len(), IndexRef::List));
             }
             for (n, e) in entries.unique.iter().enumerate() {
                 if e.is_some() && pass.filter.wants(D::SPEC.unique[n].name) {
-                    pending.push((documents.len(), Family::Unique(n)));
+                    pending.push((documents.len(), IndexRef::Unique(n)));
                 }
             }
             for (n, e) in entries.groups.iter().enumerate() {
                 if e.is_some() && pass.filter.wants(D::SPEC.groups[n].name) {
-                    pending.push((documents.len(), Family::Group(n)));
+                    pending.push((documents.len(), IndexRef::Group(n)));
                 }
             }
             documents.push((id, entries));
@@ -172,7 +172,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// with `GET`, which tells the two apart (a clean keyspace has none).
     async fn entry_answers(
         &self,
-        pending: &[(usize, Family)],
+        pending: &[(usize, IndexRef)],
         documents: &[(String, IndexEntries)],
     ) -> Result<Vec<Value>> {
         // Per key: the command, and the pending checks it answers.
@@ -183,13 +183,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let entries = &documents[*doc].1;
             let key = entry_key(entries, *family).unwrap_or_default();
             let cmd = match family {
-                Family::Unique(_) => {
+                IndexRef::Unique(_) => {
                     unique.push((i, key));
                     continue;
                 }
-                Family::List if self.plan.sorted_list => "ZMSCORE",
-                Family::Group(n) if D::SPEC.groups[*n].score.is_some() => "ZMSCORE",
-                Family::List | Family::Group(_) => "SMISMEMBER",
+                IndexRef::List if self.plan.sorted_list => "ZMSCORE",
+                IndexRef::Group(n) if D::SPEC.groups[*n].score.is_some() => "ZMSCORE",
+                IndexRef::List | IndexRef::Group(_) => "SMISMEMBER",
             };
             let slot = *at.entry(key).or_insert_with(|| {
                 keyed.push((cmd, key, Vec::new()));
@@ -334,11 +334,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         pass: &mut Pass<'_>,
         id: &str,
         entries: &'e IndexEntries,
-        family: Family,
+        family: IndexRef,
         answer: &Value,
     ) -> Option<(&'e str, DiffKind)> {
         match family {
-            Family::List => {
+            IndexRef::List => {
                 let l = entries.list.as_ref().expect("checked");
                 let kind = match l.score {
                     Some(expected) => match as_f64(answer) {
@@ -356,7 +356,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 };
                 kind.map(|k| (l.key.as_str(), k))
             }
-            Family::Unique(n) => {
+            IndexRef::Unique(n) => {
                 let e = entries.unique[n].as_ref().expect("checked");
                 let kind = match as_str(answer) {
                     None => Some(DiffKind::Missing),
@@ -370,7 +370,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 };
                 kind.map(|k| (e.key.as_str(), k))
             }
-            Family::Group(n) if D::SPEC.groups[n].score.is_some() => {
+            IndexRef::Group(n) if D::SPEC.groups[n].score.is_some() => {
                 let e = entries.groups[n].as_ref().expect("checked");
                 let expected = group_score::<D>(entries, n).unwrap_or(f64::NAN);
                 let kind = match as_f64(answer) {
@@ -385,7 +385,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 };
                 kind.map(|k| (e.key.as_str(), k))
             }
-            Family::Group(n) => {
+            IndexRef::Group(n) => {
                 let e = entries.groups[n].as_ref().expect("checked");
                 if as_bool(answer) {
                     pass.shortcuts.present(&e.key);
@@ -399,11 +399,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 }
 
 /// The key of a document's entry in one family, if it has one.
-pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: Family) -> Option<&str> {
+pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: IndexRef) -> Option<&str> {
     match family {
-        Family::List => entries.list.as_ref().map(|l| l.key.as_str()),
-        Family::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()),
-        Family::Group(n) => entries.groups.get(n)?.as_ref().map(|e| e.key.as_str()),
+        IndexRef::List => entries.list.as_ref().map(|l| l.key.as_str()),
+        IndexRef::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()),
+        IndexRef::Group(n) => entries.groups.get(n)?.as_ref().map(|e| e.key.as_str()),
     }
 }
 

@@ -8,7 +8,7 @@ use redis::Value;
 use microdcs_schema::{Document, KeyTemplate};
 
 use super::super::{
-    Answer, DiffKind, Family, Finding, IndexFilter, Pass, answer, as_str, read_cmd, read_pipe, scan_batch,
+    Answer, DiffKind, Finding, IndexFilter, IndexRef, Pass, answer, as_str, read_cmd, read_pipe, scan_batch,
 };
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -46,19 +46,19 @@ fn walk_step(batch: usize) -> usize {
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The families of `D` the run covers: (family, template, index name).
-    fn families(&self, filter: IndexFilter<'_>) -> Vec<(Family, &KeyTemplate, &'static str)> {
+    fn families(&self, filter: IndexFilter<'_>) -> Vec<(IndexRef, &KeyTemplate, &'static str)> {
         let mut v = Vec::new();
         if let (Some(t), true) = (&self.plan.list, filter.wants("list")) {
-            v.push((Family::List, t, "list"));
+            v.push((IndexRef::List, t, "list"));
         }
         for (n, ix) in self.plan.unique.iter().enumerate() {
             if filter.wants(D::SPEC.unique[n].name) {
-                v.push((Family::Unique(n), &ix.template, D::SPEC.unique[n].name));
+                v.push((IndexRef::Unique(n), &ix.template, D::SPEC.unique[n].name));
             }
         }
         for (n, ix) in self.plan.groups.iter().enumerate() {
             if filter.wants(D::SPEC.groups[n].name) {
-                v.push((Family::Group(n), &ix.template, D::SPEC.groups[n].name));
+                v.push((IndexRef::Group(n), &ix.template, D::SPEC.groups[n].name));
             }
         }
         v
@@ -76,7 +76,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let prefix = self.valkey.prefix();
         let mut out = Vec::new();
         for (family, template, _) in self.families(filter) {
-            if !matches!(family, Family::Unique(_)) {
+            if !matches!(family, IndexRef::Unique(_)) {
                 out.push(None);
                 continue;
             }
@@ -113,7 +113,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 template.placeholders().map(|p| if p == "scope" { pass.scope } else { None }).collect();
             let pattern = template.scan_pattern(&prefix, &values).map_err(render_err)?;
             let ty = self.family_type(family);
-            if let (Family::Unique(n), Some(Some(count))) =
+            if let (IndexRef::Unique(n), Some(Some(count))) =
                 (family, counts.as_ref().map(|c| c.get(i).copied().flatten()))
                 && count == pass.shortcuts.unique_held[n]
             {
@@ -138,10 +138,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// Checks the entries of these index keys of one family.
-    async fn check_keys(&self, pass: &mut Pass<'_>, keys: Vec<String>, family: Family, index: &str) -> Result<()> {
+    async fn check_keys(&self, pass: &mut Pass<'_>, keys: Vec<String>, family: IndexRef, index: &str) -> Result<()> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         match family {
-            Family::Unique(_) => {
+            IndexRef::Unique(_) => {
                 let mut p = redis::pipe();
                 for k in &keys {
                     p.cmd("GET").arg(k);
@@ -149,7 +149,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 let ids: Vec<Option<String>> = read_pipe(&self.valkey, &p, &keys[0]).await?;
                 pairs.extend(keys.into_iter().zip(ids).filter_map(|(k, id)| id.map(|id| (k, id))));
             }
-            Family::List | Family::Group(_) => {
+            IndexRef::List | IndexRef::Group(_) => {
                 let zset = self.family_type(family) == "zset";
                 let mut cards: Vec<u64> = Vec::new();
                 if !pass.shortcuts.overflow {
@@ -198,7 +198,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         pass: &mut Pass<'_>,
         pairs: &mut Vec<(String, String)>,
         index: &str,
-        family: Family,
+        family: IndexRef,
     ) -> Result<()> {
         if pairs.is_empty() {
             return Ok(());
@@ -214,7 +214,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         pass: &mut Pass<'_>,
         pairs: &[(String, String)],
         index: &str,
-        family: Family,
+        family: IndexRef,
     ) -> Result<Vec<Finding>> {
         pass.report.entries += pairs.len() as u64;
         // The document each entry names (for ids per scope, in the scope
@@ -241,21 +241,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
                 // A unique key has no scope: under a scope filter an entry
                 // without a document cannot be attributed to the scope.
-                None | Some(Claim::NoDocument) if pass.scope.is_some() && matches!(family, Family::Unique(_)) => {
+                None | Some(Claim::NoDocument) if pass.scope.is_some() && matches!(family, IndexRef::Unique(_)) => {
                     continue;
                 }
                 None | Some(Claim::NoDocument) => DiffKind::Orphan,
                 Some(Claim::Unjudged) => continue,
                 Some(Claim::Key(k)) if k == key => continue,
                 Some(claim) => match family {
-                    Family::Group(_) => DiffKind::WrongGroup {
+                    IndexRef::Group(_) => DiffKind::WrongGroup {
                         expected: match claim {
                             Claim::Key(k) => Some(k.clone()),
                             _ => None,
                         },
                     },
                     // Already reported as the wrong id of its rightful document.
-                    Family::Unique(_) if pass.wrong_id_keys.contains(key) => continue,
+                    IndexRef::Unique(_) if pass.wrong_id_keys.contains(key) => continue,
                     _ => DiffKind::Orphan,
                 },
             };
@@ -268,14 +268,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The key of the document an index entry names: for ids unique per
     /// scope, in the scope the entry's key holds. `""` when it cannot be
     /// named (its claim is then "no document").
-    pub(in crate::store::maintenance) fn entry_doc_key(&self, family: Family, index_key: &str, id: &str) -> String {
+    pub(in crate::store::maintenance) fn entry_doc_key(&self, family: IndexRef, index_key: &str, id: &str) -> String {
         let prefix = self.valkey.prefix();
         let scope = self.plan.doc_scope_at.and_then(|_| {
             let ix = match family {
                 // A list's one placeholder is the scope.
-                Family::List => return self.plan.list.as_ref()?.parse_key(prefix, index_key)?.into_iter().next(),
-                Family::Unique(n) => &self.plan.unique[n],
-                Family::Group(n) => &self.plan.groups[n],
+                IndexRef::List => return self.plan.list.as_ref()?.parse_key(prefix, index_key)?.into_iter().next(),
+                IndexRef::Unique(n) => &self.plan.unique[n],
+                IndexRef::Group(n) => &self.plan.groups[n],
             };
             let values = ix.template.parse_key(prefix, index_key)?;
             self.plan.query_scope(ix, &values).map(str::to_owned)
@@ -290,7 +290,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         &self,
         scope_filter: Option<&str>,
         targets: &[(&str, &str)],
-        family: Family,
+        family: IndexRef,
     ) -> Result<Vec<Claim>> {
         let prefix = self.valkey.prefix();
         // Errors are answers here: a document key of the wrong type is a difference.
@@ -330,12 +330,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Err(_) => Claim::Unjudged,
             };
             claims.push(match family {
-                Family::List => match self.plan.list_key(prefix, scope.as_deref().unwrap_or_default()) {
+                IndexRef::List => match self.plan.list_key(prefix, scope.as_deref().unwrap_or_default()) {
                     Some(Ok(k)) => Claim::Key(k),
                     _ => Claim::Unjudged,
                 },
-                Family::Unique(n) => claim_by(&self.plan.unique[n]),
-                Family::Group(n) => claim_by(&self.plan.groups[n]),
+                IndexRef::Unique(n) => claim_by(&self.plan.unique[n]),
+                IndexRef::Group(n) => claim_by(&self.plan.groups[n]),
             });
         }
         Ok(claims)

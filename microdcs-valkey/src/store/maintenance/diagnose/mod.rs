@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use microdcs_schema::Document;
 
-use super::{Family, IndexFilter};
+use super::{IndexFilter, IndexRef};
 use crate::codec::Codec;
 use crate::store::Store;
 
@@ -50,21 +50,21 @@ impl Shortcuts {
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The name of a family's index, as reports and filters use it.
-    pub(super) fn family_name(&self, family: Family) -> &'static str {
+    pub(super) fn family_name(&self, family: IndexRef) -> &'static str {
         match family {
-            Family::List => "list",
-            Family::Unique(n) => D::SPEC.unique[n].name,
-            Family::Group(n) => D::SPEC.groups[n].name,
+            IndexRef::List => "list",
+            IndexRef::Unique(n) => D::SPEC.unique[n].name,
+            IndexRef::Group(n) => D::SPEC.groups[n].name,
         }
     }
 
     /// The Valkey type of a family's keys.
-    fn family_type(&self, family: Family) -> &'static str {
+    fn family_type(&self, family: IndexRef) -> &'static str {
         match family {
-            Family::List if self.plan.sorted_list => "zset",
-            Family::Group(n) if D::SPEC.groups[n].score.is_some() => "zset",
-            Family::List | Family::Group(_) => "set",
-            Family::Unique(_) => "string",
+            IndexRef::List if self.plan.sorted_list => "zset",
+            IndexRef::Group(n) if D::SPEC.groups[n].score.is_some() => "zset",
+            IndexRef::List | IndexRef::Group(_) => "set",
+            IndexRef::Unique(_) => "string",
         }
     }
 
