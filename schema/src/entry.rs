@@ -28,7 +28,7 @@ pub fn stored_entry_key<'v>(
     scope: &'v str,
     stored: impl Fn(&str) -> Option<&'v str>,
 ) -> Result<Option<String>, RenderError> {
-    if (ix.when.is_some() || ix.score.is_some()) && stored(ix.name).is_none() {
+    if ix.kind().has_marker() && stored(ix.name).is_none() {
         return Ok(None);
     }
     let mut values: Vec<&str> = Vec::new();

@@ -73,7 +73,52 @@ pub struct IndexSpec<'a> {
     pub max: Option<u64>,
 }
 
+/// What kind of group index a spec describes: the one reading of its
+/// `when`, `score` and `max`, for every place that treats kinds apart (the
+/// store's reads and claims, maintenance, the inspector, the generator). A
+/// unique index is the other kind; which list holds a spec says that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupKind<'a> {
+    /// `group(...)`: a set of ids per value.
+    Set,
+    /// `member(..., when = ...)`: a set holding the id while `when` is true.
+    Member {
+        /// The `bool` source.
+        when: Source<'a>,
+    },
+    /// `sorted(..., score = ...)`: a sorted set scored by `score`.
+    Sorted {
+        /// The score's source.
+        score: Source<'a>,
+        /// `max = N`: keeps the `N` highest scores.
+        max: Option<u64>,
+    },
+}
+
+impl GroupKind<'_> {
+    /// Whether the hash keeps a marker field named after the index (the
+    /// membership of a member index, the score of a sorted one).
+    pub const fn has_marker(&self) -> bool {
+        !matches!(self, GroupKind::Set)
+    }
+
+    /// Whether its keys hold sorted sets.
+    pub const fn is_sorted(&self) -> bool {
+        matches!(self, GroupKind::Sorted { .. })
+    }
+}
+
 impl<'a> IndexSpec<'a> {
+    /// The kind of this index read as a group (a unique index reads as
+    /// [`GroupKind::Set`]: it has no `when` or `score`).
+    pub const fn kind(&self) -> GroupKind<'a> {
+        match (self.score, self.when) {
+            (Some(score), _) => GroupKind::Sorted { score, max: self.max },
+            (None, Some(when)) => GroupKind::Member { when },
+            (None, None) => GroupKind::Set,
+        }
+    }
+
     /// The binding of `placeholder`, if any.
     pub fn binding(&self, placeholder: &str) -> Option<&Binding<'a>> {
         self.bindings.iter().find(|b| b.placeholder == placeholder)
@@ -264,7 +309,7 @@ impl<'a> DocumentSpec<'a> {
         }
         i -= self.unique.len();
         let ix = &self.groups[i];
-        let key_type = if ix.score.is_some() { KeyType::SortedSet } else { KeyType::Set };
+        let key_type = if ix.kind().is_sorted() { KeyType::SortedSet } else { KeyType::Set };
         Family { owner, role: Role::Group(i), key: ix.key, key_type, name: ix.name }
     }
 
@@ -546,6 +591,20 @@ impl<'a> KeyspaceSpec<'a> {
 #[cfg(test)]
 mod tests {
     use crate::fixtures::JOB_RESPONSE;
+
+    #[test]
+    fn an_index_reads_as_one_kind() {
+        use super::{GroupKind, IndexSpec, Source};
+        let base = IndexSpec { name: "ix", key: "t:{scope}", bindings: &[], when: None, score: None, max: None };
+        assert_eq!(base.kind(), GroupKind::Set);
+        let when = Source::Method("running");
+        assert_eq!(IndexSpec { when: Some(when), ..base }.kind(), GroupKind::Member { when });
+        let score = Source::Field("due");
+        let sorted = IndexSpec { score: Some(score), max: Some(3), ..base }.kind();
+        assert_eq!(sorted, GroupKind::Sorted { score, max: Some(3) });
+        assert!(sorted.is_sorted() && sorted.has_marker());
+        assert!(!GroupKind::Set.has_marker());
+    }
 
     #[test]
     fn layout_texts_are_an_explicit_versioned_encoding() {

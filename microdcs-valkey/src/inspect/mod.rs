@@ -195,7 +195,7 @@ impl<K: Keyspace> Inspector<K> {
             return Ok(InspectorPage { ids: id.into_iter().collect(), next: None });
         }
         let count = count.clamp(1, crate::Page::MAX);
-        if ix.score.is_some() {
+        if ix.kind().is_sorted() {
             return self.rank_page(&key, cursor, count).await;
         }
         let (next, ids): (u64, Vec<String>) =
@@ -353,7 +353,7 @@ impl<K: Keyspace> Inspector<K> {
                 Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
                 Err(e) => return Err(e),
             }
-        } else if ix.score.is_some() {
+        } else if ix.kind().is_sorted() {
             // A sorted index: the hash keeps the score in the field named
             // after the index.
             let stored_score = stored(ix.name);

@@ -111,7 +111,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let ix = self.plan.groups.get(query.index()).ok_or_else(|| {
             Error::InvalidArgument(format!("no group index {} on {}", query.index(), D::SPEC.type_name))
         })?;
-        let sorted = D::SPEC.groups[query.index()].score.is_some();
+        let sorted = D::SPEC.groups[query.index()].kind().is_sorted();
         if max.is_some() && !sorted {
             return Err(Error::InvalidArgument(format!(
                 "`{}` of {} is not a sorted index: claim_due takes a sorted(...) index, claim any group",

@@ -92,8 +92,7 @@ impl Plan {
                     _ => Ph::Field(fields.iter().position(|f| f == p).expect("index field listed")),
                 })
                 .collect();
-            let marker =
-                (ix.when.is_some() || ix.score.is_some()).then(|| fields.iter().position(|f| f == ix.name)).flatten();
+            let marker = ix.kind().has_marker().then(|| fields.iter().position(|f| f == ix.name)).flatten();
             IndexPlan { spec: ix, template, placeholders, marker }
         };
         let kind_channel = parse(spec.nudge);

@@ -291,7 +291,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
         let key = self.group_key(&query)?;
-        if D::SPEC.groups.get(query.index()).is_some_and(|g| g.score.is_some()) {
+        if D::SPEC.groups.get(query.index()).is_some_and(|g| g.kind().is_sorted()) {
             // A sorted index: by score, lowest first, paged like a sorted list.
             return self.read(|| self.zrange(&key, page.clone())).await;
         }
@@ -314,7 +314,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<(String, f64)>> {
-        if D::SPEC.groups.get(query.index()).is_none_or(|g| g.score.is_none()) {
+        if D::SPEC.groups.get(query.index()).is_none_or(|g| !g.kind().is_sorted()) {
             return Err(Error::InvalidArgument(format!(
                 "index {} of {} is not a sorted index",
                 query.index(),

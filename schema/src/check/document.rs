@@ -170,7 +170,7 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     // named after the index: it must not be a reserved field or another
     // index's value field.
     for (i, ix) in doc.groups.iter().enumerate() {
-        if ix.when.is_none() && ix.score.is_none() {
+        if !ix.kind().has_marker() {
             continue;
         }
         let err = |kind| SchemaError { origin: origin(doc.type_name, Attr::Group(i), None), kind };

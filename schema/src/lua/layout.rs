@@ -186,7 +186,7 @@ pub fn index_fields(ix: &IndexSpec<'_>) -> Vec<String> {
         .filter(|p| matches!(ix.binding(p).map(|b| b.source), Some(Source::Field(_) | Source::Method(_))))
         .map(str::to_owned)
         .collect();
-    if ix.when.is_some() || ix.score.is_some() {
+    if ix.kind().has_marker() {
         fields.push(ix.name.to_owned());
     }
     fields

@@ -117,7 +117,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     Repair::SortedAdd { key, id, score: *expected }
                 }
                 (Some(IndexRef::Group(n)), DiffKind::Orphan | DiffKind::WrongGroup { .. })
-                    if D::SPEC.groups[n].score.is_some() =>
+                    if D::SPEC.groups[n].kind().is_sorted() =>
                 {
                     Repair::SortedRemove { key, id }
                 }

@@ -188,7 +188,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     continue;
                 }
                 IndexRef::List if self.plan.sorted_list => "ZMSCORE",
-                IndexRef::Group(n) if D::SPEC.groups[*n].score.is_some() => "ZMSCORE",
+                IndexRef::Group(n) if D::SPEC.groups[*n].kind().is_sorted() => "ZMSCORE",
                 IndexRef::List | IndexRef::Group(_) => "SMISMEMBER",
             };
             let slot = *at.entry(key).or_insert_with(|| {
@@ -370,7 +370,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 };
                 kind.map(|k| (e.key.as_str(), k))
             }
-            IndexRef::Group(n) if D::SPEC.groups[n].score.is_some() => {
+            IndexRef::Group(n) if D::SPEC.groups[n].kind().is_sorted() => {
                 let e = entries.groups[n].as_ref().expect("checked");
                 let expected = group_score::<D>(entries, n).unwrap_or(f64::NAN);
                 let kind = match as_f64(answer) {

@@ -62,7 +62,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     fn family_type(&self, family: IndexRef) -> &'static str {
         match family {
             IndexRef::List if self.plan.sorted_list => "zset",
-            IndexRef::Group(n) if D::SPEC.groups[n].score.is_some() => "zset",
+            IndexRef::Group(n) if D::SPEC.groups[n].kind().is_sorted() => "zset",
             IndexRef::List | IndexRef::Group(_) => "set",
             IndexRef::Unique(_) => "string",
         }
