@@ -483,3 +483,41 @@ async fn content_family() {
     let still: String = e.raw.get(&key).await.unwrap();
     assert_eq!(still, "step drain", "left as found");
 }
+
+#[tokio::test]
+async fn hash_increments_ranged_removals_and_counter_set() {
+    use microdcs_tests::fixtures::Extras;
+    let e = env("fam-more-ops").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    // HINCRBY: a missing field counts from 0; text is refused by the server.
+    let cursors = Plant::publisher_cursors(&e.plant).unwrap();
+    assert_eq!(cursors.increment("unread:ada", 3).await.unwrap(), 3);
+    assert_eq!(cursors.increment("unread:ada", -1).await.unwrap(), 2);
+    cursors.set("name", "not a number").await.unwrap();
+    assert!(cursors.increment("name", 1).await.is_err());
+    assert_eq!(cursors.get("name").await.unwrap().as_deref(), Some("not a number"), "nothing changed");
+    // Sorted sets: remove a score range, then by rank.
+    let runs = Extras::canary_runs(&extras, "s1", "more").unwrap();
+    for (m, s) in [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 4.0), ("e", 5.0)] {
+        runs.add(m, s).await.unwrap();
+    }
+    assert_eq!(runs.remove_by_score(2.0, 3.0).await.unwrap(), 2);
+    assert_eq!(runs.remove_by_score(f64::NEG_INFINITY, 1.5).await.unwrap(), 1);
+    assert!(matches!(runs.remove_by_score(f64::NAN, 1.0).await, Err(Error::InvalidArgument(_))));
+    assert_eq!(runs.remove_by_rank(-1, -1).await.unwrap(), 1, "the highest");
+    let left: Vec<String> =
+        runs.range_by_rank(0, -1, false).await.unwrap().into_iter().map(|s| s.member).collect();
+    assert_eq!(left, ["d"]);
+    // Counters: set and reset; a key of another type is refused, not replaced.
+    let seq = Plant::pubseq(&e.plant, "s1").unwrap();
+    seq.set(41).await.unwrap();
+    assert_eq!(seq.increment(1).await.unwrap(), 42);
+    seq.reset().await.unwrap();
+    assert_eq!(seq.get().await.unwrap(), 0);
+    let other = Plant::pubseq(&e.plant, "s9").unwrap();
+    let mut raw = e.raw.clone();
+    let _: () = raw.sadd(other.key(), "x").await.unwrap();
+    assert!(matches!(other.set(1).await, Err(Error::WrongType { .. })));
+    let t: String = redis::cmd("TYPE").arg(other.key()).query_async(&mut raw).await.unwrap();
+    assert_eq!(t, "set", "nothing replaced");
+}

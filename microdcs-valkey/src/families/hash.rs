@@ -62,6 +62,20 @@ impl HashKey {
         Ok(n > 0)
     }
 
+    /// Adds `n` to the integer in `field` (`HINCRBY`; a missing field
+    /// counts from 0) and returns the new value. One attempt: after a lost
+    /// answer the outcome is unknown, since running it again would count
+    /// twice.
+    ///
+    /// # Errors
+    /// A field holding something that is not a 64-bit integer, or a sum
+    /// that would overflow (the server's refusal, nothing changed: a server
+    /// error), a key of another type, and after a lost answer
+    /// [`Error::UnknownOutcome`].
+    pub async fn increment(&self, field: &str, n: i64) -> Result<i64> {
+        self.t.once(redis::cmd("HINCRBY").arg(&self.t.key).arg(field).arg(n).clone()).await
+    }
+
     /// Removes `field` (`HDEL`); whether it was there. Safe to repeat.
     ///
     /// # Errors

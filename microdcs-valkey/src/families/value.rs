@@ -208,6 +208,36 @@ impl CounterKey {
         }
     }
 
+    /// Sets the count to `n` (`SET`; safe to repeat).
+    ///
+    /// # Errors
+    /// Connection errors ([`Error::UnknownOutcome`] after every attempt), a
+    /// key of another type (refused, nothing written).
+    pub async fn set(&self, n: i64) -> Result<()> {
+        let _: i64 = self.increment_to(n).await?;
+        Ok(())
+    }
+
+    /// Sets the count back to 0 (safe to repeat).
+    ///
+    /// # Errors
+    /// As [`CounterKey::set`].
+    pub async fn reset(&self) -> Result<()> {
+        self.set(0).await
+    }
+
+    /// Sets the count to `n`, refusing a key of another type (a plain
+    /// `SET` would replace it), in one script; returns `n`.
+    async fn increment_to(&self, n: i64) -> Result<i64> {
+        let n_text = n.to_string();
+        let px = self.t.px(None);
+        let call = COUNTER_SET.call().key(&self.t.key).arg(n_text.as_bytes()).arg(px.as_bytes());
+        let v = retry::invoke_call(&self.t.valkey, &call, "counter set", &self.t.key)
+            .await
+            .map_err(|f| f.into_error(&self.t.key))?;
+        retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
+    }
+
     /// The count (0 when never counted).
     ///
     /// # Errors
@@ -318,6 +348,27 @@ impl<T: FromStr + Display> TypedValue<T> {
         self.inner.ttl().await
     }
 }
+
+/// A counter's `SET` that refuses a key of another type instead of
+/// replacing it, with the family's lifetime when it has one.
+static COUNTER_SET: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "\
+-- KEYS[1] the counter; ARGV[1] the count; ARGV[2] lifetime ms or ''.
+-- Returns the count; a key of another type is a WRONGTYPE error.
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return tonumber(ARGV[1])
+",
+    )
+});
 
 #[cfg(test)]
 mod tests {

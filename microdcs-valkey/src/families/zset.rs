@@ -91,6 +91,37 @@ impl SortedSetKey {
         Ok(n > 0)
     }
 
+    /// Removes the members with `min <= score <= max`
+    /// (`ZREMRANGEBYSCORE`; infinite bounds allowed); how many. Safe to
+    /// repeat.
+    ///
+    /// # Errors
+    /// A NaN bound ([`Error::InvalidArgument`], nothing sent), connection
+    /// errors, a key of another type.
+    pub async fn remove_by_score(&self, min: f64, max: f64) -> Result<u64> {
+        if min.is_nan() || max.is_nan() {
+            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+        }
+        let (min, max) = (crate::page::score_bound(min), crate::page::score_bound(max));
+        self.t
+            .repeatable(
+                "sorted set remove by score",
+                redis::cmd("ZREMRANGEBYSCORE").arg(&self.t.key).arg(min).arg(max).clone(),
+            )
+            .await
+    }
+
+    /// Removes the members of ranks `start..=stop`, lowest score first
+    /// (`ZREMRANGEBYRANK`; negative ranks count from the highest); how many.
+    /// Not safe to repeat blindly (the ranks move), so one attempt.
+    ///
+    /// # Errors
+    /// Connection errors ([`Error::UnknownOutcome`] after a lost answer), a
+    /// key of another type.
+    pub async fn remove_by_rank(&self, start: i64, stop: i64) -> Result<u64> {
+        self.t.once(redis::cmd("ZREMRANGEBYRANK").arg(&self.t.key).arg(start).arg(stop).clone()).await
+    }
+
     /// The score of `member`, if present (`ZSCORE`).
     ///
     /// # Errors
