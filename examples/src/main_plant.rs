@@ -276,7 +276,7 @@ async fn inspect(valkey: &Valkey, what: InspectWhat, json: bool) -> Res<ExitCode
                 for (f, v) in &d.fields {
                     t += &format!("  field {f} = {}\n", v.as_deref().unwrap_or("(none)"));
                 }
-                t += "\n| Index | Key | StreamEntry |\n|---|---|---|\n";
+                t += "\n| Index | Key | Entry |\n|---|---|---|\n";
                 for e in &d.entries {
                     let state =
                         serde_json::to_value(&e.state).ok().and_then(|v| v["state"].as_str().map(str::to_owned));

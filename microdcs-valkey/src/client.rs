@@ -37,7 +37,7 @@ struct Inner {
 }
 
 /// One entry of [`Inner::derived`]: the script it was derived for and the value.
-type Derived = (&'static str, Arc<dyn std::any::Any + Send + Sync>);
+type Derived = (&'static [&'static str], Arc<dyn std::any::Any + Send + Sync>);
 
 /// A connection to one Valkey (one island): the multiplexed, reconnecting
 /// connection, the key prefix, write options and counters. Cheap to clone.
@@ -81,26 +81,27 @@ impl Valkey {
         }
     }
 
-    /// The value `make` derives for type `type_name` (whose generated
-    /// script is `script`), made once per connection handle and shared by
-    /// every store of the type made from it, so `store()` may be called per
-    /// request. A name seen with another script (two types the compiler
-    /// names alike) is derived again, never shared.
+    /// The value `make` derives for type `type_name`, whose identity is
+    /// `texts` (its generated scripts and key templates), made once per
+    /// connection handle and shared by every store of the type made from
+    /// it, so `store()` may be called per request. A name seen with other
+    /// texts (two types the compiler names alike) is derived again and
+    /// replaces the entry: never shared between types.
     pub(crate) fn derived<T: std::any::Any + Send + Sync>(
         &self,
         type_name: &'static str,
-        script: &'static str,
+        texts: &'static [&'static str],
         make: impl FnOnce() -> T,
     ) -> Arc<T> {
         let mut map = self.inner.derived.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((seen, value)) = map.get(type_name)
-            && *seen == script
+            && *seen == texts
             && let Ok(found) = Arc::clone(value).downcast::<T>()
         {
             return found;
         }
         let made = Arc::new(make());
-        map.insert(type_name, (script, made.clone()));
+        map.insert(type_name, (texts, made.clone()));
         made
     }
 

@@ -21,7 +21,7 @@ pub type Entry = StreamEntry;
 /// One stream entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamEntry {
-    /// StreamEntry id (`ms-seq`).
+    /// Entry id (`ms-seq`).
     pub id: String,
     /// Fields in order.
     pub fields: Vec<(String, Vec<u8>)>,

@@ -152,10 +152,6 @@ pub fn glob_escape_into(out: &mut String, text: &str) {
     }
 }
 
-/// Appends the encoding of `value` for `placeholder` of `template` to `out`:
-/// the step the generated key builders repeat per placeholder.
-///
-/// # Errors
 /// A placeholder value could not be written into a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid value for `{{{placeholder}}}` in `{template}`: {error}")]
@@ -168,6 +164,10 @@ pub struct KeyError {
     pub error: ValueError,
 }
 
+/// Appends the encoding of `value` for `placeholder` of `template` to `out`:
+/// the step the generated key builders repeat per placeholder.
+///
+/// # Errors
 /// A [`KeyError`] naming the template and placeholder.
 pub fn push_segment(
     out: &mut String,

@@ -505,8 +505,7 @@ async fn hash_increments_ranged_removals_and_counter_set() {
     assert_eq!(runs.remove_by_score(f64::NEG_INFINITY, 1.5).await.unwrap(), 1);
     assert!(matches!(runs.remove_by_score(f64::NAN, 1.0).await, Err(Error::InvalidArgument(_))));
     assert_eq!(runs.remove_by_rank(-1, -1).await.unwrap(), 1, "the highest");
-    let left: Vec<String> =
-        runs.range_by_rank(0, -1, false).await.unwrap().into_iter().map(|s| s.member).collect();
+    let left: Vec<String> = runs.range_by_rank(0, -1, false).await.unwrap().into_iter().map(|s| s.member).collect();
     assert_eq!(left, ["d"]);
     // Counters: set and reset; a key of another type is refused, not replaced.
     let seq = Plant::pubseq(&e.plant, "s1").unwrap();

@@ -68,7 +68,7 @@ fn root(lib: &str) -> (Vec<String>, BTreeMap<String, String>) {
             test_only = true;
             continue;
         }
-        let decl = line.strip_prefix("pub mod ").or_else(|| line.strip_prefix("mod "));
+        let decl = ["pub mod ", "pub(crate) mod ", "mod "].iter().find_map(|p| line.strip_prefix(p));
         if let Some(name) = decl.and_then(|d| d.strip_suffix(';'))
             && !test_only
         {
@@ -113,18 +113,29 @@ fn upward_imports(src: &Path, order: &[&str]) -> Vec<String> {
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or_default();
             for (at, _) in code.match_indices("crate::") {
-                let name: String = code[at + 7..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                let to = if mods.contains(&name) { Some(name.clone()) } else { items.get(&name).cloned() };
-                let Some(to) = to.filter(|t| *t != from && mods.contains(t)) else { continue };
-                if let (Some(a), Some(b)) = (rank(&from), rank(&to))
-                    && b >= a
-                {
-                    problems.push(format!(
-                        "{}:{}: `{from}` imports `{to}`, which is not below it: {}",
-                        rel.display(),
-                        n + 1,
-                        line.trim()
-                    ));
+                let rest = &code[at + 7..];
+                let ident =
+                    |t: &str| -> String { t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+                // `crate::{a::X, b}` names each module of the group.
+                let names: Vec<String> = match rest.strip_prefix('{') {
+                    Some(group) => {
+                        group.split(['}', ';']).next().unwrap_or_default().split(',').map(|p| ident(p.trim())).collect()
+                    }
+                    None => vec![ident(rest)],
+                };
+                for name in names {
+                    let to = if mods.contains(&name) { Some(name.clone()) } else { items.get(&name).cloned() };
+                    let Some(to) = to.filter(|t| *t != from && mods.contains(t)) else { continue };
+                    if let (Some(a), Some(b)) = (rank(&from), rank(&to))
+                        && b >= a
+                    {
+                        problems.push(format!(
+                            "{}:{}: `{from}` imports `{to}`, which is not below it: {}",
+                            rel.display(),
+                            n + 1,
+                            line.trim()
+                        ));
+                    }
                 }
             }
         }
@@ -160,6 +171,10 @@ fn the_check_finds_an_upward_import() {
     let problems = upward_imports(&dir, &["low", "high"]);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("`low` imports `high`"), "{problems:?}");
+    // A grouped import is seen too.
+    std::fs::write(dir.join("low.rs"), "use crate::{high::Thing};\n").unwrap();
+    let problems = upward_imports(&dir, &["low", "high"]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
     std::fs::write(dir.join("lib.rs"), "mod low;\nmod high;\nmod stray;\n").unwrap();
     std::fs::write(dir.join("stray.rs"), "").unwrap();
     assert!(upward_imports(&dir, &["low", "high"]).iter().any(|p| p.contains("`stray` is in no layer")));

@@ -497,3 +497,20 @@ async fn every_write_takes_its_options_by_name() {
     assert!(matches!(store.delete(&bolt).in_scope("acme").await, Err(Error::InvalidArgument(_))));
     assert!(matches!(store.delete(&bolt).op("d-2").await, Ok(microdcs_valkey::DeleteOutcome::Deleted { .. })));
 }
+
+#[tokio::test]
+async fn a_request_polled_after_it_completed_is_an_error_and_a_requeue_is_a_claim() {
+    let server = server();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("request-twice"), WriteOptions::default()).await.unwrap();
+    let store = Extras::open(valkey).store::<Job>();
+    let doc = job("j-1", "queued", Some(10));
+    let mut call = store.create(&doc);
+    assert_eq!((&mut call).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert!(matches!((&mut call).await, Err(Error::InvalidArgument(_))), "a finished request starts nothing");
+    assert_eq!(store.get("j-1").await.unwrap().unwrap().version, 1);
+    // A plain claim on a sorted index that pushes the job later (a retry
+    // queue) moves it: a claim, not a refusal.
+    let got = store.claim(Job::due("s1"), |d| Some(Job { due: d.due.map(|t| t + 1_000), ..d.clone() })).await;
+    assert_eq!(got.unwrap().map(|s| s.doc.due), Some(Some(1_010)));
+}

@@ -96,7 +96,10 @@ impl ChannelKey {
             }
             Ok(())
         };
-        let mut con = valkey.subscriber(sender).await?;
+        let mut con = valkey.subscriber(sender).await.map_err(|e| match e {
+            Error::Redis(r) => Error::from_redis(r, &channel),
+            other => other,
+        })?;
         retry::bounded(valkey.response_timeout(), con.subscribe(&channel))
             .await
             .map_err(|e| Error::from_redis(e, &channel))?;

@@ -150,11 +150,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 match self.claimable(ix, &key, max, &read)? {
                     Claimable::Yes => {}
                     Claimable::No => continue,
-                    // Ids come lowest score first: the rest are above the bound too.
-                    Claimable::AboveBound => return Ok(None),
+                    // Re-scored since the page was read: the ids after it
+                    // may still be due, so only this one is passed over.
+                    Claimable::AboveBound => continue,
                 }
                 let Some(next) = change(&read.doc) else { continue };
-                self.check_leaves(query.index(), &key, max, &next)?;
+                let read_score = ix
+                    .marker
+                    .and_then(|m| read.state.fields.get(m).and_then(Option::as_deref))
+                    .and_then(|t| t.parse::<f64>().ok());
+                self.check_leaves(query.index(), &key, max, read_score, &next)?;
                 if self.claim_write(&mut read, next).await? {
                     return Ok(Some(read));
                 }
@@ -189,20 +194,23 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// Refuses a claim whose `next` would leave the document where it
-    /// could be claimed again: still in the queried entry (for a bounded
-    /// sorted claim, still scored at most the bound). A claim moves the
-    /// document out, so each is claimed once.
-    fn check_leaves(&self, index: usize, key: &str, max: Option<f64>, next: &D) -> Result<()> {
+    /// could be claimed again at once: still in the queried entry with the
+    /// same values (for a bounded sorted claim, still scored at most the
+    /// bound; for an unbounded one, with the same score). A claim moves the
+    /// document, so each is claimed once where it was.
+    fn check_leaves(&self, index: usize, key: &str, max: Option<f64>, read_score: Option<f64>, next: &D) -> Result<()> {
         let entries = next.index_entries(self.valkey.prefix())?;
         let Some(entry) = entries.groups.get(index).and_then(Option::as_ref).filter(|e| e.key == key) else {
             return Ok(());
         };
         let name = D::SPEC.groups[index].name;
         let score = entry.fields.iter().find(|(f, _)| *f == name).and_then(|(_, v)| v.parse::<f64>().ok());
-        if let (Some(max), Some(score)) = (max, score)
-            && score > max
-        {
-            return Ok(());
+        match (max, score) {
+            // Bounded: pushed past the bound (a retry queue's next attempt).
+            (Some(max), Some(score)) if score > max => return Ok(()),
+            // Unbounded on a sorted index: re-scored is moved (later).
+            (None, Some(score)) if read_score.is_some_and(|r| r != score) => return Ok(()),
+            _ => {}
         }
         Err(Error::InvalidArgument(format!(
             "claim of `{}`: `change` keeps the document in `{name}` {}, where it would be claimed again; \

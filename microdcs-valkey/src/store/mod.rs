@@ -1,10 +1,11 @@
 //! The typed document store: one generated script per write, one command per read.
 //!
-//! - `types`: what the store takes and returns ([`Expect`], the outcomes, pages, [`Stored`]).
-//! - `plan`: the scripts, layouts and templates of one document type.
-//! - `call`: the KEYS/ARGV of one write-script call, filled from its layout.
-//! - `read` and `write`: the operations.
-//! - `maintenance`: index verification and rebuild.
+//! [`Store`] writes documents with their indexes in one atomic script
+//! ([`Store::put`], [`Store::update`], [`Store::delete`], each a request
+//! taking `.op(id)`, see [`PutCall`]), reads them ([`Store::get`],
+//! [`Store::find`], pages of [`IdPage`]), claims them from an index
+//! ([`Store::claim`]), runs workflow steps ([`Store::step`]) and verifies and
+//! rebuilds indexes ([`Store::verify`], [`Store::rebuild`]).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -125,16 +126,29 @@ fn contention_pause(attempt: u32, retry_delay: std::time::Duration) -> std::time
 /// races only first attempts, not every other loser. Writers of other
 /// processes are spread by the random pauses alone. `None`: the turn did
 /// not come within `wait`, and the write goes on without it.
+/// How many turns there are: documents whose keys share a stripe share a
+/// turn, so enough that unrelated documents seldom do.
+const STRIPES_N: u64 = 1024;
+
 async fn contention_turn(key: &str, wait: std::time::Duration) -> Option<tokio::sync::MutexGuard<'static, ()>> {
     use std::hash::{BuildHasher, Hasher};
     static STRIPES: std::sync::LazyLock<Vec<tokio::sync::Mutex<()>>> =
-        std::sync::LazyLock::new(|| (0..64).map(|_| tokio::sync::Mutex::new(())).collect());
+        std::sync::LazyLock::new(|| (0..STRIPES_N).map(|_| tokio::sync::Mutex::new(())).collect());
     static SEED: std::sync::LazyLock<std::collections::hash_map::RandomState> =
         std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
     let mut h = SEED.build_hasher();
     h.write(key.as_bytes());
-    let stripe = &STRIPES[(h.finish() % 64) as usize];
+    let stripe = &STRIPES[(h.finish() % STRIPES_N) as usize];
     tokio::time::timeout(wait, stripe.lock()).await.ok()
+}
+
+/// What tells one document type from another for the plan cache: its
+/// generated scripts and its key templates (a plan is derived from them).
+struct Identity<D>(PhantomData<D>);
+
+impl<D: Document> Identity<D> {
+    const TEXTS: [&'static str; 6] =
+        [D::PUT_SCRIPT, D::DELETE_SCRIPT, D::FIND_SCRIPT, D::STEP_SCRIPT, D::SPEC.key, D::SPEC.kind];
 }
 
 /// What a write does before attempt `attempt` (1-based) after the script
@@ -158,7 +172,8 @@ async fn before_attempt(
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(crate) fn new(valkey: Valkey, codec: C) -> Self {
-        let plan = valkey.derived(std::any::type_name::<D>(), D::PUT_SCRIPT, || Plan::new::<D>(&valkey));
+        let texts: &'static [&'static str] = &Identity::<D>::TEXTS;
+        let plan = valkey.derived(std::any::type_name::<D>(), texts, || Plan::new::<D>(&valkey));
         Store { valkey, plan, codec: Arc::new(codec), ttl: None, _doc: PhantomData }
     }
 

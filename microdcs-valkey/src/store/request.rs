@@ -63,6 +63,7 @@ impl<'a, D, C> PutCall<'a, D, C> {
     /// `-_.:/`), so a repeat of this write in a later call is recognised;
     /// a malformed one is [`Error::InvalidOpId`](crate::Error::InvalidOpId).
     pub fn op(mut self, op: impl Into<String>) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
         self.op = Some(op.into());
         self
     }
@@ -122,6 +123,7 @@ impl<'a, D, C> DeleteCall<'a, D, C> {
     /// (`TombstoneRetention`), the delete reports `Deleted` with the
     /// version it deleted, and never deletes a document created again.
     pub fn op(mut self, op: impl Into<String>) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
         self.op = Some(op.into());
         self
     }
@@ -132,6 +134,7 @@ impl<'a, D, C> DeleteCall<'a, D, C> {
     /// A delete of a read takes the read's scope; a different one here is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn in_scope(mut self, scope: impl Into<String>) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
         self.scope = Some(scope.into());
         self
     }
@@ -187,6 +190,7 @@ impl<'a, D, C> StepCall<'a, D, C> {
 
     /// Your own operation id for this step (overrides [`Effects::op`]).
     pub fn op(mut self, op: impl Into<String>) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
         self.op = Some(op.into());
         self
     }
@@ -234,10 +238,14 @@ macro_rules! request_future {
                 if this.running.is_none() {
                     this.running = Some(this.start());
                 }
-                match this.running.as_mut() {
-                    Some(f) => f.as_mut().poll(cx),
-                    None => Poll::Ready(Err(polled_again())),
+                let Some(f) = this.running.as_mut() else { return Poll::Ready(Err(polled_again())) };
+                let out = f.as_mut().poll(cx);
+                if out.is_ready() {
+                    // Done: a further poll starts nothing (its parts were
+                    // taken) and answers `polled_again`.
+                    this.running = None;
                 }
+                out
             }
         }
     };
