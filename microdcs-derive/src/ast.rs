@@ -180,7 +180,9 @@ impl Document {
             key,
             score: score.map(|b| {
                 let v = resolver.value(&b);
-                crate::check::list_score(cx, &v);
+                if let Value::Field(m, Some(ty)) = &v {
+                    crate::field_shape::list_score(cx, &m.ident, ty);
+                }
                 v
             }),
         });
@@ -343,7 +345,9 @@ impl Resolver<'_> {
             written,
             when: ix.when.as_ref().map(|(_, b)| {
                 let v = self.value(b);
-                crate::check::when(cx, &v);
+                if let Value::Field(m, Some(ty)) = &v {
+                    crate::field_shape::when(cx, &m.ident, ty);
+                }
                 v
             }),
             score: ix.score.as_ref().map(|(_, b)| self.value(b)),

@@ -33,20 +33,10 @@ pub(crate) struct KeyspaceInput {
     families: Vec<FamilyDecl>,
 }
 
-const TYPES: &[&str] =
-    &["string", "value", "counter", "content", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
+const TYPES: &[&str] = &FamilyKind::WORDS;
 
 fn key_type(name: &str) -> Option<KeyType> {
-    Some(match name {
-        "string" | "value" | "counter" | "content" => KeyType::String,
-        "hash" | "rate_limit" => KeyType::Hash,
-        "list" => KeyType::List,
-        "set" => KeyType::Set,
-        "zset" => KeyType::SortedSet,
-        "stream" => KeyType::Stream,
-        "channel" => KeyType::Channel,
-        _ => return None,
-    })
+    FamilyKind::from_word(name).and_then(FamilyKind::key_type)
 }
 
 impl Parse for KeyspaceInput {

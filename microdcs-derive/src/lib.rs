@@ -17,6 +17,7 @@ mod check;
 mod ctxt;
 mod expand;
 mod fallback;
+mod field_shape;
 mod keys;
 mod keyspace;
 mod segment;

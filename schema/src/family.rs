@@ -103,6 +103,10 @@ impl FamilyKind {
         }
     }
 
+    /// Every declaration word, in the order the docs list them.
+    pub const WORDS: [&'static str; 11] =
+        ["string", "value", "counter", "content", "hash", "set", "zset", "list", "stream", "channel", "rate_limit"];
+
     /// The kind a declaration word names (`rate_limit`), if any.
     pub fn from_word(word: &str) -> Option<Self> {
         Some(match word {
@@ -134,5 +138,21 @@ impl FamilyKind {
             FamilyKind::Channel => KeyType::Channel,
             FamilyKind::Builtin => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FamilyKind;
+
+    #[test]
+    fn every_declaration_word_names_a_kind_with_a_key_type() {
+        for w in FamilyKind::WORDS {
+            let kind = FamilyKind::from_word(w).unwrap_or_else(|| panic!("{w}"));
+            assert!(kind.key_type().is_some(), "{w}");
+        }
+        assert_eq!(FamilyKind::from_word("rate_limit"), Some(FamilyKind::RateLimit));
+        assert_eq!(FamilyKind::from_word("map"), None);
+        assert_eq!(FamilyKind::Builtin.key_type(), None);
     }
 }

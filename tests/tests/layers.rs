@@ -1,4 +1,4 @@
-//! The crates' modules form layers: each top-level module imports only
+//! The crates' modules (runtime, schema, derive) form layers: each top-level module imports only
 //! modules below it, so there is no import cycle and a reader can learn the
 //! runtime from its bottom up. Read from the sources (no build of their
 //! own): every `crate::name` path outside comments is an import of module
@@ -46,6 +46,10 @@ const RUNTIME: &[&str] = &[
 /// The schema crate's modules, lowest first.
 const SCHEMA: &[&str] =
     &["encode", "prefix", "template", "duration", "family", "builtin", "spec", "entry", "document", "lua", "check"];
+
+/// The derive's modules, lowest first.
+const DERIVE: &[&str] =
+    &["ctxt", "fallback", "keys", "attr", "field_shape", "segment", "ast", "spec", "check", "expand", "keyspace"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -156,6 +160,12 @@ fn the_runtime_imports_only_downward() {
 #[test]
 fn the_schema_crate_imports_only_downward() {
     let problems = upward_imports(&crate_src("schema"), SCHEMA);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_derive_imports_only_downward() {
+    let problems = upward_imports(&crate_src("microdcs-derive"), DERIVE);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
