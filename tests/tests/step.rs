@@ -380,3 +380,30 @@ async fn steps_in_place_need_no_read_between_them() {
     assert_eq!(e.work("s1").await.len(), 5);
     assert!(e.store.verify(&MaintenanceOptions::default()).await.unwrap().is_clean());
 }
+
+#[tokio::test]
+async fn a_step_takes_its_op_id_like_every_write() {
+    // The README's form: `store.step(Some(&read), &next, &effects).op(id)`.
+    let mut e = env("step-op").await;
+    let first = state("j-9", "start", None, true, None);
+    assert_eq!(
+        e.store.step(None, &first, &Effects::new().work(work("start"))).op("job-9:step-1").await.unwrap(),
+        StepOutcome::Written { version: 1 }
+    );
+    let read = e.store.get("j-9").await.unwrap().unwrap();
+    let next = state("j-9", "mix", None, true, None);
+    let effects = Effects::new().work(work("mix"));
+    let a = e.store.step(Some(&read), &next, &effects).op("job-9:step-2").await.unwrap();
+    // Repeated with the same id (a retry after a lost reply): recognised,
+    // no second work entry.
+    let b = e.store.step(Some(&read), &next, &effects).op("job-9:step-2").await.unwrap();
+    assert_eq!((a.clone(), b), (StepOutcome::Written { version: 2 }, StepOutcome::Written { version: 2 }));
+    assert_eq!(e.work("s1").await.len(), 2, "one entry per step");
+    // The op given here wins over `Effects::op`.
+    let read = e.store.get("j-9").await.unwrap().unwrap();
+    let last = state("j-9", "done", None, false, None);
+    let fx = Effects::new().op("from-effects");
+    let _ = e.store.step(Some(&read), &last, &fx).op("from-call").await.unwrap();
+    let again = e.store.step(Some(&read), &last, &Effects::new()).op("from-call").await.unwrap();
+    assert_eq!(again, StepOutcome::Written { version: 3 }, "the call's op id was the one stored");
+}

@@ -4,9 +4,9 @@
 //!
 //! ```ignore
 //! store.update(&read, &doc).await?;                      // plain
-//! store.update(&read, &doc).op("order-7/accept").await?; // your own op id
+//! store.update(&read, &doc).op("order-7:accept").await?; // your own op id
 //! store.delete_id("t-1", DeleteExpect::Any).in_scope("acme").op("del-1").await?;
-//! store.step(Some(&read), &next, &effects).op("job-3/step-2").await?;
+//! store.step(Some(&read), &next, &effects).op("job-3:step-2").await?;
 //! ```
 //!
 //! - `.op(id)`: your own operation id, so a repeat in a later call (after
@@ -60,7 +60,7 @@ impl<'a, D, C> PutCall<'a, D, C> {
     }
 
     /// Your own operation id (at most 64 characters of letters, digits and
-    /// `-_.:/`), so a repeat of this write in a later call is recognised;
+    /// `_ . : -`), so a repeat of this write in a later call is recognised;
     /// a malformed one is [`Error::InvalidOpId`](crate::Error::InvalidOpId).
     pub fn op(mut self, op: impl Into<String>) -> Self {
         debug_assert!(self.running.is_none(), "an option given after the request started");
