@@ -247,7 +247,10 @@ impl<K: Keyspace> Inspector<K> {
         if map.is_empty() {
             return Ok(None);
         }
-        let text = |f: &str| map.get(f).map(|b| String::from_utf8_lossy(b).into_owned());
+        let texts: std::collections::HashMap<&str, String> =
+            map.iter().map(|(k, v)| (k.as_str(), String::from_utf8_lossy(v).into_owned())).collect();
+        let field = |f: &str| texts.get(f).map(String::as_str);
+        let text = |f: &str| field(f).map(str::to_owned);
         let scope = text("scope");
         let ops_text = text("ops").unwrap_or_default();
         let ops = if ops_text.is_ascii() && ops_text.len() % 12 == 0 {
@@ -264,10 +267,10 @@ impl<K: Keyspace> Inspector<K> {
             entries.push(self.list_entry(list, id, scope.as_deref(), text("score")).await?);
         }
         for ix in spec.unique {
-            entries.push(self.index_entry(ix, true, id, scope.as_deref(), &text).await?);
+            entries.push(self.index_entry(ix, true, id, scope.as_deref(), &field).await?);
         }
         for ix in spec.groups {
-            entries.push(self.index_entry(ix, false, id, scope.as_deref(), &text).await?);
+            entries.push(self.index_entry(ix, false, id, scope.as_deref(), &field).await?);
         }
         let ttl_ms = self.ttl(&key).await?;
         Ok(Some(DocumentView {
@@ -325,21 +328,18 @@ impl<K: Keyspace> Inspector<K> {
         })
     }
 
-    async fn index_entry(
+    async fn index_entry<'v>(
         &self,
         ix: &IndexSpec<'_>,
         unique: bool,
-        id: &str,
-        scope: Option<&str>,
-        stored: &impl Fn(&str) -> Option<String>,
+        id: &'v str,
+        scope: Option<&'v str>,
+        stored: &impl Fn(&str) -> Option<&'v str>,
     ) -> Result<EntryView> {
         let t = parse(ix.key)?;
         // The same rule as the store's writes: which entry the stored
         // fields (and a member's or sorted entry's marker) call for.
-        let names: Vec<&str> = t.placeholders().chain([ix.name]).collect();
-        let values: Vec<(&str, Option<String>)> = names.iter().map(|n| (*n, stored(n))).collect();
-        let lookup = |n: &str| values.iter().find(|(f, _)| *f == n).and_then(|(_, v)| v.as_deref());
-        let key = match microdcs_schema::stored_entry_key(ix, &t, self.valkey.prefix(), id, scope.unwrap_or(""), lookup)
+        let key = match microdcs_schema::stored_entry_key(ix, &t, self.valkey.prefix(), id, scope.unwrap_or(""), stored)
         {
             Ok(Some(k)) => k,
             Ok(None) => return Ok(EntryView { index: ix.name.into(), key: None, state: EntryState::NotIndexed }),
@@ -356,7 +356,7 @@ impl<K: Keyspace> Inspector<K> {
         } else if ix.kind().is_sorted() {
             // A sorted index: the hash keeps the score in the field named
             // after the index.
-            let stored_score = stored(ix.name);
+            let stored_score = stored(ix.name).map(str::to_owned);
             match self.read::<Option<f64>>(redis::cmd("ZSCORE").arg(&key).arg(id).clone(), &key).await {
                 Ok(None) => EntryState::Missing,
                 Ok(Some(found)) => match stored_score.as_deref().map(str::parse::<f64>) {
