@@ -34,6 +34,7 @@ mod fixtures;
 #[doc(hidden)]
 pub mod lua;
 mod prefix;
+pub mod slot;
 mod spec;
 mod template;
 

@@ -27,13 +27,23 @@ pub enum PrefixError {
     /// The prefix is longer than [`MAX_PREFIX_LEN`].
     #[error("the key prefix is {0} bytes long; the limit is {MAX_PREFIX_LEN}")]
     TooLong(usize),
+    /// The prefix holds `{` or `}` other than as one non-empty hash tag
+    /// (`{island-7}` or `plant:{island-7}`).
+    #[error(
+        "the key prefix `{0}` has `{{` or `}}` outside one non-empty hash tag; braces are allowed only as one \
+         `{{tag}}` (for example `{{island-7}}`), which puts every key of the island in one cluster slot"
+    )]
+    BadHashTag(String),
 }
 
 /// A validated key prefix. Every key is `{prefix}:{rendered template}`.
 ///
 /// Rules: non-empty, at most [`MAX_PREFIX_LEN`] bytes, no `*?[]\` (so it never
 /// acts as a glob in `SCAN` patterns), no whitespace or control characters,
-/// no trailing `:`. A `:` inside (`plant:island-1`) is allowed.
+/// no trailing `:`. A `:` inside (`plant:island-1`) is allowed. Braces
+/// are allowed only as one non-empty hash tag (`{island-7}`,
+/// `plant:{island-7}`): on a Valkey Cluster the tag puts every key of the
+/// island in one slot, and no other brace may change which text is hashed.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyPrefix(String);
 
@@ -61,7 +71,25 @@ impl KeyPrefix {
         if prefix.ends_with(':') {
             return Err(PrefixError::TrailingColon(prefix));
         }
+        if !braces_form_one_tag(&prefix) {
+            return Err(PrefixError::BadHashTag(prefix));
+        }
         Ok(KeyPrefix(prefix))
+    }
+
+    /// The prefix's hash tag (`island-7` of `{island-7}`), if it has one.
+    /// Encoded values and template literals never hold braces, so this tag
+    /// is the first of every key under the prefix: all of them share the
+    /// slot [`KeyPrefix::slot`].
+    pub fn hash_tag(&self) -> Option<&str> {
+        crate::slot::hash_tag(self.0.as_bytes())
+            .map(|t| std::str::from_utf8(t).expect("a tag of a str between ASCII braces"))
+    }
+
+    /// The cluster slot every key under this prefix lives in, when the
+    /// prefix has a hash tag; `None` when keys spread over slots.
+    pub fn slot(&self) -> Option<u16> {
+        self.hash_tag().map(|t| crate::slot::key_slot(t.as_bytes()))
     }
 
     /// The prefix text, without the trailing separator.
@@ -125,6 +153,18 @@ impl AsRef<str> for KeyPrefix {
     }
 }
 
+/// Whether the prefix's braces (if any) are exactly one `{`, then one `}`,
+/// with text between them.
+fn braces_form_one_tag(prefix: &str) -> bool {
+    let opens: Vec<usize> = prefix.match_indices('{').map(|(i, _)| i).collect();
+    let closes: Vec<usize> = prefix.match_indices('}').map(|(i, _)| i).collect();
+    match (opens.as_slice(), closes.as_slice()) {
+        ([], []) => true,
+        ([o], [c]) => c > &(o + 1),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +179,19 @@ mod tests {
             assert!(matches!(KeyPrefix::new(bad), Err(PrefixError::ForbiddenChar { .. })), "{bad:?}");
         }
         assert!(matches!(KeyPrefix::new("x".repeat(200)), Err(PrefixError::TooLong(200))));
+    }
+
+    #[test]
+    fn one_hash_tag_at_most() {
+        for good in ["{island-7}", "plant:{island-7}", "{a}:b", "p{x}q"] {
+            let p = KeyPrefix::new(good).unwrap();
+            assert!(p.hash_tag().is_some(), "{good}");
+        }
+        assert_eq!(KeyPrefix::new("{island-7}").unwrap().hash_tag(), Some("island-7"));
+        assert_eq!(KeyPrefix::new("{island-7}").unwrap().slot(), Some(crate::slot::key_slot(b"island-7")));
+        assert_eq!(KeyPrefix::new("plant").unwrap().slot(), None);
+        for bad in ["{}", "{}x", "a{b", "a}b", "}a{", "{a}{b}", "{a}}", "{{a}", "x{a}y}"] {
+            assert!(matches!(KeyPrefix::new(bad), Err(PrefixError::BadHashTag(_))), "{bad:?}");
+        }
     }
 }

@@ -44,8 +44,10 @@ const RUNTIME: &[&str] = &[
 ];
 
 /// The schema crate's modules, lowest first.
-const SCHEMA: &[&str] =
-    &["encode", "prefix", "template", "duration", "family", "builtin", "spec", "entry", "document", "lua", "check"];
+const SCHEMA: &[&str] = &[
+    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "entry", "document", "lua",
+    "check",
+];
 
 /// The derive's modules, lowest first.
 const DERIVE: &[&str] =
