@@ -13,19 +13,26 @@ use crate::error::Result;
 
 // Connecting: the one place a `Valkey` is built from settings or a URL.
 pub(crate) mod connect;
+// One server or a cluster, behind one connection type.
+mod connection;
 
 pub use crate::metrics::Metrics;
 pub use connect::{ConnectError, Health, read_password_file};
+pub use connection::Connection;
 
 struct Inner {
-    con: ConnectionManager,
+    con: Connection,
+    /// For commands sent at most once: on a cluster a connection that
+    /// never resends by itself (the cluster client would resend after a
+    /// lost reply); on one server the same connection as `con`.
+    once: Connection,
     prefix: KeyPrefix,
     write: WriteOptions,
     poll: PollOptions,
     tls: bool,
     metrics: Metrics,
-    /// A RESP3 client and the manager settings, for the poller's pub/sub connection.
-    resp3: Option<(redis::Client, redis::aio::ConnectionManagerConfig)>,
+    /// How to open a pub/sub connection (the poller's, a channel's).
+    pubsub: Option<connect::PubSub>,
     /// `host:port`, for messages; unknown for [`Valkey::from_manager`].
     endpoint: Option<String>,
     /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
@@ -65,15 +72,20 @@ impl Valkey {
     /// [`Valkey::connect`] (every setting) or [`Valkey::connect_url`] for a
     /// handle that can do everything.
     pub fn from_manager(con: ConnectionManager, prefix: KeyPrefix, write: WriteOptions) -> Self {
+        Self::from_connection(con.into(), prefix, write)
+    }
+
+    pub(crate) fn from_connection(con: Connection, prefix: KeyPrefix, write: WriteOptions) -> Self {
         Valkey {
             inner: Arc::new(Inner {
+                once: con.clone(),
                 con,
                 prefix,
                 write,
                 poll: PollOptions::default(),
                 tls: false,
                 metrics: Metrics::default(),
-                resp3: None,
+                pubsub: None,
                 endpoint: None,
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 derived: std::sync::Mutex::default(),
@@ -114,17 +126,14 @@ impl Valkey {
         self
     }
 
-    pub(crate) fn with_resp3(mut self, client: redis::Client, config: redis::aio::ConnectionManagerConfig) -> Self {
-        self.inner_mut().resp3 = Some((client, config));
+    pub(crate) fn with_pubsub(mut self, pubsub: connect::PubSub) -> Self {
+        self.inner_mut().pubsub = Some(pubsub);
         self
     }
 
-    pub(crate) fn resp3_client(&self) -> Option<redis::Client> {
-        self.inner.resp3.as_ref().map(|(c, _)| c.clone())
-    }
-
-    pub(crate) fn manager_config(&self) -> redis::aio::ConnectionManagerConfig {
-        self.inner.resp3.as_ref().map_or_else(redis::aio::ConnectionManagerConfig::new, |(_, c)| c.clone())
+    pub(crate) fn with_once(mut self, once: Connection) -> Self {
+        self.inner_mut().once = once;
+        self
     }
 
     /// A RESP3 connection for pub/sub whose push messages go to `on_push`;
@@ -135,21 +144,17 @@ impl Valkey {
     /// # Errors
     /// A handle made without a client (`Valkey::from_manager`), connection
     /// errors.
-    pub(crate) async fn subscriber<F>(&self, on_push: F) -> Result<ConnectionManager>
+    pub(crate) async fn subscriber<F>(&self, on_push: F) -> Result<Connection>
     where
         F: Fn(redis::PushInfo) -> std::result::Result<(), ()> + Send + Sync + 'static,
     {
-        let client = self.resp3_client().ok_or_else(|| {
+        let pubsub = self.inner.pubsub.as_ref().ok_or_else(|| {
             crate::Error::InvalidArgument(
                 "this handle has no client for a pub/sub connection: make it with Valkey::connect or Valkey::connect_url"
                     .into(),
             )
         })?;
-        let config = self.manager_config().set_push_sender(on_push).set_automatic_resubscription();
-        // The manager's first connection retries with backoff on its own,
-        // for far longer than the connect timeout that bounds start-up.
-        let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
-        Ok(bounded(timeout, ConnectionManager::new_with_config(client, config)).await?)
+        Ok(pubsub.open(on_push).await?)
     }
 
     pub(crate) fn with_tls(mut self, tls: bool) -> Self {
@@ -201,9 +206,20 @@ impl Valkey {
         connect::ConnectPlan::from_url(url)?.open(prefix, write).await.map_err(ConnectError::into_error)
     }
 
-    /// A handle on the connection (cheap clone of the multiplexed connection).
-    pub fn connection(&self) -> ConnectionManager {
+    /// A handle on the connection (cheap clone of the multiplexed
+    /// connection): to one server, or to a cluster.
+    pub fn connection(&self) -> Connection {
         self.inner.con.clone()
+    }
+
+    /// The connection for commands sent at most once (see [`Inner::once`]).
+    pub(crate) fn once_connection(&self) -> Connection {
+        self.inner.once.clone()
+    }
+
+    /// Whether this handle talks to a Valkey Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.con.is_cluster()
     }
 
     /// The key prefix.

@@ -304,6 +304,22 @@ pub(crate) fn is_unknown_outcome(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
 }
 
+/// Whether a server's answer proves the command did not run, so sending it
+/// again is safe even for a command that must run at most once: the key's
+/// slot is served elsewhere (`MOVED`, `ASK`) or being moved (`TRYAGAIN`),
+/// the cluster or the node's primary is down (`CLUSTERDOWN`,
+/// `MASTERDOWN`), the node is a replica (`READONLY`, as after a failover)
+/// or still loading its data (`LOADING`). Judged by the error's code.
+pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind as K;
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(
+            K::Moved | K::Ask | K::TryAgain | K::ClusterDown | K::MasterDown | K::ReadOnly | K::BusyLoading
+        )
+    )
+}
+
 /// Shortens a reply for an error message.
 pub(crate) fn short(v: &impl fmt::Debug) -> String {
     let mut s = format!("{v:?}");

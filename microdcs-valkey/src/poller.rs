@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::client::Connection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -220,7 +220,7 @@ enum Nudge {
 
 /// The poller's pub/sub connection: nudges (and disconnections) go to `tx`;
 /// it resubscribes by itself after a reconnect.
-async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) -> Result<ConnectionManager> {
+async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) -> Result<Connection> {
     let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
         match info.kind {
             PushKind::Message => {

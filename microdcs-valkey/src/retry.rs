@@ -20,11 +20,11 @@
 
 use std::future::Future;
 
-use redis::aio::ConnectionManager;
+use crate::client::Connection;
 use redis::{Cmd, RedisError, RedisResult, Script, Value};
 
 use crate::client::Valkey;
-use crate::error::is_unknown_outcome;
+use crate::error::{did_not_run, is_unknown_outcome};
 
 /// A script's reply. Whether an earlier attempt ran is for the script to
 /// tell (by its operation id), not the caller: a lost reply proves nothing.
@@ -113,7 +113,7 @@ impl<'a> ScriptCall<'a> {
     /// Runs the call once: `EVALSHA`; on a cache miss `SCRIPT LOAD` and
     /// `EVALSHA` again (the steady state stays one round trip); on a second
     /// miss `EVAL` of the text. Never returns `NOSCRIPT`.
-    pub(crate) async fn run(&self, con: &mut ConnectionManager) -> RedisResult<Value> {
+    pub(crate) async fn run(&self, con: &mut Connection) -> RedisResult<Value> {
         let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
         match evalsha.query_async(con).await {
             Err(e) if is_noscript(&e) => {}
@@ -161,7 +161,7 @@ pub(crate) async fn invoke_call(
 
 async fn attempts<F, Fut>(valkey: &Valkey, what: &'static str, key: &str, mut run: F) -> Result<Invoked, Failure>
 where
-    F: FnMut(ConnectionManager) -> Fut,
+    F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<Value>>,
 {
     let opts = valkey.write_options();
@@ -176,6 +176,13 @@ where
                 }
                 tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running the same call again");
                 valkey.metrics().add_write_retry();
+                attempt += 1;
+                tokio::time::sleep(opts.retry_delay).await;
+            }
+            // A cluster still healing (a failover, a slot on the move) after
+            // the cluster client's own resends: the call did not run.
+            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
+                tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
@@ -198,7 +205,7 @@ pub(crate) fn reply<T: redis::FromRedisValue>(v: Value) -> RedisResult<T> {
 /// one retry delay and a quick reconnect after a dropped connection.
 pub(crate) async fn read<T, F, Fut>(valkey: &Valkey, mut run: F) -> RedisResult<T>
 where
-    F: FnMut(ConnectionManager) -> Fut,
+    F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<T>>,
 {
     let timeout = valkey.response_timeout();
@@ -234,15 +241,30 @@ where
     }
 }
 
-/// Runs a command once, waiting at most the response timeout (also for a
-/// reconnect): for writes that must not be sent twice. A failure to get an
-/// answer is a connection error (a timeout or a lost connection).
-pub(crate) async fn once<T, F, Fut>(valkey: &Valkey, run: F) -> RedisResult<T>
+/// Runs a command at most once, waiting at most the response timeout
+/// (also for a reconnect): for writes that must not be sent twice. A
+/// failure to get an answer is a connection error (a timeout or a lost
+/// connection). On a cluster it goes over the connection that never resends
+/// by itself, and only an answer that proves it did not run (a moved slot,
+/// a cluster healing) sends it again, after the retry delay, up to the
+/// configured attempts.
+pub(crate) async fn once<T, F, Fut>(valkey: &Valkey, mut run: F) -> RedisResult<T>
 where
-    F: FnOnce(ConnectionManager) -> Fut,
+    F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<T>>,
 {
-    bounded(valkey.response_timeout(), run(valkey.connection())).await
+    let opts = valkey.write_options();
+    let mut attempt = 1;
+    loop {
+        match bounded(valkey.response_timeout(), run(valkey.once_connection())).await {
+            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
+                tracing::debug!(attempt, error = %e, "refused by a cluster in change; sending it again");
+                attempt += 1;
+                tokio::time::sleep(opts.retry_delay).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Runs a write that is safe to repeat (its effect does not change when it
@@ -256,7 +278,7 @@ pub(crate) async fn repeatable<T, F, Fut>(
     mut run: F,
 ) -> Result<T, Failure>
 where
-    F: FnMut(ConnectionManager) -> Fut,
+    F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<T>>,
 {
     let opts = valkey.write_options();
@@ -274,6 +296,11 @@ where
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
+            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
+                tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                attempt += 1;
+                tokio::time::sleep(opts.retry_delay).await;
+            }
             Err(e) => return Err(Failure::Failed(e)),
         }
     }
@@ -285,6 +312,22 @@ pub(crate) async fn read_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cm
     read(valkey, |mut con| async move { cmd.query_async(&mut con).await })
         .await
         .map_err(|e| crate::Error::from_redis(e, key))
+}
+
+/// A keyspace walk step (`SCAN`), bounded by [`read`]'s rule. A `SCAN`
+/// has no key, and on a cluster each node walks only its own keys, so it
+/// goes to the primary of the island's slot (the prefix's hash tag), where
+/// every key of the island lives.
+pub(crate) async fn scan_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cmd, key: &str) -> crate::Result<T> {
+    let slot = valkey.prefix().slot();
+    read(valkey, |mut con| async move {
+        match slot {
+            Some(slot) if con.is_cluster() => con.query_on_slot(cmd, slot).await,
+            _ => cmd.query_async(&mut con).await,
+        }
+    })
+    .await
+    .map_err(|e| crate::Error::from_redis(e, key))
 }
 
 /// The server's clock in Unix milliseconds (`TIME`), bounded like a read:

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
+use crate::client::Connection;
 use redis::Value;
-use redis::aio::ConnectionManager;
 
 use crate::client::Valkey;
 use crate::error::{Error, Result};
@@ -181,7 +181,7 @@ impl Streams {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
-        let run = |mut con: ConnectionManager| async move {
+        let run = |mut con: Connection| async move {
             let r: redis::RedisResult<()> = redis::cmd("XGROUP")
                 .arg("CREATE")
                 .arg(stream)
@@ -374,7 +374,7 @@ impl Streams {
             // become ours, and the caller asked for `count`.
             cmd.arg(stream).arg(group).arg(consumer).arg(idle).arg(&start).arg("COUNT").arg(count - claimed.len());
             let cmd = &cmd;
-            let step = |mut con: ConnectionManager| async move { cmd.query_async::<Value>(&mut con).await };
+            let step = |mut con: Connection| async move { cmd.query_async::<Value>(&mut con).await };
             let v = if claimed.is_empty() && start == "0-0" {
                 retry::read(&self.valkey, step).await.map_err(|e| Error::from_redis(e, stream))?
             } else {

@@ -28,6 +28,7 @@ use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
 
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix};
+use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
 use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
 
@@ -86,7 +87,7 @@ return {1, newv}
 /// hand once, only the op id and version varying.
 struct Raw {
     script: Script,
-    con: ConnectionManager,
+    con: Connection,
     prefix: String,
 }
 
@@ -208,7 +209,7 @@ async fn store_throughput(store: &Store<JobResponse>, callers: usize, per_caller
 
 async fn raw_throughput(
     script: &Script,
-    con: &ConnectionManager,
+    con: &Connection,
     prefix: &str,
     callers: usize,
     per_caller: usize,
@@ -258,25 +259,19 @@ async fn watch_throughput(url: &str, prefix: &str, callers: usize, per_caller: u
     ((callers * per_caller) as f64 / start.elapsed().as_secs_f64(), aborted)
 }
 
-async fn used_memory(con: &mut ConnectionManager) -> i64 {
+async fn used_memory(con: &mut Connection) -> i64 {
     let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.unwrap();
     info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
 }
 
-async fn flush(con: &mut ConnectionManager) {
+async fn flush(con: &mut Connection) {
     let _: () = redis::cmd("FLUSHALL").arg("SYNC").query_async(con).await.unwrap();
 }
 
 /// Bytes per document of `docs` job responses written by the store and
 /// updated `updates` times each (the change stream, shared and bounded by
 /// its max length, is deleted before measuring).
-async fn store_bytes(
-    store: &Store<JobResponse>,
-    con: &mut ConnectionManager,
-    p: &str,
-    docs: usize,
-    updates: u64,
-) -> f64 {
+async fn store_bytes(store: &Store<JobResponse>, con: &mut Connection, p: &str, docs: usize, updates: u64) -> f64 {
     flush(con).await;
     let before = used_memory(con).await;
     let callers = 32;
@@ -303,7 +298,7 @@ async fn store_bytes(
 
 /// Bytes per document of the plain layout: a hash of `v`, `scope`, `doc`
 /// and the index fields, with the same unique key, group set and sorted list.
-async fn plain_bytes(con: &mut ConnectionManager, p: &str, docs: usize, updates: u64) -> f64 {
+async fn plain_bytes(con: &mut Connection, p: &str, docs: usize, updates: u64) -> f64 {
     flush(con).await;
     let before = used_memory(con).await;
     for chunk in (0..docs).collect::<Vec<_>>().chunks(500) {
@@ -342,7 +337,7 @@ async fn cost(server: &ValkeyServer, docs: usize) {
     let p = prefix.as_str().to_owned();
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let mut con = Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
     let doc_bytes = serde_json::to_string(&doc(0, 0)).unwrap().len();
     println!("## Bytes per stored document ({docs} job responses, {doc_bytes}-byte documents; INFO used_memory)\n");
     println!("| updates per document | plain hash + index keys | microdcs | microdcs / plain |");
@@ -420,7 +415,7 @@ if at then return {7, v - (#ops - at + 1) / 12 + 1} end
 /// Server time per put: the generated put, the minimal script, the
 /// earlier generated puts and the ablations, in interleaved rounds; the
 /// median per column.
-async fn server_time(con: &mut ConnectionManager, p: &str) {
+async fn server_time(con: &mut Connection, p: &str) {
     let p = p.to_owned();
     let mut scripts: Vec<(&str, Script)> = vec![
         ("generated put", Script::new(JobResponse::PUT_SCRIPT)),
@@ -589,7 +584,7 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
     let prefix = unique_prefix("step");
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let store = Plant::open(valkey.clone()).store::<SfcState>();
-    let mut stats = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let mut stats = Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
     let doc = |job: &str| SfcState {
         job_id: job.into(),
         scope: "s1".into(),
@@ -712,7 +707,7 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
 }
 
 /// The server main thread's CPU seconds so far (user + system).
-async fn main_thread_cpu(con: &mut ConnectionManager) -> f64 {
+async fn main_thread_cpu(con: &mut Connection) -> f64 {
     let info: String = redis::cmd("INFO").arg("cpu").query_async(con).await.unwrap();
     info.lines()
         .filter_map(|l| l.split_once(':'))
@@ -724,7 +719,7 @@ async fn main_thread_cpu(con: &mut ConnectionManager) -> f64 {
 /// Pins the server to the first core and this process to the second
 /// (where `taskset` exists), so the client's work does not share the
 /// server's core.
-async fn pin(con: &mut ConnectionManager) {
+async fn pin(con: &mut Connection) {
     let info: String = redis::cmd("INFO").arg("server").query_async(con).await.unwrap();
     let pid = info.lines().find_map(|l| l.strip_prefix("process_id:")).unwrap_or("").trim().to_owned();
     let run =
@@ -739,7 +734,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--server-time") {
         let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
-        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let mut con =
+            Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
         pin(&mut con).await;
         server_time(&mut con, unique_prefix("time").as_str()).await;
         return;
@@ -748,14 +744,16 @@ async fn main() {
         let docs =
             args.iter().position(|a| a == "--docs").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(10_000);
         let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
-        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let mut con =
+            Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
         pin(&mut con).await;
         cost(&server, docs).await;
         return;
     }
     if args.iter().any(|a| a == "--step") {
         let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
-        let mut con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let mut con =
+            Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
         pin(&mut con).await;
         step_bench(&server, args.iter().any(|a| a == "--quick")).await;
         return;
@@ -774,7 +772,8 @@ async fn main() {
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), write).await.unwrap();
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let con = valkey.connection();
-    let mut stats_con = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let mut stats_con =
+        Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
     let script = Script::new(JobResponse::PUT_SCRIPT);
     let mut raw = Raw { script: script.clone(), con: con.clone(), prefix: p.clone() };
 

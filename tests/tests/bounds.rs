@@ -506,7 +506,7 @@ async fn a_damaged_cached_lease_result_is_lease_corrupt_and_changes_nothing() {
     let pattern = format!("{}:lease:*:req:*", valkey.prefix().as_str());
     let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(&mut con).await.unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
-    let all = |con: &mut redis::aio::ConnectionManager| {
+    let all = |con: &mut microdcs_valkey::client::Connection| {
         let mut con = con.clone();
         let pattern = format!("{}:*", valkey.prefix().as_str());
         async move {

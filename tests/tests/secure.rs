@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::change_channel;
 use microdcs_tests::tls::{certificates, temp_dir};
 use microdcs_tests::{ValkeyServer, unique_prefix};
+use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Acquire, ChangeKind, Changes, Claim, ConnectError, DedupeStore, Document, Error, LeaseBackend, LeaseStore,
@@ -59,7 +60,7 @@ struct Protected {
     server: ValkeyServer,
     config: ValkeyConfig,
     /// A connection outside the code under test, for inspecting the server.
-    admin: ConnectionManager,
+    admin: Connection,
     /// What the setup is, for messages.
     label: &'static str,
     /// Where the certificates and the password file are.
@@ -77,7 +78,7 @@ impl Protected {
 /// Adds the ACL user, makes the default user need a password (our admin
 /// connection is already in and stays so), and writes the user's password
 /// file; returns its path.
-async fn require_acl_user(admin: &mut ConnectionManager, dir: &Path) -> PathBuf {
+async fn require_acl_user(admin: &mut Connection, dir: &Path) -> PathBuf {
     // `&*`: the poller's nudge subscription needs the channels too.
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
@@ -102,9 +103,10 @@ async fn require_acl_user(admin: &mut ConnectionManager, dir: &Path) -> PathBuf 
 /// the start because the harness checks readiness with an unauthenticated PING.
 async fn password_server(name: &str) -> Protected {
     let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
-    let mut admin = ConnectionManager::new(redis::Client::open(server.url()).unwrap())
+    let mut admin: Connection = ConnectionManager::new(redis::Client::open(server.url()).unwrap())
         .await
-        .unwrap_or_else(|e| server.fail("admin", &e));
+        .unwrap_or_else(|e| server.fail("admin", &e))
+        .into();
     let dir = temp_dir(name);
     let pw_file = require_acl_user(&mut admin, &dir).await;
 
@@ -238,7 +240,7 @@ async fn dedupe_over_tls_with_a_ca_file() {
 // ---------------------------------------------------------------- poller
 
 /// The client connections of the server as `CLIENT LIST` lines.
-async fn clients(admin: &mut ConnectionManager) -> Vec<String> {
+async fn clients(admin: &mut Connection) -> Vec<String> {
     let list: String = redis::cmd("CLIENT").arg("LIST").query_async(admin).await.unwrap();
     list.lines().map(str::to_owned).collect()
 }

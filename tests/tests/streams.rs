@@ -571,7 +571,7 @@ async fn autoclaim_returns_at_most_count() {
         ids.push(streams.append(&stream, &[("n", &[b'0' + i])]).await.unwrap());
     }
     assert_eq!(streams.read(&stream, "g", "crashed", 100).await.unwrap().len(), 6);
-    let mut con: ConnectionManager = valkey.connection();
+    let mut con = valkey.connection();
     let _: i64 = redis::cmd("XDEL").arg(&stream).arg(&ids[0]).query_async(&mut con).await.unwrap();
     let claimed = streams.autoclaim(&stream, "g", "c", Duration::ZERO, 2).await.unwrap();
     let got: Vec<&str> = claimed.iter().map(|e| e.id.as_str()).collect();

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult, Value};
 
 use crate::KeyPrefix;
-use crate::client::{PollOptions, Valkey, WriteOptions};
+use crate::client::{Connection, PollOptions, Valkey, WriteOptions, bounded};
 use crate::config::{ConfigError, ValkeyConfig, defaults};
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
@@ -165,6 +166,9 @@ pub(crate) struct ConnectPlan {
     endpoint: String,
     /// Address and handshake settings (user, password, database, protocol).
     info: redis::ConnectionInfo,
+    /// Further nodes of a cluster (`ConnectionString` with several
+    /// endpoints), with the same handshake settings.
+    seeds: Vec<redis::ConnectionInfo>,
     tls: bool,
     /// PEM roots to trust instead of the platform store (`TlsCaFile`).
     roots: Option<Vec<u8>>,
@@ -183,11 +187,6 @@ impl ConnectPlan {
         config.validate()?;
         let ep = config.endpoint()?;
         let tls = ep.tls || config.tls_ca_file.is_some();
-        let addr = if tls {
-            ConnectionAddr::TcpTls { host: ep.host.clone(), port: ep.port, insecure: false, tls_params: None }
-        } else {
-            ConnectionAddr::Tcp(ep.host.clone(), ep.port)
-        };
         let user = config.user.clone().or(ep.user.clone());
         let mut redis_info = RedisConnectionInfo::default().set_db(ep.db);
         if let Some(u) = &user {
@@ -196,10 +195,19 @@ impl ConnectPlan {
         if let Some(p) = &ep.password {
             redis_info = redis_info.set_password(p.expose());
         }
-        let info = addr
-            .into_connection_info()
-            .map_err(|e| ConfigError::connection_string(e.to_string()))?
-            .set_redis_settings(redis_info);
+        let node = |host: &str, port: u16| -> Result<redis::ConnectionInfo, ConnectError> {
+            let addr = if tls {
+                ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure: false, tls_params: None }
+            } else {
+                ConnectionAddr::Tcp(host.to_owned(), port)
+            };
+            Ok(addr
+                .into_connection_info()
+                .map_err(|e| ConfigError::connection_string(e.to_string()))?
+                .set_redis_settings(redis_info.clone()))
+        };
+        let info = node(&ep.host, ep.port)?;
+        let seeds = ep.seeds.iter().map(|(h, p)| node(h, *p)).collect::<Result<Vec<_>, _>>()?;
         let roots = match &config.tls_ca_file {
             Some(ca) => Some(trust_bundle(ca)?),
             None => None,
@@ -212,6 +220,7 @@ impl ConnectPlan {
         Ok(ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             info,
+            seeds,
             tls,
             roots,
             user,
@@ -241,6 +250,7 @@ impl ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             user: info.redis_settings().username().map(str::to_owned),
             info,
+            seeds: Vec::new(),
             tls,
             roots: None,
             password_file: None,
@@ -250,9 +260,18 @@ impl ConnectPlan {
         })
     }
 
-    /// A client speaking `protocol` (the address's own when `None`).
+    /// A client of the first endpoint speaking `protocol` (the address's
+    /// own when `None`).
     fn client(&self, protocol: Option<redis::ProtocolVersion>) -> Result<redis::Client, ConnectError> {
-        let mut info = self.info.clone();
+        self.client_of(&self.info, protocol)
+    }
+
+    fn client_of(
+        &self,
+        info: &redis::ConnectionInfo,
+        protocol: Option<redis::ProtocolVersion>,
+    ) -> Result<redis::Client, ConnectError> {
+        let mut info = info.clone();
         if let Some(p) = protocol {
             info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
@@ -270,6 +289,44 @@ impl ConnectPlan {
                 }
             }),
         }
+    }
+
+    /// A client of the cluster the endpoints belong to. `retries` bounds
+    /// the cluster client's own resends (redirects, a node reconnecting);
+    /// every call also ends within the response timeout, resends included.
+    /// Waits between resends start at the reconnect delay instead of the
+    /// client's default 1.28 s, which would double the time a failover
+    /// takes to heal.
+    fn cluster_client(&self, protocol: redis::ProtocolVersion, retries: u32) -> Result<ClusterClient, ConnectError> {
+        if self.roots.is_some() {
+            return Err(ConnectError::Tls(
+                "TlsCaFile is not supported on a cluster: the TLS backend trusts only the system's CA store there \
+                 (add the CA to it, or point SSL_CERT_FILE at a bundle that holds it)"
+                    .into(),
+            ));
+        }
+        let nodes: Vec<redis::ConnectionInfo> = std::iter::once(&self.info)
+            .chain(&self.seeds)
+            .map(|i| i.clone().set_redis_settings(i.redis_settings().clone().set_protocol(protocol)))
+            .collect();
+        let mut builder = ClusterClientBuilder::new(nodes)
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.response_timeout)
+            .overall_response_timeout(Some(self.response_timeout))
+            .retries(retries)
+            .min_retry_wait(millis(defaults::RECONNECT_MIN_DELAY))
+            .max_retry_wait(millis(CLUSTER_MAX_RETRY_WAIT))
+            .use_protocol(protocol);
+        if let Some(c) = self.credentials() {
+            builder = builder.set_credentials_provider(c);
+        }
+        builder.build().map_err(|e| {
+            if self.tls {
+                ConnectError::Tls(format!("{}: {e}", self.endpoint))
+            } else {
+                ConnectError::Config(ConfigError::connection_string(e.to_string()))
+            }
+        })
     }
 
     fn credentials(&self) -> Option<PasswordFileCredentials> {
@@ -306,67 +363,202 @@ impl ConnectPlan {
     /// Connects and checks the server answers, all within the connect
     /// timeout: that one deadline covers the probe, its pauses, the
     /// connection manager's own retries and the first `PING`, so no retry
-    /// or reconnect setting can stretch the start.
+    /// or reconnect setting can stretch the start. A server that is a
+    /// cluster node (or several endpoints) gives a cluster connection.
     pub(crate) async fn open(self, prefix: KeyPrefix, write: WriteOptions) -> Result<Valkey, ConnectError> {
-        let client = self.client(None)?;
-        let resp3_client = self.client(Some(redis::ProtocolVersion::RESP3))?;
-        let mconfig = self.manager_config();
         let mut last = None;
-        let outcome =
-            tokio::time::timeout(self.connect_timeout, self.establish(&client, mconfig.clone(), &mut last)).await;
-        let (con, rtt) = match outcome {
+        let outcome = tokio::time::timeout(self.connect_timeout, self.establish(&prefix, &mut last)).await;
+        let opened = match outcome {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(self.unreachable(last.unwrap_or_else(|| "no answer".to_owned()))),
         };
-        tracing::info!(endpoint = %self.endpoint, tls = self.tls, rtt_us = rtt.as_micros() as u64, prefix = %prefix, "connected to valkey");
-        Ok(Valkey::from_manager(con, prefix, write)
+        tracing::info!(
+            endpoint = %self.endpoint,
+            cluster = opened.con.is_cluster(),
+            tls = self.tls,
+            rtt_us = opened.rtt.as_micros() as u64,
+            prefix = %prefix,
+            "connected to valkey"
+        );
+        Ok(Valkey::from_connection(opened.con, prefix, write)
+            .with_once(opened.once)
             .with_poll_options(self.poll)
             .with_tls(self.tls)
             .with_endpoint(self.endpoint, self.response_timeout)
-            .with_resp3(resp3_client, mconfig))
+            .with_pubsub(opened.pubsub))
     }
 
     /// The steps of [`ConnectPlan::open`], without the deadline. `last` keeps the
     /// latest failure, so a timeout can say what went wrong.
-    async fn establish(
-        &self,
-        client: &redis::Client,
-        mconfig: ConnectionManagerConfig,
-        last: &mut Option<String>,
-    ) -> Result<(ConnectionManager, Duration), ConnectError> {
-        // Probe with one plain connection and a PING first: refused or
-        // missing credentials end the start at once (the connection manager
-        // would retry them with backoff); an unreachable server is tried
-        // again until the deadline.
+    async fn establish(&self, prefix: &KeyPrefix, last: &mut Option<String>) -> Result<Opened, ConnectError> {
+        let cluster = self.probe(last).await?;
+        if !cluster {
+            if !self.seeds.is_empty() {
+                return Err(ConnectError::Config(ConfigError::connection_string(format!(
+                    "names {} endpoints, but {} is no cluster node (cluster support is disabled): name one endpoint \
+                     for a single server",
+                    self.seeds.len() + 1,
+                    self.endpoint
+                ))));
+            }
+            return self.establish_single().await;
+        }
+        if self.info.redis_settings().db() != 0 {
+            return Err(ConnectError::Config(ConfigError::connection_string(
+                "a cluster has only database 0: remove defaultDatabase (or the URL's /db)",
+            )));
+        }
+        if prefix.slot().is_none() {
+            return Err(ConnectError::Config(ConfigError::key_prefix(format!(
+                "`{prefix}` has no hash tag, but {} is a cluster node: a generated script touches several keys, \
+                 which a cluster runs only when they share a slot. Write the prefix as one tag, `{{{prefix}}}`, so \
+                 every key of the island lives in one slot (different islands spread over the cluster)",
+                self.endpoint
+            ))));
+        }
+        let fail =
+            |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
+        let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES)?;
+        let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0)?;
+        let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES)?;
+        let mut con = client.get_async_connection().await.map_err(fail)?;
+        let start = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut con).await.map_err(fail)?;
+        let rtt = start.elapsed();
+        let once = once.get_async_connection().await.map_err(fail)?;
+        Ok(Opened {
+            con: con.into(),
+            once: once.into(),
+            pubsub: PubSub::Cluster {
+                client: resp3,
+                connect_timeout: self.connect_timeout,
+                response_timeout: self.response_timeout,
+            },
+            rtt,
+        })
+    }
+
+    /// Probes the endpoints in turn with one plain connection and a `PING`
+    /// until one answers, and asks it whether it is a cluster node. Refused
+    /// or missing credentials end the start at once (the connection manager
+    /// would retry them with backoff); unreachable endpoints are tried again
+    /// until the deadline.
+    async fn probe(&self, last: &mut Option<String>) -> Result<bool, ConnectError> {
         let mut probe = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
         if let Some(c) = self.credentials() {
             probe = probe.set_credentials_provider(c);
         }
+        // Database 0 for the probe: a cluster has no other, and refusing a
+        // configured one says more than the server's `SELECT` error.
+        let clients = std::iter::once(&self.info)
+            .chain(&self.seeds)
+            .map(|i| self.client_of(&i.clone().set_redis_settings(i.redis_settings().clone().set_db(0)), None))
+            .collect::<Result<Vec<_>, _>>()?;
         loop {
-            let attempt = async {
-                let mut con = client.get_multiplexed_async_connection_with_config(&probe).await?;
-                redis::cmd("PING").query_async::<String>(&mut con).await
-            };
-            match attempt.await {
-                Ok(_) => break,
-                Err(e) if is_auth(&e) => return Err(self.auth_error(&e)),
-                Err(e) => {
-                    tracing::debug!(endpoint = %self.endpoint, error = %e, "valkey not reachable yet");
-                    *last = Some(e.to_string());
-                    tokio::time::sleep(PROBE_PAUSE).await;
+            for client in &clients {
+                let attempt = async {
+                    let mut con = client.get_multiplexed_async_connection_with_config(&probe).await?;
+                    redis::cmd("PING").query_async::<String>(&mut con).await?;
+                    // `CLUSTER SLOTS` answers on a cluster node, even one not
+                    // yet formed, and fails on a server without cluster
+                    // support. A user whose ACL lacks it cannot use a
+                    // cluster, so a refusal counts as a single server.
+                    Ok::<bool, redis::RedisError>(
+                        redis::cmd("CLUSTER").arg("SLOTS").query_async::<Value>(&mut con).await.is_ok(),
+                    )
+                };
+                match attempt.await {
+                    Ok(cluster) => return Ok(cluster),
+                    Err(e) if is_auth(&e) => return Err(self.auth_error(&e)),
+                    Err(e) => {
+                        tracing::debug!(endpoint = %endpoint_of(client.get_connection_info().addr()), error = %e, "valkey not reachable yet");
+                        *last = Some(e.to_string());
+                    }
                 }
             }
+            tokio::time::sleep(PROBE_PAUSE).await;
         }
+    }
+
+    /// The reconnecting connection to one server, after the probe.
+    async fn establish_single(&self) -> Result<Opened, ConnectError> {
+        let client = self.client(None)?;
+        let resp3_client = self.client(Some(redis::ProtocolVersion::RESP3))?;
+        let mconfig = self.manager_config();
         let fail =
             |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
-        let mut con = ConnectionManager::new_with_config(client.clone(), mconfig).await.map_err(fail)?;
+        let mut con = ConnectionManager::new_with_config(client, mconfig.clone()).await.map_err(fail)?;
         // A first PING on the connection we keep proves it answers (and accepted AUTH).
         let start = Instant::now();
         let _: String = redis::cmd("PING").query_async(&mut con).await.map_err(fail)?;
-        Ok((con, start.elapsed()))
+        let con: Connection = con.into();
+        Ok(Opened {
+            once: con.clone(),
+            con,
+            pubsub: PubSub::Single { client: resp3_client, config: mconfig },
+            rtt: start.elapsed(),
+        })
+    }
+}
+
+/// The longest pause of the cluster client between two resends.
+const CLUSTER_MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+
+/// How often the cluster client resends a call on its own (redirects, a
+/// reconnecting node), within the response timeout. Safe for the store's
+/// scripts, which recognise their operation id; commands that must go at
+/// most once use a connection that never resends.
+const CLUSTER_RETRIES: u32 = 16;
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What [`ConnectPlan::establish`] made.
+struct Opened {
+    con: Connection,
+    once: Connection,
+    pubsub: PubSub,
+    rtt: Duration,
+}
+
+/// How a handle opens a RESP3 pub/sub connection: messages go to a push
+/// sender, and the connection subscribes again by itself after a reconnect
+/// (on a cluster also after the channel's slot moved).
+pub(crate) enum PubSub {
+    /// One server: a reconnecting connection manager.
+    Single { client: redis::Client, config: ConnectionManagerConfig },
+    /// A cluster.
+    Cluster { client: ClusterClient, connect_timeout: Duration, response_timeout: Duration },
+}
+
+impl PubSub {
+    /// A pub/sub connection whose push messages go to `on_push`. Waits at
+    /// most the connect timeout.
+    pub(crate) async fn open<F>(&self, on_push: F) -> RedisResult<Connection>
+    where
+        F: Fn(redis::PushInfo) -> Result<(), ()> + Send + Sync + 'static,
+    {
+        match self {
+            PubSub::Single { client, config } => {
+                let config = config.clone().set_push_sender(on_push).set_automatic_resubscription();
+                // The manager's first connection retries with backoff on its
+                // own, for far longer than the connect timeout that bounds
+                // start-up.
+                let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
+                Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
+            }
+            PubSub::Cluster { client, connect_timeout, response_timeout } => {
+                let config = ClusterConfig::new()
+                    .set_connection_timeout(*connect_timeout)
+                    .set_response_timeout(*response_timeout)
+                    .set_push_sender(on_push);
+                Ok(bounded(*connect_timeout, client.get_async_connection_with_config(config)).await?.into())
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `ConnectionString`: `host:port`, a `redis://`-style URL, or a
-//! StackExchange.Redis string, parsed into one [`Endpoint`].
+//! StackExchange.Redis string, parsed into one [`Endpoint`] (with the
+//! further `host:port` seeds of a cluster, when it names several).
 
 use std::fmt;
 use std::time::Duration;
@@ -26,6 +27,11 @@ pub struct Endpoint {
     pub connect_timeout: Option<Duration>,
     /// `syncTimeout=`/`asyncTimeout=` of a StackExchange string.
     pub response_timeout: Option<Duration>,
+    /// Further `host:port` endpoints after the first
+    /// (`10.0.0.1:6379,10.0.0.2:6379`): nodes of one Valkey Cluster, tried
+    /// in turn to learn its topology. Empty for one endpoint (which may
+    /// still be a cluster node: the server says so when connecting).
+    pub seeds: Vec<(String, u16)>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -37,6 +43,7 @@ impl fmt::Debug for Endpoint {
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("db", &self.db)
+            .field("seeds", &self.seeds)
             .finish_non_exhaustive()
     }
 }
@@ -80,6 +87,7 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
         db: 0,
         connect_timeout: None,
         response_timeout: None,
+        seeds: Vec::new(),
     };
     let mut endpoints = 0;
     // After a password, a part may be a piece of it (a `,` in the password
@@ -135,18 +143,26 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                     .into());
             }
             endpoints += 1;
-            if endpoints > 1 {
-                return Err("more than one endpoint; an island has one Valkey (no cluster)".into());
-            }
             let (host, port) = split_host_port(part)?;
-            ep.host = host;
-            ep.port = port;
+            if endpoints == 1 {
+                ep.host = host;
+                ep.port = port;
+            } else if (host == ep.host && port == ep.port) || ep.seeds.contains(&(host.clone(), port)) {
+                return Err(format!("the endpoint `{}` is named twice", show_host_port(&host, port)));
+            } else {
+                ep.seeds.push((host, port));
+            }
         }
     }
     if endpoints == 0 {
         return Err("no `host:port` endpoint".into());
     }
     Ok(ep)
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn show_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 fn split_host_port(part: &str) -> Result<(String, u16), String> {
@@ -195,6 +211,7 @@ fn parse_url(cs: &str) -> Result<Endpoint, String> {
         db: r.db(),
         connect_timeout: None,
         response_timeout: None,
+        seeds: Vec::new(),
     })
 }
 
@@ -218,7 +235,11 @@ mod tests {
         let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
         assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));
         assert_eq!(ep.password.as_ref().map(Secret::expose), Some("p@ss"));
-        assert!(parse_connection_string("a:1,b:2").unwrap_err().contains("more than one endpoint"));
+        let ep = parse_connection_string("a:1, b:2,[::1]:3,password=p").unwrap();
+        assert_eq!((ep.host.as_str(), ep.port), ("a", 1));
+        assert_eq!(ep.seeds, [("b".to_owned(), 2), ("::1".to_owned(), 3)]);
+        assert!(parse_connection_string("a:1,b:2,a:1").unwrap_err().contains("`a:1` is named twice"));
+        assert!(parse_connection_string("a:1").unwrap().seeds.is_empty());
         assert!(parse_connection_string("h:1,bogus=2").unwrap_err().contains("unknown option `bogus`"));
         assert!(parse_connection_string("h:x").unwrap_err().contains("port"));
         assert!(parse_connection_string("http://h").unwrap_err().contains("scheme"));

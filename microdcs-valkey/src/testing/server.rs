@@ -149,6 +149,17 @@ pub fn unique_prefix(name: &str) -> KeyPrefix {
     KeyPrefix::new(p).expect("test names make valid prefixes")
 }
 
+/// A key prefix no other test uses that is also one hash tag,
+/// `{t-{name}-{pid}-{n}-{time}}`: every key under it lives in one cluster
+/// slot, as a cluster requires of an island.
+///
+/// # Panics
+/// If `name` makes an invalid prefix (contains `*?[]\{}` or whitespace).
+pub fn unique_island(name: &str) -> KeyPrefix {
+    let plain = unique_prefix(name);
+    KeyPrefix::new(format!("{{{plain}}}")).expect("test names make valid prefixes")
+}
+
 /// A running server: started by the harness (killed on drop) or external.
 pub struct ValkeyServer {
     /// TLS only (`--port 0 --tls-port`): readiness is read from the log.
@@ -372,6 +383,16 @@ impl ValkeyServer {
         self.kill();
         let port = self.port;
         self.boot(Some(port))
+    }
+
+    /// Whether the harness started this server and has not killed it.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The process id of a local server that is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The data directory of a local server.

@@ -342,7 +342,7 @@ fn merge_moved(mut out: Vec<Difference>) -> Vec<Difference> {
 async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count: usize) -> Result<(u64, Vec<String>)> {
     let mut cmd = redis::cmd("SCAN");
     cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(count).arg("TYPE").arg(ty);
-    read_cmd(valkey, &cmd, pattern).await
+    crate::retry::scan_cmd(valkey, &cmd, pattern).await
 }
 
 // Every command of a maintenance run waits at most the response timeout

@@ -1,0 +1,114 @@
+//! The connection the runtime talks through: one server, or a Valkey
+//! Cluster.
+//!
+//! Both are multiplexed and reconnect by themselves; a cluster connection
+//! also follows the cluster's topology (it routes every keyed command to the
+//! primary of the key's slot, and learns of moved slots and failovers from
+//! `MOVED` replies). Everything the runtime sends goes through
+//! [`Connection`], so no code path knows which one it has except the few
+//! that must: a walk of the keyspace (`SCAN` is per node) and pub/sub.
+
+use std::fmt;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
+
+/// A multiplexed, reconnecting connection to one Valkey server or to a
+/// Valkey Cluster. Cheap to clone; every clone shares the connection.
+///
+/// It is a [`redis::aio::ConnectionLike`], so any `redis` command runs on
+/// it: `redis::cmd("GET").arg(key).query_async(&mut con)`. On a cluster a
+/// command goes to the primary of its first key's slot, and a pipeline's
+/// commands must all be in one slot (every key of a tagged prefix is).
+#[derive(Clone)]
+pub struct Connection {
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.kind {
+            Kind::Single(_) => "Connection(server)",
+            Kind::Cluster(_) => "Connection(cluster)",
+        })
+    }
+}
+
+impl From<ConnectionManager> for Connection {
+    fn from(con: ConnectionManager) -> Self {
+        Connection { kind: Kind::Single(con) }
+    }
+}
+
+impl From<ClusterConnection> for Connection {
+    fn from(con: ClusterConnection) -> Self {
+        Connection { kind: Kind::Cluster(con) }
+    }
+}
+
+impl Connection {
+    /// Whether this is a cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// Runs `cmd` on the primary that owns `slot` (on one server, on the
+    /// server): for commands without a key that must reach the node holding
+    /// an island's keys, such as `SCAN`.
+    pub(crate) async fn query_on_slot<T: redis::FromRedisValue>(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<T> {
+        match &mut self.kind {
+            Kind::Single(con) => cmd.query_async(con).await,
+            Kind::Cluster(con) => {
+                let route =
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)));
+                let value = con.route_command(cmd.clone(), route).await?;
+                redis::from_redis_value(value).map_err(redis::RedisError::from)
+            }
+        }
+    }
+
+    /// Subscribes to `channel` (`SUBSCRIBE`); messages reach the push
+    /// sender the connection was made with.
+    pub(crate) async fn subscribe(&mut self, channel: impl ToRedisArgs + Send) -> RedisResult<()> {
+        match &mut self.kind {
+            Kind::Single(con) => con.subscribe(channel).await,
+            Kind::Cluster(con) => con.subscribe(channel).await,
+        }
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.kind {
+            Kind::Single(con) => con.req_packed_command(cmd),
+            Kind::Cluster(con) => con.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.kind {
+            Kind::Single(con) => con.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(con) => con.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.kind {
+            Kind::Single(con) => con.get_db(),
+            Kind::Cluster(con) => con.get_db(),
+        }
+    }
+}

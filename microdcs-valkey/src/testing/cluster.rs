@@ -1,0 +1,252 @@
+//! A throw-away Valkey Cluster on loopback: primaries and replicas, each a
+//! [`ValkeyServer`] in its own directory, formed with raw `CLUSTER`
+//! commands (no `redis-cli`), killed on drop.
+
+use std::env;
+use std::net::{Ipv4Addr, TcpListener};
+use std::time::{Duration, Instant};
+
+use super::server::{HarnessError, ValkeyServer};
+
+/// How long a node may be unreachable before the cluster fails it over.
+/// Short, so fault tests heal in about 1.5 s.
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+/// A running cluster: local nodes (killed on drop) or an external one
+/// (`MICRODCS_VALKEY_CLUSTER=host:port,host:port,...`).
+pub struct ValkeyCluster {
+    nodes: Vec<ValkeyServer>,
+    /// Each node's cluster bus port (given, not the default port + 10000,
+    /// which may be taken or out of range).
+    bus_ports: Vec<u16>,
+    external: Option<String>,
+    formed_in: Duration,
+}
+
+impl std::fmt::Debug for ValkeyCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValkeyCluster").field("seeds", &self.connection_string()).finish_non_exhaustive()
+    }
+}
+
+fn start_err(reason: impl Into<String>) -> HarnessError {
+    HarnessError::Start { reason: reason.into(), log: String::new() }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(l.local_addr()?.port())
+}
+
+impl ValkeyCluster {
+    /// The cluster of a test: `MICRODCS_VALKEY_CLUSTER` when set, else a
+    /// new local one of `primaries` primaries with `replicas` replicas
+    /// each, the slots split evenly.
+    ///
+    /// # Errors
+    /// No binary, a node that did not start, or a cluster that did not
+    /// form within 30 s (the error says which step).
+    pub fn start(primaries: usize, replicas: usize) -> Result<Self, HarnessError> {
+        if let Ok(seeds) = env::var("MICRODCS_VALKEY_CLUSTER") {
+            return Ok(ValkeyCluster {
+                nodes: Vec::new(),
+                bus_ports: Vec::new(),
+                external: Some(seeds),
+                formed_in: Duration::ZERO,
+            });
+        }
+        Self::start_local(primaries, replicas)
+    }
+
+    /// A new local cluster (see [`ValkeyCluster::start`]).
+    ///
+    /// # Errors
+    /// As for [`ValkeyCluster::start`].
+    pub fn start_local(primaries: usize, replicas: usize) -> Result<Self, HarnessError> {
+        if primaries == 0 {
+            return Err(start_err("a cluster needs at least one primary"));
+        }
+        let started = Instant::now();
+        let timeout = NODE_TIMEOUT_MS.to_string();
+        let mut nodes = Vec::new();
+        let mut bus_ports = Vec::new();
+        for _ in 0..primaries * (1 + replicas) {
+            let port = free_port()?;
+            bus_ports.push(port);
+            let bus = port.to_string();
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                timeout.as_str(),
+                "--cluster-port",
+                bus.as_str(),
+                "--repl-diskless-sync-delay",
+                "0",
+            ];
+            nodes.push(ValkeyServer::start_local(&args)?);
+        }
+        let cluster = ValkeyCluster { nodes, bus_ports, external: None, formed_in: Duration::ZERO };
+        cluster.form(primaries, replicas)?;
+        Ok(ValkeyCluster { formed_in: started.elapsed(), ..cluster })
+    }
+
+    fn form(&self, primaries: usize, replicas: usize) -> Result<(), HarnessError> {
+        for (i, node) in self.nodes.iter().enumerate() {
+            command(node, &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])?;
+        }
+        let per = 16384 / primaries;
+        for (i, node) in self.nodes.iter().take(primaries).enumerate() {
+            let lo = i * per;
+            let hi = if i + 1 == primaries { 16383 } else { (i + 1) * per - 1 };
+            command(node, &["CLUSTER", "ADDSLOTSRANGE", &lo.to_string(), &hi.to_string()])?;
+        }
+        let first = &self.nodes[0];
+        for (node, bus) in self.nodes.iter().zip(&self.bus_ports).skip(1) {
+            command(first, &["CLUSTER", "MEET", "127.0.0.1", &node.port().to_string(), &bus.to_string()])?;
+        }
+        let n = self.nodes.len().to_string();
+        self.wait("the nodes to meet", |c| {
+            c.nodes
+                .iter()
+                .all(|node| info_field(node, &["CLUSTER", "INFO"], "cluster_known_nodes").as_deref() == Some(&n))
+        })?;
+        for r in 0..primaries * replicas {
+            let primary = &self.nodes[r % primaries];
+            let id = command(primary, &["CLUSTER", "MYID"])?;
+            command(&self.nodes[primaries + r], &["CLUSTER", "REPLICATE", &id])?;
+        }
+        self.wait_healthy(Duration::from_secs(30))
+    }
+
+    /// Waits until every running node reports `cluster_state:ok` and every
+    /// replica's link to its primary is up.
+    ///
+    /// # Errors
+    /// Not healthy within `timeout`.
+    pub fn wait_healthy(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        self.wait_until("cluster_state:ok and replicas linked", deadline, |c| {
+            c.nodes.iter().filter(|n| n.is_running()).all(|node| {
+                info_field(node, &["CLUSTER", "INFO"], "cluster_state").as_deref() == Some("ok")
+                    && match info_field(node, &["INFO", "replication"], "role").as_deref() {
+                        Some("slave") => {
+                            info_field(node, &["INFO", "replication"], "master_link_status").as_deref() == Some("up")
+                        }
+                        Some(_) => true,
+                        None => false,
+                    }
+            })
+        })
+    }
+
+    fn wait(&self, what: &str, ok: impl Fn(&Self) -> bool) -> Result<(), HarnessError> {
+        self.wait_until(what, Instant::now() + Duration::from_secs(30), ok)
+    }
+
+    fn wait_until(&self, what: &str, deadline: Instant, ok: impl Fn(&Self) -> bool) -> Result<(), HarnessError> {
+        loop {
+            if ok(self) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let log = self.nodes.first().map(ValkeyServer::log).unwrap_or_default();
+                return Err(HarnessError::Start { reason: format!("cluster: waited in vain for {what}"), log });
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `ConnectionString` naming every node: `127.0.0.1:p1,127.0.0.1:p2,...`
+    /// (or `MICRODCS_VALKEY_CLUSTER`).
+    pub fn connection_string(&self) -> String {
+        match &self.external {
+            Some(seeds) => seeds.clone(),
+            None => self.nodes.iter().map(ValkeyServer::host_port).collect::<Vec<_>>().join(","),
+        }
+    }
+
+    /// The local nodes, primaries first as formed (roles change with
+    /// failovers; see [`ValkeyCluster::primary_of`]). Empty for an external
+    /// cluster.
+    pub fn nodes(&self) -> &[ValkeyServer] {
+        &self.nodes
+    }
+
+    /// Node `i`, to kill or restart it.
+    ///
+    /// # Panics
+    /// When there is no node `i`.
+    pub fn node_mut(&mut self, i: usize) -> &mut ValkeyServer {
+        &mut self.nodes[i]
+    }
+
+    /// How long starting and forming took.
+    pub fn formed_in(&self) -> Duration {
+        self.formed_in
+    }
+
+    /// The index of the node serving `slot` as a primary, as the running
+    /// nodes see it now.
+    pub fn primary_of(&self, slot: u16) -> Option<usize> {
+        self.nodes.iter().position(|node| {
+            node.is_running()
+                && info_field(node, &["INFO", "replication"], "role").as_deref() == Some("master")
+                && owns(node, slot)
+        })
+    }
+
+    /// The index of a running replica of node `primary`.
+    pub fn replica_of(&self, primary: usize) -> Option<usize> {
+        let id = command(&self.nodes[primary], &["CLUSTER", "MYID"]).ok()?;
+        self.nodes.iter().position(|node| {
+            node.is_running()
+                && info_field(node, &["INFO", "replication"], "role").as_deref() == Some("slave")
+                && command(node, &["CLUSTER", "NODES"]).is_ok_and(|nodes| {
+                    nodes.lines().any(|l| l.contains("myself") && l.split(' ').nth(3) == Some(id.as_str()))
+                })
+        })
+    }
+}
+
+/// Whether `node` itself serves `slot` (its `myself` line lists the slot).
+fn owns(node: &ValkeyServer, slot: u16) -> bool {
+    let Ok(nodes) = command(node, &["CLUSTER", "NODES"]) else { return false };
+    let Some(mine) = nodes.lines().find(|l| l.contains("myself")) else { return false };
+    mine.split(' ').skip(8).any(|range| {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+    })
+}
+
+/// One command on one node over a fresh connection; its reply as text.
+///
+/// # Errors
+/// The node is unreachable or refused the command.
+pub fn command(node: &ValkeyServer, args: &[&str]) -> Result<String, HarnessError> {
+    let run = || -> redis::RedisResult<String> {
+        let client = redis::Client::open(node.url())?;
+        let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
+        con.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        let v: redis::Value = cmd.query(&mut con)?;
+        Ok(match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            redis::Value::SimpleString(s) => s,
+            redis::Value::Okay => "OK".into(),
+            redis::Value::Int(i) => i.to_string(),
+            redis::Value::VerbatimString { text, .. } => text,
+            other => format!("{other:?}"),
+        })
+    };
+    run().map_err(|e| start_err(format!("{} on {}: {e}", args.join(" "), node.host_port())))
+}
+
+/// `field:value` of an `INFO`-style reply.
+fn info_field(node: &ValkeyServer, args: &[&str], field: &str) -> Option<String> {
+    let text = command(node, args).ok()?;
+    text.lines().find_map(|l| l.trim_end().strip_prefix(field)?.strip_prefix(':').map(str::to_owned))
+}

@@ -1,0 +1,180 @@
+//! The runtime on a Valkey Cluster of three primaries and three replicas:
+//! connecting by several endpoints (or one node), the island as one hash
+//! tag, every operation of the application and of maintenance, keyspace
+//! walks on the island's node, slots computed like the server's, and the
+//! prefix rules.
+//!
+//! One cluster serves the whole binary (about 2.5 s to form), so the
+//! scenarios run in one test, in order, each under its own prefix, and the
+//! cluster is killed when the test ends, also when it fails.
+
+use std::time::Duration;
+
+use microdcs_tests::fixtures::{JobResponse, Plant};
+use microdcs_tests::flows::{app_flow, maintenance_flow};
+use microdcs_valkey::config::Secret;
+use microdcs_valkey::redis::cluster_routing::Slot;
+use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
+use microdcs_valkey::{
+    ConnectError, Expect, MaintenanceOptions, MicroDcsConfig, Page, PutOutcome, Valkey, ValkeyConfig,
+};
+
+fn config(cluster: &ValkeyCluster, prefix: &str) -> ValkeyConfig {
+    ValkeyConfig {
+        connection_string: Secret::new(cluster.connection_string()),
+        key_prefix: prefix.to_owned(),
+        ..MicroDcsConfig::default().valkey
+    }
+}
+
+async fn connect(cluster: &ValkeyCluster, name: &str) -> Valkey {
+    let prefix = unique_island(name);
+    Valkey::connect(&config(cluster, prefix.as_str())).await.unwrap_or_else(|e| panic!("connect {name}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_on_a_cluster() {
+    let cluster = ValkeyCluster::start(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("cluster of 6 nodes formed in {:?}", cluster.formed_in());
+
+    everything_the_application_does(&cluster).await;
+    one_endpoint_finds_the_cluster(&cluster).await;
+    prefixes_without_one_tag_are_refused(&cluster).await;
+    slots_agree_with_the_server(&cluster).await;
+    walks_see_the_whole_island(&cluster).await;
+    islands_spread_over_primaries(&cluster).await;
+    pipelines_and_one_shot_commands(&cluster).await;
+}
+
+async fn everything_the_application_does(cluster: &ValkeyCluster) {
+    let valkey = connect(cluster, "cl-app").await;
+    assert!(valkey.is_cluster(), "several endpoints give a cluster connection");
+    app_flow(&valkey).await.unwrap_or_else(|e| panic!("the application flow on a cluster: {e}"));
+    maintenance_flow(&valkey).await.unwrap_or_else(|e| panic!("the maintenance flow on a cluster: {e}"));
+    let plant = Plant::open(valkey.clone());
+    let report = plant.store::<JobResponse>().verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "verify after the flows: {report:?}");
+    assert!(report.documents > 0, "verify walked the island's documents: {report:?}");
+}
+
+async fn one_endpoint_finds_the_cluster(cluster: &ValkeyCluster) {
+    // Any one node, a replica included: it reports cluster mode.
+    let replica = &cluster.nodes()[3];
+    let prefix = unique_island("cl-one");
+    let config = ValkeyConfig {
+        connection_string: Secret::new(replica.host_port()),
+        key_prefix: prefix.as_str().to_owned(),
+        ..MicroDcsConfig::default().valkey
+    };
+    let valkey = Valkey::connect(&config).await.unwrap();
+    assert!(valkey.is_cluster(), "one node in cluster mode gives a cluster connection");
+    let responses = Plant::open(valkey).store::<JobResponse>();
+    let r = JobResponse::new("r-1", "s1", "o-1", &["Queued"]);
+    assert!(matches!(responses.create(&r).await.unwrap(), PutOutcome::Written { version: 1 }));
+    assert_eq!(responses.get("r-1").await.unwrap().unwrap().doc, r);
+}
+
+async fn prefixes_without_one_tag_are_refused(cluster: &ValkeyCluster) {
+    let plain = unique_prefix("cl-plain");
+    match Valkey::connect(&config(cluster, plain.as_str())).await {
+        Err(ConnectError::Config(e)) => {
+            let text = e.to_string();
+            assert!(text.contains("KeyPrefix") && text.contains("hash tag"), "{text}");
+            assert!(text.contains(&format!("{{{plain}}}")), "the fix is named: {text}");
+        }
+        other => panic!("an untagged prefix on a cluster must be refused, got {other:?}"),
+    }
+    // Braces other than one tag are refused before any connection.
+    for bad in ["{a}{b}", "a}b", "{}x"] {
+        assert!(matches!(Valkey::connect(&config(cluster, bad)).await, Err(ConnectError::Config(_))), "{bad}");
+    }
+    // A database other than 0 does not exist on a cluster.
+    let mut with_db = config(cluster, unique_island("cl-db").as_str());
+    with_db.connection_string = Secret::new(format!("{},defaultDatabase=2", cluster.connection_string()));
+    match Valkey::connect(&with_db).await {
+        Err(ConnectError::Config(e)) => assert!(e.to_string().contains("database 0"), "{e}"),
+        other => panic!("defaultDatabase=2 on a cluster must be refused, got {other:?}"),
+    }
+}
+
+async fn slots_agree_with_the_server(cluster: &ValkeyCluster) {
+    let node = &cluster.nodes()[0];
+    let valkey = connect(cluster, "cl-slot").await;
+    let prefix = valkey.prefix().clone();
+    let responses = Plant::open(valkey).store::<JobResponse>();
+    let keys = [
+        "foo".to_owned(),
+        "{s1}:x".to_owned(),
+        "a{s1}b{c}".to_owned(),
+        "{}s1".to_owned(),
+        "{island-7}:scopes".to_owned(),
+        responses.key("r-1").unwrap(),
+        format!("{}:jobresponse:byorder:o-1", prefix.as_str()),
+    ];
+    for key in &keys {
+        let server: u16 = command(node, &["CLUSTER", "KEYSLOT", key]).unwrap().parse().unwrap();
+        assert_eq!(microdcs_valkey::schema::slot::key_slot(key.as_bytes()), server, "{key}");
+        assert_eq!(Slot::for_key(key.as_bytes()), Slot::new(server).unwrap(), "{key}");
+    }
+    assert_eq!(prefix.slot(), Some(microdcs_valkey::schema::slot::key_slot(keys[5].as_bytes())));
+}
+
+async fn walks_see_the_whole_island(cluster: &ValkeyCluster) {
+    let valkey = connect(cluster, "cl-walk").await;
+    let responses = Plant::open(valkey.clone()).store::<JobResponse>();
+    let docs: Vec<JobResponse> =
+        (0..120).map(|i| JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["Queued"])).collect();
+    for out in responses.put_many(&docs, Expect::Create).await {
+        assert!(matches!(out.unwrap(), PutOutcome::Written { .. }));
+    }
+    // SCAN is per node: a walk that hit a random node would see a third.
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = responses.scan(cursor, 50).await.unwrap();
+        seen.extend(page.documents.into_iter().map(|s| s.doc.id));
+        match page.next {
+            Some(next) => cursor = next,
+            None => break,
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 120, "the walk saw every document of the island");
+    let ids: Vec<String> = (0..120).map(|i| format!("r-{i}")).collect();
+    let got = responses.get_many(&ids).await.unwrap();
+    assert!(got.iter().all(Option::is_some), "get_many found every document");
+    let listed = responses.list("s1", Page::first(200)).await.unwrap();
+    assert_eq!(listed.ids.len(), 120);
+}
+
+async fn islands_spread_over_primaries(cluster: &ValkeyCluster) {
+    // Islands with different tags land on different primaries; each works.
+    let mut owners = std::collections::BTreeSet::new();
+    for i in 0..12 {
+        let prefix = unique_island(&format!("cl-spread-{i}"));
+        let slot = prefix.slot().unwrap();
+        owners.insert(cluster.primary_of(slot).expect("every slot has a primary"));
+        if i < 3 {
+            let valkey = Valkey::connect(&config(cluster, prefix.as_str())).await.unwrap();
+            let responses = Plant::open(valkey).store::<JobResponse>();
+            let r = JobResponse::new("r-1", "s1", "o-1", &["Queued"]);
+            assert!(matches!(responses.create(&r).await.unwrap(), PutOutcome::Written { version: 1 }));
+            assert!(responses.find(JobResponse::by_order("o-1")).await.unwrap().is_some());
+        }
+    }
+    assert!(owners.len() >= 2, "12 islands all on one primary: {owners:?}");
+}
+
+async fn pipelines_and_one_shot_commands(cluster: &ValkeyCluster) {
+    let valkey = connect(cluster, "cl-once").await;
+    let plant = Plant::open(valkey.clone());
+    let seq = Plant::pubseq(&plant, "s1").unwrap();
+    for want in 1..=20 {
+        assert_eq!(seq.increment(1).await.unwrap(), want, "each increment counted once");
+    }
+    let health = valkey.health().await;
+    assert!(health.is_healthy(), "{health:?}");
+    let rtt = valkey.ping().await.unwrap();
+    assert!(rtt < Duration::from_secs(5));
+}
