@@ -166,6 +166,7 @@ where
 {
     let opts = valkey.write_options();
     let timeout = valkey.response_timeout();
+    let healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(valkey.connection())).await {
@@ -180,10 +181,10 @@ where
                 tokio::time::sleep(opts.retry_delay).await;
             }
             // A cluster still healing (a failover, a slot on the move) after
-            // the cluster client's own resends: the call did not run.
-            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
+            // the cluster client's own resends: the call did not run, so it
+            // is sent again for as long as the call's bound allows.
+            Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
-                attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) => return Err(Failure::Failed(e)),
@@ -254,16 +255,43 @@ where
     Fut: Future<Output = RedisResult<T>>,
 {
     let opts = valkey.write_options();
-    let mut attempt = 1;
+    let healing = Healing::start(valkey);
     loop {
         match bounded(valkey.response_timeout(), run(valkey.once_connection())).await {
-            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
-                tracing::debug!(attempt, error = %e, "refused by a cluster in change; sending it again");
-                attempt += 1;
+            Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
+                tracing::debug!(error = %e, "refused by a cluster in change; sending it again");
                 tokio::time::sleep(opts.retry_delay).await;
             }
             other => return other,
         }
+    }
+}
+
+/// The time a call may spend waiting for a cluster to heal: the bound of
+/// the write rule, `attempts x (response timeout + retry delay)`, from the
+/// call's start. A failover takes a cluster's node timeout and more
+/// (about 1.5 s at 1 s) to promote a replica; until then every answer is
+/// a redirect to the dead node, each proving the call did not run.
+struct Healing {
+    deadline: tokio::time::Instant,
+    /// The longest one more try may wait for its answer.
+    per_try: std::time::Duration,
+}
+
+impl Healing {
+    fn start(valkey: &Valkey) -> Self {
+        let opts = valkey.write_options();
+        let per = valkey.response_timeout().saturating_add(opts.retry_delay);
+        Healing {
+            deadline: tokio::time::Instant::now() + per.saturating_mul(opts.attempts.max(1)),
+            per_try: valkey.response_timeout(),
+        }
+    }
+
+    /// Whether a pause of `delay` and another try, waiting its whole
+    /// response timeout, still end within the bound.
+    fn allows(&self, delay: std::time::Duration) -> bool {
+        tokio::time::Instant::now() + delay + self.per_try <= self.deadline
     }
 }
 
@@ -283,6 +311,7 @@ where
 {
     let opts = valkey.write_options();
     let timeout = valkey.response_timeout();
+    let healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(valkey.connection())).await {
@@ -296,9 +325,8 @@ where
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
-            Err(e) if did_not_run(&e) && attempt < opts.attempts => {
+            Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
-                attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) => return Err(Failure::Failed(e)),

@@ -151,7 +151,8 @@ fn each_validation_error_names_the_setting() {
     one(&[("Valkey__KeyPrefix", "a:")], "MicroDcs:Valkey:KeyPrefix", "ends with `:`");
     one(&[("Valkey__KeyPrefix", "a*b")], "MicroDcs:Valkey:KeyPrefix", "contains `*`");
     one(&[("Valkey__KeyPrefix", "")], "MicroDcs:Valkey:KeyPrefix", "empty");
-    one(&[("Valkey__ConnectionString", "a:1,b:2")], "MicroDcs:Valkey:ConnectionString", "more than one endpoint");
+    one(&[("Valkey__ConnectionString", "a:1,b:2,a:1")], "MicroDcs:Valkey:ConnectionString", "named twice");
+    one(&[("Valkey__KeyPrefix", "{a}{b}")], "MicroDcs:Valkey:KeyPrefix", "one non-empty hash tag");
     one(&[("Valkey__ConnectionString", "h:notaport")], "MicroDcs:Valkey:ConnectionString", "port");
     one(&[("Valkey__ConnectionString", "h:1,frobnicate=1")], "MicroDcs:Valkey:ConnectionString", "unknown option");
     one(&[("Valkey__TlsCaFile", "/no/such/ca.pem")], "MicroDcs:Valkey:TlsCaFile", "does not exist");

@@ -196,6 +196,12 @@ impl ValkeyCluster {
         })
     }
 
+    /// Whether node `i` runs and is a primary now.
+    pub fn is_primary(&self, i: usize) -> bool {
+        let node = &self.nodes[i];
+        node.is_running() && info_field(node, &["INFO", "replication"], "role").as_deref() == Some("master")
+    }
+
     /// The index of a running replica of node `primary`.
     pub fn replica_of(&self, primary: usize) -> Option<usize> {
         let id = command(&self.nodes[primary], &["CLUSTER", "MYID"]).ok()?;
@@ -207,6 +213,89 @@ impl ValkeyCluster {
                 })
         })
     }
+}
+
+impl ValkeyCluster {
+    /// The cluster node id of node `i`.
+    ///
+    /// # Errors
+    /// The node does not answer.
+    pub fn node_id(&self, i: usize) -> Result<String, HarnessError> {
+        command(&self.nodes[i], &["CLUSTER", "MYID"])
+    }
+
+    /// A manual failover: replica `i` takes over from its primary
+    /// (`CLUSTER FAILOVER`), and this waits until it is a primary.
+    ///
+    /// # Errors
+    /// Refused, or not a primary within 10 s.
+    pub fn failover(&self, i: usize) -> Result<(), HarnessError> {
+        command(&self.nodes[i], &["CLUSTER", "FAILOVER"])?;
+        self.wait_until("the manual failover", Instant::now() + Duration::from_secs(10), |c| {
+            info_field(&c.nodes[i], &["INFO", "replication"], "role").as_deref() == Some("master")
+        })
+    }
+
+    /// Moves `slot` to primary `to` with Valkey 9's atomic slot migration
+    /// (`CLUSTER MIGRATESLOTS`), waiting until `to` serves it.
+    ///
+    /// # Errors
+    /// Refused, or not moved within 20 s.
+    pub fn migrate_slot(&self, slot: u16, to: usize) -> Result<(), HarnessError> {
+        let from = self.primary_of(slot).ok_or_else(|| start_err(format!("no primary serves slot {slot}")))?;
+        let target = self.node_id(to)?;
+        let s = slot.to_string();
+        command(&self.nodes[from], &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &s, &s, "NODE", &target])?;
+        self.wait_until("the slot migration", Instant::now() + Duration::from_secs(20), |c| {
+            owns(&c.nodes[to], slot) && !owns(&c.nodes[from], slot)
+        })
+    }
+
+    /// Moves `slot` to primary `to` the way clusters before Valkey 9 do:
+    /// `SETSLOT IMPORTING/MIGRATING`, then `MIGRATE` of its keys in batches
+    /// of `batch` with `pause` between them (clients meanwhile get `ASK`
+    /// and `TRYAGAIN`), then `SETSLOT NODE` on every primary.
+    ///
+    /// # Errors
+    /// A refused step.
+    pub fn migrate_slot_legacy(&self, slot: u16, to: usize, batch: usize, pause: Duration) -> Result<(), HarnessError> {
+        let from = self.primary_of(slot).ok_or_else(|| start_err(format!("no primary serves slot {slot}")))?;
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let (src_id, dst_id) = (self.node_id(from)?, self.node_id(to)?);
+        let s = slot.to_string();
+        command(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id])?;
+        command(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id])?;
+        let port = dst.port().to_string();
+        loop {
+            let keys = keys_in_slot(src, slot, batch)?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().map(String::as_str));
+            command(src, &args)?;
+            std::thread::sleep(pause);
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.is_running() && info_field(node, &["INFO", "replication"], "role").as_deref() == Some("master") {
+                command(node, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id])
+                    .map_err(|e| start_err(format!("SETSLOT NODE on node {i}: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Up to `count` keys of `slot` on `node`.
+fn keys_in_slot(node: &ValkeyServer, slot: u16, count: usize) -> Result<Vec<String>, HarnessError> {
+    let client = redis::Client::open(node.url()).map_err(|e| start_err(e.to_string()))?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| start_err(e.to_string()))?;
+    redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(count)
+        .query(&mut con)
+        .map_err(|e| start_err(format!("CLUSTER GETKEYSINSLOT: {e}")))
 }
 
 /// Whether `node` itself serves `slot` (its `myself` line lists the slot).

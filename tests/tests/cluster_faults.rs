@@ -1,0 +1,222 @@
+//! The runtime through cluster faults, on three primaries and three
+//! replicas: a manual failover, `kill -9` of a primary, an atomic slot
+//! migration and a legacy one (`ASK`, `TRYAGAIN`) of the island's slot, all
+//! while writers run, and the poller's nudges across a failover.
+//!
+//! Each fault runs writers that put their own documents with fresh
+//! operation ids and record every outcome. Afterwards: no call ended with
+//! an untyped error or outlived its bound, no write was applied twice (a
+//! document's version never exceeds the writes that may have applied), no
+//! acknowledged write is missing unless a primary died before its replica
+//! had it (counted and printed; the figures are what this machine
+//! measured), and `verify` is clean.
+//!
+//! One cluster serves the binary; the faults run in order in one test and
+//! the cluster is killed when it ends, also when it fails.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use microdcs_tests::change_channel;
+use microdcs_tests::fixtures::{JobResponse, Plant};
+use microdcs_valkey::config::Secret;
+use microdcs_valkey::testing::{ValkeyCluster, unique_island};
+use microdcs_valkey::{
+    Changes, Error, Expect, MaintenanceOptions, MicroDcsConfig, Poller, PutOutcome, Valkey, ValkeyConfig,
+};
+
+const WRITERS: usize = 4;
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+const ATTEMPTS: u32 = 4;
+const RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// The longest a write may take: every attempt its response timeout and
+/// retry delay, plus scheduling slack on a shared 2-core machine.
+fn bound() -> Duration {
+    (RESPONSE_TIMEOUT + RETRY_DELAY) * ATTEMPTS + Duration::from_secs(2)
+}
+
+async fn connect(cluster: &ValkeyCluster, name: &str) -> Valkey {
+    let config = ValkeyConfig {
+        connection_string: Secret::new(cluster.connection_string()),
+        key_prefix: unique_island(name).as_str().to_owned(),
+        response_timeout: RESPONSE_TIMEOUT,
+        write_attempts: ATTEMPTS,
+        write_retry_delay: RETRY_DELAY,
+        ..MicroDcsConfig::default().valkey
+    };
+    Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect {name}: {e}"))
+}
+
+/// What one writer saw.
+#[derive(Default, Debug)]
+struct Tally {
+    /// Calls made.
+    calls: u64,
+    /// `Written`: acknowledged.
+    acked: u64,
+    /// The highest acknowledged version.
+    last_acked: u64,
+    /// `UnknownOutcome`: may or may not have applied.
+    unknown: u64,
+    /// Any other error (each printed).
+    other: Vec<String>,
+    /// The longest call.
+    longest: Duration,
+}
+
+/// Writer `w` puts document `r-w` with fresh op ids until `stop`.
+async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
+    let responses = Plant::open(valkey).store::<JobResponse>();
+    let mut tally = Tally::default();
+    let id = format!("r-{w}");
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let doc = JobResponse::new(&id, "s1", &format!("o-{w}"), &[&format!("Step{n}")]);
+        let started = Instant::now();
+        let out = responses.put(&doc, Expect::Any).op(format!("w{w}-{n}")).await;
+        tally.longest = tally.longest.max(started.elapsed());
+        tally.calls += 1;
+        match out {
+            Ok(PutOutcome::Written { version }) => {
+                tally.acked += 1;
+                tally.last_acked = tally.last_acked.max(version);
+            }
+            Ok(other) => tally.other.push(format!("unexpected outcome {other:?}")),
+            Err(Error::UnknownOutcome { .. }) => tally.unknown += 1,
+            Err(e) => tally.other.push(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tally
+}
+
+/// Runs the writers around `fault` (given the cluster, returns a label and
+/// whether a primary died, so acknowledged writes may be lost), then checks.
+async fn under_fault<F>(cluster: &mut ValkeyCluster, name: &str, fault: F)
+where
+    F: FnOnce(&mut ValkeyCluster, u16) -> bool,
+{
+    let valkey = connect(cluster, name).await;
+    let slot = valkey.prefix().slot().expect("a tagged prefix");
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..WRITERS).map(|w| tokio::spawn(writer(valkey.clone(), w, stop.clone()))).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let primary_died = tokio::task::block_in_place(|| fault(cluster, slot));
+    let fault_took = started.elapsed();
+    // Writers go on until the cluster has served them for a while again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut tallies = Vec::new();
+    for t in tasks {
+        tallies.push(t.await.unwrap());
+    }
+    let responses = Plant::open(valkey.clone()).store::<JobResponse>();
+    let (mut calls, mut acked, mut unknown, mut lost, mut longest) = (0, 0, 0, 0, Duration::ZERO);
+    for (w, t) in tallies.iter().enumerate() {
+        assert!(t.other.is_empty(), "{name}: writer {w} got errors other than an unknown outcome: {:?}", t.other);
+        assert!(t.longest <= bound(), "{name}: writer {w} waited {:?}, over the bound {:?}", t.longest, bound());
+        let stored = responses.get(&format!("r-{w}")).await.unwrap().expect("written before the fault");
+        // Every applied write adds one version: more than the calls that
+        // may have applied would be a write applied twice.
+        assert!(stored.version <= t.acked + t.unknown, "{name}: writer {w} doubled a write: {t:?}, {stored:?}");
+        if stored.version < t.last_acked {
+            assert!(primary_died, "{name}: writer {w} lost acknowledged writes without a dead primary: {t:?}");
+            lost += t.last_acked - stored.version;
+        }
+        calls += t.calls;
+        acked += t.acked;
+        unknown += t.unknown;
+        longest = longest.max(t.longest);
+    }
+    assert!(acked > 0, "{name}: the writers made progress");
+    let report = responses.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{name}: verify after the fault: {report:?}");
+    println!(
+        "{name}: fault took {fault_took:?}; {calls} calls, {acked} acknowledged, {unknown} unknown outcomes, \
+         {lost} acknowledged but lost with the dead primary, longest call {longest:?}; verify clean"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_survives_cluster_faults() {
+    let mut cluster = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    println!("cluster of 6 nodes formed in {:?}", cluster.formed_in());
+
+    under_fault(&mut cluster, "manual-failover", |c, slot| {
+        let primary = c.primary_of(slot).expect("the island has a primary");
+        let replica = c.replica_of(primary).expect("and a replica");
+        c.failover(replica).unwrap_or_else(|e| panic!("{e}"));
+        false
+    })
+    .await;
+
+    under_fault(&mut cluster, "kill-9-primary", |c, slot| {
+        let primary = c.primary_of(slot).expect("the island has a primary");
+        let replica = c.replica_of(primary).expect("and a replica");
+        c.node_mut(primary).kill();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while c.primary_of(slot) != Some(replica) {
+            assert!(Instant::now() < deadline, "the replica was not promoted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Back as a replica of the new primary, for the next faults.
+        c.node_mut(primary).restart().unwrap_or_else(|e| panic!("{e}"));
+        true
+    })
+    .await;
+    cluster.wait_healthy(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+
+    under_fault(&mut cluster, "atomic-slot-migration", |c, slot| {
+        let from = c.primary_of(slot).expect("the island has a primary");
+        let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
+        c.migrate_slot(slot, to).unwrap_or_else(|e| panic!("{e}"));
+        false
+    })
+    .await;
+
+    under_fault(&mut cluster, "legacy-slot-migration", |c, slot| {
+        let from = c.primary_of(slot).expect("the island has a primary");
+        let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
+        c.migrate_slot_legacy(slot, to, 3, Duration::from_millis(100)).unwrap_or_else(|e| panic!("{e}"));
+        false
+    })
+    .await;
+
+    nudges_across_a_failover(&mut cluster).await;
+}
+
+async fn nudges_across_a_failover(cluster: &mut ValkeyCluster) {
+    let valkey = connect(cluster, "nudges").await;
+    let slot = valkey.prefix().slot().unwrap();
+    let responses = Plant::open(valkey.clone()).store::<JobResponse>();
+    let (handler, mut rx) = change_channel::<JobResponse>();
+    let poller = Poller::new(valkey.clone(), "cluster-faults")
+        .consumer(Changes::new(responses.clone(), "cluster-faults", handler).fetching())
+        .start()
+        .await
+        .unwrap();
+    let _ = responses.create(&JobResponse::new("n-1", "s1", "o-1", &["Queued"])).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(first, Ok(Some(_))), "a change before the failover");
+    tokio::task::block_in_place(|| {
+        let primary = cluster.primary_of(slot).unwrap();
+        let replica = cluster.replica_of(primary).unwrap();
+        cluster.failover(replica).unwrap_or_else(|e| panic!("{e}"));
+    });
+    let started = Instant::now();
+    let _ = responses.create(&JobResponse::new("n-2", "s1", "o-2", &["Queued"])).await.unwrap();
+    loop {
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        match got {
+            Ok(Some(change)) if change.id == "n-2" => break,
+            Ok(Some(_)) => continue,
+            other => panic!("the change after the failover never came: {other:?}"),
+        }
+    }
+    println!("nudges: a change after a failover reached the consumer in {:?}", started.elapsed());
+    poller.shutdown().await;
+}
