@@ -31,7 +31,11 @@ async fn run() -> Res<()> {
         config.set("Valkey:ConnectionString", &server.host_port())?;
         Some(server)
     };
-    config.set("Valkey:KeyPrefix", "miroir")?;
+    // The program's own prefix, unless one is configured (on a cluster it
+    // must be one hash tag, such as `{miroir}`).
+    if std::env::var_os("APP_MicroDcs__Valkey__KeyPrefix").is_none() {
+        config.set("Valkey:KeyPrefix", "miroir")?;
+    }
     let valkey = Valkey::connect(&config.valkey).await?;
     let store = TaskStore::new(valkey.clone())?;
     let ks = Miroir::open(valkey.clone());

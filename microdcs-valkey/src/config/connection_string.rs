@@ -142,6 +142,13 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                             redis:// URL, not `user:password@host`"
                     .into());
             }
+            // After a password, a bare part may be a piece of it (a `,` in
+            // the password splits it): never taken as an endpoint, never quoted.
+            if after_password {
+                return Err("an endpoint after `password=`: name every endpoint first, and escape a `,` in a \
+                            password (or use a URL)"
+                    .into());
+            }
             endpoints += 1;
             let (host, port) = split_host_port(part)?;
             if endpoints == 1 {
@@ -236,6 +243,8 @@ mod tests {
         assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));
         assert_eq!(ep.password.as_ref().map(Secret::expose), Some("p@ss"));
         let ep = parse_connection_string("a:1, b:2,[::1]:3,password=p").unwrap();
+        let e = parse_connection_string("a:1,password=p,b:2").unwrap_err();
+        assert!(e.contains("endpoint after `password=`") && !e.contains("b:2"), "{e}");
         assert_eq!((ep.host.as_str(), ep.port), ("a", 1));
         assert_eq!(ep.seeds, [("b".to_owned(), 2), ("::1".to_owned(), 3)]);
         assert!(parse_connection_string("a:1,b:2,a:1").unwrap_err().contains("`a:1` is named twice"));

@@ -1,0 +1,165 @@
+//! The store on a Valkey Cluster against one server, in the same run:
+//! p50/p99 of put, get and step from one caller, and write throughput of
+//! islands spread over 1, 2 and 3 primaries. Prints tables with ratios
+//! against the standalone baseline; asserts nothing about time.
+//!
+//! `cargo bench -p microdcs-tests --bench cluster` (`-- --quick` for a
+//! short run).
+
+use std::time::{Duration, Instant};
+
+use microdcs_tests::fixtures::{JobResponse, Plant, SfcState};
+use microdcs_valkey::config::Secret;
+use microdcs_valkey::testing::{ValkeyCluster, ValkeyServer, unique_island};
+use microdcs_valkey::{Effects, Expect, MicroDcsConfig, Valkey, ValkeyConfig, WorkEntry};
+
+async fn connect(connection_string: String, name: &str) -> Valkey {
+    let config = ValkeyConfig {
+        connection_string: Secret::new(connection_string),
+        key_prefix: unique_island(name).as_str().to_owned(),
+        ..MicroDcsConfig::default().valkey
+    };
+    Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+/// p50 and p99 in microseconds of `n` calls of put, get and step.
+async fn latencies(valkey: &Valkey, n: usize) -> [(f64, f64); 3] {
+    let plant = Plant::open(valkey.clone());
+    let responses = plant.store::<JobResponse>();
+    let states = plant.store::<SfcState>();
+    let mut put = Vec::with_capacity(n);
+    let mut get = Vec::with_capacity(n);
+    let mut step = Vec::with_capacity(n);
+    let effects = Effects::new().work(WorkEntry::new().field("step", "mix"));
+    for i in 0..n {
+        let doc = JobResponse::new(&format!("r-{}", i % 50), "s1", &format!("o-{}", i % 50), &["Queued"]);
+        let t = Instant::now();
+        responses.put(&doc, Expect::Any).await.unwrap();
+        put.push(t.elapsed());
+        let t = Instant::now();
+        let _ = responses.get(&doc.id).await.unwrap();
+        get.push(t.elapsed());
+        let job = SfcState {
+            job_id: format!("j-{i}"),
+            scope: "s1".into(),
+            step: "mix".into(),
+            deadline: None,
+            running: true,
+            wait_type: None,
+            wait_start: None,
+        };
+        let t = Instant::now();
+        let _ = states.step(None, &job, &effects).await.unwrap();
+        step.push(t.elapsed());
+    }
+    let mut out = [(0.0, 0.0); 3];
+    for (slot, mut v) in [put, get, step].into_iter().enumerate() {
+        v.sort();
+        out[slot] = (percentile(&v, 0.5), percentile(&v, 0.99));
+    }
+    out
+}
+
+/// Writes per second of `islands` islands, one writer task each, for `per`
+/// puts per writer.
+async fn throughput(islands: &[Valkey], per: usize) -> f64 {
+    let started = Instant::now();
+    let tasks: Vec<_> = islands
+        .iter()
+        .cloned()
+        .map(|valkey| {
+            tokio::spawn(async move {
+                let responses = Plant::open(valkey).store::<JobResponse>();
+                for i in 0..per {
+                    let doc = JobResponse::new(&format!("r-{}", i % 20), "s1", &format!("o-{}", i % 20), &["Queued"]);
+                    responses.put(&doc, Expect::Any).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (islands.len() * per) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Islands whose tags land on the first `primaries` primaries, `per_primary` each.
+async fn islands_on(cluster: &ValkeyCluster, primaries: usize, per_primary: usize) -> Vec<Valkey> {
+    let mut out = Vec::new();
+    let mut count = vec![0; primaries];
+    let mut n = 0;
+    while count.iter().any(|&c| c < per_primary) {
+        n += 1;
+        let valkey = connect(cluster.connection_string(), &format!("tp-{n}")).await;
+        let owner = cluster.primary_of(valkey.prefix().slot().unwrap()).unwrap();
+        if owner < primaries && count[owner] < per_primary {
+            count[owner] += 1;
+            out.push(valkey);
+        }
+    }
+    out
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n = if quick { 300 } else { 3000 };
+    let per = if quick { 300 } else { 2000 };
+
+    let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+    let started = Instant::now();
+    let single_node = ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
+    let one_node_formed = started.elapsed();
+    let cluster = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "cluster forming: 1 node {:.2} s, 3 primaries + 3 replicas {:.2} s",
+        one_node_formed.as_secs_f64(),
+        cluster.formed_in().as_secs_f64()
+    );
+
+    let standalone = connect(server.host_port(), "lat-standalone").await;
+    let one = connect(single_node.connection_string(), "lat-one").await;
+    let six = connect(cluster.connection_string(), "lat-six").await;
+    // Warm up each (script loads, connections).
+    for v in [&standalone, &one, &six] {
+        latencies(v, 20).await;
+    }
+    let base = latencies(&standalone, n).await;
+    let on_one = latencies(&one, n).await;
+    let on_six = latencies(&six, n).await;
+    println!("\n## Latency, 1 caller, {n} operations each (microseconds, ratio of p50 to standalone)\n");
+    println!("| operation | standalone p50 / p99 | 1-node cluster p50 / p99 | ratio | 3+3 cluster p50 / p99 | ratio |");
+    println!("|---|---|---|---|---|---|");
+    for (i, name) in ["put", "get", "step"].iter().enumerate() {
+        println!(
+            "| {name} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2}x | {:.0} / {:.0} | {:.2}x |",
+            base[i].0,
+            base[i].1,
+            on_one[i].0,
+            on_one[i].1,
+            on_one[i].0 / base[i].0,
+            on_six[i].0,
+            on_six[i].1,
+            on_six[i].0 / base[i].0
+        );
+    }
+
+    println!("\n## Throughput, 4 islands, one writer each, {per} puts per writer (writes per second)\n");
+    println!("| islands on | writes/s | ratio to 1 primary |");
+    println!("|---|---|---|");
+    let mut first = 0.0;
+    for primaries in 1..=3 {
+        let islands = islands_on(&cluster, primaries, 4usize.div_ceil(primaries)).await;
+        let islands = &islands[..4.min(islands.len())];
+        let rate = throughput(islands, per).await;
+        if primaries == 1 {
+            first = rate;
+        }
+        println!("| {primaries} primaries | {rate:.0} | {:.2}x |", rate / first);
+    }
+}
