@@ -46,7 +46,8 @@ struct Inner {
 /// One entry of [`Inner::derived`]: the script it was derived for and the value.
 type Derived = (&'static [&'static str], Arc<dyn std::any::Any + Send + Sync>);
 
-/// A connection to one Valkey (one island): the multiplexed, reconnecting
+/// A connection to one island, on one Valkey server or on a Valkey Cluster
+/// (where every key of the island shares the prefix's slot): the multiplexed, reconnecting
 /// connection, the key prefix, write options and counters. Cheap to clone.
 #[derive(Clone)]
 pub struct Valkey {

@@ -27,23 +27,20 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-/// p50 and p99 in microseconds of `n` calls of put, get and step.
-async fn latencies(valkey: &Valkey, n: usize) -> [(f64, f64); 3] {
+/// Samples of `n` calls each of put, get and step, added to `into`.
+async fn sample(valkey: &Valkey, n: usize, into: &mut [Vec<Duration>; 3]) {
     let plant = Plant::open(valkey.clone());
     let responses = plant.store::<JobResponse>();
     let states = plant.store::<SfcState>();
-    let mut put = Vec::with_capacity(n);
-    let mut get = Vec::with_capacity(n);
-    let mut step = Vec::with_capacity(n);
     let effects = Effects::new().work(WorkEntry::new().field("step", "mix"));
     for i in 0..n {
         let doc = JobResponse::new(&format!("r-{}", i % 50), "s1", &format!("o-{}", i % 50), &["Queued"]);
         let t = Instant::now();
-        responses.put(&doc, Expect::Any).await.unwrap();
-        put.push(t.elapsed());
+        let _ = responses.put(&doc, Expect::Any).await.unwrap();
+        into[0].push(t.elapsed());
         let t = Instant::now();
         let _ = responses.get(&doc.id).await.unwrap();
-        get.push(t.elapsed());
+        into[1].push(t.elapsed());
         let job = SfcState {
             job_id: format!("j-{i}"),
             scope: "s1".into(),
@@ -55,12 +52,16 @@ async fn latencies(valkey: &Valkey, n: usize) -> [(f64, f64); 3] {
         };
         let t = Instant::now();
         let _ = states.step(None, &job, &effects).await.unwrap();
-        step.push(t.elapsed());
+        into[2].push(t.elapsed());
     }
+}
+
+/// p50 and p99 in microseconds of each operation's samples.
+fn summary(samples: &mut [Vec<Duration>; 3]) -> [(f64, f64); 3] {
     let mut out = [(0.0, 0.0); 3];
-    for (slot, mut v) in [put, get, step].into_iter().enumerate() {
+    for (slot, v) in samples.iter_mut().enumerate() {
         v.sort();
-        out[slot] = (percentile(&v, 0.5), percentile(&v, 0.99));
+        out[slot] = (percentile(v, 0.5), percentile(v, 0.99));
     }
     out
 }
@@ -77,7 +78,7 @@ async fn throughput(islands: &[Valkey], per: usize) -> f64 {
                 let responses = Plant::open(valkey).store::<JobResponse>();
                 for i in 0..per {
                     let doc = JobResponse::new(&format!("r-{}", i % 20), "s1", &format!("o-{}", i % 20), &["Queued"]);
-                    responses.put(&doc, Expect::Any).await.unwrap();
+                    let _ = responses.put(&doc, Expect::Any).await.unwrap();
                 }
             })
         })
@@ -125,13 +126,22 @@ async fn main() {
     let standalone = connect(server.host_port(), "lat-standalone").await;
     let one = connect(single_node.connection_string(), "lat-one").await;
     let six = connect(cluster.connection_string(), "lat-six").await;
-    // Warm up each (script loads, connections).
-    for v in [&standalone, &one, &six] {
-        latencies(v, 20).await;
+    // Warm up each (script loads, connections), then interleave rounds so
+    // drift on a shared machine reaches every setup alike.
+    let setups = [&standalone, &one, &six];
+    let mut samples: [[Vec<Duration>; 3]; 3] = Default::default();
+    let mut warm: [Vec<Duration>; 3] = Default::default();
+    for v in setups {
+        sample(v, 20, &mut warm).await;
     }
-    let base = latencies(&standalone, n).await;
-    let on_one = latencies(&one, n).await;
-    let on_six = latencies(&six, n).await;
+    const ROUNDS: usize = 10;
+    for _ in 0..ROUNDS {
+        for (i, v) in setups.iter().enumerate() {
+            sample(v, n / ROUNDS, &mut samples[i]).await;
+        }
+    }
+    let [mut a, mut b, mut c] = samples;
+    let (base, on_one, on_six) = (summary(&mut a), summary(&mut b), summary(&mut c));
     println!("\n## Latency, 1 caller, {n} operations each (microseconds, ratio of p50 to standalone)\n");
     println!("| operation | standalone p50 / p99 | 1-node cluster p50 / p99 | ratio | 3+3 cluster p50 / p99 | ratio |");
     println!("|---|---|---|---|---|---|");

@@ -16,7 +16,7 @@ use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::cluster_routing::Slot;
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
 use microdcs_valkey::{
-    ConnectError, Expect, MaintenanceOptions, MicroDcsConfig, Page, PutOutcome, Valkey, ValkeyConfig,
+    ConnectError, Expect, Inspector, MaintenanceOptions, MicroDcsConfig, Page, PutOutcome, Valkey, ValkeyConfig,
 };
 
 fn config(cluster: &ValkeyCluster, prefix: &str) -> ValkeyConfig {
@@ -34,6 +34,12 @@ async fn connect(cluster: &ValkeyCluster, name: &str) -> Valkey {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_on_a_cluster() {
+    // One node holding every slot already refuses a script whose keys
+    // span slots: the cheapest proof that every generated call stays in one.
+    let single = ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
+    everything_the_application_does(&single).await;
+    drop(single);
+
     let cluster = ValkeyCluster::start(3, 1).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("cluster of 6 nodes formed in {:?}", cluster.formed_in());
 
@@ -55,6 +61,14 @@ async fn everything_the_application_does(cluster: &ValkeyCluster) {
     let report = plant.store::<JobResponse>().verify(&MaintenanceOptions::default()).await.unwrap();
     assert!(report.is_clean(), "verify after the flows: {report:?}");
     assert!(report.documents > 0, "verify walked the island's documents: {report:?}");
+    // The inspector reads through the same connection.
+    let inspector = Inspector::new(&plant);
+    let page = inspector.ids("jobresponse", "s1", 0, 100).await.unwrap();
+    assert!(page.ids.contains(&"r-1".to_owned()), "{page:?}");
+    let view = inspector.document("jobresponse", "r-1").await.unwrap().expect("r-1 is stored");
+    assert!(view.version.is_some(), "{view:?}");
+    let changes = inspector.changes("jobresponse", "s1").await.unwrap();
+    assert!(changes.length > 0, "{changes:?}");
 }
 
 async fn one_endpoint_finds_the_cluster(cluster: &ValkeyCluster) {

@@ -90,6 +90,9 @@ pub mod defaults {
 pub struct ValkeyConfig {
     /// `host:port`, a `redis://`/`rediss://`/`valkey://`/`valkeys://` URL,
     /// or a StackExchange.Redis string (`host:port,user=u,password=p,ssl=true`).
+    /// Several `host:port` endpoints (named before any option) are nodes of
+    /// one Valkey Cluster; one endpoint that is a cluster node is a cluster
+    /// too, and then `KeyPrefix` must be one hash tag (`{island-7}`).
     /// May contain the password; never shown. Prefer `PasswordFile`.
     pub connection_string: Secret,
     /// ACL user; overrides the user of the connection string.

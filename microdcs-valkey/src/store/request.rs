@@ -2,7 +2,7 @@
 //! takes its options by name and runs when awaited, so every combination
 //! exists without a method per combination:
 //!
-//! ```ignore
+//! ```text
 //! store.update(&read, &doc).await?;                      // plain
 //! store.update(&read, &doc).op("order-7:accept").await?; // your own op id
 //! store.delete_id("t-1", DeleteExpect::Any).in_scope("acme").op("del-1").await?;
