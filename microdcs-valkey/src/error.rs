@@ -169,7 +169,9 @@ impl Error {
     /// may or may not have run); [`Error::UnknownOutcome`] included.
     pub fn is_connection(&self) -> bool {
         match self {
-            Error::Redis(e) | Error::UnknownOutcome { source: e, .. } => is_unknown_outcome(e),
+            Error::Redis(e) | Error::UnknownOutcome { source: e, .. } => {
+                is_unknown_outcome(e) || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+            }
             _ => false,
         }
     }
@@ -309,14 +311,16 @@ pub(crate) fn is_unknown_outcome(e: &redis::RedisError) -> bool {
 /// slot is served elsewhere (`MOVED`, `ASK`) or being moved (`TRYAGAIN`),
 /// the cluster or the node's primary is down (`CLUSTERDOWN`,
 /// `MASTERDOWN`), the node is a replica (`READONLY`, as after a failover)
-/// or still loading its data (`LOADING`). Judged by the error's code.
+/// or still loading its data (`LOADING`). Judged by the error's code. A
+/// cluster connection with no connection to the slot's node (right after
+/// the node died) did not send the command either.
 pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
     use redis::ServerErrorKind as K;
     matches!(
         e.kind(),
         redis::ErrorKind::Server(
             K::Moved | K::Ask | K::TryAgain | K::ClusterDown | K::MasterDown | K::ReadOnly | K::BusyLoading
-        )
+        ) | redis::ErrorKind::ClusterConnectionNotFound
     )
 }
 

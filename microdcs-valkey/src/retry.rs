@@ -121,6 +121,13 @@ impl<'a> ScriptCall<'a> {
         }
         let load: RedisResult<String> = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).query_async(con).await;
         match load {
+            // On a cluster the load goes to every node, and any one node
+            // down fails it: the text, sent to the island's node, needs no
+            // load.
+            Err(e) if is_unknown_outcome(&e) && con.is_cluster() => {
+                tracing::debug!(error = %e, "SCRIPT LOAD failed on some cluster node; sending the text");
+                return self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await;
+            }
             // A lost connection fails the text as well: report it as such.
             Err(e) if is_unknown_outcome(&e) => return Err(e),
             // Refused (a renamed command, an ACL without `SCRIPT`): the text
@@ -166,13 +173,13 @@ where
 {
     let opts = valkey.write_options();
     let timeout = valkey.response_timeout();
-    let healing = Healing::start(valkey);
+    let mut healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(valkey.connection())).await {
             Ok(value) => return Ok(Invoked { value }),
             Err(e) if is_unknown_outcome(&e) => {
-                if attempt >= opts.attempts {
+                if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
                 tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running the same call again");
@@ -185,6 +192,7 @@ where
             // is sent again for as long as the call's bound allows.
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) => return Err(Failure::Failed(e)),
@@ -210,19 +218,30 @@ where
     Fut: Future<Output = RedisResult<T>>,
 {
     let timeout = valkey.response_timeout();
-    match bounded(timeout, run(valkey.connection())).await {
-        Err(e) if is_unknown_outcome(&e) && !e.is_timeout() => {
-            tracing::debug!(error = %e, "read lost its connection; reading again");
-            tokio::time::sleep(valkey.write_options().retry_delay).await;
-            bounded(timeout, run(valkey.connection())).await
+    let healing = Healing::start(valkey);
+    let mut reconnected = false;
+    loop {
+        match bounded(timeout, run(valkey.connection())).await {
+            Err(e) if is_unknown_outcome(&e) && !e.is_timeout() && !reconnected => {
+                tracing::debug!(error = %e, "read lost its connection; reading again");
+                reconnected = true;
+                tokio::time::sleep(valkey.write_options().retry_delay).await;
+            }
+            // A cluster in change (see `Healing`): read again while the
+            // write bound allows.
+            Err(e) if did_not_run(&e) && healing.allows(valkey.write_options().retry_delay) => {
+                tracing::debug!(error = %e, "read refused by a cluster in change; reading again");
+                tokio::time::sleep(valkey.write_options().retry_delay).await;
+            }
+            other => return other,
         }
-        other => other,
     }
 }
 
 /// Runs a read of ours; after a lost connection runs it once more (see
-/// [`read`]'s rule), for reads that return our own [`crate::Result`]: the
-/// one bounded-read rule of the crate's typed reads.
+/// [`read`]'s rule, answers of a cluster in change included), for reads
+/// that return our own [`crate::Result`]: the one bounded-read rule of the
+/// crate's typed reads.
 pub(crate) async fn read_bounded<T, F, Fut>(valkey: &Valkey, f: F) -> crate::Result<T>
 where
     F: Fn() -> Fut,
@@ -232,13 +251,21 @@ where
     let once = || async {
         tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(crate::Error::Redis(no_answer(timeout))))
     };
-    match once().await {
-        Err(e) if e.is_connection() && !e.is_timeout() => {
-            tracing::debug!(error = %e, "read lost its connection; reading again");
-            tokio::time::sleep(valkey.write_options().retry_delay).await;
-            once().await
+    let healing = Healing::start(valkey);
+    let mut reconnected = false;
+    loop {
+        match once().await {
+            Err(e) if e.is_connection() && !e.is_timeout() && !reconnected => {
+                tracing::debug!(error = %e, "read lost its connection; reading again");
+                reconnected = true;
+                tokio::time::sleep(valkey.write_options().retry_delay).await;
+            }
+            Err(crate::Error::Redis(e)) if did_not_run(&e) && healing.allows(valkey.write_options().retry_delay) => {
+                tracing::debug!(error = %e, "read refused by a cluster in change; reading again");
+                tokio::time::sleep(valkey.write_options().retry_delay).await;
+            }
+            other => return other,
         }
-        other => other,
     }
 }
 
@@ -256,10 +283,26 @@ where
 {
     let opts = valkey.write_options();
     let healing = Healing::start(valkey);
+    let mut asked: Option<(String, u16)> = None;
     loop {
-        match bounded(valkey.response_timeout(), run(valkey.once_connection())).await {
+        let con = match asked.take() {
+            // `ASK`: the key has moved to the target of a migration; this
+            // connection does not follow redirects, so we do: the command
+            // goes to the target after `ASKING`.
+            Some((host, port)) => valkey.once_connection().asking(host, port),
+            None => valkey.once_connection(),
+        };
+        match bounded(valkey.response_timeout(), run(con)).await {
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::debug!(error = %e, "refused by a cluster in change; sending it again");
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask)
+                    && let Some((addr, _)) = e.redirect_node()
+                    && let Some((host, port)) = addr.rsplit_once(':')
+                    && let Ok(port) = port.parse()
+                {
+                    asked = Some((host.trim_start_matches('[').trim_end_matches(']').to_owned(), port));
+                    continue;
+                }
                 tokio::time::sleep(opts.retry_delay).await;
             }
             other => return other,
@@ -274,6 +317,9 @@ where
 /// a redirect to the dead node, each proving the call did not run.
 struct Healing {
     deadline: tokio::time::Instant,
+    /// Whether a did-not-run answer was sent again: from then on an
+    /// unknown outcome is tried again only within the deadline too.
+    used: bool,
     /// The longest one more try may wait for its answer.
     per_try: std::time::Duration,
 }
@@ -285,7 +331,16 @@ impl Healing {
         Healing {
             deadline: tokio::time::Instant::now() + per.saturating_mul(opts.attempts.max(1)),
             per_try: valkey.response_timeout(),
+            used: false,
         }
+    }
+
+    /// Whether an unknown outcome may be tried again: always (up to the
+    /// attempts) on a call that never waited for a cluster to heal, else
+    /// only within the deadline, so the two kinds of retry together keep
+    /// the one bound.
+    fn allows_after_unknown(&self, delay: std::time::Duration) -> bool {
+        !self.used || self.allows(delay)
     }
 
     /// Whether a pause of `delay` and another try, waiting its whole
@@ -311,13 +366,13 @@ where
 {
     let opts = valkey.write_options();
     let timeout = valkey.response_timeout();
-    let healing = Healing::start(valkey);
+    let mut healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(valkey.connection())).await {
             Ok(value) => return Ok(value),
             Err(e) if is_unknown_outcome(&e) => {
-                if attempt >= opts.attempts {
+                if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
                 tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running it again");
@@ -327,6 +382,7 @@ where
             }
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) => return Err(Failure::Failed(e)),
@@ -348,14 +404,9 @@ pub(crate) async fn read_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cm
 /// every key of the island lives.
 pub(crate) async fn scan_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cmd, key: &str) -> crate::Result<T> {
     let slot = valkey.prefix().slot();
-    read(valkey, |mut con| async move {
-        match slot {
-            Some(slot) if con.is_cluster() => con.query_on_slot(cmd, slot).await,
-            _ => cmd.query_async(&mut con).await,
-        }
-    })
-    .await
-    .map_err(|e| crate::Error::from_redis(e, key))
+    read(valkey, |mut con| async move { con.query_near(cmd, slot).await })
+        .await
+        .map_err(|e| crate::Error::from_redis(e, key))
 }
 
 /// The server's clock in Unix milliseconds (`TIME`), bounded like a read:

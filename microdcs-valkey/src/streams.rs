@@ -181,15 +181,13 @@ impl Streams {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
+        // The stream is not the command's first argument: on a cluster it
+        // goes to the stream's primary by its slot, not to a random node.
+        let slot = Some(microdcs_schema::slot::key_slot(stream.as_bytes()));
         let run = |mut con: Connection| async move {
-            let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(stream)
-                .arg(group)
-                .arg("0")
-                .arg("MKSTREAM")
-                .query_async(&mut con)
-                .await;
+            let mut cmd = redis::cmd("XGROUP");
+            cmd.arg("CREATE").arg(stream).arg(group).arg("0").arg("MKSTREAM");
+            let r: redis::RedisResult<()> = con.query_near(&cmd, slot).await;
             match r {
                 // Also the answer to an attempt after one whose outcome was unknown.
                 Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
@@ -203,7 +201,10 @@ impl Streams {
     ///
     /// Sent once (a second `XADD` would add a second entry): ends within
     /// `ResponseTimeout`; no answer in time is a connection error
-    /// ([`Error::is_connection`]) and the entry may or may not be there.
+    /// ([`Error::is_connection`]) and the entry may or may not be there. On
+    /// a cluster, an answer proving it did not run (a slot moved, a
+    /// failover in progress) sends it again, for at most `WriteAttempts x
+    /// (ResponseTimeout + WriteRetryDelay)`.
     ///
     /// # Errors
     /// Connection errors, a key of another type.
@@ -218,7 +219,7 @@ impl Streams {
 
     /// Appends with `MAXLEN ~ max_len` (change streams).
     ///
-    /// Sent once, bounded like [`Streams::append`]: within `ResponseTimeout`.
+    /// Sent once, bounded like [`Streams::append`].
     ///
     /// # Errors
     /// Connection errors, a key of another type.

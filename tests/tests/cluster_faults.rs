@@ -64,11 +64,16 @@ struct Tally {
     other: Vec<String>,
     /// The longest call.
     longest: Duration,
+    /// Counter increments (sent at most once): acknowledged, unknown.
+    incr_acked: u64,
+    incr_unknown: u64,
 }
 
 /// Writer `w` puts document `r-w` with fresh op ids until `stop`.
 async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
-    let responses = Plant::open(valkey).store::<JobResponse>();
+    let plant = Plant::open(valkey);
+    let responses = plant.store::<JobResponse>();
+    let counter = Plant::pubseq(&plant, &format!("w{w}")).unwrap();
     let mut tally = Tally::default();
     let id = format!("r-{w}");
     let mut n = 0u64;
@@ -85,8 +90,21 @@ async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
                 tally.last_acked = tally.last_acked.max(version);
             }
             Ok(other) => tally.other.push(format!("unexpected outcome {other:?}")),
+            // A lost answer, or (after one) a lookup of the op id that got
+            // none either: typed connection errors, the write may have applied.
             Err(Error::UnknownOutcome { .. }) => tally.unknown += 1,
+            Err(e) if e.is_connection() => tally.unknown += 1,
             Err(e) => tally.other.push(e.to_string()),
+        }
+        // A command sent at most once, over the connection that never
+        // resends by itself (ASK during a legacy migration is ours to follow).
+        let started = Instant::now();
+        let out = counter.increment(1).await;
+        tally.longest = tally.longest.max(started.elapsed());
+        match out {
+            Ok(_) => tally.incr_acked += 1,
+            Err(e) if e.is_connection() => tally.incr_unknown += 1,
+            Err(e) => tally.other.push(format!("increment: {e}")),
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -123,6 +141,13 @@ where
         // Every applied write adds one version: more than the calls that
         // may have applied would be a write applied twice.
         assert!(stored.version <= t.acked + t.unknown, "{name}: writer {w} doubled a write: {t:?}, {stored:?}");
+        let count = Plant::pubseq(&Plant::open(valkey.clone()), &format!("w{w}")).unwrap().get().await.unwrap();
+        let count = u64::try_from(count).unwrap();
+        assert!(
+            count <= t.incr_acked + t.incr_unknown,
+            "{name}: writer {w} counted an increment twice: {count}, {t:?}"
+        );
+        assert!(primary_died || count >= t.incr_acked, "{name}: writer {w} lost increments: {count}, {t:?}");
         if stored.version < t.last_acked {
             assert!(primary_died, "{name}: writer {w} lost acknowledged writes without a dead primary: {t:?}");
             lost += t.last_acked - stored.version;

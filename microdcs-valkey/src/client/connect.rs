@@ -16,6 +16,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult
 use crate::KeyPrefix;
 use crate::client::{Connection, PollOptions, Valkey, WriteOptions, bounded};
 use crate::config::{ConfigError, ValkeyConfig, defaults};
+use crate::error::is_unknown_outcome;
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +317,11 @@ impl ConnectPlan {
             .retries(retries)
             .min_retry_wait(millis(defaults::RECONNECT_MIN_DELAY))
             .max_retry_wait(millis(CLUSTER_MAX_RETRY_WAIT))
+            // A node that stays unreachable is dropped after a few tries, so
+            // the client learns the topology again (a replica promoted in
+            // its place) instead of reconnecting to the dead node forever,
+            // which no `MOVED` would ever correct.
+            .max_connection_attempts(CLUSTER_CONNECTION_ATTEMPTS)
             .use_protocol(protocol);
         if let Some(c) = self.credentials() {
             builder = builder.set_credentials_provider(c);
@@ -422,13 +428,13 @@ impl ConnectPlan {
         let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES)?;
         let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0)?;
         let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES)?;
-        let mut con = client.get_async_connection().await.map_err(fail)?;
+        let mut con: Connection = client.get_async_connection().await.map_err(fail)?.into();
         let start = Instant::now();
-        let _: String = redis::cmd("PING").query_async(&mut con).await.map_err(fail)?;
+        let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
         let rtt = start.elapsed();
         let once = once.get_async_connection().await.map_err(fail)?;
         Ok(Opened {
-            con: con.into(),
+            con,
             once: once.into(),
             pubsub: PubSub::Cluster {
                 client: resp3,
@@ -464,14 +470,30 @@ impl ConnectPlan {
                     redis::cmd("PING").query_async::<String>(&mut con).await?;
                     // `CLUSTER SLOTS` answers on a cluster node, even one not
                     // yet formed, and fails on a server without cluster
-                    // support. A user whose ACL lacks it cannot use a
-                    // cluster, so a refusal counts as a single server.
-                    Ok::<bool, redis::RedisError>(
-                        redis::cmd("CLUSTER").arg("SLOTS").query_async::<Value>(&mut con).await.is_ok(),
-                    )
+                    // support.
+                    match redis::cmd("CLUSTER").arg("SLOTS").query_async::<Value>(&mut con).await {
+                        Ok(_) => Ok(Some(true)),
+                        // No answer: the probe failed, try again.
+                        Err(e) if is_unknown_outcome(&e) => Err(e),
+                        // Refused by the ACL: single server, unless the
+                        // endpoints said cluster.
+                        Err(e) if e.code() == Some("NOPERM") => Ok(None),
+                        // Cluster support disabled (or the command unknown).
+                        Err(_) => Ok(Some(false)),
+                    }
                 };
                 match attempt.await {
-                    Ok(cluster) => return Ok(cluster),
+                    Ok(Some(cluster)) => return Ok(cluster),
+                    Ok(None) if self.seeds.is_empty() => return Ok(false),
+                    Ok(None) => {
+                        return Err(ConnectError::Auth {
+                            endpoint: self.endpoint.clone(),
+                            user: self.user.clone().unwrap_or_else(|| "default".into()),
+                            reason: "the user may not run `CLUSTER SLOTS`, which a cluster client needs to learn \
+                                     the topology: grant `+cluster|slots` (every AclRole has it)"
+                                .into(),
+                        });
+                    }
                     Err(e) if is_auth(&e) => return Err(self.auth_error(&e)),
                     Err(e) => {
                         tracing::debug!(endpoint = %endpoint_of(client.get_connection_info().addr()), error = %e, "valkey not reachable yet");
@@ -506,6 +528,10 @@ impl ConnectPlan {
 
 /// The longest pause of the cluster client between two resends.
 const CLUSTER_MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
+
+/// How often the cluster client tries to reach a node before it drops the
+/// node and asks the cluster for its topology again.
+const CLUSTER_CONNECTION_ATTEMPTS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(3).expect("not zero");
 
 /// How often the cluster client resends a call on its own (redirects, a
 /// reconnecting node), within the response timeout. Safe for the store's
@@ -616,7 +642,9 @@ impl Valkey {
     async fn ping_once(&self) -> crate::Result<Duration> {
         let mut con = self.connection();
         let start = Instant::now();
-        let _: String = redis::cmd("PING").query_async(&mut con).await?;
+        // On a cluster, the island's primary: a keyless PING would go to
+        // every primary, and one down elsewhere is not this island's trouble.
+        let _: String = con.query_near(&redis::cmd("PING"), self.prefix().slot()).await?;
         Ok(start.elapsed())
     }
 

@@ -6,7 +6,9 @@
 //! primary of the key's slot, and learns of moved slots and failovers from
 //! `MOVED` replies). Everything the runtime sends goes through
 //! [`Connection`], so no code path knows which one it has except the few
-//! that must: a walk of the keyspace (`SCAN` is per node) and pub/sub.
+//! that must: commands without a key in first place that must reach the
+//! island's node (`SCAN`, `PING`, `XGROUP CREATE`), the answer to an `ASK`
+//! on the connection that never resends, script loads, and pub/sub.
 
 use std::fmt;
 
@@ -25,6 +27,8 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
 #[derive(Clone)]
 pub struct Connection {
     kind: Kind,
+    /// Where to send commands after `ASKING` (see [`Connection::asking`]).
+    ask: Option<(String, u16)>,
 }
 
 #[derive(Clone)]
@@ -44,13 +48,13 @@ impl fmt::Debug for Connection {
 
 impl From<ConnectionManager> for Connection {
     fn from(con: ConnectionManager) -> Self {
-        Connection { kind: Kind::Single(con) }
+        Connection { kind: Kind::Single(con), ask: None }
     }
 }
 
 impl From<ClusterConnection> for Connection {
     fn from(con: ClusterConnection) -> Self {
-        Connection { kind: Kind::Cluster(con) }
+        Connection { kind: Kind::Cluster(con), ask: None }
     }
 }
 
@@ -75,6 +79,32 @@ impl Connection {
         }
     }
 
+    /// Runs `cmd` on the primary of `slot` on a cluster when a slot is
+    /// given, else as any command: the one way a keyless command (`PING`,
+    /// `SCAN`) or one whose key is not its first argument (`XGROUP CREATE`)
+    /// reaches the node of an island's keys.
+    pub(crate) async fn query_near<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &Cmd,
+        slot: Option<u16>,
+    ) -> RedisResult<T> {
+        match slot {
+            Some(slot) if self.is_cluster() => self.query_on_slot(cmd, slot).await,
+            _ => cmd.query_async(self).await,
+        }
+    }
+
+    /// This connection, for which every command goes to `host:port` after
+    /// `ASKING`, in one pipeline: the answer to an `ASK` redirect during a
+    /// slot migration, for the connection that does not follow redirects by
+    /// itself. On one server it is the same connection.
+    pub(crate) fn asking(mut self, host: String, port: u16) -> Self {
+        if self.is_cluster() {
+            self.ask = Some((host, port));
+        }
+        self
+    }
+
     /// Subscribes to `channel` (`SUBSCRIBE`); messages reach the push
     /// sender the connection was made with.
     pub(crate) async fn subscribe(&mut self, channel: impl ToRedisArgs + Send) -> RedisResult<()> {
@@ -87,9 +117,20 @@ impl Connection {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.kind {
-            Kind::Single(con) => con.req_packed_command(cmd),
-            Kind::Cluster(con) => con.req_packed_command(cmd),
+        match (&mut self.kind, &self.ask) {
+            (Kind::Single(con), _) => con.req_packed_command(cmd),
+            (Kind::Cluster(con), None) => con.req_packed_command(cmd),
+            (Kind::Cluster(con), Some((host, port))) => {
+                let route = SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port };
+                let mut pipe = redis::pipe();
+                pipe.cmd("ASKING").ignore().add_command(cmd.clone());
+                Box::pin(async move {
+                    let mut replies = con.route_pipeline(pipe, 1, 1, route).await?;
+                    replies.pop().ok_or_else(|| {
+                        redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "no reply after ASKING"))
+                    })
+                })
+            }
         }
     }
 

@@ -60,9 +60,10 @@ impl ChannelKey {
         &self.t.key
     }
 
-    /// Publishes `message` (`PUBLISH`); how many subscribers received it.
-    /// One attempt: after a lost answer it may or may not have been
-    /// delivered, and a second attempt would deliver it twice.
+    /// Publishes `message` (`PUBLISH`); how many subscribers received it
+    /// (on a cluster: subscribers on the node that took it; the message
+    /// reaches every node). One attempt: after a lost answer it may or may
+    /// not have been delivered, and a second attempt would deliver it twice.
     ///
     /// # Errors
     /// Connection errors ([`Error::UnknownOutcome`] after a lost answer).

@@ -92,6 +92,7 @@ impl Loop {
                         let mut stop = stop.clone();
                         let events = self.events.clone();
                         let timeout = self.valkey.response_timeout();
+                        let slot = self.valkey.prefix().slot();
                         resubscribing = Some(tokio::spawn(async move {
                             // A command on the dead connection makes the manager
                             // reconnect and resubscribe; keep trying until it does.
@@ -99,7 +100,7 @@ impl Loop {
                             loop {
                                 let ping = redis::cmd("PING");
                                 let pong: redis::RedisResult<Value> =
-                                    retry::bounded(timeout, ping.query_async(&mut sub)).await;
+                                    retry::bounded(timeout, sub.query_near(&ping, slot)).await;
                                 if pong.is_ok() {
                                     tracing::info!("nudge subscription restored");
                                     let _ = events.send(Nudge::Resubscribed);

@@ -25,7 +25,10 @@ pub struct ValkeyCluster {
 
 impl std::fmt::Debug for ValkeyCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValkeyCluster").field("seeds", &self.connection_string()).finish_non_exhaustive()
+        // An external cluster's string may hold a password: never shown.
+        let seeds =
+            if self.external.is_some() { "(MICRODCS_VALKEY_CLUSTER)".to_owned() } else { self.connection_string() };
+        f.debug_struct("ValkeyCluster").field("seeds", &seeds).finish_non_exhaustive()
     }
 }
 
@@ -276,9 +279,12 @@ impl ValkeyCluster {
             command(src, &args)?;
             std::thread::sleep(pause);
         }
-        for (i, node) in self.nodes.iter().enumerate() {
-            if node.is_running() && info_field(node, &["INFO", "replication"], "role").as_deref() == Some("master") {
-                command(node, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id])
+        // The target first, then the source, then the other primaries: a
+        // client then never bounces between the two.
+        let rest = (0..self.nodes.len()).filter(|&i| i != to && i != from);
+        for i in [to, from].into_iter().chain(rest) {
+            if self.is_primary(i) {
+                command(&self.nodes[i], &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id])
                     .map_err(|e| start_err(format!("SETSLOT NODE on node {i}: {e}")))?;
             }
         }
