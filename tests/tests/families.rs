@@ -427,6 +427,48 @@ async fn rate_limit_family() {
 }
 
 #[tokio::test]
+async fn rate_limit_peek_counts_nothing() {
+    use microdcs_tests::fixtures::Extras;
+    use microdcs_valkey::RateDecision;
+    let e = env("fam-rate-peek").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let logins = Extras::logins(&extras, "s1", "ada").unwrap();
+    let window = Duration::from_secs(30);
+    // A fresh key: every attempt open, and looking creates nothing.
+    assert_eq!(logins.peek(3, window).await.unwrap(), RateDecision::Allowed { remaining: 3 });
+    let mut raw = e.raw.clone();
+    let exists: bool = raw.exists(logins.key()).await.unwrap();
+    assert!(!exists, "a peek writes nothing");
+    for _ in 0..5 {
+        assert_eq!(logins.peek(3, window).await.unwrap(), RateDecision::Allowed { remaining: 3 });
+    }
+    assert_eq!(logins.attempt(3, window).await.unwrap(), RateDecision::Allowed { remaining: 2 });
+    // The peek agrees with what an attempt now would leave open.
+    assert_eq!(logins.peek(3, window).await.unwrap(), RateDecision::Allowed { remaining: 2 });
+    assert_eq!(logins.attempt(3, window).await.unwrap(), RateDecision::Allowed { remaining: 1 });
+    assert_eq!(logins.attempt(3, window).await.unwrap(), RateDecision::Allowed { remaining: 0 });
+    match logins.peek(3, window).await.unwrap() {
+        RateDecision::Limited { retry_after } => assert!(retry_after <= window, "{retry_after:?}"),
+        other => panic!("a used-up window: {other:?}"),
+    }
+    // A failure block shows as a wait, and is not extended by looking.
+    let block = logins.fail(Duration::from_secs(5), Duration::from_secs(10)).await.unwrap();
+    match logins.peek(100, window).await.unwrap() {
+        RateDecision::Limited { retry_after } => assert!(retry_after <= block, "{retry_after:?}"),
+        other => panic!("a block: {other:?}"),
+    }
+    let before: Vec<(String, String)> = raw.hgetall(logins.key()).await.unwrap();
+    let _ = logins.peek(100, window).await.unwrap();
+    let after: Vec<(String, String)> = raw.hgetall(logins.key()).await.unwrap();
+    assert_eq!(before, after, "a peek changes no field");
+    // Damaged state and bad arguments: typed errors.
+    let other = Extras::logins(&extras, "s1", "bob").unwrap();
+    let _: () = raw.hset(other.key(), "b", "soon").await.unwrap();
+    assert!(matches!(other.peek(3, window).await, Err(Error::Corrupt { .. })));
+    assert!(matches!(logins.peek(0, window).await, Err(Error::InvalidArgument(_))));
+}
+
+#[tokio::test]
 async fn channel_subscription() {
     use microdcs_tests::fixtures::Extras;
     let e = env("fam-sub").await;

@@ -123,7 +123,12 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                 "connecttimeout" => ep.connect_timeout = Some(ms(value)?),
                 "synctimeout" | "asynctimeout" => ep.response_timeout = Some(ms(value)?),
                 k if IGNORED_OPTIONS.contains(&k) => {}
-                "servicename" => return Err("Sentinel (serviceName) is not supported: one Valkey per island".into()),
+                "servicename" => {
+                    return Err(
+                        "Sentinel (serviceName) is not supported yet: name one server, or the nodes of a cluster"
+                            .into(),
+                    );
+                }
                 // Named only when it cannot be a piece of a password that
                 // held a `,` (the split would make one an option).
                 other if !after_password && other.chars().all(|c| c.is_ascii_alphabetic()) && other.len() <= 24 => {

@@ -58,6 +58,35 @@ impl RateLimitKey {
         })
     }
 
+    /// What an [`attempt`](RateLimitKey::attempt) with these arguments
+    /// would decide now, without counting one: `Allowed { remaining }` is
+    /// the attempts still open in the window (so an attempt now would leave
+    /// one fewer), `Limited` the wait. Writes nothing; safe to repeat, so
+    /// it is bounded like a read.
+    ///
+    /// # Errors
+    /// As [`RateLimitKey::attempt`].
+    pub async fn peek(&self, limit: u64, window: Duration) -> Result<RateDecision> {
+        if limit == 0 {
+            return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
+        }
+        let window = ttl_ms(window)?;
+        let (limit, window) = (limit.to_string(), window.to_string());
+        let call = RATE_SCRIPT.call().key(&self.t.key).arg(b"peek").arg(limit.as_bytes()).arg(window.as_bytes());
+        let v = retry::read(&self.t.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, &self.t.key))?;
+        let (status, value) = self.decode(v)?;
+        Ok(if status == 1 {
+            RateDecision::Allowed { remaining: value }
+        } else {
+            RateDecision::Limited { retry_after: Duration::from_millis(value) }
+        })
+    }
+
     /// Records a failure: blocks further attempts for `base` doubled for
     /// each failure since the last success (`base`, 2 x `base`, 4 x ...),
     /// at most `max`. Returns the block.
@@ -94,6 +123,11 @@ impl RateLimitKey {
         })
         .await
         .map_err(|e| once_error(e, &self.t.key))?;
+        self.decode(v)
+    }
+
+    /// A reply `{status, value}`; a negative status is a corrupt state.
+    fn decode(&self, v: redis::Value) -> Result<(i64, u64)> {
         let (status, value): (i64, i64) = retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))?;
         if status < 0 {
             return Err(Error::Corrupt {
@@ -111,8 +145,10 @@ const RATE: &str = "\
 -- KEYS[1] the rate-limit hash: w window start (ms), n attempts in it,
 -- f failures since the last success, b blocked until (ms), fe when the
 -- failures are forgotten (ms: `max` past the last block's end).
--- ARGV[1] `attempt` (ARGV[2] limit, ARGV[3] window ms), `fail` (ARGV[2]
--- base block ms, ARGV[3] longest block ms) or `succeed`.
+-- ARGV[1] `attempt` or `peek` (ARGV[2] limit, ARGV[3] window ms), `fail`
+-- (ARGV[2] base block ms, ARGV[3] longest block ms) or `succeed`. `peek`
+-- answers as `attempt` would, with the attempts still open, and writes
+-- nothing.
 -- Returns {1, remaining} allowed, {0, retry after ms} limited, {1, block
 -- ms} after a failure, {-1, 0} corrupt state (nothing written). Time is
 -- the server's (TIME), so clients' clocks do not matter.
@@ -130,6 +166,12 @@ if mode == 'succeed' then
   return {1, 0}
 end
 local a, c = tonumber(ARGV[2]), tonumber(ARGV[3])
+if mode == 'peek' then
+  if now < b then return {0, b - now} end
+  if now >= w + c then return {1, a} end
+  if n >= a then return {0, w + c - now} end
+  return {1, a - n}
+end
 if mode == 'fail' then
   -- Failures older than their memory (`max` past the last block's end)
   -- are forgotten; a state written before the memory existed keeps them.
