@@ -21,8 +21,9 @@ pub enum AclRole {
 
 /// Commands every role sends to connect (`CLIENT SETINFO` from the client
 /// library), to check the server, and to learn a cluster's topology
-/// (`CLUSTER SLOTS`: at connect, and whenever a slot has moved).
-const CONNECT: &[&str] = &["client|setinfo", "cluster|slots", "ping"];
+/// (`CLUSTER SLOTS`: at connect, and whenever a slot has moved), and
+/// `ASKING`, which a cluster client sends to follow a slot in migration.
+const CONNECT: &[&str] = &["asking", "client|setinfo", "cluster|slots", "ping"];
 
 /// The application's commands, including those its scripts call (the
 /// server checks a script's commands against the ACL too).

@@ -70,7 +70,11 @@ fn exactly(role: AclRole, used: &BTreeSet<String>) {
     let fallback: BTreeSet<String> = role.fallback_commands().iter().map(|c| (*c).to_owned()).collect();
     let unlisted: Vec<&String> = used.iter().filter(|c| !listed.contains(*c) && !fallback.contains(*c)).collect();
     assert!(unlisted.is_empty(), "{role}: sent but not listed: {unlisted:?}");
-    let unused: Vec<&String> = listed.iter().filter(|c| !used.contains(*c)).collect();
+    // `ASKING` follows a slot in migration on a cluster: never sent to one
+    // server (the cluster test runs the flows as these users on a cluster).
+    let cluster_only = ["asking"];
+    let unused: Vec<&String> =
+        listed.iter().filter(|c| !used.contains(*c) && !cluster_only.contains(&c.as_str())).collect();
     assert!(unused.is_empty(), "{role}: listed but never sent: {unused:?} (sent: {used:?})");
 }
 

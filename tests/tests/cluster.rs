@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::flows::{app_flow, maintenance_flow};
+use microdcs_valkey::AclRole;
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::cluster_routing::Slot;
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
@@ -50,6 +51,33 @@ async fn the_runtime_on_a_cluster() {
     walks_see_the_whole_island(&cluster).await;
     islands_spread_over_primaries(&cluster).await;
     pipelines_and_one_shot_commands(&cluster).await;
+    roles_applied_on_every_node(&cluster).await;
+}
+
+async fn roles_applied_on_every_node(cluster: &ValkeyCluster) {
+    // ACL users are per node: the README says to apply each role's rules
+    // on every node. Done so, the restricted users run everything.
+    let prefix = unique_island("cl-acl");
+    let password = "cluster-acl-password-1";
+    for (role, user) in [(AclRole::App, "cl-app"), (AclRole::Maintenance, "cl-maint")] {
+        let rules = role.rules(&prefix);
+        let pass = format!(">{password}");
+        let mut args = vec!["ACL", "SETUSER", user];
+        args.extend(rules.iter().map(String::as_str));
+        args.push(&pass);
+        for node in cluster.nodes() {
+            command(node, &args).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let as_user = |user: &str| ValkeyConfig {
+        connection_string: Secret::new(format!("{},user={user},password={password}", cluster.connection_string())),
+        key_prefix: prefix.as_str().to_owned(),
+        ..MicroDcsConfig::default().valkey
+    };
+    let app = Valkey::connect(&as_user("cl-app")).await.unwrap_or_else(|e| panic!("the app user: {e}"));
+    app_flow(&app).await.unwrap_or_else(|e| panic!("the application flow as the app user on a cluster: {e}"));
+    let maint = Valkey::connect(&as_user("cl-maint")).await.unwrap_or_else(|e| panic!("the maintenance user: {e}"));
+    maintenance_flow(&maint).await.unwrap_or_else(|e| panic!("the maintenance flow as its user on a cluster: {e}"));
 }
 
 async fn everything_the_application_does(cluster: &ValkeyCluster) {
