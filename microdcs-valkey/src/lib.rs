@@ -91,7 +91,7 @@ pub use microdcs_schema::{
     ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
 };
 #[doc(hidden)]
-pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerTask, StreamConsumer};
+pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerHealth, PollerTask, ReadHealth, StreamConsumer};
 #[doc(hidden)]
 pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
 #[doc(hidden)]

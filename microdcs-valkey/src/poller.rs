@@ -79,6 +79,7 @@ pub struct Poller {
 pub struct PollerHandle {
     stop: watch::Sender<bool>,
     join: JoinHandle<()>,
+    health: health::Recorder,
 }
 
 impl std::fmt::Debug for PollerHandle {
@@ -96,6 +97,14 @@ impl PollerHandle {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.join.await;
+    }
+
+    /// The poller's health now: whether it runs, whether the nudge
+    /// subscription is up, and how the registry and stream reads have gone
+    /// (last success, failures, since when failing). For a health endpoint:
+    /// [`PollerHealth::is_healthy`] with a grace of a few poll intervals.
+    pub fn health(&self) -> PollerHealth {
+        self.health.snapshot(!self.join.is_finished())
     }
 }
 
@@ -190,7 +199,9 @@ impl Poller {
             retry::bounded(timeout, async move { sub_con.subscribe(ch).await }).await?;
         }
         let (stop, stop_rx) = watch::channel(false);
+        let health = health::Recorder::new();
         let state = Loop {
+            health: health.clone(),
             streams: Streams::new(self.valkey.clone()),
             valkey: self.valkey,
             consumer_name: self.consumer_name,
@@ -202,7 +213,7 @@ impl Poller {
             stop: stop_rx.clone(),
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
-        Ok(PollerHandle { stop, join })
+        Ok(PollerHandle { stop, join, health })
     }
 }
 
@@ -241,7 +252,9 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
     valkey.subscriber(sender).await
 }
 
+mod health;
 mod run;
+pub use health::{PollerHealth, ReadHealth};
 use run::Loop;
 
 #[cfg(test)]

@@ -580,3 +580,71 @@ async fn autoclaim_returns_at_most_count() {
     let claimed = streams.autoclaim(&stream, "g", "c", Duration::ZERO, Streams::MAX_COUNT + 1).await.unwrap();
     assert_eq!(claimed.len(), 5, "the two claimed before (idle 0) and the three left");
 }
+
+#[tokio::test]
+async fn the_poller_reports_its_health() {
+    let s = server();
+    let prefix = unique_prefix("health");
+    let proxy = FaultProxy::start(s.host_port()).await;
+    let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    let valkey = Valkey::connect(&config(&through, prefix.as_str(), "200ms", "200ms")).await.unwrap();
+    let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let feed = JobResponse::SPEC.feed().expect("has a change stream");
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
+        .start()
+        .await
+        .unwrap();
+    let store = Feeds::open(direct.clone()).store::<JobResponse>();
+    created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let h = poller.health();
+    let stream = format!("{}:changes:s1", prefix.as_str());
+    assert!(h.running && h.subscribed, "{h:?}");
+    assert!(h.registry.last_ok.is_some() && h.registry.errors == 0, "{h:?}");
+    assert!(h.streams.get(&stream).is_some_and(|r| r.last_ok.is_some() && r.errors == 0), "{stream}: {h:?}");
+    assert!(h.is_healthy(Duration::from_millis(500)), "{h:?}");
+
+    // The poller's connections drop and cannot come back for a while.
+    proxy.refuse_new_connections(true);
+    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sick = loop {
+        let h = poller.health();
+        if !h.subscribed && h.registry.errors > 0 && !h.is_healthy(Duration::from_millis(300)) {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "the outage never showed: {h:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(sick.running, "the loop rides the outage out: {sick:?}");
+    assert!(sick.registry.failing_since.is_some() && sick.registry.last_error.is_some(), "{sick:?}");
+
+    // Back: healthy again, the failures counted, no longer failing.
+    proxy.refuse_new_connections(false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let well = loop {
+        let h = poller.health();
+        if h.subscribed && h.registry.failing_since.is_none() && h.is_healthy(Duration::from_millis(300)) {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "the poller never recovered: {h:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(well.registry.errors >= sick.registry.errors, "{well:?}");
+    created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-1");
+    poller.shutdown().await;
+}

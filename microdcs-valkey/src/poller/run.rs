@@ -18,6 +18,8 @@ pub(super) struct Loop {
     pub(super) events: mpsc::UnboundedSender<Nudge>,
     /// Turns `true` (or closes) when the loop should stop.
     pub(super) stop: watch::Receiver<bool>,
+    /// What the handle reports as the poller's health.
+    pub(super) health: health::Recorder,
 }
 
 /// The longest interval used: adding more to an instant can overflow the
@@ -78,8 +80,14 @@ impl Loop {
                             Nudge::Scope { channel, scope } => {
                                 wanted.insert((channel, scope));
                             }
-                            Nudge::Disconnected => disconnected = true,
-                            Nudge::Resubscribed => resubscribed = true,
+                            Nudge::Disconnected => {
+                                disconnected = true;
+                                self.health.subscribed(false);
+                            }
+                            Nudge::Resubscribed => {
+                                resubscribed = true;
+                                self.health.subscribed(true);
+                            }
                         }
                         next = nudges.try_recv().ok();
                     }
@@ -173,6 +181,7 @@ impl Loop {
             let Some(found): Option<redis::RedisResult<Vec<String>>> = self.unless_stopped(read).await else { return };
             match found {
                 Ok(scopes) => {
+                    self.health.registry(Ok(()));
                     for s in scopes {
                         if self.stopping() {
                             return;
@@ -187,7 +196,10 @@ impl Loop {
                         }
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot read the scope registry"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the scope registry");
+                    self.health.registry(Err(&e));
+                }
             }
         }
     }
@@ -282,9 +294,13 @@ impl Loop {
             };
             let entries = match got {
                 None => return,
-                Some(Ok(e)) => e,
+                Some(Ok(e)) => {
+                    self.health.stream(&key, Ok(()));
+                    e
+                }
                 Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
+                    self.health.stream(&key, Err(&e));
                     return;
                 }
             };

@@ -1,0 +1,117 @@
+//! What a running poller reports about itself, for a health endpoint: the
+//! nudge subscription, the scope registry reads and each stream's reads.
+//! Trouble the loop rides out by itself (a registry unreadable for minutes,
+//! a stream whose reads fail) is otherwise visible only in the log.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+/// A snapshot of a poller's health ([`crate::PollerHandle::health`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollerHealth {
+    /// Whether the loop runs (it ends only at shutdown, or if it panicked).
+    pub running: bool,
+    /// Whether the nudge subscription is up. While it is down the fallback
+    /// poll still reads every stream each `PollInterval`.
+    pub subscribed: bool,
+    /// The scope registry reads (each `ScopeRefreshInterval`).
+    pub registry: ReadHealth,
+    /// Each stream read so far, by key.
+    pub streams: BTreeMap<String, ReadHealth>,
+}
+
+/// How the reads of one thing have gone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadHealth {
+    /// When a read last succeeded.
+    pub last_ok: Option<SystemTime>,
+    /// Failed reads since the poller started.
+    pub errors: u64,
+    /// When the reads started failing, while they still fail (cleared by
+    /// the next success).
+    pub failing_since: Option<SystemTime>,
+    /// The last failure (no secrets: the runtime's error text).
+    pub last_error: Option<String>,
+}
+
+impl ReadHealth {
+    /// Whether the reads have failed for longer than `grace`, as of `now`.
+    fn failing_longer(&self, grace: Duration, now: SystemTime) -> bool {
+        self.failing_since.is_some_and(|since| now.duration_since(since).unwrap_or_default() > grace)
+    }
+
+    fn ok(&mut self, now: SystemTime) {
+        self.last_ok = Some(now);
+        self.failing_since = None;
+    }
+
+    fn failed(&mut self, error: &dyn std::fmt::Display, now: SystemTime) {
+        self.errors += 1;
+        self.failing_since.get_or_insert(now);
+        self.last_error = Some(error.to_string());
+    }
+}
+
+impl PollerHealth {
+    /// Healthy: running, subscribed, and neither the registry nor any
+    /// stream has been failing for longer than `grace` (a failure shorter
+    /// than that is a blip the next read may already have healed).
+    pub fn is_healthy(&self, grace: Duration) -> bool {
+        let now = SystemTime::now();
+        self.running
+            && self.subscribed
+            && !self.registry.failing_longer(grace, now)
+            && !self.streams.values().any(|s| s.failing_longer(grace, now))
+    }
+}
+
+/// The loop's side: where it records what happened.
+#[derive(Debug, Clone)]
+pub(super) struct Recorder(Arc<Mutex<PollerHealth>>);
+
+impl Recorder {
+    pub(super) fn new() -> Self {
+        Recorder(Arc::new(Mutex::new(PollerHealth {
+            running: true,
+            subscribed: true,
+            registry: ReadHealth::default(),
+            streams: BTreeMap::new(),
+        })))
+    }
+
+    fn with(&self, f: impl FnOnce(&mut PollerHealth)) {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    pub(super) fn registry(&self, result: Result<(), &dyn std::fmt::Display>) {
+        let now = SystemTime::now();
+        self.with(|h| match result {
+            Ok(()) => h.registry.ok(now),
+            Err(e) => h.registry.failed(e, now),
+        });
+    }
+
+    pub(super) fn stream(&self, key: &str, result: Result<(), &dyn std::fmt::Display>) {
+        let now = SystemTime::now();
+        self.with(|h| {
+            let s = h.streams.entry(key.to_owned()).or_default();
+            match result {
+                Ok(()) => s.ok(now),
+                Err(e) => s.failed(e, now),
+            }
+        });
+    }
+
+    pub(super) fn subscribed(&self, up: bool) {
+        self.with(|h| h.subscribed = up);
+    }
+
+    pub(super) fn snapshot(&self, running: bool) -> PollerHealth {
+        let mut h = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        h.running = running;
+        h
+    }
+}
