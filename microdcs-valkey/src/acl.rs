@@ -217,7 +217,11 @@ mod tests {
     fn rules_confine_each_role() {
         let p = KeyPrefix::new("island-7").unwrap();
         let app = AclRole::App.setuser(&p, "plant");
-        assert!(app.starts_with("ACL SETUSER plant on resetkeys resetchannels -@all +client|setinfo"));
+        assert!(
+            app.starts_with(
+                "ACL SETUSER plant on resetkeys resetchannels -@all +asking +client|setinfo +cluster|slots"
+            )
+        );
         assert!(app.ends_with("~island-7:* &island-7:*"));
         assert!(!app.contains('>') && !app.contains("nopass"), "no password, never nopass");
         let insp = AclRole::Inspector.rules(&p);
