@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::auth::{BasicAuth, StreamingCredentialsProvider};
-use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult, Value};
 
 use crate::KeyPrefix;
-use crate::client::{Connection, PollOptions, Valkey, WriteOptions, bounded};
+use crate::client::{Connection, PollOptions, Valkey, WriteOptions};
 use crate::config::{ConfigError, ValkeyConfig, defaults};
 use crate::error::is_unknown_outcome;
 
@@ -292,49 +291,6 @@ impl ConnectPlan {
         }
     }
 
-    /// A client of the cluster the endpoints belong to. `retries` bounds
-    /// the cluster client's own resends (redirects, a node reconnecting);
-    /// every call also ends within the response timeout, resends included.
-    /// Waits between resends start at the reconnect delay instead of the
-    /// client's default 1.28 s, which would double the time a failover
-    /// takes to heal.
-    fn cluster_client(&self, protocol: redis::ProtocolVersion, retries: u32) -> Result<ClusterClient, ConnectError> {
-        if self.roots.is_some() {
-            return Err(ConnectError::Tls(
-                "TlsCaFile is not supported on a cluster: the TLS backend trusts only the system's CA store there \
-                 (add the CA to it, or point SSL_CERT_FILE at a bundle that holds it)"
-                    .into(),
-            ));
-        }
-        let nodes: Vec<redis::ConnectionInfo> = std::iter::once(&self.info)
-            .chain(&self.seeds)
-            .map(|i| i.clone().set_redis_settings(i.redis_settings().clone().set_protocol(protocol)))
-            .collect();
-        let mut builder = ClusterClientBuilder::new(nodes)
-            .connection_timeout(self.connect_timeout)
-            .response_timeout(self.response_timeout)
-            .overall_response_timeout(Some(self.response_timeout))
-            .retries(retries)
-            .min_retry_wait(millis(defaults::RECONNECT_MIN_DELAY))
-            .max_retry_wait(millis(CLUSTER_MAX_RETRY_WAIT))
-            // A node that stays unreachable is dropped after a few tries, so
-            // the client learns the topology again (a replica promoted in
-            // its place) instead of reconnecting to the dead node forever,
-            // which no `MOVED` would ever correct.
-            .max_connection_attempts(CLUSTER_CONNECTION_ATTEMPTS)
-            .use_protocol(protocol);
-        if let Some(c) = self.credentials() {
-            builder = builder.set_credentials_provider(c);
-        }
-        builder.build().map_err(|e| {
-            if self.tls {
-                ConnectError::Tls(format!("{}: {e}", self.endpoint))
-            } else {
-                ConnectError::Config(ConfigError::connection_string(e.to_string()))
-            }
-        })
-    }
-
     fn credentials(&self) -> Option<PasswordFileCredentials> {
         let path = self.password_file.clone()?;
         Some(PasswordFileCredentials { user: self.user.clone().unwrap_or_else(|| "default".to_owned()), path })
@@ -410,39 +366,7 @@ impl ConnectPlan {
             }
             return self.establish_single().await;
         }
-        if self.info.redis_settings().db() != 0 {
-            return Err(ConnectError::Config(ConfigError::connection_string(
-                "a cluster has only database 0: remove defaultDatabase (or the URL's /db)",
-            )));
-        }
-        if prefix.slot().is_none() {
-            return Err(ConnectError::Config(ConfigError::key_prefix(format!(
-                "`{prefix}` has no hash tag, but {} is a cluster node: a generated script touches several keys, \
-                 which a cluster runs only when they share a slot. Write the prefix as one tag, `{{{prefix}}}`, so \
-                 every key of the island lives in one slot (different islands spread over the cluster)",
-                self.endpoint
-            ))));
-        }
-        let fail =
-            |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
-        let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES)?;
-        let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0)?;
-        let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES)?;
-        let mut con: Connection = client.get_async_connection().await.map_err(fail)?.into();
-        let start = Instant::now();
-        let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
-        let rtt = start.elapsed();
-        let once = once.get_async_connection().await.map_err(fail)?;
-        Ok(Opened {
-            con,
-            once: once.into(),
-            pubsub: PubSub::Cluster {
-                client: resp3,
-                connect_timeout: self.connect_timeout,
-                response_timeout: self.response_timeout,
-            },
-            rtt,
-        })
+        self.establish_cluster(prefix).await
     }
 
     /// Probes the endpoints in turn with one plain connection and a `PING`
@@ -526,66 +450,12 @@ impl ConnectPlan {
     }
 }
 
-/// The longest pause of the cluster client between two resends.
-const CLUSTER_MAX_RETRY_WAIT: Duration = Duration::from_millis(500);
-
-/// How often the cluster client tries to reach a node before it drops the
-/// node and asks the cluster for its topology again.
-const CLUSTER_CONNECTION_ATTEMPTS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(3).expect("not zero");
-
-/// How often the cluster client resends a call on its own (redirects, a
-/// reconnecting node), within the response timeout. Safe for the store's
-/// scripts, which recognise their operation id; commands that must go at
-/// most once use a connection that never resends.
-const CLUSTER_RETRIES: u32 = 16;
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// What [`ConnectPlan::establish`] made.
 struct Opened {
     con: Connection,
     once: Connection,
     pubsub: PubSub,
     rtt: Duration,
-}
-
-/// How a handle opens a RESP3 pub/sub connection: messages go to a push
-/// sender, and the connection subscribes again by itself after a reconnect
-/// (on a cluster also after the channel's slot moved).
-pub(crate) enum PubSub {
-    /// One server: a reconnecting connection manager.
-    Single { client: redis::Client, config: ConnectionManagerConfig },
-    /// A cluster.
-    Cluster { client: ClusterClient, connect_timeout: Duration, response_timeout: Duration },
-}
-
-impl PubSub {
-    /// A pub/sub connection whose push messages go to `on_push`. Waits at
-    /// most the connect timeout.
-    pub(crate) async fn open<F>(&self, on_push: F) -> RedisResult<Connection>
-    where
-        F: Fn(redis::PushInfo) -> Result<(), ()> + Send + Sync + 'static,
-    {
-        match self {
-            PubSub::Single { client, config } => {
-                let config = config.clone().set_push_sender(on_push).set_automatic_resubscription();
-                // The manager's first connection retries with backoff on its
-                // own, for far longer than the connect timeout that bounds
-                // start-up.
-                let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
-                Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
-            }
-            PubSub::Cluster { client, connect_timeout, response_timeout } => {
-                let config = ClusterConfig::new()
-                    .set_connection_timeout(*connect_timeout)
-                    .set_response_timeout(*response_timeout)
-                    .set_push_sender(on_push);
-                Ok(bounded(*connect_timeout, client.get_async_connection_with_config(config)).await?.into())
-            }
-        }
-    }
 }
 
 impl ConnectError {
@@ -709,6 +579,10 @@ impl Health {
         matches!(self, Health::Healthy { .. })
     }
 }
+
+// The cluster side: the cluster client, its connections, pub/sub.
+mod cluster;
+pub(crate) use cluster::PubSub;
 
 #[cfg(test)]
 mod tests;

@@ -3,10 +3,9 @@
 //! commands (no `redis-cli`), killed on drop.
 
 use std::env;
-use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
-use super::server::{HarnessError, ValkeyServer};
+use super::server::{HarnessError, ValkeyServer, free_port};
 
 /// How long a node may be unreachable before the cluster fails it over.
 /// Short, so fault tests heal in about 1.5 s.
@@ -34,11 +33,6 @@ impl std::fmt::Debug for ValkeyCluster {
 
 fn start_err(reason: impl Into<String>) -> HarnessError {
     HarnessError::Start { reason: reason.into(), log: String::new() }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(l.local_addr()?.port())
 }
 
 impl ValkeyCluster {

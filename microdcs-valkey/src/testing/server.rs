@@ -410,7 +410,7 @@ impl Drop for ValkeyServer {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(super) fn free_port() -> std::io::Result<u16> {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(l.local_addr()?.port())
 }
