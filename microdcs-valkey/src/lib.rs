@@ -51,7 +51,7 @@ pub use handle::KeyspaceHandle;
 pub use microdcs_derive::{Document, KeySegment, keyspace};
 pub use microdcs_schema::{Document, KeyPrefix, KeySegment};
 pub use redis;
-pub use store::{Expect, Page, PutOutcome, Store, Stored};
+pub use store::{Expect, Page, PutOutcome, Revision, RevisionParseError, Store, Stored};
 
 // Every other item at its module path, and (hidden) at the root as before.
 #[doc(hidden)]

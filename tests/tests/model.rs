@@ -189,7 +189,7 @@ struct Model {
 
 impl Model {
     fn put(&self, id: &str, expect: Expect) -> PutOutcome {
-        match (self.docs.get(id), expect) {
+        match (self.docs.get(id), by_version(expect)) {
             (None, Expect::Create | Expect::Any) => {
                 PutOutcome::Written { version: self.tombs.get(id).copied().unwrap_or(0) + 1 }
             }
@@ -198,11 +198,12 @@ impl Model {
             (Some(h), Expect::Any) => PutOutcome::Written { version: h.version + 1 },
             (Some(h), Expect::Version(n)) if h.version == n => PutOutcome::Written { version: n + 1 },
             (Some(h), Expect::Version(_)) => PutOutcome::Conflict { current: h.version },
+            (_, Expect::Revision(_)) => unreachable!("compared by version"),
         }
     }
 
     fn delete(&self, id: &str, expect: Expect) -> DeleteOutcome {
-        match (self.docs.get(id), expect) {
+        match (self.docs.get(id), by_version(expect)) {
             (None, _) => DeleteOutcome::NotFound,
             (Some(h), Expect::Version(n)) if h.version != n => DeleteOutcome::Conflict { current: h.version },
             (Some(h), _) => DeleteOutcome::Deleted { version: h.version },
@@ -226,6 +227,15 @@ impl Model {
     }
 }
 
+/// The expectation as the model compares it: no write is ever lost here,
+/// so a revision names its version and nothing else.
+fn by_version(expect: Expect) -> Expect {
+    match expect {
+        Expect::Revision(r) => Expect::Version(r.version()),
+        e => e,
+    }
+}
+
 /// One write, as generated.
 #[derive(Debug, Clone)]
 enum Op {
@@ -244,6 +254,7 @@ impl Op {
             Op::Update(r, _) | Op::DeleteRead(r) => Expect::Version(r.version),
             Op::Put(_, e) => *e,
             Op::DeleteId(_, DeleteExpect::Version(n)) => Expect::Version(*n),
+            Op::DeleteId(_, DeleteExpect::Revision(r)) => Expect::Revision(*r),
             Op::DeleteId(_, DeleteExpect::Any) => Expect::Any,
         }
     }

@@ -251,7 +251,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             Err(e) => return Err(e),
         };
-        self.advance(read, next, version)?;
+        self.advance(read, next, version, &microdcs_schema::lua::stored_op_id(&op))?;
         Ok(true)
     }
 

@@ -32,7 +32,7 @@ pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
 };
 pub(crate) use types::parse_version;
-pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Stored};
+pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Revision, RevisionParseError, Stored};
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;

@@ -27,6 +27,7 @@ use microdcs_schema::{Document, HasOutbox};
 use super::Store;
 use super::step::{Effects, StepOutcome};
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, Stored};
+use super::write::stored_op;
 use crate::codec::Codec;
 use crate::error::Result;
 
@@ -74,19 +75,19 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
         let (store, what, op) = (self.store, self.what.take(), self.op.take());
         Box::pin(async move {
             let Some(what) = what else { return Err(polled_again()) };
-            let op = op.as_deref();
+            let op = &stored_op(op.as_deref())?;
             match what {
                 PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op).await,
                 PutWhat::Update(read, doc) => {
-                    let expect = Expect::Version(read.version);
+                    let expect = Expect::Revision(read.revision());
                     store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op).await
                 }
                 PutWhat::InPlace(read, doc) => {
-                    let expect = Expect::Version(read.version);
+                    let expect = Expect::Revision(read.revision());
                     let out =
                         store.put_inner(&doc, expect, Some(read.state.clone()), Some(read.identity()), op).await?;
                     if let PutOutcome::Written { version } = out {
-                        store.advance(read, doc, version)?;
+                        store.advance(read, doc, version, op)?;
                     }
                     Ok(out)
                 }
@@ -201,13 +202,14 @@ impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
         let (store, what, effects, op) = (self.store, self.what.take(), self.effects, self.op.take());
         Box::pin(async move {
             let Some(what) = what else { return Err(polled_again()) };
-            let op = op.as_deref();
+            // The call's own id overrides the effects' id.
+            let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
             match what {
                 StepWhat::Step(read, next) => store.step_inner(read, next, effects, op).await,
                 StepWhat::InPlace(read, next) => {
                     let out = store.step_inner(Some(&*read), &next, effects, op).await?;
                     if let StepOutcome::Written { version } = out {
-                        store.advance(read, next, version)?;
+                        store.advance(read, next, version, op)?;
                     }
                     Ok(out)
                 }

@@ -125,7 +125,7 @@ impl Event {
 pub struct Effects {
     work: Vec<WorkEntry>,
     event: Option<Event>,
-    op: Option<String>,
+    pub(super) op: Option<String>,
 }
 
 impl Effects {
@@ -231,9 +231,8 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         read: Option<&Stored<D>>,
         next: &D,
         effects: &Effects,
-        op: Option<&str>,
+        op: &str,
     ) -> Result<StepOutcome> {
-        let op = op.or(effects.op.as_deref());
         if effects.work.len() > MAX_WORK_ENTRIES {
             return Err(Error::InvalidArgument(format!(
                 "a step appends at most {MAX_WORK_ENTRIES} work entries, not {}",
@@ -270,7 +269,7 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             Some(r) => {
                 self.write_inner(
                     next,
-                    Expect::Version(r.version),
+                    Expect::Revision(r.revision()),
                     Some(r.state.clone()),
                     Some(r.identity()),
                     op,

@@ -7,7 +7,7 @@ use microdcs_schema::lua::{self, ret};
 use super::call::{Arg, Call, PutBody, WriteTarget, corrupt_reply, int_at, split_reply, str_at, texts};
 use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
-use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Stored};
+use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Revision, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
 use crate::codec::Codec;
 use crate::error::{Error, Result, short};
@@ -22,6 +22,19 @@ pub(super) fn applied_version(ops: &str, v: u64, op: &str) -> Option<u64> {
     }
     let at = (0..ops.len() / n).find(|i| ops.get(i * n..(i + 1) * n) == Some(op))?;
     v.checked_sub((ops.len() / n - 1 - at) as u64).filter(|v| *v > 0)
+}
+
+/// The operation id a write stores: the digest of the caller's id (a
+/// fixed length, so the history holds ids of one size), or a new one.
+///
+/// # Errors
+/// [`Error::InvalidOpId`] for a malformed caller's id.
+pub(super) fn stored_op(op: Option<&str>) -> Result<String> {
+    match op {
+        Some(op) if !lua::valid_op_id(op) => Err(Error::InvalidOpId(op.to_owned())),
+        Some(op) => Ok(lua::stored_op_id(op)),
+        None => Ok(new_op_id()),
+    }
 }
 
 /// What a write script did: a put's outcome, or (a step only) the
@@ -61,7 +74,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Moves `read` to `doc` at `version`, as written: the index fields the
     /// write stored, so the next write needs no read.
-    pub(super) fn advance(&self, read: &mut Stored<D>, doc: D, version: u64) -> Result<()> {
+    /// `op` is the stored id of the write, which makes the new revision.
+    pub(super) fn advance(&self, read: &mut Stored<D>, doc: D, version: u64, op: &str) -> Result<()> {
         let entries = doc.index_entries(self.valkey.prefix())?;
         let mut fields = vec![None; self.plan.fields.len()];
         for e in entries.unique.iter().chain(&entries.groups).flatten() {
@@ -72,7 +86,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         read.state =
-            ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: String::new() };
+            ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: op.to_owned() };
         read.version = version;
         read.doc = doc;
         Ok(())
@@ -114,7 +128,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         expect: Expect,
         read: Option<ReadState>,
         read_id: Option<ReadIdentity<'_>>,
-        op: Option<&str>,
+        op: &str,
     ) -> Result<PutOutcome> {
         match self.write_inner(doc, expect, read, read_id, op, None).await? {
             Applied::Put(out) => Ok(out),
@@ -131,15 +145,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         expect: Expect,
         read: Option<ReadState>,
         read_id: Option<ReadIdentity<'_>>,
-        op: Option<&str>,
+        op: &str,
         step: Option<&StepArgs<'_>>,
     ) -> Result<Applied> {
-        let op = match op {
-            Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
-            // Stored as a fixed-length digest, so the history holds ids of one size.
-            Some(op) => lua::stored_op_id(op),
-            None => new_op_id(),
-        };
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
         if let Some(read_id) = read_id {
@@ -155,12 +163,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             (None, _) if !plan.has_indexes() => None,
             (None, _) => Some(self.read_state(key).await?),
         };
-        if let (Some(s), Expect::Version(n)) = (&state, expect)
+        let wanted = match expect {
+            Expect::Version(n) => Some(Revision::of_history(n, "")),
+            Expect::Revision(r) => Some(r),
+            Expect::Create | Expect::Any => None,
+        };
+        if let (Some(s), Some(want)) = (&state, wanted)
             && s.exists
-            && s.version != n
+            && !s.revision().satisfies(&want)
         {
             // Our own earlier write (same op id, unknown outcome) counts as done.
-            if let Some(v) = applied_version(&s.ops, s.version, &op) {
+            if let Some(v) = applied_version(&s.ops, s.version, op) {
                 self.valkey.metrics().add_already_applied();
                 return Ok(Applied::Put(PutOutcome::Written { version: v }));
             }
@@ -183,8 +196,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     Expect::Create => Arg::Static("create"),
                     Expect::Any => Arg::Static("any"),
                     Expect::Version(n) => Arg::Owned(n.to_string()),
+                    Expect::Revision(r) => Arg::Owned(r.script_arg()),
                 },
-                op: &op,
+                op,
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, &entries.scope, &entries.id)?;
@@ -255,7 +269,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         self.delete_inner(
             Some(&read.scope),
             &read.id,
-            DeleteExpect::Version(read.version),
+            DeleteExpect::Revision(read.revision()),
             Some(read.state.clone()),
             op,
         )
@@ -352,25 +366,33 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // looks for that id before it compares, so a repeated call
             // reports its earlier delete whatever is stored now.
             let expected = match expect {
-                DeleteExpect::Version(n) if caller_op => n,
-                _ => state.version,
+                DeleteExpect::Version(n) if caller_op => Revision::of_history(n, ""),
+                DeleteExpect::Revision(r) if caller_op => r,
+                // Checked against the read below: the script then expects
+                // exactly the document read.
+                _ => state.revision(),
             };
             let target = WriteTarget {
                 key: &key,
                 id,
                 scope: &scope,
                 list_key,
-                expect: Arg::Owned(expected.to_string()),
+                expect: Arg::Owned(expected.script_arg()),
                 op: &op,
             };
             // The tombstone of a document named by scope and id is the
             // scope's, whether or not the document is there now.
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, in_scope.unwrap_or(&scope), id);
             let mut call = Call::delete(l, plan, &self.valkey, D::SPEC.kind, target, tomb)?;
-            if let DeleteExpect::Version(n) = expect
+            let wanted = match expect {
+                DeleteExpect::Version(n) => Some(Revision::of_history(n, "")),
+                DeleteExpect::Revision(r) => Some(r),
+                DeleteExpect::Any => None,
+            };
+            if let Some(want) = wanted
                 && !caller_op
                 && state.exists
-                && n != state.version
+                && !state.revision().satisfies(&want)
             {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
             }

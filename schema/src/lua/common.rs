@@ -2,7 +2,7 @@
 //! corruption and scope checks, the check of the caller's read of each
 //! index, and the description of the positions both use.
 
-use super::ret::{ALREADY_APPLIED, CORRUPT, RETRY, WRONG_SCOPE};
+use super::ret::{ALREADY_APPLIED, CONFLICT, CORRUPT, RETRY, WRONG_SCOPE};
 use std::fmt::Write as _;
 
 use super::layout::{CommonSlots, IndexSlots};
@@ -129,6 +129,27 @@ if #ops % {n} ~= 0 or #ops / {n} > v then return {{{CORRUPT}, 'ops'}} end
 ",
         n = OP_ID_LEN
     );
+}
+
+/// Compares the expectation `expect` (a version, or `<version>:<op id>`
+/// for a revision) with the stored `v` (as text, `cur[1]`) and the last id
+/// of the stored history `ops`, returning a conflict with the stored
+/// version when either differs. The op id is what tells two documents of
+/// one version apart after a failover lost the write of one of them.
+/// `indent` prefixes every line.
+pub(super) fn revision_check(out: &mut String, indent: &str) {
+    let text = format!(
+        "\
+local want_v, want_op = expect, nil
+local at = string.find(expect, ':', 1, true)
+if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+if want_v ~= cur[1] or (want_op and string.sub(ops, -{n}) ~= want_op) then return {{{CONFLICT}, v}} end
+",
+        n = OP_ID_LEN
+    );
+    for line in text.lines() {
+        let _ = writeln!(out, "{indent}{line}");
+    }
 }
 
 /// Reads the document's tombstone from `KEYS[key]` (a wrong type aborts

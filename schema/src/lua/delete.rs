@@ -1,10 +1,11 @@
 //! The delete script.
 
-use super::ret::{ALREADY_APPLIED, CONFLICT, NOT_FOUND, WRITTEN};
+use super::ret::{ALREADY_APPLIED, NOT_FOUND, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, prologue, tomb_read,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, prologue, revision_check,
+    tomb_read,
 };
 use super::layout::DeleteLayout;
 use super::text::header;
@@ -33,7 +34,8 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     let slots = Slots::new(&l.fields, true, false);
     let mut out = String::new();
     let mut keys = describe_common_keys(spec, c);
-    let mut argv = describe_common_argv(c, "expected version: `any` or the version number");
+    let mut argv =
+        describe_common_argv(c, "expected version: `any`, the version number, or `<version>:<op id>` (a revision)");
     for ix in &l.indexes {
         let (key, arg) = describe_read(ix);
         keys.push(key);
@@ -51,10 +53,12 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         "\
 if not exists then return {{{NOT_FOUND}}} end
 local expect = ARGV[{expect}]
-if expect ~= 'any' and expect ~= cur[1] then return {{{CONFLICT}, v}} end
+if expect ~= 'any' then
 ",
         expect = c.expect
     );
+    revision_check(&mut out, "  ");
+    out.push_str("end\n");
     for (i, ix) in l.indexes.iter().enumerate() {
         check_read(&mut out, &slots, i + 1, ix);
     }

@@ -4,7 +4,8 @@ use super::ret::{CONFLICT, CORRUPT, NOT_FOUND, UNIQUE_VIOLATION, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, prologue, tomb_read,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, prologue,
+    revision_check, tomb_read,
 };
 use super::layout::{PutLayout, StepLayout};
 use super::text::{Described, header, lua_str};
@@ -38,7 +39,10 @@ if #ops > keep then ops = string.sub(ops, -keep) end
 
 fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Described>) {
     let mut keys = describe_common_keys(spec, &l.common);
-    let mut argv = describe_common_argv(&l.common, "expected version: `create`, `any` or the version number");
+    let mut argv = describe_common_argv(
+        &l.common,
+        "expected version: `create`, `any`, the version number, or `<version>:<op id>` (a revision: the version and the id of the write that produced it)",
+    );
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
     argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
     if let Some(t) = l.ttl {
@@ -128,13 +132,11 @@ if expect == 'create' then
   if exists then return {{{CONFLICT}, v}} end
 elseif expect ~= 'any' then
   if not exists then return {{{NOT_FOUND}}} end
-  if expect ~= cur[1] then return {{{CONFLICT}, v}} end
-end
-if v >= {max} then return {{{CORRUPT}, 'v', 'limit'}} end
 ",
         expect = c.expect,
-        max = MAX_VERSION,
     );
+    revision_check(&mut out, "  ");
+    let _ = write!(out, "end\nif v >= {max} then return {{{CORRUPT}, 'v', 'limit'}} end\n", max = MAX_VERSION);
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
         check_read(&mut out, &slots, n, &ix.index);

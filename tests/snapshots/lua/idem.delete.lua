@@ -3,7 +3,7 @@
 -- KEYS[2] unused (`changes = none`: no change entry)
 -- KEYS[3] scope registry `scopes` (set)
 -- KEYS[4] tombstone `tomb:{kind}:{id}`
--- ARGV[1] expected version: `any` or the version number
+-- ARGV[1] expected version: `any`, the version number, or `<version>:<op id>` (a revision)
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
@@ -67,7 +67,12 @@ end
 if tomb and tomb_op == op then return {7, tomb_v} end
 if not exists then return {2} end
 local expect = ARGV[1]
-if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
+if expect ~= 'any' then
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
+end
 -- validation reads (a wrong type aborts here, before any write)
 -- writes
 redis.call('DEL', doc_key)

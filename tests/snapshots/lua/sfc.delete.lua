@@ -6,7 +6,7 @@
 -- KEYS[5] group `active`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[6] group `waits`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[7] tombstone `tomb:{kind}:{id}`
--- ARGV[1] expected version: `any` or the version number
+-- ARGV[1] expected version: `any`, the version number, or `<version>:<op id>` (a revision)
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
@@ -73,7 +73,12 @@ end
 if tomb and tomb_op == op then return {7, tomb_v} end
 if not exists then return {2} end
 local expect = ARGV[1]
-if expect ~= 'any' and expect ~= cur[1] then return {0, v} end
+if expect ~= 'any' then
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
+end
 -- index 1: group `due`
 local was_1 = exists and cur[5] ~= false
 if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end

@@ -8,7 +8,7 @@
 -- KEYS[7] group `by_status` `ticket_status:{scope}:{status}`: new key (KEYS[1] when not indexed)
 -- KEYS[8] group `by_status`: old key as the caller read it (KEYS[1] when not indexed)
 -- KEYS[9] tombstone `tomb:{kind}:{id}`, read when the document is missing
--- ARGV[1] expected version: `create`, `any` or the version number
+-- ARGV[1] expected version: `create`, `any`, the version number, or `<version>:<op id>` (a revision: the version and the id of the write that produced it)
 -- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
 -- ARGV[3] document id
 -- ARGV[4] scope
@@ -95,7 +95,10 @@ if expect == 'create' then
   if exists then return {0, v} end
 elseif expect ~= 'any' then
   if not exists then return {2} end
-  if expect ~= cur[1] then return {0, v} end
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: unique `by_reference`
