@@ -90,6 +90,10 @@ const APP: &[&str] = &[
 /// script right after `SCRIPT LOAD`.
 const FALLBACK: &[&str] = &["auth", "eval", "select"];
 
+/// The application's: those, and `WAIT` or `WAITAOF` after a write that
+/// asks for replicas or the append-only file.
+const APP_FALLBACK: &[&str] = &["auth", "eval", "select", "wait", "waitaof"];
+
 /// The inspector runs no script, so its fallbacks are the connection's only.
 const INSPECTOR_FALLBACK: &[&str] = &["auth", "select"];
 
@@ -158,8 +162,9 @@ impl AclRole {
     /// Commands the role may send only on a fallback path (granted too).
     pub fn fallback_commands(self) -> &'static [&'static str] {
         match self {
+            AclRole::App => APP_FALLBACK,
             AclRole::Inspector => INSPECTOR_FALLBACK,
-            _ => FALLBACK,
+            AclRole::Maintenance => FALLBACK,
         }
     }
 

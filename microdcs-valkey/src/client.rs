@@ -33,6 +33,9 @@ struct Inner {
     metrics: Metrics,
     /// How to open a pub/sub connection (the poller's, a channel's).
     pubsub: Option<connect::PubSub>,
+    /// The connection for writes that wait for replicas, opened at the
+    /// first such write (see [`Valkey::waiting_connection`]).
+    waiting: tokio::sync::OnceCell<Connection>,
     /// `host:port`, for messages; unknown for [`Valkey::from_manager`].
     endpoint: Option<String>,
     /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
@@ -87,6 +90,7 @@ impl Valkey {
                 tls: false,
                 metrics: Metrics::default(),
                 pubsub: None,
+                waiting: tokio::sync::OnceCell::new(),
                 endpoint: None,
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 derived: std::sync::Mutex::default(),
@@ -211,6 +215,19 @@ impl Valkey {
     /// connection): to one server, or to a cluster.
     pub fn connection(&self) -> Connection {
         self.inner.con.clone()
+    }
+
+    /// The connection for writes that wait for replicas: a `WAIT` holds
+    /// every later command of its connection until it returns, so it runs
+    /// on a connection of its own, opened at the first such write, and
+    /// never delays callers that do not wait. A handle made by
+    /// [`Valkey::from_manager`] has no client to open one with and uses its
+    /// one connection.
+    pub(crate) async fn waiting_connection(&self) -> redis::RedisResult<Connection> {
+        match &self.inner.pubsub {
+            None => Ok(self.connection()),
+            Some(pubsub) => self.inner.waiting.get_or_try_init(|| pubsub.open_durable()).await.cloned(),
+        }
     }
 
     /// The connection for commands sent at most once (see [`Inner::once`]).

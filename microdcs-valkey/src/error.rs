@@ -22,6 +22,35 @@ pub enum Error {
         /// The last connection error.
         source: redis::RedisError,
     },
+    /// A write that waited for replicas ([`crate::Durability`]) *was*
+    /// applied, at `version`, but fewer copies than asked acknowledged it:
+    /// it is on the primary and may be lost if the primary fails before
+    /// the replicas catch up. A repeat with the same operation id is
+    /// recognised (it does not write again) and waits once more.
+    #[error("`{key}` was written at version {version}, but {reason}: a failover now may lose the write")]
+    NotReplicated {
+        /// Document key.
+        key: String,
+        /// The version the write produced (for a delete, the version deleted).
+        version: u64,
+        /// Replicas that acknowledged it.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// What fell short, in words (the count and the timeout, or the
+        /// server's refusal of the wait).
+        reason: String,
+    },
+    /// The primary refused the write because too few replicas are in
+    /// reach (`min-replicas-to-write`, server code `NOREPLICAS`); nothing
+    /// was written.
+    #[error("`{key}` not written: the server has too few replicas in reach (min-replicas-to-write): {source}")]
+    NoReplicas {
+        /// Document key.
+        key: String,
+        /// The server's refusal.
+        source: redis::RedisError,
+    },
     /// The document id is stored under another scope; nothing was written.
     #[error("document `{id}` belongs to scope `{stored}`, not `{given}`; nothing was written")]
     WrongScope {
@@ -264,6 +293,8 @@ impl Error {
         }
         if e.code() == Some("WRONGTYPE") {
             Error::WrongType { key: key.to_owned(), detail: e.to_string() }
+        } else if e.code() == Some("NOREPLICAS") {
+            Error::NoReplicas { key: key.to_owned(), source: e }
         } else {
             Error::Redis(e)
         }

@@ -148,6 +148,96 @@ impl<'a> ScriptCall<'a> {
     }
 }
 
+impl ScriptCall<'_> {
+    /// Runs the call and `wait` right after it in one pipeline on the
+    /// primary of `slot`, so the wait is for this connection's write
+    /// (`WAIT` counts replicas that have everything its connection wrote).
+    /// The script's cache is handled as by [`ScriptCall::run`]. The script's
+    /// reply, and the wait's own answer.
+    pub(crate) async fn run_waiting(
+        &self,
+        con: &mut Connection,
+        slot: u16,
+        wait: &Cmd,
+    ) -> RedisResult<(Value, RedisResult<Value>)> {
+        let pair = |mut replies: Vec<RedisResult<Value>>| {
+            let waited = replies.pop().unwrap_or_else(|| Err(no_reply()));
+            let script = replies.pop().unwrap_or_else(|| Err(no_reply()));
+            (script, waited)
+        };
+        let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
+        match pair(con.pipeline_on_slot(&[&evalsha, wait], slot).await?) {
+            (Err(e), _) if is_noscript(&e) => {}
+            (script, waited) => return script.map(|v| (v, waited)),
+        }
+        // Missed the cache: load it where the call goes, then the text if
+        // the load is refused or missed again (as `run` does).
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).clone();
+        let loaded = con.query_on_slot::<String>(&load, slot).await;
+        if let Err(e) = &loaded
+            && is_unknown_outcome(e)
+            && !con.is_cluster()
+        {
+            return Err(loaded.unwrap_err());
+        }
+        if loaded.is_ok() {
+            match pair(con.pipeline_on_slot(&[&evalsha, wait], slot).await?) {
+                (Err(e), _) if is_noscript(&e) => {}
+                (script, waited) => return script.map(|v| (v, waited)),
+            }
+        }
+        let eval = self.cmd("EVAL", self.script.code.as_bytes());
+        let (script, waited) = pair(con.pipeline_on_slot(&[&eval, wait], slot).await?);
+        script.map(|v| (v, waited))
+    }
+}
+
+/// A pipeline that answered fewer commands than it sent.
+fn no_reply() -> RedisError {
+    RedisError::from((redis::ErrorKind::UnexpectedReturnType, "a pipeline answered fewer commands than it sent"))
+}
+
+/// What a write that waits for replicas got back: the script's reply and
+/// the wait's answer (`WAIT`: replicas; `WAITAOF`: `[local, replicas]`).
+pub(crate) struct Waited {
+    /// The script's reply.
+    pub(crate) value: Value,
+    /// The wait's answer, or its refusal.
+    pub(crate) wait: RedisResult<Value>,
+}
+
+/// Runs `call` and the wait of `durability` after it on the connection for
+/// waiting writes, under the rule of [`invoke_call`]; every attempt waits
+/// at most the response timeout plus the wait's own timeout.
+pub(crate) async fn invoke_waiting(
+    valkey: &Valkey,
+    call: &ScriptCall<'_>,
+    what: &'static str,
+    key: &str,
+    durability: &crate::config::Durability,
+) -> Result<Waited, Failure> {
+    let mut wait = if durability.aof { redis::cmd("WAITAOF") } else { redis::cmd("WAIT") };
+    if durability.aof {
+        wait.arg(1);
+    }
+    wait.arg(durability.replicas).arg(durability.timeout_ms());
+    let slot = microdcs_schema::slot::key_slot(key.as_bytes());
+    let con = valkey.waiting_connection().await.map_err(Failure::Failed)?;
+    let bound = valkey.response_timeout().saturating_add(durability.bound());
+    let wait = &wait;
+    // The last attempt's wait: the one that answered.
+    let waited = std::sync::Mutex::new(None);
+    let waited_ref = &waited;
+    let out = attempts_with(valkey, what, key, con, bound, |mut con| async move {
+        let (value, w) = call.run_waiting(&mut con, slot, wait).await?;
+        *waited_ref.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(w);
+        Ok(value)
+    })
+    .await?;
+    let wait = waited.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(Waited { value: out.value, wait: wait.unwrap_or_else(|| Err(no_reply())) })
+}
+
 fn is_noscript(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
@@ -166,17 +256,33 @@ pub(crate) async fn invoke_call(
     attempts(valkey, what, key, |mut con| async move { call.run(&mut con).await }).await
 }
 
-async fn attempts<F, Fut>(valkey: &Valkey, what: &'static str, key: &str, mut run: F) -> Result<Invoked, Failure>
+async fn attempts<F, Fut>(valkey: &Valkey, what: &'static str, key: &str, run: F) -> Result<Invoked, Failure>
+where
+    F: FnMut(Connection) -> Fut,
+    Fut: Future<Output = RedisResult<Value>>,
+{
+    attempts_with(valkey, what, key, valkey.connection(), valkey.response_timeout(), run).await
+}
+
+/// The retry rule of [`invoke_call`] on connection `con`, each attempt
+/// bounded by `timeout`.
+async fn attempts_with<F, Fut>(
+    valkey: &Valkey,
+    what: &'static str,
+    key: &str,
+    con: Connection,
+    timeout: std::time::Duration,
+    mut run: F,
+) -> Result<Invoked, Failure>
 where
     F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<Value>>,
 {
     let opts = valkey.write_options();
-    let timeout = valkey.response_timeout();
     let mut healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
-        match bounded(timeout, run(valkey.connection())).await {
+        match bounded(timeout, run(con.clone())).await {
             Ok(value) => return Ok(Invoked { value }),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {

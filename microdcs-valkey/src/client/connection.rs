@@ -94,6 +94,26 @@ impl Connection {
         }
     }
 
+    /// Runs `cmds` as one pipeline on the primary of `slot` (on one server,
+    /// on the server): one connection, in order, nothing between them, as
+    /// `WAIT` after a write needs. Each command's own answer, a server error
+    /// included; a lost connection fails the whole.
+    pub(crate) async fn pipeline_on_slot(&mut self, cmds: &[&Cmd], slot: u16) -> RedisResult<Vec<RedisResult<Value>>> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for cmd in cmds {
+            pipe.add_command((*cmd).clone());
+        }
+        let values: Vec<Value> = match &mut self.kind {
+            Kind::Single(con) => pipe.query_async(con).await?,
+            Kind::Cluster(con) => {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                con.route_pipeline(pipe, 0, cmds.len(), route).await?
+            }
+        };
+        Ok(values.into_iter().map(Value::extract_error).collect())
+    }
+
     /// This connection, for which every command goes to `host:port` after
     /// `ASKING`, in one pipeline: the answer to an `ASK` redirect during a
     /// slot migration, for the connection that does not follow redirects by

@@ -24,7 +24,7 @@ use serde_input::SettingText;
 
 pub use connection_string::{Endpoint, parse_connection_string};
 pub use microdcs_schema::duration::parse_duration;
-pub use options::{PollOptions, WriteOptions};
+pub use options::{Durability, PollOptions, WriteOptions};
 pub use secret::{Secret, redact_connection_string};
 
 /// The default of every setting, in one place: [`ValkeyConfig::default`],
@@ -60,6 +60,10 @@ pub mod defaults {
     /// setting is checked against); shorter would not outlast the default
     /// retries of one call.
     pub const MIN_TOMBSTONE_RETENTION: Duration = Duration::from_secs(1);
+    /// `WriteReplicas`: replicas a write waits for (none).
+    pub const WRITE_REPLICAS: u32 = 0;
+    /// `WriteReplicaTimeout`: the longest wait for them.
+    pub const WRITE_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
     /// `ConnectTimeout`: how long start may wait for the server.
     pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     /// `ResponseTimeout`: a reply slower than this is an unknown outcome.
@@ -123,6 +127,12 @@ pub struct ValkeyConfig {
     /// How long a deleted document's tombstone (its last version and
     /// operation ids) is kept, so retries across the delete are recognised.
     pub tombstone_retention: Duration,
+    /// Replicas every single-document write of a store waits for (0: none).
+    pub write_replicas: u32,
+    /// The longest such wait (1 ms to 60 s).
+    pub write_replica_timeout: Duration,
+    /// Wait for the append-only files (`WAITAOF`) instead.
+    pub write_wait_aof: bool,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
@@ -145,6 +155,9 @@ impl Default for ValkeyConfig {
             change_stream_max_length: defaults::CHANGE_STREAM_MAX_LENGTH,
             op_history_length: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
+            write_replicas: defaults::WRITE_REPLICAS,
+            write_replica_timeout: defaults::WRITE_REPLICA_TIMEOUT,
+            write_wait_aof: false,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
         }
@@ -167,6 +180,9 @@ impl fmt::Debug for ValkeyConfig {
             .field("change_stream_max_length", &self.change_stream_max_length)
             .field("op_history_length", &self.op_history_length)
             .field("tombstone_retention", &self.tombstone_retention)
+            .field("write_replicas", &self.write_replicas)
+            .field("write_replica_timeout", &self.write_replica_timeout)
+            .field("write_wait_aof", &self.write_wait_aof)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .finish()
@@ -354,6 +370,11 @@ impl MicroDcsConfig {
                 v.op_history_length = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
             }
             "valkey:tombstoneretention" => v.tombstone_retention = dur(value)?,
+            "valkey:writereplicas" => {
+                v.write_replicas = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            }
+            "valkey:writereplicatimeout" => v.write_replica_timeout = dur(value)?,
+            "valkey:writewaitaof" => v.write_wait_aof = parse_bool(value)?,
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
             _ => return Err("unknown setting".to_owned()),
@@ -488,6 +509,11 @@ impl ValkeyConfig {
         if self.tombstone_retention < defaults::MIN_TOMBSTONE_RETENTION {
             bad("TombstoneRetention", "must be at least 1s".into());
         }
+        // Zero would make the server wait forever; longer than the bound
+        // would hold a write for longer than a failover needs to notice.
+        if self.write_replica_timeout.is_zero() || self.write_replica_timeout > Durability::MAX_TIMEOUT {
+            bad("WriteReplicaTimeout", "must be between 1ms and 60s".into());
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
 
@@ -501,13 +527,18 @@ impl ValkeyConfig {
     }
 
     /// The write options these settings give.
-    pub(crate) fn write_options(&self) -> WriteOptions {
+    pub fn write_options(&self) -> WriteOptions {
         WriteOptions {
             attempts: self.write_attempts,
             retry_delay: self.write_retry_delay,
             change_stream_max_len: self.change_stream_max_length,
             op_history: self.op_history_length,
             tombstone_retention: self.tombstone_retention,
+            durability: Durability {
+                replicas: self.write_replicas,
+                aof: self.write_wait_aof,
+                timeout: self.write_replica_timeout,
+            },
         }
     }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::defaults;
 
 /// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
-/// `ChangeStreamMaxLength`, `OpHistoryLength`, `TombstoneRetention`; defaults from
+/// `ChangeStreamMaxLength`, `OpHistoryLength`, `TombstoneRetention`,
+/// `WriteReplicas`, `WriteReplicaTimeout`, `WriteWaitAof`; defaults from
 /// [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
@@ -27,6 +28,9 @@ pub struct WriteOptions {
     /// the deleted document are recognised. The configuration refuses
     /// shorter values; one set here is raised to 1 s.
     pub tombstone_retention: Duration,
+    /// What every single-document write of a store waits for after it is
+    /// applied (default: nothing); a call's `.durability(..)` overrides it.
+    pub durability: Durability,
 }
 
 impl Default for WriteOptions {
@@ -37,7 +41,91 @@ impl Default for WriteOptions {
             change_stream_max_len: defaults::CHANGE_STREAM_MAX_LENGTH,
             op_history: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
+            durability: Durability::NONE,
         }
+    }
+}
+
+/// What a write waits for once the server applied it: copies on replicas
+/// (`WAIT`), or with [`Durability::aof`] the write in the append-only file
+/// of the primary and of replicas (`WAITAOF`).
+///
+/// A primary acknowledges a write before any replica has it; a failover
+/// in between promotes a replica without it, and the write is gone. A
+/// write that waited for `n` replicas survives the failure of the primary
+/// as long as the promoted replica is one of them (Sentinel and a cluster
+/// promote the most up-to-date replica). Fewer acknowledgements within
+/// the timeout is [`crate::Error::NotReplicated`]: the write *was*
+/// applied, at the version the error carries, but a failover may lose it.
+///
+/// ```
+/// use std::time::Duration;
+/// use microdcs_valkey::Durability;
+/// let d = Durability::replicas(1).with_timeout(Duration::from_millis(500));
+/// assert_eq!(d.replicas, 1);
+/// assert!(!Durability::NONE.waits());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must acknowledge the write (0: none).
+    pub replicas: u32,
+    /// Wait for the append-only file (`WAITAOF`) instead of the replicas'
+    /// memory: the primary's own file (its `appendonly` must be `yes`,
+    /// else the wait is refused and reported as
+    /// [`crate::Error::NotReplicated`]) and `replicas` replicas' files.
+    pub aof: bool,
+    /// The longest wait (default 1 s; between 1 ms and
+    /// [`Durability::MAX_TIMEOUT`]). The call as a whole then waits at most
+    /// `ResponseTimeout` plus this per attempt.
+    pub timeout: Duration,
+}
+
+impl Durability {
+    /// No wait: the write returns when the primary applied it.
+    pub const NONE: Durability = Durability { replicas: 0, aof: false, timeout: defaults::WRITE_REPLICA_TIMEOUT };
+
+    /// The longest [`Durability::timeout`]: a write should not wait on
+    /// replicas for longer than a failover takes to notice they are gone.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// Wait for `n` replicas, at most the default timeout (1 s).
+    pub fn replicas(n: u32) -> Self {
+        Durability { replicas: n, ..Durability::NONE }
+    }
+
+    /// The same with another timeout.
+    #[must_use]
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        Durability { timeout, ..self }
+    }
+
+    /// The same, waiting for the append-only files (`WAITAOF`).
+    #[must_use]
+    pub fn with_aof(self) -> Self {
+        Durability { aof: true, ..self }
+    }
+
+    /// Whether a write waits at all.
+    pub fn waits(&self) -> bool {
+        self.replicas > 0 || self.aof
+    }
+
+    /// The wait's timeout as the server takes it: whole milliseconds,
+    /// at least 1 (0 would wait forever), at most [`Durability::MAX_TIMEOUT`].
+    pub(crate) fn timeout_ms(&self) -> u64 {
+        let t = self.timeout.min(Self::MAX_TIMEOUT);
+        u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// The wait's bound as a duration (see [`Durability::timeout_ms`]).
+    pub(crate) fn bound(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms())
+    }
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability::NONE
     }
 }
 

@@ -62,6 +62,9 @@ struct RawValkey {
     change_stream_max_length: Option<SettingText>,
     op_history_length: Option<SettingText>,
     tombstone_retention: Option<SettingText>,
+    write_replicas: Option<SettingText>,
+    write_replica_timeout: Option<SettingText>,
+    write_wait_aof: Option<SettingText>,
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
 }
@@ -83,6 +86,9 @@ impl RawValkey {
             ("ChangeStreamMaxLength", self.change_stream_max_length),
             ("OpHistoryLength", self.op_history_length),
             ("TombstoneRetention", self.tombstone_retention),
+            ("WriteReplicas", self.write_replicas),
+            ("WriteReplicaTimeout", self.write_replica_timeout),
+            ("WriteWaitAof", self.write_wait_aof),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
         ]

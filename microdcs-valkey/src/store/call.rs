@@ -14,7 +14,7 @@ use super::render_err;
 use super::step::StepArgs;
 use super::types::ReadState;
 use crate::client::Valkey;
-use crate::config::defaults;
+use crate::config::{Durability, defaults};
 use crate::error::{Error, Result, short};
 use crate::retry::{self, Invoked, LuaScript};
 
@@ -267,7 +267,16 @@ impl<'a> Call<'a> {
     /// Runs `script` with these arguments under the shared retry rule: the
     /// scripts recognise an applied operation id, so running one again after
     /// an unknown outcome is safe.
-    pub(super) async fn invoke(&self, valkey: &Valkey, script: &LuaScript, key: &str) -> Result<Invoked> {
+    /// With a [`Durability`] that waits, the wait runs right after the
+    /// script on the connection for waiting writes, and its answer comes
+    /// back with the reply.
+    pub(super) async fn invoke(
+        &self,
+        valkey: &Valkey,
+        script: &LuaScript,
+        key: &str,
+        durability: &Durability,
+    ) -> Result<(Invoked, Option<redis::RedisResult<Value>>)> {
         let mut call = script.call();
         for k in &self.keys {
             call = call.key(k);
@@ -275,8 +284,55 @@ impl<'a> Call<'a> {
         for a in &self.args {
             call = call.arg(a.bytes());
         }
-        retry::invoke_call(valkey, &call, "write", key).await.map_err(|f| f.into_error(key))
+        if durability.waits() {
+            let w =
+                retry::invoke_waiting(valkey, &call, "write", key, durability).await.map_err(|f| f.into_error(key))?;
+            return Ok((Invoked { value: w.value }, Some(w.wait)));
+        }
+        let reply = retry::invoke_call(valkey, &call, "write", key).await.map_err(|f| f.into_error(key))?;
+        Ok((reply, None))
     }
+}
+
+/// Whether the wait after a write to `key` at `version` got what
+/// `durability` asked for; `wait` is its answer (`None`: no wait asked).
+///
+/// # Errors
+/// [`Error::NotReplicated`] (the write stands) when fewer replicas (or no
+/// append-only file) acknowledged it, or the server refused the wait.
+pub(super) fn check_wait(
+    key: &str,
+    version: u64,
+    durability: &Durability,
+    wait: Option<redis::RedisResult<Value>>,
+) -> Result<()> {
+    let Some(wait) = wait else { return Ok(()) };
+    let short_of = |acked: u32, reason: String| Error::NotReplicated {
+        key: key.to_owned(),
+        version,
+        acked,
+        wanted: durability.replicas,
+        reason,
+    };
+    let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+    let (local, acked) = match wait {
+        Ok(Value::Int(n)) if !durability.aof => (true, count(n)),
+        Ok(Value::Array(v)) if durability.aof => match v.as_slice() {
+            [Value::Int(local), Value::Int(n)] => (*local >= 1, count(*n)),
+            _ => return Err(Error::Protocol { script: "WAITAOF", reply: short(&v) }),
+        },
+        Ok(other) => return Err(Error::Protocol { script: "WAIT", reply: short(&other) }),
+        Err(e) => return Err(short_of(0, format!("the server refused the wait ({e})"))),
+    };
+    let within = durability.bound();
+    if !local {
+        return Err(short_of(acked, format!("the primary's append-only file did not have it within {within:?}")));
+    }
+    if acked < durability.replicas {
+        let wanted = durability.replicas;
+        return Err(short_of(acked, format!("{acked} of {wanted} replica(s) acknowledged it within {within:?}")));
+    }
+    Ok(())
 }
 
 /// The return code and the rest of a `{code, ...}` reply.

@@ -14,6 +14,9 @@
 //!   future) is recognised as the same write while the document's history
 //!   holds it.
 //! - `.in_scope(scope)` (deletes by id): the scope, for ids unique per scope.
+//! - `.durability(d)`: wait for replicas after the write (overrides the
+//!   handle's [`WriteOptions::durability`](crate::WriteOptions)); see
+//!   [`Durability`].
 //!
 //! The future is `Send` (for a `Send + Sync` document type); nothing is sent
 //! before it is awaited.
@@ -29,6 +32,7 @@ use super::step::{Effects, StepOutcome};
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, Stored};
 use super::write::stored_op;
 use crate::codec::Codec;
+use crate::config::Durability;
 use crate::error::Result;
 
 /// The future a request runs as.
@@ -52,12 +56,13 @@ pub struct PutCall<'a, D, C> {
     store: &'a Store<D, C>,
     what: Option<PutWhat<'a, D>>,
     op: Option<String>,
+    durability: Option<Durability>,
     running: Option<WriteFuture<'a, PutOutcome>>,
 }
 
 impl<'a, D, C> PutCall<'a, D, C> {
     pub(super) fn new(store: &'a Store<D, C>, what: PutWhat<'a, D>) -> Self {
-        PutCall { store, what: Some(what), op: None, running: None }
+        PutCall { store, what: Some(what), op: None, durability: None, running: None }
     }
 
     /// Your own operation id (at most 64 characters of letters, digits and
@@ -68,24 +73,35 @@ impl<'a, D, C> PutCall<'a, D, C> {
         self.op = Some(op.into());
         self
     }
+
+    /// What this write waits for once applied (overrides the handle's
+    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
+    /// which carries the version written.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
+        self.durability = Some(durability);
+        self
+    }
 }
 
 impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, PutOutcome> {
         let (store, what, op) = (self.store, self.what.take(), self.op.take());
+        let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         Box::pin(async move {
             let Some(what) = what else { return Err(polled_again()) };
             let op = &stored_op(op.as_deref())?;
             match what {
-                PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op).await,
+                PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d).await,
                 PutWhat::Update(read, doc) => {
                     let expect = Expect::Revision(read.revision());
-                    store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op).await
+                    store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op, &d).await
                 }
                 PutWhat::InPlace(read, doc) => {
                     let expect = Expect::Revision(read.revision());
-                    let out =
-                        store.put_inner(&doc, expect, Some(read.state.clone()), Some(read.identity()), op).await?;
+                    let state = Some(read.state.clone());
+                    let out = store.put_inner(&doc, expect, state, Some(read.identity()), op, &d).await?;
                     if let PutOutcome::Written { version } = out {
                         store.advance(read, doc, version, op)?;
                     }
@@ -112,12 +128,13 @@ pub struct DeleteCall<'a, D, C> {
     what: Option<DeleteWhat<'a, D>>,
     op: Option<String>,
     scope: Option<String>,
+    durability: Option<Durability>,
     running: Option<WriteFuture<'a, DeleteOutcome>>,
 }
 
 impl<'a, D, C> DeleteCall<'a, D, C> {
     pub(super) fn new(store: &'a Store<D, C>, what: DeleteWhat<'a, D>) -> Self {
-        DeleteCall { store, what: Some(what), op: None, scope: None, running: None }
+        DeleteCall { store, what: Some(what), op: None, scope: None, durability: None, running: None }
     }
 
     /// Your own operation id: repeated while the tombstone lasts
@@ -139,11 +156,22 @@ impl<'a, D, C> DeleteCall<'a, D, C> {
         self.scope = Some(scope.into());
         self
     }
+
+    /// What this write waits for once applied (overrides the handle's
+    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
+    /// which carries the version written.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
+        self.durability = Some(durability);
+        self
+    }
 }
 
 impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, DeleteOutcome> {
         let (store, what, op, scope) = (self.store, self.what.take(), self.op.take(), self.scope.take());
+        let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         Box::pin(async move {
             let Some(what) = what else { return Err(polled_again()) };
             match what {
@@ -154,10 +182,10 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
                             read.id, read.scope
                         )));
                     }
-                    store.delete_read(read, op.as_deref()).await
+                    store.delete_read(read, op.as_deref(), &d).await
                 }
                 DeleteWhat::Id(id, expect) => {
-                    store.delete_inner(scope.as_deref(), id, expect, None, op.as_deref()).await
+                    store.delete_inner(scope.as_deref(), id, expect, None, op.as_deref(), &d).await
                 }
             }
         })
@@ -181,12 +209,13 @@ pub struct StepCall<'a, D, C> {
     what: Option<StepWhat<'a, D>>,
     effects: &'a Effects,
     op: Option<String>,
+    durability: Option<Durability>,
     running: Option<WriteFuture<'a, StepOutcome>>,
 }
 
 impl<'a, D, C> StepCall<'a, D, C> {
     pub(super) fn new(store: &'a Store<D, C>, what: StepWhat<'a, D>, effects: &'a Effects) -> Self {
-        StepCall { store, what: Some(what), effects, op: None, running: None }
+        StepCall { store, what: Some(what), effects, op: None, durability: None, running: None }
     }
 
     /// Your own operation id for this step (overrides [`Effects::op`]).
@@ -195,19 +224,30 @@ impl<'a, D, C> StepCall<'a, D, C> {
         self.op = Some(op.into());
         self
     }
+
+    /// What this write waits for once applied (overrides the handle's
+    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
+    /// which carries the version written.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
+        self.durability = Some(durability);
+        self
+    }
 }
 
 impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, StepOutcome> {
         let (store, what, effects, op) = (self.store, self.what.take(), self.effects, self.op.take());
+        let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         Box::pin(async move {
             let Some(what) = what else { return Err(polled_again()) };
             // The call's own id overrides the effects' id.
             let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
             match what {
-                StepWhat::Step(read, next) => store.step_inner(read, next, effects, op).await,
+                StepWhat::Step(read, next) => store.step_inner(read, next, effects, op, &d).await,
                 StepWhat::InPlace(read, next) => {
-                    let out = store.step_inner(Some(&*read), &next, effects, op).await?;
+                    let out = store.step_inner(Some(&*read), &next, effects, op, &d).await?;
                     if let StepOutcome::Written { version } = out {
                         store.advance(read, next, version, op)?;
                     }

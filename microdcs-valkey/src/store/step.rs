@@ -232,6 +232,7 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         next: &D,
         effects: &Effects,
         op: &str,
+        durability: &crate::config::Durability,
     ) -> Result<StepOutcome> {
         if effects.work.len() > MAX_WORK_ENTRIES {
             return Err(Error::InvalidArgument(format!(
@@ -274,10 +275,11 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
                     Some(r.identity()),
                     op,
                     Some(&args),
+                    durability,
                 )
                 .await?
             }
-            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args)).await?,
+            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args), durability).await?,
         };
         Ok(Self::outcome(applied))
     }

@@ -4,12 +4,13 @@
 use microdcs_schema::Document;
 use microdcs_schema::lua::{self, ret};
 
-use super::call::{Arg, Call, PutBody, WriteTarget, corrupt_reply, int_at, split_reply, str_at, texts};
+use super::call::{Arg, Call, PutBody, WriteTarget, check_wait, corrupt_reply, int_at, split_reply, str_at, texts};
 use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Revision, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
 use crate::codec::Codec;
+use crate::config::Durability;
 use crate::error::{Error, Result, short};
 use crate::op_id::new_op_id;
 
@@ -129,8 +130,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read: Option<ReadState>,
         read_id: Option<ReadIdentity<'_>>,
         op: &str,
+        durability: &Durability,
     ) -> Result<PutOutcome> {
-        match self.write_inner(doc, expect, read, read_id, op, None).await? {
+        match self.write_inner(doc, expect, read, read_id, op, None, durability).await? {
             Applied::Put(out) => Ok(out),
             // Only a step carries an event.
             Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
@@ -138,7 +140,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// A put, or with `step` a step: the same checks and retries, the
-    /// step's script and arguments.
+    /// step's script and arguments; with a `durability` that waits, the
+    /// wait for replicas after it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_inner(
         &self,
         doc: &D,
@@ -147,6 +151,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read_id: Option<ReadIdentity<'_>>,
         op: &str,
         step: Option<&StepArgs<'_>>,
+        durability: &Durability,
     ) -> Result<Applied> {
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
@@ -172,8 +177,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             && s.exists
             && !s.revision().satisfies(&want)
         {
-            // Our own earlier write (same op id, unknown outcome) counts as done.
-            if let Some(v) = applied_version(&s.ops, s.version, op) {
+            // Our own earlier write (same op id, unknown outcome) counts as
+            // done; a write that waits for replicas goes to the script,
+            // which recognises it too, so that there is a write of this
+            // connection to wait for.
+            if let Some(v) = applied_version(&s.ops, s.version, op).filter(|_| !durability.waits()) {
                 self.valkey.metrics().add_already_applied();
                 return Ok(Applied::Put(PutOutcome::Written { version: v }));
             }
@@ -209,13 +217,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
-            let reply = call.invoke(&self.valkey, script, key).await?;
+            let (reply, wait) = call.invoke(&self.valkey, script, key, durability).await?;
             let (code, rest) = split_reply(name, &reply.value)?;
             match code {
-                ret::WRITTEN => return Ok(Applied::Put(PutOutcome::Written { version: int_at(name, rest, 0)? })),
-                ret::ALREADY_APPLIED => {
-                    self.valkey.metrics().add_already_applied();
-                    return Ok(Applied::Put(PutOutcome::Written { version: int_at(name, rest, 0)? }));
+                ret::WRITTEN | ret::ALREADY_APPLIED => {
+                    if code == ret::ALREADY_APPLIED {
+                        self.valkey.metrics().add_already_applied();
+                    }
+                    let version = int_at(name, rest, 0)?;
+                    check_wait(key, version, durability, wait)?;
+                    return Ok(Applied::Put(PutOutcome::Written { version }));
                 }
                 ret::CONFLICT => return Ok(Applied::Put(PutOutcome::Conflict { current: int_at(name, rest, 0)? })),
                 ret::NOT_FOUND => return Ok(Applied::Put(PutOutcome::NotFound)),
@@ -261,7 +272,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// The delete of a read, as [`DeleteCall`] runs it.
-    pub(super) async fn delete_read(&self, read: &Stored<D>, op: Option<&str>) -> Result<DeleteOutcome> {
+    pub(super) async fn delete_read(
+        &self,
+        read: &Stored<D>,
+        op: Option<&str>,
+        durability: &Durability,
+    ) -> Result<DeleteOutcome> {
         // The read's public scope may have been changed by hand: it must
         // still be the scope the store read, or the delete would name
         // another tenant's document.
@@ -272,6 +288,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             DeleteExpect::Revision(read.revision()),
             Some(read.state.clone()),
             op,
+            durability,
         )
         .await
     }
@@ -330,6 +347,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         expect: DeleteExpect,
         read: Option<ReadState>,
         op: Option<&str>,
+        durability: &Durability,
     ) -> Result<DeleteOutcome> {
         let caller_op = op.is_some();
         let op = match op {
@@ -397,15 +415,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
             }
             call.reads(l.indexes.iter(), plan, &self.valkey, id, Some(&state), &key)?;
-            let reply = call.invoke(&self.valkey, &plan.delete, &key).await?;
+            let (reply, wait) = call.invoke(&self.valkey, &plan.delete, &key, durability).await?;
             let (code, rest) = split_reply("delete", &reply.value)?;
             match code {
-                ret::WRITTEN => return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? }),
-                ret::ALREADY_APPLIED => {
-                    // This op id deleted it: an attempt whose reply was lost,
-                    // or an earlier call with the caller's id.
-                    self.valkey.metrics().add_already_applied();
-                    return Ok(DeleteOutcome::Deleted { version: int_at("delete", rest, 0)? });
+                ret::WRITTEN | ret::ALREADY_APPLIED => {
+                    // Already applied: this op id deleted it, in an attempt
+                    // whose reply was lost or an earlier call with the
+                    // caller's id.
+                    if code == ret::ALREADY_APPLIED {
+                        self.valkey.metrics().add_already_applied();
+                    }
+                    let version = int_at("delete", rest, 0)?;
+                    check_wait(&key, version, durability, wait)?;
+                    return Ok(DeleteOutcome::Deleted { version });
                 }
                 ret::CONFLICT if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
                 ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),

@@ -182,15 +182,29 @@ end
     }
 }
 
+/// The statement that writes tombstone `KEYS[tomb]` again unchanged, its
+/// expiry kept (see [`lookup`]).
+pub(super) fn tomb_rewrite(tomb: usize) -> String {
+    format!("redis.call('SET', KEYS[{tomb}], tomb, 'KEEPTTL')")
+}
+
 /// Looks `op` up in the history `hist` (a Lua expression) whose newest
 /// entry produced version `newest`: a match at an entry boundary is this
 /// write, already applied, and its position gives its version (`{7, version}`).
-pub(super) fn lookup(out: &mut String, hist: &str, newest: &str, indent: &str) {
+///
+/// Before it answers, `rewrite` (a Lua statement) writes a value that holds
+/// the history again, unchanged: a caller that waits for replicas after
+/// the call (`WAIT` counts what this connection wrote) then waits for a
+/// state that contains the earlier write, whichever connection made it.
+pub(super) fn lookup(out: &mut String, hist: &str, newest: &str, rewrite: &str, indent: &str) {
     let text = format!(
         "\
 local at = string.find({hist}, op, 1, true)
 while at and at % {n} ~= 1 do at = string.find({hist}, op, at + 1, true) end
-if at then return {{{ALREADY_APPLIED}, {newest} - (#{hist} - at + 1) / {n} + 1}} end
+if at then
+  {rewrite}
+  return {{{ALREADY_APPLIED}, {newest} - (#{hist} - at + 1) / {n} + 1}}
+end
 ",
         n = OP_ID_LEN
     );

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::common::{
     Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, prologue, revision_check,
-    tomb_read,
+    tomb_read, tomb_rewrite,
 };
 use super::layout::DeleteLayout;
 use super::text::header;
@@ -47,7 +47,13 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     prologue(&mut out, &slots, c);
     history(&mut out);
     tomb_read(&mut out, l.tomb_key, "");
-    let _ = writeln!(out, "if tomb and tomb_op == op then return {{{ALREADY_APPLIED}, tomb_v}} end");
+    // Written again unchanged before the answer, for a caller that waits
+    // for replicas (see `lookup`).
+    let _ = writeln!(
+        out,
+        "if tomb and tomb_op == op then\n  {}\n  return {{{ALREADY_APPLIED}, tomb_v}}\nend",
+        tomb_rewrite(l.tomb_key)
+    );
     let _ = write!(
         out,
         "\

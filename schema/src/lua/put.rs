@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::common::{
     Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, prologue,
-    revision_check, tomb_read,
+    revision_check, tomb_read, tomb_rewrite,
 };
 use super::layout::{PutLayout, StepLayout};
 use super::text::{Described, header, lua_str};
@@ -110,13 +110,13 @@ pub(super) fn generate(spec: &DocumentSpec<'_>, l: &PutLayout, step: Option<&Ste
     prologue(&mut out, &slots, c);
     let _ = writeln!(out, "local keep = ARGV[{}] * {OP_ID_LEN}", l.history);
     history(&mut out);
-    lookup(&mut out, "ops", "v", "");
+    lookup(&mut out, "ops", "v", "redis.call('HSET', doc_key, 'v', vs)", "");
     // A missing document may have been deleted after this write applied
     // (its reply lost): the tombstone keeps the history it had.
     out.push_str("if not exists then\n");
     tomb_read(&mut out, l.tomb_key, "  ");
     out.push_str("  if tomb then\n");
-    lookup(&mut out, "tomb_ops", "tomb_v", "    ");
+    lookup(&mut out, "tomb_ops", "tomb_v", &tomb_rewrite(l.tomb_key), "    ");
     // Created again: its versions go on from the deleted document's, so a
     // read of that document can never match the new one.
     out.push_str("    v = tomb_v\n");

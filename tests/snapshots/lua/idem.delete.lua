@@ -64,7 +64,10 @@ if tomb then
   tomb_ops = string.sub(rest, 13)
   if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
 end
-if tomb and tomb_op == op then return {7, tomb_v} end
+if tomb and tomb_op == op then
+  redis.call('SET', KEYS[4], tomb, 'KEEPTTL')
+  return {7, tomb_v}
+end
 if not exists then return {2} end
 local expect = ARGV[1]
 if expect ~= 'any' then

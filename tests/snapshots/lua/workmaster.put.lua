@@ -62,7 +62,10 @@ if string.find(ops, '=', 1, true) then ops = '' end
 if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
 local at = string.find(ops, op, 1, true)
 while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
-if at then return {7, v - (#ops - at + 1) / 12 + 1} end
+if at then
+  redis.call('HSET', doc_key, 'v', vs)
+  return {7, v - (#ops - at + 1) / 12 + 1}
+end
 if not exists then
   local tomb = redis.call('GET', KEYS[5])
   local tomb_v, tomb_op, tomb_ops
@@ -77,7 +80,10 @@ if not exists then
   if tomb then
     local at = string.find(tomb_ops, op, 1, true)
     while at and at % 12 ~= 1 do at = string.find(tomb_ops, op, at + 1, true) end
-    if at then return {7, tomb_v - (#tomb_ops - at + 1) / 12 + 1} end
+    if at then
+      redis.call('SET', KEYS[5], tomb, 'KEEPTTL')
+      return {7, tomb_v - (#tomb_ops - at + 1) / 12 + 1}
+    end
     v = tomb_v
   end
 end

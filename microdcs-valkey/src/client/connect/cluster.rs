@@ -145,4 +145,27 @@ impl PubSub {
             }
         }
     }
+
+    /// A connection of its own for writes that wait for replicas: a
+    /// `WAIT` holds every later command of its connection until it
+    /// returns, so on the shared connection it would hold unrelated
+    /// callers too. Its replies may take the response timeout plus the
+    /// longest wait; each call bounds its own wait below that.
+    pub(crate) async fn open_durable(&self) -> RedisResult<Connection> {
+        let longest = crate::config::Durability::MAX_TIMEOUT;
+        match self {
+            PubSub::Single { client, config } => {
+                let wait = config.response_timeout().unwrap_or(defaults::RESPONSE_TIMEOUT).saturating_add(longest);
+                let config = config.clone().set_response_timeout(Some(wait));
+                let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
+                Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
+            }
+            PubSub::Cluster { client, connect_timeout, response_timeout } => {
+                let config = ClusterConfig::new()
+                    .set_connection_timeout(*connect_timeout)
+                    .set_response_timeout(response_timeout.saturating_add(longest));
+                Ok(bounded(*connect_timeout, client.get_async_connection_with_config(config)).await?.into())
+            }
+        }
+    }
 }
