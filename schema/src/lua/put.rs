@@ -440,11 +440,14 @@ mod tests {
         // Every read comes before the first write; the first write is the
         // lead group move or the change entry.
         let writes = ["'XADD'", "'SET'", "'DEL'", "'SADD'", "'SREM'", "'SMOVE'", "'ZADD'", "'HSET'", "'HDEL'"];
-        let first_write = writes.iter().filter_map(|w| text.find(&format!("redis.call({w}"))).min().unwrap();
-        let lead = text.find("if lead then\n  if not was_").unwrap();
+        // The unchanged rewrites before an already-applied answer end the
+        // script there: not writes of this one.
+        let body = text.replace("redis.call('HSET', doc_key, 'v', vs)", "").replace(&tomb_rewrite(l.tomb_key), "");
+        let first_write = writes.iter().filter_map(|w| body.find(&format!("redis.call({w}"))).min().unwrap();
+        let lead = body.find("if lead then\n  if not was_").unwrap();
         assert!(first_write > lead, "a write before the lead move");
         for r in ["'GET'", "'SISMEMBER'", "'ZSCORE'"] {
-            let at = text.find(&format!("redis.call({r}")).unwrap();
+            let at = body.find(&format!("redis.call({r}")).unwrap();
             assert!(at < lead, "{r} after the first write");
         }
         // The change entry, the one key not read before, comes right after

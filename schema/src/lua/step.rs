@@ -134,7 +134,7 @@ mod tests {
         let (text, l) = step_script(&spec).unwrap();
         assert_eq!(l.put, PutLayout::new(&spec), "a put's positions, unchanged");
         assert_eq!((l.work_key, l.marker_key), (l.put.num_keys + 1, l.put.num_keys + 2));
-        let op_lookup = text.find("if at then return {7,").unwrap();
+        let op_lookup = text.find("return {7,").unwrap();
         let event = text.find("if applied then return {8, applied} end").unwrap();
         let expect = text.find("local expect = ARGV").unwrap();
         assert!(op_lookup < event && event < expect, "op id, then event, then version");
