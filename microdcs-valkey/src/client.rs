@@ -13,8 +13,10 @@ use crate::error::Result;
 
 // Connecting: the one place a `Valkey` is built from settings or a URL.
 pub(crate) mod connect;
-// One server or a cluster, behind one connection type.
+// One server, Sentinel or a cluster, behind one connection type.
 mod connection;
+// Following the primary a group of Sentinels names.
+mod sentinel;
 
 pub use crate::metrics::Metrics;
 pub use connect::{ConnectError, Health, read_password_file};

@@ -15,13 +15,25 @@
 //!
 //! # Assumptions (failover and replication)
 //!
-//! Time is the server's: expiry is a key TTL, never a client clock. Valkey
-//! replication is asynchronous: after a failover a replica may have lost the
-//! last acquire, and a second owner may get a lease while the first still
-//! believes it holds one. The fencing counter is what keeps the protected data
-//! safe then, *if* the promoted replica has seen the counter's last value:
-//! run with `WAIT`/`min-replicas-to-write` or accept that a failover can
-//! reissue a token. Fencing is enforced where the data is written: use
+//! Time is the server's: expiry is a key TTL, never a client clock. Through
+//! Sentinel or on a cluster, the store follows a failover like every other
+//! call of the handle (see the README, "Through Sentinel"), and a call whose
+//! reply was lost is repeated with its request id, so it returns its first
+//! result and never takes a second token.
+//!
+//! Valkey replication is asynchronous: an acquire acknowledged by the old
+//! primary but not yet on the promoted replica is lost with the failover.
+//! Then the lease is free on the new primary, a second owner gets it while
+//! the first still believes it holds it, and, because the counter lost the
+//! same increment, *with the same fencing token*: a fenced write cannot
+//! tell the two apart. The fencing counter keeps the protected data safe
+//! only if the promoted replica has seen the counter's last value. Rule the
+//! loss out on the server: `min-replicas-to-write 1` with
+//! `min-replicas-max-lag` makes the primary refuse an acquire it cannot
+//! replicate ([`Error::NoReplicas`], nothing taken), which narrows the window
+//! to the lag; otherwise accept that a failover can reissue a token. A
+//! fenced write whose own data was lost with the failover is lost with it.
+//! Fencing is enforced where the data is written: use
 //! [`LeaseStore::fenced_write`] (or check the token the same way in your own
 //! script) for every write the lease protects. A lease alone is advisory.
 //!

@@ -139,7 +139,7 @@ const PROBE_PAUSE: Duration = Duration::from_millis(100);
 /// does not even allow `PING` (`NOPERM`; fixed in the same place as the
 /// password). Judged by the error's kind and code, which are stable, never by
 /// its text, which is not.
-fn is_auth(e: &redis::RedisError) -> bool {
+pub(crate) fn is_auth(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
 }
 
@@ -178,6 +178,9 @@ pub(crate) struct ConnectPlan {
     connect_timeout: Duration,
     response_timeout: Duration,
     poll: PollOptions,
+    /// The Sentinels to ask for the primary (`serviceName=`); the
+    /// endpoints are theirs then.
+    sentinel: Option<sentinel::SentinelPlan>,
 }
 
 impl ConnectPlan {
@@ -212,13 +215,18 @@ impl ConnectPlan {
             Some(ca) => Some(trust_bundle(ca)?),
             None => None,
         };
-        if let Some(path) = &config.password_file {
-            // Fail at start on an unreadable file, with the setting's name.
+        // Fail at start on an unreadable file, with the setting's name.
+        for path in config.password_file.iter().chain(&config.sentinel_password_file) {
             read_password_file(path)
                 .map_err(|e| ConnectError::PasswordFile { path: path.clone(), reason: e.to_string() })?;
         }
+        let sentinel = sentinel::SentinelPlan::from_config(config, &ep, tls);
         Ok(ConnectPlan {
-            endpoint: endpoint_of(info.addr()),
+            endpoint: match &sentinel {
+                Some(s) => s.describe(&endpoint_of(info.addr())),
+                None => endpoint_of(info.addr()),
+            },
+            sentinel,
             info,
             seeds,
             tls,
@@ -257,6 +265,7 @@ impl ConnectPlan {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
             poll: PollOptions::default(),
+            sentinel: None,
         })
     }
 
@@ -288,6 +297,17 @@ impl ConnectPlan {
                     ConnectError::Config(ConfigError::connection_string(e.to_string()))
                 }
             }),
+        }
+    }
+
+    /// The settings of a one-off connection to a data node.
+    fn probe_config(&self) -> redis::AsyncConnectionConfig {
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout));
+        match self.credentials() {
+            Some(c) => probe.set_credentials_provider(c),
+            None => probe,
         }
     }
 
@@ -354,6 +374,9 @@ impl ConnectPlan {
     /// The steps of [`ConnectPlan::open`], without the deadline. `last` keeps the
     /// latest failure, so a timeout can say what went wrong.
     async fn establish(&self, prefix: &KeyPrefix, last: &mut Option<String>) -> Result<Opened, ConnectError> {
+        if let Some(plan) = &self.sentinel {
+            return self.establish_sentinel(plan, last).await;
+        }
         let cluster = self.probe(last).await?;
         if !cluster {
             if !self.seeds.is_empty() {
@@ -375,12 +398,7 @@ impl ConnectPlan {
     /// would retry them with backoff); unreachable endpoints are tried again
     /// until the deadline.
     async fn probe(&self, last: &mut Option<String>) -> Result<bool, ConnectError> {
-        let mut probe = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout));
-        if let Some(c) = self.credentials() {
-            probe = probe.set_credentials_provider(c);
-        }
+        let probe = self.probe_config();
         // Database 0 for the probe: a cluster has no other, and refusing a
         // configured one says more than the server's `SELECT` error.
         let clients = std::iter::once(&self.info)
@@ -495,94 +513,16 @@ impl Valkey {
         let prefix = config.prefix()?;
         target.open(prefix, config.write_options()).await
     }
-
-    /// One `PING`; the round-trip time. Waits at most the response timeout,
-    /// also while the connection is being re-established.
-    ///
-    /// # Errors
-    /// The server did not answer (in time).
-    pub async fn ping(&self) -> crate::Result<Duration> {
-        let timeout = self.response_timeout();
-        match tokio::time::timeout(timeout, self.ping_once()).await {
-            Ok(r) => r,
-            Err(_) => Err(self.no_answer(timeout)),
-        }
-    }
-
-    async fn ping_once(&self) -> crate::Result<Duration> {
-        let mut con = self.connection();
-        let start = Instant::now();
-        // On a cluster, the island's primary: a keyless PING would go to
-        // every primary, and one down elsewhere is not this island's trouble.
-        let _: String = con.query_near(&redis::cmd("PING"), self.prefix().slot()).await?;
-        Ok(start.elapsed())
-    }
-
-    fn no_answer(&self, timeout: Duration) -> crate::Error {
-        let text = match self.endpoint() {
-            Some(ep) => format!("no answer from {ep} within {timeout:?}"),
-            None => format!("no answer within {timeout:?}"),
-        };
-        crate::Error::Redis(std::io::Error::new(std::io::ErrorKind::TimedOut, text).into())
-    }
-
-    /// A health check for any health framework: pings and reports the
-    /// round-trip time, or why the server is unhealthy. Answers within the
-    /// response timeout, however long reconnecting takes.
-    pub async fn health(&self) -> Health {
-        let timeout = self.response_timeout();
-        let mut last = None;
-        let checked = tokio::time::timeout(timeout, async {
-            // A dropped connection is replaced after the first command that
-            // fails on it; a second ping then tells the truth.
-            for _ in 0..2 {
-                match self.ping_once().await {
-                    Ok(rtt) => return Some(rtt),
-                    Err(e) => last = Some(e),
-                }
-            }
-            None
-        })
-        .await;
-        match checked {
-            Ok(Some(rtt)) => Health::Healthy { rtt },
-            _ => {
-                let detail = last.map_or_else(|| format!("no answer within {timeout:?}"), |e| e.to_string());
-                let reason = match self.endpoint() {
-                    Some(ep) => format!("{ep}: {detail}"),
-                    None => detail,
-                };
-                Health::Unhealthy { reason }
-            }
-        }
-    }
-}
-
-/// The result of [`Valkey::health`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
-    /// The server answered.
-    Healthy {
-        /// Round-trip time of a `PING`.
-        rtt: Duration,
-    },
-    /// The server did not answer.
-    Unhealthy {
-        /// Why (no secrets).
-        reason: String,
-    },
-}
-
-impl Health {
-    /// Whether the server answered.
-    pub fn is_healthy(&self) -> bool {
-        matches!(self, Health::Healthy { .. })
-    }
 }
 
 // The cluster side: the cluster client, its connections, pub/sub.
 mod cluster;
 pub(crate) use cluster::PubSub;
+// Through Sentinel: asking for the primary at start.
+mod sentinel;
+// `ping` and `health`.
+mod health;
+pub use health::Health;
 
 #[cfg(test)]
 mod tests;

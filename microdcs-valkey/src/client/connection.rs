@@ -1,7 +1,8 @@
-//! The connection the runtime talks through: one server, or a Valkey
-//! Cluster.
+//! The connection the runtime talks through: one server, the primary a
+//! group of Sentinels names, or a Valkey Cluster.
 //!
-//! Both are multiplexed and reconnect by themselves; a cluster connection
+//! All are multiplexed and reconnect by themselves; a Sentinel connection
+//! moves to the new primary after a failover, and a cluster connection
 //! also follows the cluster's topology (it routes every keyed command to the
 //! primary of the key's slot, and learns of moved slots and failovers from
 //! `MOVED` replies). Everything the runtime sends goes through
@@ -16,6 +17,8 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
+
+use super::sentinel::Follower;
 
 /// A multiplexed, reconnecting connection to one Valkey server or to a
 /// Valkey Cluster. Cheap to clone; every clone shares the connection.
@@ -34,6 +37,7 @@ pub struct Connection {
 #[derive(Clone)]
 enum Kind {
     Single(ConnectionManager),
+    Sentinel(Follower),
     Cluster(ClusterConnection),
 }
 
@@ -41,6 +45,7 @@ impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
             Kind::Single(_) => "Connection(server)",
+            Kind::Sentinel(_) => "Connection(sentinel)",
             Kind::Cluster(_) => "Connection(cluster)",
         })
     }
@@ -49,6 +54,12 @@ impl fmt::Debug for Connection {
 impl From<ConnectionManager> for Connection {
     fn from(con: ConnectionManager) -> Self {
         Connection { kind: Kind::Single(con), ask: None }
+    }
+}
+
+impl From<Follower> for Connection {
+    fn from(con: Follower) -> Self {
+        Connection { kind: Kind::Sentinel(con), ask: None }
     }
 }
 
@@ -70,6 +81,7 @@ impl Connection {
     pub(crate) async fn query_on_slot<T: redis::FromRedisValue>(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<T> {
         match &mut self.kind {
             Kind::Single(con) => cmd.query_async(con).await,
+            Kind::Sentinel(con) => cmd.query_async(con).await,
             Kind::Cluster(con) => {
                 let route =
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)));
@@ -106,6 +118,7 @@ impl Connection {
         }
         let values: Vec<Value> = match &mut self.kind {
             Kind::Single(con) => pipe.query_async(con).await?,
+            Kind::Sentinel(con) => pipe.query_async(con).await?,
             Kind::Cluster(con) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
                 con.route_pipeline(pipe, 0, cmds.len(), route).await?
@@ -130,6 +143,7 @@ impl Connection {
     pub(crate) async fn subscribe(&mut self, channel: impl ToRedisArgs + Send) -> RedisResult<()> {
         match &mut self.kind {
             Kind::Single(con) => con.subscribe(channel).await,
+            Kind::Sentinel(con) => con.subscribe(channel).await,
             Kind::Cluster(con) => con.subscribe(channel).await,
         }
     }
@@ -139,6 +153,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match (&mut self.kind, &self.ask) {
             (Kind::Single(con), _) => con.req_packed_command(cmd),
+            (Kind::Sentinel(con), _) => con.req_packed_command(cmd),
             (Kind::Cluster(con), None) => con.req_packed_command(cmd),
             (Kind::Cluster(con), Some((host, port))) => {
                 let route = SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port };
@@ -162,6 +177,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.kind {
             Kind::Single(con) => con.req_packed_commands(pipeline, offset, count),
+            Kind::Sentinel(con) => con.req_packed_commands(pipeline, offset, count),
             Kind::Cluster(con) => con.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -169,6 +185,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match &self.kind {
             Kind::Single(con) => con.get_db(),
+            Kind::Sentinel(con) => con.get_db(),
             Kind::Cluster(con) => con.get_db(),
         }
     }

@@ -32,7 +32,16 @@ pub struct Endpoint {
     /// in turn to learn its topology. Empty for one endpoint (which may
     /// still be a cluster node: the server says so when connecting).
     pub seeds: Vec<(String, u16)>,
+    /// `serviceName=` of a StackExchange string: the endpoints are
+    /// Sentinels, and the handle follows the primary they name for this
+    /// service (an endpoint without a port means Sentinel's 26379).
+    pub service_name: Option<String>,
 }
+
+/// The port of an endpoint named without one: Valkey's, or Sentinel's
+/// when the string names a service.
+const DEFAULT_PORT: u16 = 6379;
+const DEFAULT_SENTINEL_PORT: u16 = 26379;
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -44,6 +53,7 @@ impl fmt::Debug for Endpoint {
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("db", &self.db)
             .field("seeds", &self.seeds)
+            .field("service_name", &self.service_name)
             .finish_non_exhaustive()
     }
 }
@@ -88,8 +98,11 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
         connect_timeout: None,
         response_timeout: None,
         seeds: Vec::new(),
+        service_name: None,
     };
-    let mut endpoints = 0;
+    // Endpoints as written; a missing port is filled in at the end, when
+    // it is known whether they are Sentinels.
+    let mut endpoints: Vec<(String, Option<u16>)> = Vec::new();
     // After a password, a part may be a piece of it (a `,` in the password
     // splits it): such parts are never quoted in an error.
     let mut after_password = false;
@@ -124,10 +137,15 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                 "synctimeout" | "asynctimeout" => ep.response_timeout = Some(ms(value)?),
                 k if IGNORED_OPTIONS.contains(&k) => {}
                 "servicename" => {
-                    return Err(
-                        "Sentinel (serviceName) is not supported yet: name one server, or the nodes of a cluster"
-                            .into(),
-                    );
+                    // Sentinel answers a name that is one word of printable
+                    // characters; anything else is a typo to report now.
+                    if value.is_empty() || !value.chars().all(|c| c.is_ascii_graphic()) {
+                        return Err("serviceName must be one word of printable characters".into());
+                    }
+                    if ep.service_name.is_some() {
+                        return Err("serviceName is given twice".into());
+                    }
+                    ep.service_name = Some(value.to_owned());
                 }
                 // Named only when it cannot be a piece of a password that
                 // held a `,` (the split would make one an option).
@@ -154,21 +172,25 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
                             password (or use a URL)"
                     .into());
             }
-            endpoints += 1;
-            let (host, port) = split_host_port(part)?;
-            if endpoints == 1 {
-                ep.host = host;
-                ep.port = port;
-            } else if (host == ep.host && port == ep.port) || ep.seeds.contains(&(host.clone(), port)) {
-                return Err(format!("the endpoint `{}` is named twice", show_host_port(&host, port)));
-            } else {
-                ep.seeds.push((host, port));
-            }
+            endpoints.push(split_host_port(part)?);
         }
     }
-    if endpoints == 0 {
-        return Err("no `host:port` endpoint".into());
+    let default_port = if ep.service_name.is_some() { DEFAULT_SENTINEL_PORT } else { DEFAULT_PORT };
+    let mut named: Vec<(String, u16)> = Vec::new();
+    for (host, port) in endpoints {
+        let port = port.unwrap_or(default_port);
+        if named.contains(&(host.clone(), port)) {
+            return Err(format!("the endpoint `{}` is named twice", show_host_port(&host, port)));
+        }
+        named.push((host, port));
     }
+    let mut named = named.into_iter();
+    let Some((host, port)) = named.next() else {
+        return Err("no `host:port` endpoint".into());
+    };
+    ep.host = host;
+    ep.port = port;
+    ep.seeds = named.collect();
     Ok(ep)
 }
 
@@ -177,15 +199,16 @@ fn show_host_port(host: &str, port: u16) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
-fn split_host_port(part: &str) -> Result<(String, u16), String> {
+/// `host` and the port, if one is written.
+fn split_host_port(part: &str) -> Result<(String, Option<u16>), String> {
     // [::1]:6379, host:6379, host
     if let Some(rest) = part.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or("unclosed `[` in the host")?;
         let port = match after.strip_prefix(':') {
             // The text is not quoted: with a `,` in a password, a piece of
             // it can land here.
-            Some(p) => p.parse().map_err(|_| "a port that is not a number".to_owned())?,
-            None => 6379,
+            Some(p) => Some(p.parse().map_err(|_| "a port that is not a number".to_owned())?),
+            None => None,
         };
         return Ok((host.to_owned(), port));
     }
@@ -194,9 +217,9 @@ fn split_host_port(part: &str) -> Result<(String, u16), String> {
             if host.is_empty() {
                 return Err("no host before `:`".into());
             }
-            Ok((host.to_owned(), port.parse().map_err(|_| "a port that is not a number".to_owned())?))
+            Ok((host.to_owned(), Some(port.parse().map_err(|_| "a port that is not a number".to_owned())?)))
         }
-        None => Ok((part.to_owned(), 6379)),
+        None => Ok((part.to_owned(), None)),
     }
 }
 
@@ -224,6 +247,7 @@ fn parse_url(cs: &str) -> Result<Endpoint, String> {
         connect_timeout: None,
         response_timeout: None,
         seeds: Vec::new(),
+        service_name: None,
     })
 }
 
@@ -257,6 +281,22 @@ mod tests {
         assert!(parse_connection_string("h:1,bogus=2").unwrap_err().contains("unknown option `bogus`"));
         assert!(parse_connection_string("h:x").unwrap_err().contains("port"));
         assert!(parse_connection_string("http://h").unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn a_service_name_makes_the_endpoints_sentinels() {
+        let ep = parse_connection_string("s1,s2:26380,[::1],serviceName=mymaster,password=p").unwrap();
+        assert_eq!(ep.service_name.as_deref(), Some("mymaster"));
+        assert_eq!((ep.host.as_str(), ep.port), ("s1", 26379));
+        assert_eq!(ep.seeds, [("s2".to_owned(), 26380), ("::1".to_owned(), 26379)]);
+        assert_eq!(parse_connection_string("h").unwrap().port, 6379);
+        assert!(parse_connection_string("h:1").unwrap().service_name.is_none());
+        for bad in ["h,serviceName=", "h,serviceName=a b", "h,serviceName=a,serviceName=b"] {
+            assert!(parse_connection_string(bad).unwrap_err().contains("serviceName"), "{bad}");
+        }
+        // The default port is applied before duplicates are found.
+        let e = parse_connection_string("s1,s1:26379,serviceName=m").unwrap_err();
+        assert!(e.contains("`s1:26379` is named twice"), "{e}");
     }
 
     #[test]

@@ -133,6 +133,16 @@ pub struct ValkeyConfig {
     pub write_replica_timeout: Duration,
     /// Wait for the append-only files (`WAITAOF`) instead.
     pub write_wait_aof: bool,
+    /// ACL user for the Sentinels (with `serviceName=` in the connection
+    /// string). The user and password of the connection string are the data
+    /// nodes' only: a Sentinel gets credentials only when these are set.
+    pub sentinel_user: Option<String>,
+    /// File holding the Sentinels' password, read before every connection
+    /// to one (as `PasswordFile` is for the data nodes).
+    pub sentinel_password_file: Option<PathBuf>,
+    /// Whether the Sentinels speak TLS; unset, they do when the data nodes
+    /// do. `TlsCaFile` is trusted for both.
+    pub sentinel_tls: Option<bool>,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
@@ -158,6 +168,9 @@ impl Default for ValkeyConfig {
             write_replicas: defaults::WRITE_REPLICAS,
             write_replica_timeout: defaults::WRITE_REPLICA_TIMEOUT,
             write_wait_aof: false,
+            sentinel_user: None,
+            sentinel_password_file: None,
+            sentinel_tls: None,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
         }
@@ -183,6 +196,9 @@ impl fmt::Debug for ValkeyConfig {
             .field("write_replicas", &self.write_replicas)
             .field("write_replica_timeout", &self.write_replica_timeout)
             .field("write_wait_aof", &self.write_wait_aof)
+            .field("sentinel_user", &self.sentinel_user)
+            .field("sentinel_password_file", &self.sentinel_password_file)
+            .field("sentinel_tls", &self.sentinel_tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .finish()
@@ -375,6 +391,13 @@ impl MicroDcsConfig {
             }
             "valkey:writereplicatimeout" => v.write_replica_timeout = dur(value)?,
             "valkey:writewaitaof" => v.write_wait_aof = parse_bool(value)?,
+            "valkey:sentineluser" => v.sentinel_user = Some(value.to_owned()).filter(|s| !s.is_empty()),
+            "valkey:sentinelpasswordfile" => {
+                v.sentinel_password_file = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty());
+            }
+            "valkey:sentineltls" => {
+                v.sentinel_tls = if value.trim().is_empty() { None } else { Some(parse_bool(value)?) };
+            }
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
             _ => return Err("unknown setting".to_owned()),
@@ -448,6 +471,23 @@ impl ValkeyConfig {
                         "TLS is off: set TlsCaFile, or use rediss:// or ssl=true in ConnectionString".into(),
                     );
                 }
+                if ep.service_name.is_some() {
+                    if self.require_tls && self.sentinel_tls == Some(false) {
+                        bad("SentinelTls", "false, but RequireTls is set".into());
+                    }
+                } else {
+                    // Sentinel settings without a service would be ignored
+                    // without a word: a mistake worth stopping on.
+                    for (name, set) in [
+                        ("SentinelUser", self.sentinel_user.is_some()),
+                        ("SentinelPasswordFile", self.sentinel_password_file.is_some()),
+                        ("SentinelTls", self.sentinel_tls.is_some()),
+                    ] {
+                        if set {
+                            bad(name, "set, but ConnectionString names no serviceName (no Sentinel)".into());
+                        }
+                    }
+                }
             }
             Err(e) => bad("ConnectionString", e),
         }
@@ -460,6 +500,11 @@ impl ValkeyConfig {
             && !f.is_file()
         {
             bad("PasswordFile", format!("`{}` does not exist or is not a file", f.display()));
+        }
+        if let Some(f) = &self.sentinel_password_file
+            && !f.is_file()
+        {
+            bad("SentinelPasswordFile", format!("`{}` does not exist or is not a file", f.display()));
         }
         if let Err(e) = KeyPrefix::new(self.key_prefix.clone()) {
             bad("KeyPrefix", e.to_string());

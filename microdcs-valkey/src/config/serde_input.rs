@@ -65,6 +65,9 @@ struct RawValkey {
     write_replicas: Option<SettingText>,
     write_replica_timeout: Option<SettingText>,
     write_wait_aof: Option<SettingText>,
+    sentinel_user: Option<SettingText>,
+    sentinel_password_file: Option<SettingText>,
+    sentinel_tls: Option<SettingText>,
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
 }
@@ -89,6 +92,9 @@ impl RawValkey {
             ("WriteReplicas", self.write_replicas),
             ("WriteReplicaTimeout", self.write_replica_timeout),
             ("WriteWaitAof", self.write_wait_aof),
+            ("SentinelUser", self.sentinel_user),
+            ("SentinelPasswordFile", self.sentinel_password_file),
+            ("SentinelTls", self.sentinel_tls),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
         ]

@@ -1,8 +1,10 @@
 //! Helpers for testing code that uses microdcs against a real server
 //! (feature `testing`): a throw-away `valkey-server` per test, key prefixes
 //! no other test uses, and a TCP proxy that cuts connections at a chosen
-//! request so unknown-outcome paths can be exercised, and a throw-away
-//! Valkey Cluster ([`ValkeyCluster`]) for code that must run on one.
+//! request so unknown-outcome paths can be exercised, a throw-away Valkey
+//! Cluster ([`ValkeyCluster`]) for code that must run on one, and a
+//! primary, a replica and three Sentinels ([`Sentinel`]) for code that must
+//! survive a failover.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,8 +23,10 @@
 
 mod cluster;
 mod proxy;
+mod sentinel;
 mod server;
 
 pub use cluster::{NODE_TIMEOUT_MS, ValkeyCluster, command};
 pub use proxy::FaultProxy;
+pub use sentinel::{DOWN_AFTER_MS, SERVICE_NAME, Sentinel};
 pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_island, unique_prefix};

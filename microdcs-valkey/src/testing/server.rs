@@ -171,6 +171,9 @@ pub struct ValkeyServer {
     port: u16,
     url: String,
     extra_args: Vec<String>,
+    /// A configuration file, passed first (a Sentinel needs one it can
+    /// rewrite).
+    config_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for ValkeyServer {
@@ -207,6 +210,7 @@ impl ValkeyServer {
             port,
             url,
             extra_args: Vec::new(),
+            config_file: None,
         }
     }
 
@@ -242,6 +246,21 @@ impl ValkeyServer {
     }
 
     fn start_binary(binary: PathBuf, extra_args: &[&str], tls: bool) -> Result<Self, HarnessError> {
+        Self::start_configured(binary, None, extra_args, tls)
+    }
+
+    /// Starts a local `valkey-server` reading `config` (written to a file
+    /// in its directory, which the server may rewrite) before `extra_args`.
+    pub(super) fn start_with_config(config: &str, extra_args: &[&str]) -> Result<Self, HarnessError> {
+        Self::start_configured(find_server_binary()?, Some(config), extra_args, false)
+    }
+
+    fn start_configured(
+        binary: PathBuf,
+        config: Option<&str>,
+        extra_args: &[&str],
+        tls: bool,
+    ) -> Result<Self, HarnessError> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = env::temp_dir().join(format!("microdcs-valkey-{}-{n}-{}", std::process::id(), nanos()));
         fs::create_dir_all(&dir)?;
@@ -254,7 +273,13 @@ impl ValkeyServer {
             port: 0,
             url: String::new(),
             extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            config_file: None,
         };
+        if let Some(text) = config {
+            let file = server.dir.as_ref().expect("just made").join("server.conf");
+            fs::write(&file, text)?;
+            server.config_file = Some(file);
+        }
         server.boot(None)?;
         Ok(server)
     }
@@ -271,6 +296,9 @@ impl ValkeyServer {
             let log = dir.join("valkey.log");
             let _ = fs::remove_file(&log);
             let mut cmd = Command::new(self.binary.as_ref().expect("local server has a binary"));
+            if let Some(file) = &self.config_file {
+                cmd.arg(file);
+            }
             if self.tls {
                 cmd.args(["--port", "0", "--tls-port"]).arg(port.to_string());
             } else {
@@ -422,7 +450,8 @@ fn ping(host: &str, port: u16) -> std::io::Result<()> {
     s.write_all(b"PING\r\n")?;
     let mut buf = [0u8; 16];
     let n = s.read(&mut buf)?;
-    if buf[..n].starts_with(b"+PONG") {
+    // A server that wants a password answers too: it is up.
+    if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH") {
         Ok(())
     } else {
         Err(std::io::Error::other(String::from_utf8_lossy(&buf[..n]).into_owned()))

@@ -9,6 +9,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 
 use super::{ConnectPlan, Opened, is_auth};
 use crate::KeyPrefix;
+use crate::client::sentinel::{Follower, OnSwitch, Sentinels};
 use crate::client::{Connection, bounded, millis};
 use crate::config::{ConfigError, defaults};
 
@@ -116,6 +117,8 @@ const CLUSTER_RETRIES: u32 = 16;
 pub(crate) enum PubSub {
     /// One server: a reconnecting connection manager.
     Single { client: redis::Client, config: ConnectionManagerConfig },
+    /// The primary Sentinel names: a follower, moved by a switch.
+    Sentinel { sentinels: std::sync::Arc<Sentinels>, config: ConnectionManagerConfig },
     /// A cluster.
     Cluster { client: ClusterClient, connect_timeout: Duration, response_timeout: Duration },
 }
@@ -135,6 +138,19 @@ impl PubSub {
                 // start-up.
                 let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
                 Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
+            }
+            PubSub::Sentinel { sentinels, config } => {
+                let on_push = std::sync::Arc::new(on_push);
+                let config = config.clone().set_push_sender(on_push.clone()).set_automatic_resubscription();
+                // Messages published while we moved to the new primary
+                // are lost: told as a lost connection, so the subscriber
+                // makes up for them as it does after a reconnect.
+                let on_switch: OnSwitch = Box::new(move || {
+                    let _ = on_push(redis::PushInfo { kind: redis::PushKind::Disconnection, data: Vec::new() });
+                });
+                let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
+                let protocol = redis::ProtocolVersion::RESP3;
+                Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, Some(on_switch))).await?.into())
             }
             PubSub::Cluster { client, connect_timeout, response_timeout } => {
                 let config = ClusterConfig::new()
@@ -159,6 +175,13 @@ impl PubSub {
                 let config = config.clone().set_response_timeout(Some(wait));
                 let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
                 Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
+            }
+            PubSub::Sentinel { sentinels, config } => {
+                let wait = config.response_timeout().unwrap_or(defaults::RESPONSE_TIMEOUT).saturating_add(longest);
+                let config = config.clone().set_response_timeout(Some(wait));
+                let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
+                let protocol = redis::ProtocolVersion::RESP2;
+                Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, None)).await?.into())
             }
             PubSub::Cluster { client, connect_timeout, response_timeout } => {
                 let config = ClusterConfig::new()

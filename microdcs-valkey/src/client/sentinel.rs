@@ -1,0 +1,584 @@
+//! Following the primary a group of Sentinels names for a service.
+//!
+//! A handle made with `serviceName=` keeps one [`Sentinels`]: where the
+//! Sentinels are, the service, and the primary they named last, with a
+//! generation that grows at every change. Each connection of the handle is
+//! a [`Follower`]: a reconnecting connection to the primary it was made
+//! for, replaced by one to the new primary before its next command once the
+//! generation has moved. The generation moves when a Sentinel announces a
+//! switch (`+switch-master`, which a background task listens for), or when
+//! a failure makes us ask the Sentinels: a `READONLY` reply (we reached the
+//! old primary, now a replica) or a lost connection (the old primary is
+//! gone). A new primary is adopted only after it says it is one (`ROLE`),
+//! so a Sentinel with a stale view cannot send writes to a replica.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+use tokio::sync::watch;
+
+use crate::client::bounded;
+use crate::client::connect::is_auth;
+use crate::error::is_unknown_outcome;
+
+/// The channel on which a Sentinel announces a new primary:
+/// `<service> <old host> <old port> <new host> <new port>`.
+const SWITCH_CHANNEL: &str = "+switch-master";
+
+/// The shortest time between two questions to the Sentinels: many callers
+/// failing at once during a failover ask once.
+const ASK_GAP: Duration = Duration::from_millis(100);
+
+/// The longest pause before the switch listener tries the next Sentinel.
+const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// The primary the Sentinels named last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Primary {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// Grows by one at every change of primary.
+    generation: u64,
+}
+
+impl Primary {
+    pub(crate) fn endpoint(&self) -> String {
+        show(&self.host, self.port)
+    }
+}
+
+fn show(host: &str, port: u16) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
+/// How to reach the Sentinels and the nodes they name.
+pub(crate) struct SentinelSetup {
+    /// The service (`serviceName=`).
+    pub(crate) service: String,
+    /// The Sentinels, in the order written.
+    pub(crate) sentinels: Vec<(String, u16)>,
+    /// The Sentinels' ACL user and password file (`SentinelUser`,
+    /// `SentinelPasswordFile`); the file is read at every connection.
+    pub(crate) user: Option<String>,
+    pub(crate) password_file: Option<PathBuf>,
+    pub(crate) tls: bool,
+    /// The data nodes' handshake (user, password, database).
+    pub(crate) data: redis::RedisConnectionInfo,
+    pub(crate) data_tls: bool,
+    /// PEM roots to trust (`TlsCaFile`), for both.
+    pub(crate) roots: Option<Vec<u8>>,
+    /// The data nodes' connection settings for one-off checks (`ROLE`),
+    /// with their credentials.
+    pub(crate) probe: redis::AsyncConnectionConfig,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+}
+
+/// Why asking the Sentinels named no primary.
+#[derive(Debug)]
+pub(crate) enum AskFailure {
+    /// A Sentinel or the named primary refused our credentials.
+    Auth { endpoint: String, user: String, reason: String },
+    /// Every Sentinel answered, and none monitors the service.
+    UnknownService { reasons: String },
+    /// No usable answer (unreachable Sentinels, a named node that is no
+    /// primary yet or does not answer).
+    NoAnswer { reasons: String },
+}
+
+impl std::fmt::Display for AskFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskFailure::Auth { endpoint, reason, .. } => write!(f, "{endpoint}: {reason}"),
+            AskFailure::UnknownService { reasons } | AskFailure::NoAnswer { reasons } => f.write_str(reasons),
+        }
+    }
+}
+
+/// The Sentinels of one handle and the primary they named last.
+pub(crate) struct Sentinels {
+    setup: SentinelSetup,
+    current: watch::Sender<Primary>,
+    /// When we last asked (see [`ASK_GAP`]).
+    asked: tokio::sync::Mutex<Option<Instant>>,
+    /// The switch listener, stopped with the last user of this.
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Sentinels {
+    fn drop(&mut self) {
+        if let Some(h) = self.listener.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            h.abort();
+        }
+    }
+}
+
+impl Sentinels {
+    /// Asks the Sentinels for the primary until one is named, within the
+    /// connect timeout, and starts listening for switches. `last` keeps
+    /// the latest reason none was, for a caller whose deadline ends first.
+    pub(crate) async fn start(setup: SentinelSetup, last: &mut Option<String>) -> Result<Arc<Sentinels>, AskFailure> {
+        let deadline = Instant::now() + setup.connect_timeout;
+        let (host, port) = loop {
+            match ask(&setup).await {
+                Ok(found) => break found,
+                Err(e @ (AskFailure::Auth { .. } | AskFailure::UnknownService { .. })) => return Err(e),
+                Err(e) if Instant::now() + ASK_GAP >= deadline => return Err(e),
+                Err(e) => {
+                    tracing::debug!(service = %setup.service, reason = %e, "no primary named yet");
+                    *last = Some(e.to_string());
+                    tokio::time::sleep(ASK_GAP).await;
+                }
+            }
+        };
+        let (current, _) = watch::channel(Primary { host, port, generation: 0 });
+        let sentinels = Arc::new(Sentinels {
+            setup,
+            current,
+            asked: tokio::sync::Mutex::new(Some(Instant::now())),
+            listener: Mutex::new(None),
+        });
+        let task = tokio::spawn(listen(Arc::downgrade(&sentinels)));
+        *sentinels.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        Ok(sentinels)
+    }
+
+    pub(crate) fn primary(&self) -> Primary {
+        self.current.borrow().clone()
+    }
+
+    pub(crate) fn service(&self) -> &str {
+        &self.setup.service
+    }
+
+    /// Asks the Sentinels again (at most once per [`ASK_GAP`], bounded by
+    /// the connect timeout) and adopts the primary they name.
+    pub(crate) async fn refresh(&self) {
+        let mut asked = self.asked.lock().await;
+        if asked.is_some_and(|t| t.elapsed() < ASK_GAP) {
+            return;
+        }
+        *asked = Some(Instant::now());
+        match tokio::time::timeout(self.setup.connect_timeout, ask(&self.setup)).await {
+            Ok(Ok((host, port))) => self.adopt(&host, port, "named by a sentinel"),
+            Ok(Err(e)) => tracing::warn!(service = %self.setup.service, reason = %e, "no sentinel named a primary"),
+            Err(_) => tracing::warn!(service = %self.setup.service, "no sentinel answered in time"),
+        }
+    }
+
+    fn adopt(&self, host: &str, port: u16, why: &'static str) {
+        let changed = self.current.send_if_modified(|p| {
+            if p.host == host && p.port == port {
+                return false;
+            }
+            p.host = host.to_owned();
+            p.port = port;
+            p.generation += 1;
+            true
+        });
+        if changed {
+            tracing::warn!(service = %self.setup.service, primary = %show(host, port), why, "following a new primary");
+        }
+    }
+
+    /// A reconnecting connection to `primary`, within the connect timeout.
+    async fn manager_for(
+        &self,
+        primary: &Primary,
+        protocol: redis::ProtocolVersion,
+        config: &ConnectionManagerConfig,
+    ) -> RedisResult<ConnectionManager> {
+        let s = &self.setup;
+        let settings = s.data.clone().set_protocol(protocol);
+        let client = client(&primary.host, primary.port, s.data_tls, settings, &s.roots)?;
+        bounded(s.connect_timeout, ConnectionManager::new_with_config(client, config.clone())).await
+    }
+}
+
+/// A client of `host:port` with `settings`, over TLS (trusting `roots`
+/// when given) or not.
+fn client(
+    host: &str,
+    port: u16,
+    tls: bool,
+    settings: redis::RedisConnectionInfo,
+    roots: &Option<Vec<u8>>,
+) -> RedisResult<redis::Client> {
+    let addr = if tls {
+        ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure: false, tls_params: None }
+    } else {
+        ConnectionAddr::Tcp(host.to_owned(), port)
+    };
+    let info = addr.into_connection_info()?.set_redis_settings(settings);
+    match roots {
+        Some(r) if tls => {
+            redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls: None, root_cert: Some(r.clone()) })
+        }
+        _ => redis::Client::open(info),
+    }
+}
+
+/// A client of Sentinel `i`, with its credentials read now.
+fn sentinel_client(s: &SentinelSetup, i: usize) -> RedisResult<redis::Client> {
+    let (host, port) = &s.sentinels[i];
+    let mut settings = redis::RedisConnectionInfo::default();
+    if let Some(u) = &s.user {
+        settings = settings.set_username(u);
+    }
+    if let Some(path) = &s.password_file {
+        let password = super::read_password_file(path).map_err(|e| {
+            tracing::error!(path = %path.display(), error = %e, "cannot read the sentinel password file");
+            redis::RedisError::from((
+                redis::ErrorKind::AuthenticationFailed,
+                "cannot read SentinelPasswordFile",
+                path.display().to_string(),
+            ))
+        })?;
+        settings = settings.set_password(password);
+    }
+    client(host, *port, s.tls, settings, &s.roots)
+}
+
+/// Asks each Sentinel in turn which node is the service's primary, and
+/// takes the first answer whose node says it is a primary.
+async fn ask(s: &SentinelSetup) -> Result<(String, u16), AskFailure> {
+    let mut reasons = Vec::new();
+    let mut unknown = 0;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(s.connect_timeout))
+        .set_response_timeout(Some(s.response_timeout));
+    for i in 0..s.sentinels.len() {
+        let endpoint = show(&s.sentinels[i].0, s.sentinels[i].1);
+        let named = async {
+            let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(&config).await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&s.service)
+                .query_async::<Option<(String, String)>>(&mut con)
+                .await
+        };
+        match bounded(s.connect_timeout, named).await {
+            Ok(Some((host, port))) => {
+                let Ok(port) = port.parse::<u16>() else {
+                    reasons.push(format!("{endpoint} named a port that is not a number"));
+                    continue;
+                };
+                match role(s, &host, port).await {
+                    Ok(role) if role == "master" => return Ok((host, port)),
+                    Ok(role) => reasons.push(format!(
+                        "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
+                        show(&host, port),
+                        s.service
+                    )),
+                    Err(e) if is_auth(&e) => {
+                        let user = s.data.username().unwrap_or("default").to_owned();
+                        return Err(AskFailure::Auth { endpoint: show(&host, port), user, reason: e.to_string() });
+                    }
+                    Err(e) => {
+                        reasons.push(format!("{endpoint} names {}, which does not answer: {e}", show(&host, port)))
+                    }
+                }
+            }
+            Ok(None) => {
+                unknown += 1;
+                reasons.push(format!("{endpoint} monitors no service `{}`", s.service));
+            }
+            Err(e) if is_auth(&e) => {
+                let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
+                let reason = format!(
+                    "{e} (a Sentinel's credentials are SentinelUser and SentinelPasswordFile, not the data nodes')"
+                );
+                return Err(AskFailure::Auth { endpoint, user, reason });
+            }
+            Err(e) => reasons.push(format!("{endpoint}: {e}")),
+        }
+    }
+    let reasons = reasons.join("; ");
+    if unknown == s.sentinels.len() {
+        Err(AskFailure::UnknownService { reasons })
+    } else {
+        Err(AskFailure::NoAnswer { reasons })
+    }
+}
+
+/// What the node at `host:port` says it is (`master`, `slave`).
+async fn role(s: &SentinelSetup, host: &str, port: u16) -> RedisResult<String> {
+    let check = async {
+        let settings = s.data.clone().set_db(0);
+        let mut con = client(host, port, s.data_tls, settings, &s.roots)?
+            .get_multiplexed_async_connection_with_config(&s.probe)
+            .await?;
+        let reply: Vec<Value> = redis::cmd("ROLE").query_async(&mut con).await?;
+        match reply.first() {
+            Some(v) => redis::from_redis_value::<String>(v.clone()).map_err(redis::RedisError::from),
+            None => Err(redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "an empty ROLE reply"))),
+        }
+    };
+    bounded(s.connect_timeout, check).await
+}
+
+/// Listens for switches announced by a Sentinel, moving to the next one
+/// when its connection is lost; ends with the [`Sentinels`] it serves.
+async fn listen(sentinels: Weak<Sentinels>) {
+    let mut next = 0;
+    let mut pause = ASK_GAP;
+    loop {
+        let Some(s) = sentinels.upgrade() else { return };
+        let i = next % s.setup.sentinels.len();
+        next += 1;
+        let subscribed = async {
+            let mut pubsub = bounded(s.setup.connect_timeout, sentinel_client(&s.setup, i)?.get_async_pubsub()).await?;
+            bounded(s.setup.response_timeout, pubsub.subscribe(SWITCH_CHANNEL)).await?;
+            RedisResult::Ok(pubsub)
+        };
+        let pubsub = match subscribed.await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(sentinel = i, error = %e, "cannot listen to a sentinel; trying the next");
+                drop(s);
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LISTEN_MAX_PAUSE);
+                continue;
+            }
+        };
+        pause = ASK_GAP;
+        // A switch announced while nobody listened is learnt by asking.
+        s.refresh().await;
+        drop(s);
+        let mut messages = pubsub.into_on_message();
+        while let Some(msg) = messages.next().await {
+            let Some(s) = sentinels.upgrade() else { return };
+            let text = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
+            let parts: Vec<&str> = text.split(' ').collect();
+            if let [service, _, _, host, port] = parts[..]
+                && service == s.setup.service
+                && let Ok(port) = port.parse::<u16>()
+            {
+                s.adopt(host, port, "announced by a sentinel");
+            }
+        }
+    }
+}
+
+/// A connection that follows the primary (see the module text). Cheap to
+/// clone; clones share it.
+#[derive(Clone)]
+pub(crate) struct Follower {
+    inner: Arc<FollowerInner>,
+}
+
+/// Called after a pub/sub follower moved to a new primary: messages
+/// published meanwhile may be lost.
+pub(crate) type OnSwitch = Box<dyn Fn() + Send + Sync>;
+
+struct FollowerInner {
+    sentinels: Arc<Sentinels>,
+    config: ConnectionManagerConfig,
+    protocol: redis::ProtocolVersion,
+    /// The generation the manager was made for, and the manager.
+    current: Mutex<(u64, ConnectionManager)>,
+    /// Held while a new manager is made, so one is made per switch.
+    switching: tokio::sync::Mutex<()>,
+    /// What was subscribed (each call's arguments), for the new primary.
+    channels: Mutex<Vec<Vec<Vec<u8>>>>,
+    on_switch: Option<OnSwitch>,
+    db: i64,
+    /// The task that moves a pub/sub follower without waiting for a command.
+    mover: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for FollowerInner {
+    fn drop(&mut self) {
+        if let Some(h) = self.mover.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            h.abort();
+        }
+    }
+}
+
+impl Follower {
+    /// A connection to the current primary with `config`. With
+    /// `on_switch` (a pub/sub connection, which may send no command for a
+    /// long time) it also moves as soon as the primary changes.
+    pub(crate) async fn open(
+        sentinels: Arc<Sentinels>,
+        config: ConnectionManagerConfig,
+        protocol: redis::ProtocolVersion,
+        on_switch: Option<OnSwitch>,
+    ) -> RedisResult<Follower> {
+        let primary = sentinels.primary();
+        let manager = sentinels.manager_for(&primary, protocol, &config).await?;
+        let moves = on_switch.is_some();
+        let inner = Arc::new(FollowerInner {
+            db: sentinels.setup.data.db(),
+            sentinels,
+            config,
+            protocol,
+            current: Mutex::new((primary.generation, manager)),
+            switching: tokio::sync::Mutex::new(()),
+            channels: Mutex::new(Vec::new()),
+            on_switch,
+            mover: Mutex::new(None),
+        });
+        if moves {
+            let mut changes = inner.sentinels.current.subscribe();
+            let weak = Arc::downgrade(&inner);
+            let task = tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    let Some(inner) = weak.upgrade() else { return };
+                    if let Err(e) = inner.manager().await {
+                        tracing::warn!(error = %e, "cannot reach the new primary yet; the next command tries again");
+                    }
+                }
+            });
+            *inner.mover.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        }
+        Ok(Follower { inner })
+    }
+
+    /// Subscribes on the current primary and remembers it for the next.
+    pub(crate) async fn subscribe(&mut self, channel: impl redis::ToRedisArgs + Send) -> RedisResult<()> {
+        let args = channel.to_redis_args();
+        let (_, mut manager) = self.inner.manager().await?;
+        for a in &args {
+            manager.subscribe(a.as_slice()).await?;
+        }
+        self.inner.channels.lock().unwrap_or_else(PoisonError::into_inner).push(args);
+        Ok(())
+    }
+}
+
+impl FollowerInner {
+    /// The manager for the primary named last, made now if it changed,
+    /// with the generation it was made for.
+    async fn manager(&self) -> RedisResult<(u64, ConnectionManager)> {
+        let made_for = |me: &Self| {
+            let current = me.current.lock().unwrap_or_else(PoisonError::into_inner);
+            (current.0, current.1.clone())
+        };
+        let (generation, manager) = made_for(self);
+        if generation == self.sentinels.current.borrow().generation {
+            return Ok((generation, manager));
+        }
+        let _one = self.switching.lock().await;
+        let primary = self.sentinels.primary();
+        let (generation, manager) = made_for(self);
+        if generation == primary.generation {
+            return Ok((generation, manager));
+        }
+        let mut manager = self.sentinels.manager_for(&primary, self.protocol, &self.config).await?;
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for args in channels.iter().flatten() {
+            manager.subscribe(args.as_slice()).await?;
+        }
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = (primary.generation, manager.clone());
+        tracing::info!(service = %self.sentinels.service(), primary = %primary.endpoint(), "connected to the new primary");
+        if let Some(f) = &self.on_switch {
+            f();
+        }
+        Ok((primary.generation, manager))
+    }
+
+    /// After a command's outcome: whether it was refused by a replica and
+    /// the Sentinels now name another primary. A command a replica refused
+    /// did not run, so sending it again there is safe. A lost connection
+    /// makes us ask the Sentinels in the background.
+    async fn moved_after(&self, made_for: u64, readonly: bool, unknown: bool) -> bool {
+        if readonly {
+            self.sentinels.refresh().await;
+            return self.sentinels.current.borrow().generation != made_for;
+        }
+        if unknown {
+            let sentinels = self.sentinels.clone();
+            tokio::spawn(async move { sentinels.refresh().await });
+        }
+        false
+    }
+}
+
+impl FollowerInner {
+    /// `reply`, unless the primary changes first: a connection to the old
+    /// one may wait for a reconnect that never succeeds (a dead primary)
+    /// until the response timeout, while the new one is ready. The
+    /// outcome of what was sent is then unknown, as after a lost
+    /// connection, which the caller's retry rule handles.
+    async fn unless_moved<T>(&self, made_for: u64, reply: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+        let mut changes = self.sentinels.current.subscribe();
+        let moved = async {
+            loop {
+                if changes.borrow_and_update().generation != made_for {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            r = reply => r,
+            () = moved => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the primary changed (Sentinel failover) before the reply came",
+            )
+            .into()),
+        }
+    }
+}
+
+fn is_readonly(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+}
+
+fn value_is_readonly(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.code() == "READONLY")
+}
+
+impl ConnectionLike for Follower {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (made_for, mut con) = self.inner.manager().await?;
+            let reply = self.inner.unless_moved(made_for, con.req_packed_command(cmd)).await;
+            let readonly = match &reply {
+                Ok(v) => value_is_readonly(v),
+                Err(e) => is_readonly(e),
+            };
+            let unknown = reply.as_ref().err().is_some_and(is_unknown_outcome);
+            if self.inner.moved_after(made_for, readonly, unknown).await {
+                let (_, mut con) = self.inner.manager().await?;
+                return con.req_packed_command(cmd).await;
+            }
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (made_for, mut con) = self.inner.manager().await?;
+            let reply = self.inner.unless_moved(made_for, con.req_packed_commands(pipeline, offset, count)).await;
+            let readonly = match &reply {
+                Ok(values) => values.iter().any(value_is_readonly),
+                Err(e) => is_readonly(e),
+            };
+            let unknown = reply.as_ref().err().is_some_and(is_unknown_outcome);
+            // Not sent again here: the node may have turned replica in the
+            // middle of the pipeline, after earlier commands ran. The
+            // caller's retry rule knows which of its commands may go twice;
+            // its next attempt reaches the new primary.
+            self.inner.moved_after(made_for, readonly, unknown).await;
+            reply
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.db
+    }
+}

@@ -1,0 +1,200 @@
+//! A throw-away Sentinel deployment on loopback: a primary, a replica and
+//! three Sentinels watching them, each a [`ValkeyServer`] in its own
+//! directory (the same `valkey-server` binary runs the Sentinels with
+//! `--sentinel`), killed on drop.
+
+use std::time::{Duration, Instant};
+
+use super::cluster::command;
+use super::server::{HarnessError, ValkeyServer};
+
+/// How long the primary may be unreachable before the Sentinels fail it
+/// over (`down-after-milliseconds`). Short, so a failover after a kill
+/// takes about 2 s on loopback.
+pub const DOWN_AFTER_MS: u64 = 1000;
+
+/// The name of the service the Sentinels watch.
+pub const SERVICE_NAME: &str = "microdcs";
+
+/// A running deployment: data nodes 0 (the first primary) and 1 (its
+/// replica), and three Sentinels with a quorum of two.
+pub struct Sentinel {
+    data: Vec<ValkeyServer>,
+    sentinels: Vec<ValkeyServer>,
+    password: Option<String>,
+}
+
+impl std::fmt::Debug for Sentinel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sentinel").field("sentinels", &self.connection_string()).finish_non_exhaustive()
+    }
+}
+
+fn start_err(reason: impl Into<String>) -> HarnessError {
+    HarnessError::Start { reason: reason.into(), log: String::new() }
+}
+
+impl Sentinel {
+    /// Starts the deployment and waits until every Sentinel knows the
+    /// replica and the other Sentinels, so a failover can happen at once.
+    ///
+    /// # Errors
+    /// No binary, a process that did not start, or Sentinels that did not
+    /// find each other within 30 s.
+    pub fn start() -> Result<Self, HarnessError> {
+        Self::start_inner(None)
+    }
+
+    /// As [`Sentinel::start`], with Sentinels that require `password`
+    /// (`requirepass`; the data nodes require none).
+    ///
+    /// # Errors
+    /// As for [`Sentinel::start`].
+    pub fn start_with_sentinel_password(password: &str) -> Result<Self, HarnessError> {
+        Self::start_inner(Some(password.to_owned()))
+    }
+
+    fn start_inner(password: Option<String>) -> Result<Self, HarnessError> {
+        let fast = ["--repl-diskless-sync-delay", "0"];
+        let primary = ValkeyServer::start_local(&fast)?;
+        let replica_of = format!("127.0.0.1 {}", primary.port());
+        let replica = ValkeyServer::start_local(&["--repl-diskless-sync-delay", "0", "--replicaof", &replica_of])?;
+        let mut config = format!(
+            "sentinel monitor {SERVICE_NAME} 127.0.0.1 {} 2\nsentinel down-after-milliseconds {SERVICE_NAME} \
+             {DOWN_AFTER_MS}\nsentinel failover-timeout {SERVICE_NAME} 4000\nsentinel parallel-syncs {SERVICE_NAME} 1\n",
+            primary.port()
+        );
+        if let Some(p) = &password {
+            // Sentinels talk to each other with the same password.
+            config.push_str(&format!("requirepass \"{p}\"\nsentinel sentinel-pass \"{p}\"\n"));
+        }
+        let mut sentinels = Vec::new();
+        for _ in 0..3 {
+            sentinels.push(ValkeyServer::start_with_config(&config, &["--sentinel"])?);
+        }
+        let deployment = Sentinel { data: vec![primary, replica], sentinels, password };
+        deployment.wait_known(Duration::from_secs(30))?;
+        Ok(deployment)
+    }
+
+    /// `host:port,...,serviceName=microdcs`: the Sentinels for
+    /// `ConnectionString`.
+    pub fn connection_string(&self) -> String {
+        let mut parts: Vec<String> = self.sentinels.iter().map(ValkeyServer::host_port).collect();
+        parts.push(format!("serviceName={SERVICE_NAME}"));
+        parts.join(",")
+    }
+
+    /// The data nodes: 0 was the first primary, 1 its replica.
+    pub fn data_nodes(&self) -> &[ValkeyServer] {
+        &self.data
+    }
+
+    /// Data node `i`, to kill, stop or restart.
+    pub fn data_node_mut(&mut self, i: usize) -> &mut ValkeyServer {
+        &mut self.data[i]
+    }
+
+    /// The Sentinels.
+    pub fn sentinels(&self) -> &[ValkeyServer] {
+        &self.sentinels
+    }
+
+    /// Sentinel `i`, to kill or restart.
+    pub fn sentinel_mut(&mut self, i: usize) -> &mut ValkeyServer {
+        &mut self.sentinels[i]
+    }
+
+    fn ask(&self, sentinel: &ValkeyServer, args: &[&str]) -> Result<redis::Value, HarnessError> {
+        let run = || -> redis::RedisResult<redis::Value> {
+            let client = redis::Client::open(sentinel.url())?;
+            let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
+            con.set_read_timeout(Some(Duration::from_secs(5)))?;
+            if let Some(p) = &self.password {
+                redis::cmd("AUTH").arg(p).query::<()>(&mut con)?;
+            }
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            cmd.query(&mut con)
+        };
+        run().map_err(|e| start_err(format!("{} on sentinel {}: {e}", args.join(" "), sentinel.host_port())))
+    }
+
+    /// The data node every running Sentinel names as the primary, if they
+    /// agree and it says it is one.
+    pub fn primary(&self) -> Option<usize> {
+        let mut named = None;
+        for s in self.sentinels.iter().filter(|s| s.is_running()) {
+            let v = self.ask(s, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE_NAME]).ok()?;
+            let (_, port): (String, u16) = redis::from_redis_value(v).ok()?;
+            let i = self.data.iter().position(|d| d.port() == port)?;
+            if named.is_some_and(|n| n != i) {
+                return None;
+            }
+            named = Some(i);
+        }
+        let i = named?;
+        let role = command(&self.data[i], &["ROLE"]).ok()?;
+        role.contains("master").then_some(i)
+    }
+
+    /// Waits until the Sentinels name a primary other than `old` that says
+    /// it is one; its index.
+    ///
+    /// # Errors
+    /// None within `timeout`.
+    pub fn wait_primary_other_than(&self, old: usize, timeout: Duration) -> Result<usize, HarnessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.primary().filter(|i| *i != old) {
+                return Ok(i);
+            }
+            if Instant::now() > deadline {
+                return Err(start_err(format!("no new primary within {timeout:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A failover on request (`SENTINEL FAILOVER`): the replica is
+    /// promoted, the old primary turns replica. Waits until it is done.
+    ///
+    /// # Errors
+    /// The Sentinel refused, or no new primary within 30 s.
+    pub fn failover(&self) -> Result<usize, HarnessError> {
+        let old = self.primary().ok_or_else(|| start_err("no agreed primary before the failover"))?;
+        let first = self.sentinels.iter().find(|s| s.is_running()).ok_or_else(|| start_err("no sentinel runs"))?;
+        self.ask(first, &["SENTINEL", "FAILOVER", SERVICE_NAME])?;
+        self.wait_primary_other_than(old, Duration::from_secs(30))
+    }
+
+    /// Waits until every running Sentinel knows a replica and the other
+    /// Sentinels: before that, a failover would find no replica to promote
+    /// or no quorum to elect a leader.
+    ///
+    /// # Errors
+    /// Not so within `timeout`.
+    pub fn wait_known(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        let others = self.sentinels.len() - 1;
+        loop {
+            let known = self.sentinels.iter().filter(|s| s.is_running()).all(|s| {
+                let replicas = self.ask(s, &["SENTINEL", "REPLICAS", SERVICE_NAME]);
+                let peers = self.ask(s, &["SENTINEL", "SENTINELS", SERVICE_NAME]);
+                matches!((replicas, peers), (Ok(redis::Value::Array(r)), Ok(redis::Value::Array(p)))
+                    if !r.is_empty() && p.len() == others)
+            });
+            if known {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(start_err(format!(
+                    "the sentinels did not find the replica and each other within {timeout:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

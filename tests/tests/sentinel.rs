@@ -1,0 +1,245 @@
+//! Through Sentinel, against a real primary, replica and three Sentinels:
+//! the handle finds the primary by the service name, follows a failover
+//! (the old primary killed, or turned replica on request) with writes,
+//! reads, the poller, leases and the inspector, never shows a `READONLY`
+//! reply, and refuses a wrong service or missing Sentinel credentials at
+//! start with a typed error.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use microdcs_tests::fixtures::{JobResponse, Plant};
+use microdcs_tests::unique_prefix;
+use microdcs_valkey::testing::{DOWN_AFTER_MS, Sentinel, command};
+use microdcs_valkey::{
+    BoxError, BoxFuture, ConnectError, Document, Durability, Error, Expect, Feed, Inspector, LeaseBackend, LeaseStore,
+    MicroDcsConfig, Poller, PutOutcome, StreamConsumer, StreamEntry, Valkey, ValkeyConfig,
+};
+use tokio::sync::mpsc;
+
+fn deployment() -> Sentinel {
+    Sentinel::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn config(s: &Sentinel, name: &str) -> ValkeyConfig {
+    config_for(&s.connection_string(), name)
+}
+
+fn config_for(connection_string: &str, name: &str) -> ValkeyConfig {
+    let mut c = MicroDcsConfig::default();
+    c.set("Valkey:ConnectionString", connection_string).unwrap();
+    c.set("Valkey:KeyPrefix", unique_prefix(name).as_str()).unwrap();
+    c.set("Valkey:PollInterval", "30s").unwrap();
+    c.set("Valkey:ScopeRefreshInterval", "200ms").unwrap();
+    c.set("Valkey:WriteRetryDelay", "50ms").unwrap();
+    c.valkey
+}
+
+async fn connect(s: &Sentinel, name: &str) -> Valkey {
+    Valkey::connect(&config(s, name)).await.unwrap_or_else(|e| panic!("connect through sentinel: {e}"))
+}
+
+/// Every error a caller may see while the primary changes: a lost
+/// connection or an unknown outcome, never a server's refusal.
+fn assert_transient(e: &Error) {
+    let text = e.to_string();
+    assert!(!text.contains("READONLY") && !text.contains("read only"), "a replica's refusal surfaced: {text}");
+    assert!(e.is_connection() || e.is_unknown_outcome(), "not a connection error: {e:?}");
+}
+
+/// Sends the id of every delivered entry to a channel.
+struct Collect {
+    tx: mpsc::UnboundedSender<String>,
+    feed: Feed<'static>,
+}
+
+impl StreamConsumer for Collect {
+    fn feed(&self) -> Feed<'_> {
+        self.feed
+    }
+    fn group(&self) -> &str {
+        "sentinel-test"
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            for e in entries {
+                let _ = self.tx.send(e.field("id").unwrap_or_default().to_owned());
+            }
+            Ok(())
+        })
+    }
+}
+
+async fn delivered(rx: &mut mpsc::UnboundedReceiver<String>, id: &str, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(got)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        if got == id {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_killed_primary_is_followed_by_writes_the_poller_leases_and_the_inspector() {
+    let mut s = deployment();
+    let valkey = connect(&s, "sentinel-kill").await;
+    assert!(!valkey.is_cluster());
+    let plant = Plant::open(valkey.clone());
+    let store = plant.store::<JobResponse>();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect { tx, feed: JobResponse::SPEC.feed().expect("has a change stream") })
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // On the replica before the kill, so it survives the failover.
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    let written = store.create(&doc).durability(Durability::replicas(1)).await.unwrap();
+    assert_eq!(written, PutOutcome::Written { version: 1 });
+    assert!(delivered(&mut rx, "r-1", Duration::from_secs(10)).await, "delivered before the failover");
+    let read = store.get("r-1").await.unwrap().unwrap();
+
+    let killed_at = Instant::now();
+    s.data_node_mut(0).kill();
+    // Writes fail with connection errors until the Sentinels promote the
+    // replica; then they resume on the same handle.
+    let mut failures = 0;
+    let next = JobResponse { state: vec!["B".into()], ..doc.clone() };
+    let resumed = loop {
+        match store.update(&read, &next).await {
+            Ok(outcome) => break outcome,
+            Err(e) => {
+                assert_transient(&e);
+                failures += 1;
+            }
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(60), "writes never resumed ({failures} failures)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = killed_at.elapsed();
+    println!(
+        "writes resumed {} ms after the kill ({failures} failed calls; down-after {DOWN_AFTER_MS} ms)",
+        took.as_millis()
+    );
+    assert_eq!(resumed, PutOutcome::Written { version: 2 }, "the replicated read still matched");
+    assert_eq!(s.primary(), Some(1), "the replica was promoted");
+    assert!(valkey.health().await.is_healthy());
+
+    // The poller resubscribed on the new primary: a nudge reaches it long
+    // before its 30 s poll.
+    let other = JobResponse::new("r-2", "s1", "o-2", &["A"]);
+    assert_eq!(store.create(&other).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert!(delivered(&mut rx, "r-2", Duration::from_secs(10)).await, "the nudge on the new primary arrived");
+
+    let leases = LeaseStore::new(valkey.clone());
+    let taken = leases.acquire("leader", "node-1", Duration::from_secs(30), "q-1").await.unwrap();
+    assert!(matches!(taken, microdcs_valkey::Acquire::Acquired(_)), "{taken:?}");
+    let inspector = Inspector::new(&plant);
+    let view = inspector.document("jobresponse", "r-1").await.unwrap().expect("the inspector reads it");
+    assert_eq!(view.version.as_deref(), Some("2"));
+    poller.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_requested_failover_never_shows_a_replica_refusal() {
+    let s = deployment();
+    let valkey = connect(&s, "sentinel-ask").await;
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    let _ = store.create(&doc).durability(Durability::replicas(1)).await.unwrap();
+
+    // A writer runs through the failover, on the one handle.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let store = store.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            let mut n = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let next =
+                    JobResponse { job_order_id: format!("o-{n}"), ..JobResponse::new("r-1", "s1", "o-1", &["A"]) };
+                match store.put(&next, Expect::Any).await {
+                    Ok(_) => ok += 1,
+                    Err(e) => failed.push(e),
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (ok, failed)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let new = s.failover().unwrap_or_else(|e| panic!("{e}"));
+    println!("requested failover done in {} ms", started.elapsed().as_millis());
+    assert_eq!(new, 1);
+    // The old primary is a replica now: a handle still on it would be refused.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !command(&s.data_nodes()[0], &["ROLE"]).unwrap_or_default().contains("slave") {
+        assert!(Instant::now() < deadline, "the old primary never turned replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (ok, failed) = writer.await.unwrap();
+    println!("writer: {ok} writes, {} failed during the failover", failed.len());
+    failed.iter().for_each(assert_transient);
+    assert!(ok > 0);
+    // Afterwards every write succeeds, on the new primary.
+    for i in 0..20 {
+        let next = JobResponse { job_order_id: format!("after-{i}"), ..doc.clone() };
+        let _ = store.put(&next, Expect::Any).await.unwrap_or_else(|e| panic!("write {i} after the failover: {e}"));
+    }
+    let key = store.key("r-1").unwrap();
+    let on_new = command(&s.data_nodes()[1], &["HGET", &key, "v"]).unwrap();
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(on_new, read.version.to_string(), "the handle reads and writes the new primary");
+}
+
+#[tokio::test]
+async fn a_wrong_service_or_missing_sentinel_credentials_fail_the_start() {
+    let s = Sentinel::start_with_sentinel_password("s3ntinel-pw").unwrap_or_else(|e| panic!("{e}"));
+    // No SentinelPasswordFile: refused by the Sentinel, named, typed.
+    let mut c = config(&s, "sentinel-auth");
+    let started = Instant::now();
+    match Valkey::connect(&c).await {
+        Err(e @ ConnectError::Auth { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&s.sentinels()[0].host_port()), "{text}");
+            assert!(text.contains("SentinelPasswordFile"), "{text}");
+        }
+        other => panic!("expected an authentication error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(4), "refused at once, not after the connect timeout");
+
+    let dir = std::env::temp_dir().join(format!("microdcs-sentinel-pw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pw");
+    std::fs::write(&file, "s3ntinel-pw\n").unwrap();
+    c.sentinel_password_file = Some(file.clone());
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| panic!("with the sentinel password: {e}"));
+    assert!(valkey.ping().await.is_ok());
+    assert!(!format!("{c:?}").contains("s3ntinel-pw"));
+
+    // A service no Sentinel monitors is a configuration error, at once.
+    let mut c = config_for(&format!("{},serviceName=nobody", s.sentinels()[0].host_port()), "sentinel-unknown");
+    c.sentinel_password_file = Some(file);
+    let started = Instant::now();
+    match Valkey::connect(&c).await {
+        Err(ConnectError::Config(e)) => assert!(e.to_string().contains("serviceName `nobody`"), "{e}"),
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(4));
+
+    // Sentinel settings without a service are refused, not ignored.
+    let mut plain = MicroDcsConfig::default();
+    plain.set("Valkey:ConnectionString", "127.0.0.1:6379").unwrap();
+    plain.set("Valkey:SentinelTls", "true").unwrap();
+    let e = plain.valkey.validate().unwrap_err().to_string();
+    assert!(e.contains("SentinelTls") && e.contains("serviceName"), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
