@@ -170,6 +170,32 @@ impl Sentinel {
         self.wait_primary_other_than(old, Duration::from_secs(30))
     }
 
+    /// Waits until the Sentinels agree on a primary, every other running
+    /// data node replicates from it with its link up, and every Sentinel
+    /// knows a replica: the deployment can fail over again.
+    ///
+    /// # Errors
+    /// Not so within `timeout`.
+    pub fn wait_replicated(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let synced = self.primary().is_some_and(|p| {
+                let port = format!("master_port:{}", self.data[p].port());
+                self.data.iter().enumerate().filter(|(i, d)| *i != p && d.is_running()).all(|(_, d)| {
+                    let info = command(d, &["INFO", "replication"]).unwrap_or_default();
+                    info.contains("role:slave") && info.contains(&port) && info.contains("master_link_status:up")
+                })
+            });
+            if synced {
+                return self.wait_known(deadline.saturating_duration_since(Instant::now()));
+            }
+            if Instant::now() > deadline {
+                return Err(start_err(format!("no primary with replicas in sync within {timeout:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until every running Sentinel knows a replica and the other
     /// Sentinels: before that, a failover would find no replica to promote
     /// or no quorum to elect a leader.

@@ -1,0 +1,545 @@
+//! Seeded fault histories, through Sentinel and on a cluster: several
+//! clients run random
+//! creates, compare-and-set updates, unconditional puts, deletes and reads
+//! on a few documents while a nemesis kills, stops and fails over the
+//! primary and cuts every client connection. Every call is recorded with its outcome; afterwards a small
+//! checker proves the consistency model the README states:
+//!
+//! - every write acknowledged as replicated is present or superseded: no
+//!   later history shows another write at its version;
+//! - no write is applied twice (no op id twice in a document's history);
+//! - no two different documents were observed with the same (id, version,
+//!   op id), and a document's content is the write its op id names;
+//! - a compare-and-set write applied only on top of the document it read;
+//! - every error is typed (a connection error, an unknown outcome, a
+//!   replication shortfall), every call ended within its bound.
+//!
+//! Depth: `HISTORY_OPS` operations (default 240), seed `HISTORY_SEED`
+//! (default: from the clock, printed).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use microdcs_schema::lua::{OP_ID_LEN, stored_op_id};
+use microdcs_tests::fixtures::{JobResponse, Plant};
+use microdcs_tests::unique_prefix;
+use microdcs_valkey::testing::{Sentinel, ValkeyCluster, ValkeyServer, command, unique_island};
+use microdcs_valkey::{DeleteOutcome, Durability, Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey};
+
+const IDS: [&str; 3] = ["d-0", "d-1", "d-2"];
+const CLIENTS: u64 = 4;
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+const RETRY_DELAY: Duration = Duration::from_millis(50);
+const ATTEMPTS: u32 = 4;
+const REPLICA_WAIT: Duration = Duration::from_millis(500);
+
+/// splitmix64: small, seeded, good enough to pick operations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What one call was and how it ended.
+#[derive(Debug)]
+struct Call {
+    op: String,
+    id: &'static str,
+    kind: &'static str,
+    durable: bool,
+    /// The write's expected version (a compare-and-set: the read's + 1).
+    expected: Option<u64>,
+    /// The op that produced the document a compare-and-set read.
+    prev: Option<String>,
+    outcome: Result<Option<u64>, String>,
+    /// The version the write made: acknowledged, or applied but not
+    /// replicated in time (`NotReplicated`).
+    applied: Option<u64>,
+    typed: bool,
+    took: Duration,
+}
+
+/// A read: the version, the op the store names for it, the op the
+/// content says wrote it, and the raw history read right after.
+#[derive(Debug)]
+struct Seen {
+    id: &'static str,
+    version: u64,
+    digest: Option<String>,
+    content_op: String,
+    /// `(version, digest)` of each entry of the stored history.
+    history: Vec<(u64, String)>,
+}
+
+fn doc(id: &str, op: &str, expected: Option<u64>, prev: Option<&str>) -> JobResponse {
+    let mut d = JobResponse::new(id, "s1", op, &[prev.unwrap_or("-")]);
+    d.start_time = expected.map_or(0, |e| e as i64);
+    d
+}
+
+/// Whether an error is one the model allows during faults.
+fn typed(e: &Error) -> bool {
+    match e {
+        Error::Redis(r) => r.is_io_error() || r.is_timeout() || r.is_connection_dropped(),
+        Error::UnknownOutcome { .. } | Error::NotReplicated { .. } | Error::NoReplicas { .. } => true,
+        _ => false,
+    }
+}
+
+fn history_of(raw: &str, version: u64) -> Vec<(u64, String)> {
+    let n = raw.len() / OP_ID_LEN;
+    (0..n)
+        .filter_map(|i| {
+            let v = version.checked_sub((n - 1 - i) as u64)?;
+            Some((v, raw.get(i * OP_ID_LEN..(i + 1) * OP_ID_LEN)?.to_owned()))
+        })
+        .collect()
+}
+
+async fn read(valkey: &Valkey, id: &'static str) -> Result<Option<Seen>, Error> {
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let Some(got) = store.get(id).await? else { return Ok(None) };
+    let key = store.key(id)?;
+    let raw: (Option<u64>, Option<String>) = microdcs_valkey::redis::cmd("HMGET")
+        .arg(&key)
+        .arg("v")
+        .arg("ops")
+        .query_async(&mut valkey.connection())
+        .await?;
+    // The raw history counts only when nothing was written in between.
+    let history = match raw {
+        (Some(v), Some(ops)) if v == got.version => history_of(&ops, v),
+        _ => Vec::new(),
+    };
+    Ok(Some(Seen {
+        id,
+        version: got.version,
+        digest: got.revision().op().map(str::to_owned),
+        content_op: got.doc.job_order_id.clone(),
+        history,
+    }))
+}
+
+async fn client(valkey: Valkey, seed: u64, budget: Arc<AtomicU64>, calls: &mut Vec<Call>, seen: &mut Vec<Seen>) {
+    let mut rng = Rng(seed);
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let mut n = 0;
+    while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
+        n += 1;
+        let id = IDS[rng.below(IDS.len() as u64) as usize];
+        let op = format!("c{seed}-{n}");
+        let durable = rng.below(2) == 0;
+        let durability = if durable { Durability::replicas(1).with_timeout(REPLICA_WAIT) } else { Durability::NONE };
+        let started = Instant::now();
+        let pick = rng.below(10);
+        let (kind, expected, prev, outcome) = match pick {
+            0..=2 => match read(&valkey, id).await {
+                Ok(s) => {
+                    seen.extend(s);
+                    ("read", None, None, Ok(None))
+                }
+                Err(e) => ("read", None, None, Err(e)),
+            },
+            3 => {
+                let r = store.create(&doc(id, &op, None, None)).op(&op).durability(durability).await;
+                ("create", None, None, r.map(written))
+            }
+            4..=6 => {
+                // A compare-and-set on a fresh read.
+                match store.get(id).await {
+                    Ok(Some(read)) => {
+                        let expected = read.version + 1;
+                        let prev = read.doc.job_order_id.clone();
+                        let next = doc(id, &op, Some(expected), Some(&prev));
+                        let r = store.update(&read, &next).op(&op).durability(durability).await;
+                        ("update", Some(expected), Some(prev), r.map(written))
+                    }
+                    Ok(None) => ("update", None, None, Ok(None)),
+                    Err(e) => ("update", None, None, Err(e)),
+                }
+            }
+            7..=8 => {
+                let r = store.put(&doc(id, &op, None, None), Expect::Any).op(&op).durability(durability).await;
+                ("put", None, None, r.map(written))
+            }
+            _ => match store.get(id).await {
+                Ok(Some(read)) => {
+                    let r = store.delete(&read).op(&op).durability(durability).await;
+                    ("delete", None, None, r.map(|o| matches!(o, DeleteOutcome::Deleted { .. }).then_some(0)))
+                }
+                Ok(None) => ("delete", None, None, Ok(None)),
+                Err(e) => ("delete", None, None, Err(e)),
+            },
+        };
+        let is_typed = outcome.as_ref().err().is_none_or(typed);
+        let applied = match &outcome {
+            Ok(v) if kind != "delete" && kind != "read" => *v,
+            Err(Error::NotReplicated { version, .. }) if kind != "delete" => Some(*version),
+            _ => None,
+        };
+        calls.push(Call {
+            applied,
+            op,
+            id,
+            kind,
+            durable,
+            expected,
+            prev,
+            outcome: outcome.map_err(|e| format!("{e:?}")),
+            typed: is_typed,
+            took: started.elapsed(),
+        });
+        tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
+    }
+}
+
+/// The version a write made, if it made one.
+fn written(o: PutOutcome) -> Option<u64> {
+    match o {
+        PutOutcome::Written { version } => Some(version),
+        _ => None,
+    }
+}
+
+/// Where the history runs: the Sentinel deployment, or a cluster and the
+/// slot of the island's keys.
+enum Deployment {
+    Sentinel(Sentinel),
+    Cluster(ValkeyCluster, u16),
+}
+
+impl Deployment {
+    fn primary(&self) -> Option<usize> {
+        match self {
+            Deployment::Sentinel(s) => s.primary(),
+            Deployment::Cluster(c, slot) => c.primary_of(*slot),
+        }
+    }
+
+    fn node(&self, i: usize) -> &ValkeyServer {
+        match self {
+            Deployment::Sentinel(s) => &s.data_nodes()[i],
+            Deployment::Cluster(c, _) => &c.nodes()[i],
+        }
+    }
+
+    fn node_mut(&mut self, i: usize) -> &mut ValkeyServer {
+        match self {
+            Deployment::Sentinel(s) => s.data_node_mut(i),
+            Deployment::Cluster(c, _) => c.node_mut(i),
+        }
+    }
+
+    /// A failover on request.
+    fn failover(&self) -> bool {
+        match self {
+            Deployment::Sentinel(s) => s.failover().is_ok(),
+            Deployment::Cluster(c, slot) => {
+                c.primary_of(*slot).and_then(|p| c.replica_of(p)).is_some_and(|r| c.failover(r).is_ok())
+            }
+        }
+    }
+
+    fn moved_from(&self, old: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if self.primary().is_some_and(|p| p != old) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Until a replica is in sync again, so the next fault can promote it.
+    fn wait_ready(&self) {
+        let ready = match self {
+            Deployment::Sentinel(s) => s.wait_replicated(Duration::from_secs(30)),
+            Deployment::Cluster(c, _) => c.wait_healthy(Duration::from_secs(30)),
+        };
+        ready.unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Faults until told to stop: a failover on request, the primary stopped
+/// (`SIGSTOP`) past the failure detection, the primary killed and
+/// restarted empty, or every client connection of the primary cut
+/// (`CLIENT KILL`). The number of faults and of those that moved the
+/// primary.
+fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
+    let mut rng = Rng(seed ^ 0xfeed);
+    let (mut faults, mut failovers) = (0, 0);
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(600 + rng.below(900)));
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Some(old) = d.primary() else { continue };
+        faults += 1;
+        let moved = match rng.below(4) {
+            0 => d.failover(),
+            1 => {
+                let pid = d.node(old).pid().expect("local");
+                signal("-STOP", pid);
+                let moved = d.moved_from(old);
+                signal("-CONT", pid);
+                moved
+            }
+            2 => {
+                d.node_mut(old).kill();
+                let moved = d.moved_from(old);
+                d.node_mut(old).restart().unwrap_or_else(|e| panic!("restart: {e}"));
+                moved
+            }
+            _ => {
+                let _ = command(d.node(old), &["CLIENT", "KILL", "TYPE", "normal"]);
+                false
+            }
+        };
+        failovers += u32::from(moved);
+        d.wait_ready();
+    }
+    (faults, failovers)
+}
+
+fn signal(which: &str, pid: u32) {
+    let status = std::process::Command::new("kill").args([which, &pid.to_string()]).status().expect("kill");
+    assert!(status.success(), "kill {which} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_history_through_sentinel_keeps_the_consistency_model() {
+    let s = Sentinel::start().unwrap_or_else(|e| panic!("{e}"));
+    let cs = s.connection_string();
+    run_history("sentinel", Deployment::Sentinel(s), &cs, unique_prefix("history")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_history_on_a_cluster_keeps_the_consistency_model() {
+    let c = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    let cs = c.connection_string();
+    let prefix = unique_island("history");
+    let slot = prefix.slot().expect("an island has a slot");
+    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix).await;
+}
+
+async fn run_history(name: &str, mut deployment: Deployment, connection_string: &str, prefix: KeyPrefix) {
+    let ops: u64 = std::env::var("HISTORY_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(240);
+    let seed: u64 = std::env::var("HISTORY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("{name} history seed {seed} (HISTORY_SEED={seed} repeats the choices), {ops} operations");
+    let mut config = MicroDcsConfig::default();
+    config.set("Valkey:ConnectionString", connection_string).unwrap();
+    config.set("Valkey:KeyPrefix", prefix.as_str()).unwrap();
+    config.set("Valkey:ResponseTimeout", "2s").unwrap();
+    config.set("Valkey:WriteRetryDelay", "50ms").unwrap();
+    config.set("Valkey:WriteAttempts", &ATTEMPTS.to_string()).unwrap();
+    let config = config.valkey;
+
+    let budget = Arc::new(AtomicU64::new(ops));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let budget = budget.clone();
+        clients.push(tokio::spawn(async move {
+            let (mut calls, mut seen) = (Vec::new(), Vec::new());
+            client(valkey, seed.wrapping_add(c), budget, &mut calls, &mut seen).await;
+            (calls, seen)
+        }));
+    }
+    let nemesis_stop = stop.clone();
+    let faulting = std::thread::spawn(move || {
+        let n = nemesis(&mut deployment, seed, &nemesis_stop);
+        (deployment, n)
+    });
+    let (mut calls, mut seen) = (Vec::new(), Vec::new());
+    for c in clients {
+        let (a, b) = c.await.unwrap();
+        calls.extend(a);
+        seen.extend(b);
+    }
+    // The nemesis ends with the operations (after the fault it is in).
+    stop.store(true, Ordering::SeqCst);
+    let (deployment, (faults, failovers)) = faulting.join().unwrap();
+    deployment.wait_ready();
+    // The final state, read after the faults through a new handle.
+    let last = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect after: {e}"));
+    for id in IDS {
+        let got = read(&last, id).await.unwrap_or_else(|e| panic!("final read of {id}: {e}"));
+        seen.extend(got);
+    }
+    let report = check(&calls, &seen);
+    let acked = calls.iter().filter(|c| c.kind != "read" && matches!(c.outcome, Ok(Some(_)))).count();
+    let acked_durable =
+        calls.iter().filter(|c| c.durable && c.kind != "read" && matches!(c.outcome, Ok(Some(_)))).count();
+    let errors = calls.iter().filter(|c| c.outcome.is_err()).count();
+    let longest = calls.iter().map(|c| c.took).max().unwrap_or_default();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &calls {
+        if let Err(e) = &c.outcome {
+            let kind = e.split([' ', '(', '{']).next().unwrap_or_default();
+            *kinds.entry(format!("{} {kind}", c.kind)).or_default() += 1;
+        }
+    }
+    println!(
+        "{name} history: seed {seed}, {} operations, {faults} faults, {failovers} failovers, {acked} acknowledged \
+         writes ({acked_durable} replicated), {errors} typed errors {kinds:?}, {} lost-unreplicated, {} violations; \
+         longest call {} ms",
+        calls.len(),
+        report.lost_unreplicated,
+        report.violations.len(),
+        longest.as_millis()
+    );
+    assert!(faults > 0, "the nemesis struck at least once");
+    assert!(report.violations.is_empty(), "seed {seed}: violations:\n{}", report.violations.join("\n"));
+}
+
+struct Report {
+    lost_unreplicated: usize,
+    violations: Vec<String>,
+}
+
+fn check(calls: &[Call], seen: &[Seen]) -> Report {
+    let mut violations = Vec::new();
+    let bound = (RESPONSE_TIMEOUT + RETRY_DELAY) * (ATTEMPTS + 1) + REPLICA_WAIT + Duration::from_secs(1);
+    let by_digest: BTreeMap<String, &Call> = calls.iter().map(|c| (stored_op_id(&c.op), c)).collect();
+    for c in calls {
+        if !c.typed {
+            violations.push(format!("untyped error in {} {} {}: {:?}", c.kind, c.id, c.op, c.outcome));
+        }
+        if c.took > bound {
+            violations.push(format!("{} {} {} took {:?}, over its bound {bound:?}", c.kind, c.id, c.op, c.took));
+        }
+        if let (Some(e), Some(v)) = (c.expected, c.applied)
+            && v != e
+        {
+            violations.push(format!("update {} {} wrote v{v}, expected v{e}", c.id, c.op));
+        }
+    }
+    // Every (id, version) and the digests any history or write put there.
+    let mut at: BTreeMap<(&str, u64), BTreeSet<String>> = BTreeMap::new();
+    for s in seen {
+        // The content is the write the op id names.
+        if s.digest.as_deref() != Some(stored_op_id(&s.content_op).as_str()) {
+            violations
+                .push(format!("{} v{} names op {:?}, but holds {}'s content", s.id, s.version, s.digest, s.content_op));
+        }
+        if let Some(c) = by_digest.get(&stored_op_id(&s.content_op))
+            && let Some(e) = c.expected
+            && e != s.version
+        {
+            violations.push(format!("{} seen at v{} holds update {} meant for v{e}", s.id, s.version, c.op));
+        }
+        let mut once = BTreeSet::new();
+        for (v, d) in &s.history {
+            if !once.insert(d) {
+                violations.push(format!("{}: op {d} applied twice in one history", s.id));
+            }
+            at.entry((s.id, *v)).or_default().insert(d.clone());
+        }
+        // A compare-and-set applied on top of the document it read.
+        for pair in s.history.windows(2) {
+            if let Some(c) = by_digest.get(&pair[1].1)
+                && let Some(prev) = &c.prev
+                && pair[0].1 != stored_op_id(prev)
+            {
+                violations.push(format!(
+                    "{}: update {} at v{} applied on top of another document than it read",
+                    s.id, c.op, pair[1].0
+                ));
+            }
+        }
+    }
+    let mut lost_unreplicated = 0;
+    for c in calls {
+        let Some(v) = c.applied else { continue };
+        // Only a write that returned `Ok` with a wait was replicated.
+        let replicated = c.durable && c.outcome.is_ok();
+        let mine = stored_op_id(&c.op);
+        let Some(there) = at.get(&(c.id, v)) else { continue };
+        if there.iter().any(|d| *d != mine) {
+            if replicated {
+                violations.push(format!("{} {} acknowledged as replicated at v{v} was lost", c.kind, c.op));
+            } else {
+                lost_unreplicated += 1;
+            }
+        }
+    }
+    Report { lost_unreplicated, violations }
+}
+
+/// The checker itself, on made-up histories: each rule finds its breach.
+#[test]
+fn the_checker_finds_each_kind_of_violation() {
+    let call = |op: &str, kind: &'static str, durable: bool, applied: Option<u64>| Call {
+        op: op.to_owned(),
+        id: "d-0",
+        kind,
+        durable,
+        expected: None,
+        prev: None,
+        outcome: Ok(applied),
+        applied,
+        typed: true,
+        took: Duration::from_millis(5),
+    };
+    let seen = |version: u64, content: &str, history: &[(u64, &str)]| Seen {
+        id: "d-0",
+        version,
+        digest: Some(stored_op_id(content)),
+        content_op: content.to_owned(),
+        history: history.iter().map(|(v, op)| (*v, stored_op_id(op))).collect(),
+    };
+    // A clean history: a replicated write, superseded by the next.
+    let calls = vec![call("a", "create", true, Some(1)), call("b", "put", false, Some(2))];
+    let fine = check(&calls, &[seen(2, "b", &[(1, "a"), (2, "b")])]);
+    assert!(fine.violations.is_empty(), "{:?}", fine.violations);
+
+    // The replicated write lost: another write holds its version.
+    let lost = check(&calls, &[seen(1, "x", &[(1, "x")])]);
+    assert!(lost.violations.iter().any(|v| v.contains("acknowledged as replicated")), "{:?}", lost.violations);
+    // Not replicated: counted, not a violation.
+    let calls_plain = vec![call("a", "create", false, Some(1))];
+    let counted = check(&calls_plain, &[seen(1, "x", &[(1, "x")])]);
+    assert_eq!((counted.lost_unreplicated, counted.violations.len()), (1, 0));
+
+    // One op twice in a history.
+    let twice = check(&calls, &[seen(3, "b", &[(1, "a"), (2, "b"), (3, "b")])]);
+    assert!(twice.violations.iter().any(|v| v.contains("applied twice")), "{:?}", twice.violations);
+
+    // Content that is not the write its op id names.
+    let mut wrong = seen(2, "b", &[(2, "b")]);
+    wrong.content_op = "a".into();
+    assert!(check(&calls, &[wrong]).violations.iter().any(|v| v.contains("content")));
+
+    // A compare-and-set on top of another document than it read, and one
+    // at another version than it expected.
+    let mut cas = call("c", "update", false, Some(3));
+    cas.expected = Some(3);
+    cas.prev = Some("b".into());
+    let calls = vec![call("a", "create", false, Some(1)), call("b", "put", false, Some(2)), cas];
+    let on_other = check(&calls, &[seen(3, "c", &[(2, "a"), (3, "c")])]);
+    assert!(on_other.violations.iter().any(|v| v.contains("another document")), "{:?}", on_other.violations);
+    let off = check(&calls, &[seen(4, "c", &[(4, "c")])]);
+    assert!(off.violations.iter().any(|v| v.contains("meant for v3")), "{:?}", off.violations);
+
+    // An untyped error and a call over its bound.
+    let mut bad = call("d", "put", false, None);
+    bad.typed = false;
+    bad.took = Duration::from_secs(60);
+    let v = check(&[bad], &[]).violations;
+    assert!(v.iter().any(|v| v.contains("untyped")) && v.iter().any(|v| v.contains("over its bound")), "{v:?}");
+}
