@@ -243,3 +243,39 @@ async fn a_wrong_service_or_missing_sentinel_credentials_fail_the_start() {
     assert!(e.contains("SentinelTls") && e.contains("serviceName"), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn sentinels_and_data_nodes_over_tls_each_as_configured() {
+    let dir = microdcs_tests::tls::temp_dir("sentinel-tls");
+    microdcs_tests::tls::certificates(&dir);
+    let s = Sentinel::start_tls(&dir.join("server.crt"), &dir.join("server.key"), &dir.join("ca.crt"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let endpoints: Vec<String> = s.sentinels().iter().map(|n| format!("localhost:{}", n.port())).collect();
+    let cs = format!("{},serviceName={},ssl=true", endpoints.join(","), microdcs_valkey::testing::SERVICE_NAME);
+    let mut c = config_for(&cs, "sentinel-tls");
+    c.tls_ca_file = Some(dir.join("ca.crt"));
+    c.require_tls = true;
+    // The Sentinels speak TLS as the data nodes do, trusting the same CA.
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| panic!("TLS through sentinel: {e}"));
+    assert!(valkey.is_tls());
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.get("r-1").await.unwrap().unwrap().doc, doc);
+
+    // `SentinelTls=false` is honoured: plain text to a TLS Sentinel gets
+    // no answer, reported as unreachable, naming the service.
+    c.sentinel_tls = Some(false);
+    c.connect_timeout = Duration::from_secs(1);
+    // With TLS required, plain Sentinels are refused before any traffic.
+    match Valkey::connect(&c).await {
+        Err(ConnectError::Config(e)) => assert!(e.to_string().contains("SentinelTls"), "{e}"),
+        other => panic!("expected SentinelTls=false to be refused under RequireTls, got {other:?}"),
+    }
+    c.require_tls = false;
+    match Valkey::connect(&c).await {
+        Err(e @ ConnectError::Unreachable { .. }) => assert!(e.to_string().contains("via Sentinel"), "{e}"),
+        other => panic!("expected no answer from a TLS sentinel spoken to in plain text, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::cluster::command;
 use super::server::{HarnessError, ValkeyServer};
+use std::path::Path;
 
 /// How long the primary may be unreachable before the Sentinels fail it
 /// over (`down-after-milliseconds`). Short, so a failover after a kill
@@ -22,6 +22,8 @@ pub struct Sentinel {
     data: Vec<ValkeyServer>,
     sentinels: Vec<ValkeyServer>,
     password: Option<String>,
+    /// The CA every node's certificate is signed by (TLS only).
+    ca: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Sentinel {
@@ -29,6 +31,10 @@ impl std::fmt::Debug for Sentinel {
         f.debug_struct("Sentinel").field("sentinels", &self.connection_string()).finish_non_exhaustive()
     }
 }
+
+/// Starts one process: a Sentinel's configuration file text (none for a
+/// data node) and extra arguments.
+type Starter<'a> = dyn Fn(Option<&str>, &[&str]) -> Result<ValkeyServer, HarnessError> + 'a;
 
 fn start_err(reason: impl Into<String>) -> HarnessError {
     HarnessError::Start { reason: reason.into(), log: String::new() }
@@ -54,11 +60,42 @@ impl Sentinel {
         Self::start_inner(Some(password.to_owned()))
     }
 
+    /// As [`Sentinel::start`], every process TLS only (Debian's
+    /// `redis-server`, which has TLS; see
+    /// [`ValkeyServer::start_redis_tls`]), replicating and watching over
+    /// TLS, with the given PEM files.
+    ///
+    /// # Errors
+    /// As for [`Sentinel::start`], or an unreadable CA file.
+    #[cfg(feature = "tls-native-tls")]
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        let pem = std::fs::read(ca)?;
+        let start = |config: Option<&str>, extra: &[&str]| {
+            let mut args = vec!["--tls-replication", "yes", "--repl-diskless-sync-delay", "0"];
+            args.extend(extra);
+            ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)
+        };
+        Self::start_with(None, Some(pem), &start)
+    }
+
     fn start_inner(password: Option<String>) -> Result<Self, HarnessError> {
-        let fast = ["--repl-diskless-sync-delay", "0"];
-        let primary = ValkeyServer::start_local(&fast)?;
+        let start = |config: Option<&str>, extra: &[&str]| {
+            let mut args = vec!["--repl-diskless-sync-delay", "0"];
+            args.extend(extra);
+            match config {
+                Some(text) => ValkeyServer::start_with_config(text, &args),
+                None => ValkeyServer::start_local(&args),
+            }
+        };
+        Self::start_with(password, None, &start)
+    }
+
+    /// Starts the processes with `start` (a configuration file's text for a
+    /// Sentinel, and extra arguments).
+    fn start_with(password: Option<String>, ca: Option<Vec<u8>>, start: &Starter<'_>) -> Result<Self, HarnessError> {
+        let primary = start(None, &[])?;
         let replica_of = format!("127.0.0.1 {}", primary.port());
-        let replica = ValkeyServer::start_local(&["--repl-diskless-sync-delay", "0", "--replicaof", &replica_of])?;
+        let replica = start(None, &["--replicaof", &replica_of])?;
         let mut config = format!(
             "sentinel monitor {SERVICE_NAME} 127.0.0.1 {} 2\nsentinel down-after-milliseconds {SERVICE_NAME} \
              {DOWN_AFTER_MS}\nsentinel failover-timeout {SERVICE_NAME} 4000\nsentinel parallel-syncs {SERVICE_NAME} 1\n",
@@ -70,9 +107,9 @@ impl Sentinel {
         }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            sentinels.push(ValkeyServer::start_with_config(&config, &["--sentinel"])?);
+            sentinels.push(start(Some(&config), &["--sentinel"])?);
         }
-        let deployment = Sentinel { data: vec![primary, replica], sentinels, password };
+        let deployment = Sentinel { data: vec![primary, replica], sentinels, password, ca };
         deployment.wait_known(Duration::from_secs(30))?;
         Ok(deployment)
     }
@@ -105,12 +142,20 @@ impl Sentinel {
         &mut self.sentinels[i]
     }
 
-    fn ask(&self, sentinel: &ValkeyServer, args: &[&str]) -> Result<redis::Value, HarnessError> {
+    /// One command on `node` (a Sentinel, with its password, when `sentinel`).
+    fn run(&self, node: &ValkeyServer, sentinel: bool, args: &[&str]) -> Result<redis::Value, HarnessError> {
         let run = || -> redis::RedisResult<redis::Value> {
-            let client = redis::Client::open(sentinel.url())?;
+            let client = match &self.ca {
+                #[cfg(feature = "tls-native-tls")]
+                Some(pem) => redis::Client::build_with_tls(
+                    node.url(),
+                    redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+                )?,
+                _ => redis::Client::open(node.url())?,
+            };
             let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
             con.set_read_timeout(Some(Duration::from_secs(5)))?;
-            if let Some(p) = &self.password {
+            if let Some(p) = self.password.as_ref().filter(|_| sentinel) {
                 redis::cmd("AUTH").arg(p).query::<()>(&mut con)?;
             }
             let mut cmd = redis::cmd(args[0]);
@@ -119,7 +164,19 @@ impl Sentinel {
             }
             cmd.query(&mut con)
         };
-        run().map_err(|e| start_err(format!("{} on sentinel {}: {e}", args.join(" "), sentinel.host_port())))
+        run().map_err(|e| start_err(format!("{} on {}: {e}", args.join(" "), node.host_port())))
+    }
+
+    fn ask(&self, sentinel: &ValkeyServer, args: &[&str]) -> Result<redis::Value, HarnessError> {
+        self.run(sentinel, true, args)
+    }
+
+    /// A data node's `INFO replication`.
+    fn replication(&self, node: &ValkeyServer) -> String {
+        match self.run(node, false, &["INFO", "replication"]) {
+            Ok(v) => redis::from_redis_value::<String>(v).unwrap_or_default(),
+            Err(_) => String::new(),
+        }
     }
 
     /// The data node every running Sentinel names as the primary, if they
@@ -136,8 +193,7 @@ impl Sentinel {
             named = Some(i);
         }
         let i = named?;
-        let role = command(&self.data[i], &["ROLE"]).ok()?;
-        role.contains("master").then_some(i)
+        self.replication(&self.data[i]).contains("role:master").then_some(i)
     }
 
     /// Waits until the Sentinels name a primary other than `old` that says
@@ -182,7 +238,7 @@ impl Sentinel {
             let synced = self.primary().is_some_and(|p| {
                 let port = format!("master_port:{}", self.data[p].port());
                 self.data.iter().enumerate().filter(|(i, d)| *i != p && d.is_running()).all(|(_, d)| {
-                    let info = command(d, &["INFO", "replication"]).unwrap_or_default();
+                    let info = self.replication(d);
                     info.contains("role:slave") && info.contains(&port) && info.contains("master_link_status:up")
                 })
             });

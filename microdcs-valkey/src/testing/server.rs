@@ -230,8 +230,21 @@ impl ValkeyServer {
     /// # Errors
     /// No binary (install with `apt-get install redis-server`), or the server did not start.
     pub fn start_redis_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        Self::start_redis_tls_with(cert, key, ca, None, &[])
+    }
+
+    /// As [`ValkeyServer::start_redis_tls`], reading `config` first (see
+    /// [`ValkeyServer::start_with_config`]) and with `extra_args` after
+    /// the TLS ones.
+    pub(super) fn start_redis_tls_with(
+        cert: &Path,
+        key: &Path,
+        ca: &Path,
+        config: Option<&str>,
+        extra_args: &[&str],
+    ) -> Result<Self, HarnessError> {
         let binary = find_redis_server()?;
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "--tls-cert-file".into(),
             cert.display().to_string(),
             "--tls-key-file".into(),
@@ -241,8 +254,9 @@ impl ValkeyServer {
             "--tls-auth-clients".into(),
             "no".into(),
         ];
+        args.extend(extra_args.iter().map(|a| (*a).to_owned()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Self::start_binary(binary, &args, true)
+        Self::start_configured(binary, config, &args, true)
     }
 
     fn start_binary(binary: PathBuf, extra_args: &[&str], tls: bool) -> Result<Self, HarnessError> {
@@ -349,7 +363,8 @@ impl ValkeyServer {
                 return Err(format!("exited with {status} {err}"));
             }
             let ready = if self.tls {
-                self.log().contains("Ready to accept connections")
+                // A Sentinel says who it is instead of that it is ready.
+                (self.log().contains("Ready to accept connections") || self.log().contains("Sentinel ID is"))
                     && TcpStream::connect((self.host.as_str(), self.port)).is_ok()
             } else {
                 ping(&self.host, self.port).is_ok()
