@@ -114,41 +114,9 @@ impl<'a> ScriptCall<'a> {
     /// `EVALSHA` again (the steady state stays one round trip); on a second
     /// miss `EVAL` of the text. Never returns `NOSCRIPT`.
     pub(crate) async fn run(&self, con: &mut Connection) -> RedisResult<Value> {
-        let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
-        match evalsha.query_async(con).await {
-            Err(e) if is_noscript(&e) => {}
-            other => return other,
-        }
-        let load: RedisResult<String> = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).query_async(con).await;
-        match load {
-            // On a cluster the load goes to every node, and any one node
-            // down fails it: the text, sent to the island's node, needs no
-            // load.
-            Err(e) if is_unknown_outcome(&e) && con.is_cluster() => {
-                tracing::debug!(error = %e, "SCRIPT LOAD failed on some cluster node; sending the text");
-                return self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await;
-            }
-            // A lost connection fails the text as well: report it as such.
-            Err(e) if is_unknown_outcome(&e) => return Err(e),
-            // Refused (a renamed command, an ACL without `SCRIPT`): the text
-            // needs no load.
-            Err(e) => {
-                tracing::debug!(error = %e, "SCRIPT LOAD refused; sending the text");
-                return self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await;
-            }
-            Ok(_) => {}
-        }
-        match evalsha.query_async(con).await {
-            Err(e) if is_noscript(&e) => {
-                tracing::debug!("script cache missed again right after the load; sending the text");
-            }
-            other => return other,
-        }
-        self.cmd("EVAL", self.script.code.as_bytes()).query_async(con).await
+        Ok(self.run_then(con, &After::Nothing).await?.0)
     }
-}
 
-impl ScriptCall<'_> {
     /// Runs the call and `wait` right after it in one pipeline on the
     /// primary of `slot`, so the wait is for this connection's write
     /// (`WAIT` counts replicas that have everything its connection wrote).
@@ -160,35 +128,73 @@ impl ScriptCall<'_> {
         slot: u16,
         wait: &Cmd,
     ) -> RedisResult<(Value, RedisResult<Value>)> {
-        let pair = |mut replies: Vec<RedisResult<Value>>| {
+        let (value, waited) = self.run_then(con, &After::Wait { slot, cmd: wait }).await?;
+        Ok((value, waited.unwrap_or_else(|| Err(no_reply()))))
+    }
+
+    /// The one cache rule of both: `EVALSHA`, on a miss `SCRIPT LOAD` and
+    /// `EVALSHA` again, on a second miss (or a refused load) `EVAL` of the
+    /// text, each form sent with what comes `after` it.
+    async fn run_then(
+        &self,
+        con: &mut Connection,
+        after: &After<'_>,
+    ) -> RedisResult<(Value, Option<RedisResult<Value>>)> {
+        let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
+        match send(con, &evalsha, after).await {
+            Err(e) if is_noscript(&e) => {}
+            other => return other,
+        }
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).clone();
+        let loaded: RedisResult<String> = match after {
+            // On a cluster this goes to every primary.
+            After::Nothing => load.query_async(con).await,
+            // Where the call goes: the waiting connection sends nothing else.
+            After::Wait { slot, .. } => con.query_on_slot(&load, *slot).await,
+        };
+        match loaded {
+            // On a cluster any one node down fails a load sent to all: the
+            // text, sent to the island's node, needs no load.
+            Err(e) if is_unknown_outcome(&e) && con.is_cluster() => {
+                tracing::debug!(error = %e, "SCRIPT LOAD failed on some cluster node; sending the text");
+            }
+            // A lost connection fails the text as well: report it as such.
+            Err(e) if is_unknown_outcome(&e) => return Err(e),
+            // Refused (a renamed command, an ACL without `SCRIPT`): the text
+            // needs no load.
+            Err(e) => tracing::debug!(error = %e, "SCRIPT LOAD refused; sending the text"),
+            Ok(_) => match send(con, &evalsha, after).await {
+                Err(e) if is_noscript(&e) => {
+                    tracing::debug!("script cache missed again right after the load; sending the text");
+                }
+                other => return other,
+            },
+        }
+        send(con, &self.cmd("EVAL", self.script.code.as_bytes()), after).await
+    }
+}
+
+/// What goes right after a script call, on the same connection.
+enum After<'a> {
+    Nothing,
+    /// A wait for replicas, in one pipeline with the call on the primary of `slot`.
+    Wait {
+        slot: u16,
+        cmd: &'a Cmd,
+    },
+}
+
+/// Sends `cmd` and what comes after it: the script's reply, and the
+/// answer of the command after it, if any. A script error is the error.
+async fn send(con: &mut Connection, cmd: &Cmd, after: &After<'_>) -> RedisResult<(Value, Option<RedisResult<Value>>)> {
+    match after {
+        After::Nothing => Ok((cmd.query_async(con).await?, None)),
+        After::Wait { slot, cmd: wait } => {
+            let mut replies = con.pipeline_on_slot(&[cmd, wait], *slot).await?;
             let waited = replies.pop().unwrap_or_else(|| Err(no_reply()));
             let script = replies.pop().unwrap_or_else(|| Err(no_reply()));
-            (script, waited)
-        };
-        let evalsha = self.cmd("EVALSHA", self.script.hash.as_bytes());
-        match pair(con.pipeline_on_slot(&[&evalsha, wait], slot).await?) {
-            (Err(e), _) if is_noscript(&e) => {}
-            (script, waited) => return script.map(|v| (v, waited)),
+            script.map(|v| (v, Some(waited)))
         }
-        // Missed the cache: load it where the call goes, then the text if
-        // the load is refused or missed again (as `run` does).
-        let load = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).clone();
-        let loaded = con.query_on_slot::<String>(&load, slot).await;
-        if let Err(e) = &loaded
-            && is_unknown_outcome(e)
-            && !con.is_cluster()
-        {
-            return Err(loaded.unwrap_err());
-        }
-        if loaded.is_ok() {
-            match pair(con.pipeline_on_slot(&[&evalsha, wait], slot).await?) {
-                (Err(e), _) if is_noscript(&e) => {}
-                (script, waited) => return script.map(|v| (v, waited)),
-            }
-        }
-        let eval = self.cmd("EVAL", self.script.code.as_bytes());
-        let (script, waited) = pair(con.pipeline_on_slot(&[&eval, wait], slot).await?);
-        script.map(|v| (v, waited))
     }
 }
 
@@ -225,17 +231,17 @@ pub(crate) async fn invoke_waiting(
     let con = valkey.waiting_connection().await.map_err(Failure::Failed)?;
     let bound = valkey.response_timeout().saturating_add(durability.bound());
     let wait = &wait;
-    // The last attempt's wait: the one that answered.
-    let waited = std::sync::Mutex::new(None);
-    let waited_ref = &waited;
-    let out = attempts_with(valkey, what, key, con, bound, |mut con| async move {
-        let (value, w) = call.run_waiting(&mut con, slot, wait).await?;
-        *waited_ref.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(w);
-        Ok(value)
-    })
-    .await?;
-    let wait = waited.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(Waited { value: out.value, wait: wait.unwrap_or_else(|| Err(no_reply())) })
+    let (value, wait) =
+        attempts_with(
+            valkey,
+            what,
+            key,
+            con,
+            bound,
+            |mut con| async move { call.run_waiting(&mut con, slot, wait).await },
+        )
+        .await?;
+    Ok(Waited { value, wait })
 }
 
 fn is_noscript(e: &RedisError) -> bool {
@@ -261,29 +267,30 @@ where
     F: FnMut(Connection) -> Fut,
     Fut: Future<Output = RedisResult<Value>>,
 {
-    attempts_with(valkey, what, key, valkey.connection(), valkey.response_timeout(), run).await
+    let value = attempts_with(valkey, what, key, valkey.connection(), valkey.response_timeout(), run).await?;
+    Ok(Invoked { value })
 }
 
 /// The retry rule of [`invoke_call`] on connection `con`, each attempt
-/// bounded by `timeout`.
-async fn attempts_with<F, Fut>(
+/// bounded by `timeout` (the healing bound counts attempts of that length).
+async fn attempts_with<T, F, Fut>(
     valkey: &Valkey,
     what: &'static str,
     key: &str,
     con: Connection,
     timeout: std::time::Duration,
     mut run: F,
-) -> Result<Invoked, Failure>
+) -> Result<T, Failure>
 where
     F: FnMut(Connection) -> Fut,
-    Fut: Future<Output = RedisResult<Value>>,
+    Fut: Future<Output = RedisResult<T>>,
 {
     let opts = valkey.write_options();
-    let mut healing = Healing::start(valkey);
+    let mut healing = Healing::with_per_try(valkey, timeout);
     let mut attempt = 1;
     loop {
         match bounded(timeout, run(con.clone())).await {
-            Ok(value) => return Ok(Invoked { value }),
+            Ok(value) => return Ok(value),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
@@ -432,11 +439,17 @@ struct Healing {
 
 impl Healing {
     fn start(valkey: &Valkey) -> Self {
+        Self::with_per_try(valkey, valkey.response_timeout())
+    }
+
+    /// For calls whose every try may wait `per_try` (a write that waits
+    /// for replicas: the response timeout plus its wait).
+    fn with_per_try(valkey: &Valkey, per_try: std::time::Duration) -> Self {
         let opts = valkey.write_options();
-        let per = valkey.response_timeout().saturating_add(opts.retry_delay);
+        let per = per_try.saturating_add(opts.retry_delay);
         Healing {
             deadline: tokio::time::Instant::now() + per.saturating_mul(opts.attempts.max(1)),
-            per_try: valkey.response_timeout(),
+            per_try,
             used: false,
         }
     }

@@ -93,8 +93,14 @@ async fn a_write_that_waits_is_on_the_replica_when_it_returns() {
     let read = store.get("r-1").await.unwrap().unwrap();
     let aof = Durability::replicas(1).with_aof();
     assert_eq!(store.update(&read, &doc).durability(aof).await.unwrap(), PutOutcome::Written { version: 3 });
+    // A flushed script cache is reloaded on the waiting connection too,
+    // and the wait still covers the write.
+    command(&p.primary, &["SCRIPT", "FLUSH"]).unwrap();
     let read = store.get("r-1").await.unwrap().unwrap();
-    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 3 });
+    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 4 });
+    assert_eq!(hget(&p.replica, &key, "v"), "4");
+    let read = store.get("r-1").await.unwrap().unwrap();
+    assert_eq!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 4 });
     assert_eq!(command(&p.replica, &["EXISTS", &key]).unwrap(), "0", "the delete is on the replica");
 }
 

@@ -148,10 +148,7 @@ impl Revision {
     /// The expectation as the scripts take it: `<version>` or
     /// `<version>:<op>`.
     pub(crate) fn script_arg(&self) -> String {
-        match self.op() {
-            Some(op) => format!("{}:{op}", self.version),
-            None => self.version.to_string(),
-        }
+        microdcs_schema::lua::revision_arg(self.version, self.op())
     }
 }
 

@@ -350,11 +350,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         durability: &Durability,
     ) -> Result<DeleteOutcome> {
         let caller_op = op.is_some();
-        let op = match op {
-            Some(op) if !lua::valid_op_id(op) => return Err(Error::InvalidOpId(op.to_owned())),
-            Some(op) => lua::stored_op_id(op),
-            None => new_op_id(),
-        };
+        let op = stored_op(op)?;
         let plan = &*self.plan;
         let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
         let mut state = match read {

@@ -120,6 +120,18 @@ pub fn stored_op_id(op: &str) -> String {
     op_id_from_bits(a, b)
 }
 
+/// The expectation argument of the put and delete scripts for a
+/// revision: `<version>`, or `<version>:<stored op id>` when the revision
+/// names the write that produced it. The scripts compare the version, and
+/// the op id with the last entry of the stored history; this is the one
+/// place the text is made.
+pub fn revision_arg(version: u64, op: Option<&str>) -> String {
+    match op {
+        Some(op) => format!("{version}:{op}"),
+        None => version.to_string(),
+    }
+}
+
 /// [`OP_ID_LEN`] characters from 72 bits: 36 from each half.
 pub fn op_id_from_bits(a: u64, b: u64) -> String {
     let bits = (u128::from(a >> 28) << 36) | u128::from(b >> 28);
@@ -129,6 +141,12 @@ pub fn op_id_from_bits(a: u64, b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn revision_args_are_pinned() {
+        assert_eq!(revision_arg(7, Some("yNNnc5IT1P2r")), "7:yNNnc5IT1P2r");
+        assert_eq!(revision_arg(12, None), "12");
+    }
 
     #[test]
     fn stored_op_ids() {
