@@ -13,6 +13,7 @@ use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use crate::family::FamilyKey;
 use crate::limits::{check_lifetime, expiry};
+use crate::observe::observed;
 use crate::retry::LuaScript;
 
 /// The outcome of a dedupe claim.
@@ -130,54 +131,63 @@ impl ValkeyDedupe {
 
 impl DedupeStore for ValkeyDedupe {
     async fn claim(&self, source: &str, id: &str, token: &str) -> Result<Claim> {
-        check_lifetime("dedupe lease", self.lease)?;
-        // An empty token would be stored as a claim no one can recognise as
-        // theirs: refused before anything is written.
-        if token.is_empty() {
-            return Err(Error::InvalidArgument("a dedupe claim needs a non-empty token".into()));
-        }
-        let key = self.key(source, id)?;
-        let value = format!("{PROCESSING}{token}");
-        let lease = ms(self.lease).to_string();
-        let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
-        // Each run within ResponseTimeout (a claim run twice with the same
-        // token answers the same).
-        let run = async || -> Result<Option<(String, i64)>> {
-            let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
-                .await
-                .map_err(|e| Error::from_redis(e, &key))?;
-            crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))
-        };
-        // Nothing held can only mean it expired this very moment: claim again once.
-        let held = match run().await? {
-            Some(h) => Some(h),
-            None => run().await?,
-        };
-        match held {
-            Some((h, pttl)) => decide(&key, &h, pttl, token),
-            None => Ok(Claim::Busy),
-        }
+        observed("claim", "dedupe", async move {
+            check_lifetime("dedupe lease", self.lease)?;
+            // An empty token would be stored as a claim no one can recognise as
+            // theirs: refused before anything is written.
+            if token.is_empty() {
+                return Err(Error::InvalidArgument("a dedupe claim needs a non-empty token".into()));
+            }
+            let key = self.key(source, id)?;
+            let value = format!("{PROCESSING}{token}");
+            let lease = ms(self.lease).to_string();
+            let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
+            // Each run within ResponseTimeout (a claim run twice with the same
+            // token answers the same).
+            let run = async || -> Result<Option<(String, i64)>> {
+                let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
+                    .await
+                    .map_err(|e| Error::from_redis(e, &key))?;
+                crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))
+            };
+            // Nothing held can only mean it expired this very moment: claim again once.
+            let held = match run().await? {
+                Some(h) => Some(h),
+                None => run().await?,
+            };
+            match held {
+                Some((h, pttl)) => decide(&key, &h, pttl, token),
+                None => Ok(Claim::Busy),
+            }
+        })
+        .await
     }
 
     async fn mark_done(&self, source: &str, id: &str) -> Result<()> {
-        check_lifetime("dedupe retention", self.retention)?;
-        let key = self.key(source, id)?;
-        let retention = ms(self.retention).to_string();
-        let call = self.done.call().key(&key).arg(retention.as_bytes());
-        crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
-            .await
-            .map_err(|e| Error::from_redis(e, &key))?;
-        Ok(())
+        observed("mark_done", "dedupe", async move {
+            check_lifetime("dedupe retention", self.retention)?;
+            let key = self.key(source, id)?;
+            let retention = ms(self.retention).to_string();
+            let call = self.done.call().key(&key).arg(retention.as_bytes());
+            crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
+                .await
+                .map_err(|e| Error::from_redis(e, &key))?;
+            Ok(())
+        })
+        .await
     }
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
-        let key = self.key(source, id)?;
-        let call = self.remaining.call().key(&key);
-        let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
-            .await
-            .map_err(|e| Error::from_redis(e, &key))?;
-        let pttl: i64 = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
-        Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
+        observed("lease_remaining", "dedupe", async move {
+            let key = self.key(source, id)?;
+            let call = self.remaining.call().key(&key);
+            let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
+                .await
+                .map_err(|e| Error::from_redis(e, &key))?;
+            let pttl: i64 = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
+            Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
+        })
+        .await
     }
 }
 

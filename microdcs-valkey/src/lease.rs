@@ -64,6 +64,7 @@ use redis::Value;
 use crate::client::{Valkey, millis as ms};
 use crate::error::{Error, Result};
 use crate::family::FamilyKey;
+use crate::observe::observed;
 use crate::op_id::new_op_id;
 use crate::retry::{self, LuaScript, ScriptCall};
 
@@ -373,123 +374,150 @@ fn millis_field(script: &'static str, r: &[String], i: usize) -> Result<Duration
 
 impl LeaseBackend for LeaseStore {
     async fn acquire(&self, name: &str, owner: &str, ttl: Duration, request_id: &str) -> Result<Acquire> {
-        check_request(request_id)?;
-        let keys = vec![
-            self.key(&self.record, &[name])?,
-            self.key(&self.fence_t, &[name])?,
-            self.key(&self.request, &[name, request_id])?,
-        ];
-        check_ttl(ttl)?;
-        let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
-        let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
-        let r = self.run(&self.acquire, &keys, &args).await?;
-        let request = self.request_shown(name);
-        common(name, &r, &[("record", &keys[0]), ("fence", &keys[1]), ("request", &request)])?;
-        match field(&r, 0) {
-            "acquired" => Ok(Acquire::Acquired(Lease {
-                name: name.to_owned(),
-                id: field(&r, 1).to_owned(),
-                owner: owner.to_owned(),
-                token: parse_counter(field(&r, 2)).ok_or_else(|| protocol("lease acquire", &r))?,
-                ttl: millis_field("lease acquire", &r, 3)?,
-            })),
-            "held" => {
-                Ok(Acquire::Held { owner: field(&r, 1).to_owned(), remaining: millis_field("lease acquire", &r, 2)? })
+        observed("acquire", "lease", async move {
+            check_request(request_id)?;
+            let keys = vec![
+                self.key(&self.record, &[name])?,
+                self.key(&self.fence_t, &[name])?,
+                self.key(&self.request, &[name, request_id])?,
+            ];
+            check_ttl(ttl)?;
+            let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
+            let args = vec![owner.to_owned(), ms(ttl).to_string(), fp, new_op_id(), ms(REQUEST_CACHE_TTL).to_string()];
+            let r = self.run(&self.acquire, &keys, &args).await?;
+            let request = self.request_shown(name);
+            common(name, &r, &[("record", &keys[0]), ("fence", &keys[1]), ("request", &request)])?;
+            match field(&r, 0) {
+                "acquired" => Ok(Acquire::Acquired(Lease {
+                    name: name.to_owned(),
+                    id: field(&r, 1).to_owned(),
+                    owner: owner.to_owned(),
+                    token: parse_counter(field(&r, 2)).ok_or_else(|| protocol("lease acquire", &r))?,
+                    ttl: millis_field("lease acquire", &r, 3)?,
+                })),
+                "held" => Ok(Acquire::Held {
+                    owner: field(&r, 1).to_owned(),
+                    remaining: millis_field("lease acquire", &r, 2)?,
+                }),
+                _ => Err(protocol("lease acquire", &r)),
             }
-            _ => Err(protocol("lease acquire", &r)),
-        }
+        })
+        .await
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration, request_id: &str) -> Result<Duration> {
-        check_request(request_id)?;
-        let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
-        check_ttl(ttl)?;
-        let fp = fingerprint("renew", &[&lease.id, &lease.owner, &lease.token.to_string(), &ms(ttl).to_string()]);
-        let args = vec![
-            lease.id.clone(),
-            lease.owner.clone(),
-            lease.token.to_string(),
-            ms(ttl).to_string(),
-            fp,
-            ms(REQUEST_CACHE_TTL).to_string(),
-        ];
-        let r = self.run(&self.renew, &keys, &args).await?;
-        let request = self.request_shown(&lease.name);
-        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
-        match field(&r, 0) {
-            "renewed" => millis_field("lease renew", &r, 1),
-            "lost" => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
-            _ => Err(protocol("lease renew", &r)),
-        }
+        observed("renew", "lease", async move {
+            check_request(request_id)?;
+            let keys =
+                vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
+            check_ttl(ttl)?;
+            let fp = fingerprint("renew", &[&lease.id, &lease.owner, &lease.token.to_string(), &ms(ttl).to_string()]);
+            let args = vec![
+                lease.id.clone(),
+                lease.owner.clone(),
+                lease.token.to_string(),
+                ms(ttl).to_string(),
+                fp,
+                ms(REQUEST_CACHE_TTL).to_string(),
+            ];
+            let r = self.run(&self.renew, &keys, &args).await?;
+            let request = self.request_shown(&lease.name);
+            common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+            match field(&r, 0) {
+                "renewed" => millis_field("lease renew", &r, 1),
+                "lost" => Err(Error::LeaseLost { name: lease.name.clone(), token: lease.token }),
+                _ => Err(protocol("lease renew", &r)),
+            }
+        })
+        .await
     }
 
     async fn release(&self, lease: &Lease, request_id: &str) -> Result<()> {
-        check_request(request_id)?;
-        let keys = vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
-        let fp = fingerprint("release", &[&lease.id, &lease.owner, &lease.token.to_string()]);
-        let args =
-            vec![lease.id.clone(), lease.owner.clone(), lease.token.to_string(), fp, ms(REQUEST_CACHE_TTL).to_string()];
-        let r = self.run(&self.release, &keys, &args).await?;
-        let request = self.request_shown(&lease.name);
-        common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
-        match field(&r, 0) {
-            "released" => {
-                let cleaned = field(&r, 1);
-                if !cleaned.is_empty() {
-                    tracing::warn!(lease = %lease.name, reason = cleaned, "release deleted a corrupt lease record");
+        observed("release", "lease", async move {
+            check_request(request_id)?;
+            let keys =
+                vec![self.key(&self.record, &[&lease.name])?, self.key(&self.request, &[&lease.name, request_id])?];
+            let fp = fingerprint("release", &[&lease.id, &lease.owner, &lease.token.to_string()]);
+            let args = vec![
+                lease.id.clone(),
+                lease.owner.clone(),
+                lease.token.to_string(),
+                fp,
+                ms(REQUEST_CACHE_TTL).to_string(),
+            ];
+            let r = self.run(&self.release, &keys, &args).await?;
+            let request = self.request_shown(&lease.name);
+            common(&lease.name, &r, &[("record", &keys[0]), ("request", &request)])?;
+            match field(&r, 0) {
+                "released" => {
+                    let cleaned = field(&r, 1);
+                    if !cleaned.is_empty() {
+                        tracing::warn!(lease = %lease.name, reason = cleaned, "release deleted a corrupt lease record");
+                    }
+                    Ok(())
                 }
-                Ok(())
+                "notheld" => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
+                _ => Err(protocol("lease release", &r)),
             }
-            "notheld" => Err(Error::LeaseNotHeld { name: lease.name.clone(), token: lease.token }),
-            _ => Err(protocol("lease release", &r)),
-        }
+        })
+        .await
     }
 
     async fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> Result<()> {
-        check_token(token)?;
-        let fence = self.key(&self.fence_t, &[name])?;
-        let data = self.key(&self.data, &[name])?;
-        let token_text = token.to_string();
-        let call = self.fenced.call().key(&fence).key(&data).arg(token_text.as_bytes()).arg(value);
-        let r = self.invoke(&call, &fence).await?;
-        match field(&r, 0) {
-            "written" => Ok(()),
-            "fenced" => Err(Error::Fenced {
-                name: name.to_owned(),
-                token,
-                highest: parse_counter(field(&r, 1)).ok_or_else(|| protocol("fenced write", &r))?,
-            }),
-            "corrupt" => Err(counter_corrupt(name)),
-            _ => {
-                common(name, &r, &[("fence", &fence), ("data", &data)])?;
-                Err(protocol("fenced write", &r))
+        observed("fenced_write", "lease", async move {
+            check_token(token)?;
+            let fence = self.key(&self.fence_t, &[name])?;
+            let data = self.key(&self.data, &[name])?;
+            let token_text = token.to_string();
+            let call = self.fenced.call().key(&fence).key(&data).arg(token_text.as_bytes()).arg(value);
+            let r = self.invoke(&call, &fence).await?;
+            match field(&r, 0) {
+                "written" => Ok(()),
+                "fenced" => Err(Error::Fenced {
+                    name: name.to_owned(),
+                    token,
+                    highest: parse_counter(field(&r, 1)).ok_or_else(|| protocol("fenced write", &r))?,
+                }),
+                "corrupt" => Err(counter_corrupt(name)),
+                _ => {
+                    common(name, &r, &[("fence", &fence), ("data", &data)])?;
+                    Err(protocol("fenced write", &r))
+                }
             }
-        }
+        })
+        .await
     }
 
     /// A read: within `ResponseTimeout`, plus one `WriteRetryDelay` and a
     /// quick second read after a dropped connection.
     async fn read_protected(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        let data = self.key(&self.data, &[name])?;
-        let cmd = redis::cmd("GET").arg(&data).clone();
-        let cmd = &cmd;
-        retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
-            .await
-            .map_err(|e| Error::from_redis(e, &data))
+        observed("read_protected", "lease", async move {
+            let data = self.key(&self.data, &[name])?;
+            let cmd = redis::cmd("GET").arg(&data).clone();
+            let cmd = &cmd;
+            retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, &data))
+        })
+        .await
     }
 
     /// A read, bounded like [`LeaseStore::read_protected`].
     async fn fence(&self, name: &str) -> Result<u64> {
-        let fence = self.key(&self.fence_t, &[name])?;
-        let cmd = redis::cmd("GET").arg(&fence).clone();
-        let cmd = &cmd;
-        let v: Option<Vec<u8>> = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
-            .await
-            .map_err(|e| Error::from_redis(e, &fence))?;
-        match v {
-            None => Ok(0),
-            Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),
-        }
+        observed("fence", "lease", async move {
+            let fence = self.key(&self.fence_t, &[name])?;
+            let cmd = redis::cmd("GET").arg(&fence).clone();
+            let cmd = &cmd;
+            let v: Option<Vec<u8>> =
+                retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                    .await
+                    .map_err(|e| Error::from_redis(e, &fence))?;
+            match v {
+                None => Ok(0),
+                Some(b) => std::str::from_utf8(&b).ok().and_then(parse_counter).ok_or_else(|| counter_corrupt(name)),
+            }
+        })
+        .await
     }
 }
 

@@ -28,6 +28,7 @@ mod keyspace_doc;
 pub mod lease;
 mod limits;
 mod metrics;
+pub mod observe;
 mod op_id;
 mod page;
 pub mod poller;

@@ -1,6 +1,7 @@
 //! Counters of the runtime, under stable names (`microdcs.valkey.*`) that
-//! dashboards can rely on. Read them with
-//! [`Metrics::snapshot`] and export them to any metrics system.
+//! dashboards can rely on. Each is also recorded through the `metrics`
+//! facade under the same name (with the operation metrics of
+//! [`crate::observe`]); [`Metrics::snapshot`] reads one handle's own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -54,19 +55,26 @@ impl Metrics {
         ]
     }
 
+    // Each event is counted here once: in the handle's own counter (read
+    // by `snapshot`) and through the `metrics` facade, under the same name.
+
     pub(crate) fn add_write_retry(&self) {
         self.write_retries.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(Self::WRITE_RETRIES).increment(1);
     }
 
     pub(crate) fn add_already_applied(&self) {
         self.write_already_applied.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(Self::WRITE_ALREADY_APPLIED).increment(1);
     }
 
     pub(crate) fn add_entries_corrupt(&self, n: u64) {
         self.stream_entries_corrupt.fetch_add(n, Ordering::Relaxed);
+        metrics::counter!(Self::STREAM_ENTRIES_CORRUPT).increment(n);
     }
 
     pub(crate) fn add_entries_lost(&self, n: u64) {
         self.stream_entries_lost.fetch_add(n, Ordering::Relaxed);
+        metrics::counter!(Self::STREAM_ENTRIES_LOST).increment(n);
     }
 }

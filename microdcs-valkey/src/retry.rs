@@ -145,6 +145,7 @@ impl<'a> ScriptCall<'a> {
             Err(e) if is_noscript(&e) => {}
             other => return other,
         }
+        metrics::counter!(crate::observe::SCRIPT_RELOADS).increment(1);
         let load = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).clone();
         let loaded: RedisResult<String> = match after {
             // On a cluster this goes to every primary.

@@ -182,6 +182,7 @@ impl Sentinels {
             true
         });
         if changed {
+            metrics::counter!(crate::observe::SENTINEL_SWITCHES).increment(1);
             tracing::warn!(service = %self.setup.service, primary = %show(host, port), why, "following a new primary");
         }
     }

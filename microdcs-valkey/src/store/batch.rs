@@ -9,6 +9,7 @@ use super::render_err;
 use super::types::{IdPage, Page, PutOutcome, Stored};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::observe::observed;
 
 /// What a claim makes of one document it read.
 enum Claimable {
@@ -81,7 +82,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     where
         F: FnMut(&D) -> Option<D>,
     {
-        self.claim_inner(query, None, change).await
+        observed("claim", D::SPEC.kind, self.claim_inner(query, None, change)).await
     }
 
     /// Claims the lowest-scored document of a sorted index whose score is
@@ -98,7 +99,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if max_score.is_nan() {
             return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
         }
-        self.claim_inner(query, Some(max_score), change).await
+        observed("claim", D::SPEC.kind, self.claim_inner(query, Some(max_score), change)).await
     }
 
     /// How many rounds of ids a claim takes before it reports `None`.

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use crate::observe::observed;
 use crate::retry::{LuaScript, reply};
 
 use microdcs_schema::{Document, GroupQuery, UniqueQuery};
@@ -23,7 +24,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Invalid id, connection errors, a corrupt hash, a key of the wrong type,
     /// or a document text the codec rejects.
     pub async fn get(&self, id: &str) -> Result<Option<Stored<D>>> {
-        self.read(|| self.get_once(None, id)).await
+        observed("get", D::SPEC.kind, self.read(|| self.get_once(None, id))).await
     }
 
     /// Reads document `id` of `scope` (one `HGETALL`): for a type whose ids
@@ -34,7 +35,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// As [`Store::get`].
     pub async fn get_in(&self, scope: &str, id: &str) -> Result<Option<Stored<D>>> {
-        self.read(|| self.get_once(Some(scope), id)).await
+        observed("get", D::SPEC.kind, self.read(|| self.get_once(Some(scope), id))).await
     }
 
     /// Reads many documents in one round trip (a pipeline of `HGETALL`s):
@@ -48,7 +49,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// the codec rejects, named by its key: the call does not hand out the
     /// other documents beside a damaged one.
     pub async fn get_many<I: AsRef<str>>(&self, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
-        self.get_many_inner(None, ids).await
+        observed("get_many", D::SPEC.kind, self.get_many_inner(None, ids)).await
     }
 
     /// [`Store::get_many`] of documents of `scope` (the way to name them
@@ -58,7 +59,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// As [`Store::get_many`].
     pub async fn get_many_in<I: AsRef<str>>(&self, scope: &str, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
-        self.get_many_inner(Some(scope), ids).await
+        observed("get_many", D::SPEC.kind, self.get_many_inner(Some(scope), ids)).await
     }
 
     async fn get_many_inner<I: AsRef<str>>(&self, scope: Option<&str>, ids: &[I]) -> Result<Vec<Option<Stored<D>>>> {
@@ -234,7 +235,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a corrupt document.
     pub async fn find(&self, query: UniqueQuery<D>) -> Result<Option<Stored<D>>> {
-        self.read(|| self.find_once(&query)).await
+        observed("find", D::SPEC.kind, self.read(|| self.find_once(&query))).await
     }
 
     async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {

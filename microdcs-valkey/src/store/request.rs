@@ -34,6 +34,7 @@ use super::write::stored_op;
 use crate::codec::Codec;
 use crate::config::Durability;
 use crate::error::Result;
+use crate::observe::observed;
 
 /// The future a request runs as.
 pub type WriteFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -89,7 +90,12 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, PutOutcome> {
         let (store, what, op) = (self.store, self.what.take(), self.op.take());
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
-        Box::pin(async move {
+        let name = match &what {
+            Some(PutWhat::Put(_, Expect::Create)) => "create",
+            Some(PutWhat::Put(..)) | None => "put",
+            Some(PutWhat::Update(..) | PutWhat::InPlace(..)) => "update",
+        };
+        Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
             let op = &stored_op(op.as_deref())?;
             match what {
@@ -108,7 +114,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
                     Ok(out)
                 }
             }
-        })
+        }))
     }
 }
 
@@ -172,7 +178,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, DeleteOutcome> {
         let (store, what, op, scope) = (self.store, self.what.take(), self.op.take(), self.scope.take());
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
-        Box::pin(async move {
+        Box::pin(observed("delete", D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
             match what {
                 DeleteWhat::Read(read) => {
@@ -188,7 +194,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
                     store.delete_inner(scope.as_deref(), id, expect, None, op.as_deref(), &d).await
                 }
             }
-        })
+        }))
     }
 }
 
@@ -240,7 +246,7 @@ impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, StepOutcome> {
         let (store, what, effects, op) = (self.store, self.what.take(), self.effects, self.op.take());
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
-        Box::pin(async move {
+        Box::pin(observed("step", D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
             // The call's own id overrides the effects' id.
             let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
@@ -254,7 +260,7 @@ impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
                     Ok(out)
                 }
             }
-        })
+        }))
     }
 }
 

@@ -1,0 +1,176 @@
+//! What every public operation reports, in one place: a `tracing` span
+//! with the database-client attributes, and through the `metrics` facade
+//! a count and a duration, labelled by operation, target (the document
+//! kind or the family) and outcome. The names follow OpenTelemetry's
+//! database-client conventions where one exists; every label has a small,
+//! fixed set of values (never an id, a key, a scope or a secret), so a
+//! dashboard's series stay bounded.
+
+use std::future::Future;
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use crate::error::{Error, Result};
+
+/// `db.client.operation.duration`: seconds per public operation (a
+/// histogram), labelled `db.system.name`, `db.operation.name`,
+/// `microdcs.target`, `microdcs.outcome` and `error.type`.
+pub const OPERATION_DURATION: &str = "db.client.operation.duration";
+/// `microdcs.valkey.operations`: public operations (a counter), labelled
+/// `db.operation.name`, `microdcs.target` and `microdcs.outcome`.
+pub const OPERATIONS: &str = "microdcs.valkey.operations";
+/// `microdcs.valkey.script.reloads`: script calls that found the
+/// server's script cache empty and loaded the script again.
+pub const SCRIPT_RELOADS: &str = "microdcs.valkey.script.reloads";
+/// `microdcs.valkey.sentinel.switches`: new primaries a handle followed.
+pub const SENTINEL_SWITCHES: &str = "microdcs.valkey.sentinel.switches";
+
+/// How an operation ended, as the `microdcs.outcome` label says it.
+pub(crate) trait Outcome {
+    fn outcome(&self) -> &'static str;
+}
+
+impl Outcome for crate::PutOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            crate::PutOutcome::Written { .. } => "written",
+            crate::PutOutcome::Conflict { .. } => "conflict",
+            crate::PutOutcome::NotFound => "not_found",
+        }
+    }
+}
+
+impl Outcome for crate::DeleteOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            crate::DeleteOutcome::Deleted { .. } => "deleted",
+            crate::DeleteOutcome::Conflict { .. } => "conflict",
+            crate::DeleteOutcome::NotFound => "not_found",
+        }
+    }
+}
+
+impl Outcome for crate::StepOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            crate::StepOutcome::Written { .. } => "written",
+            crate::StepOutcome::Conflict { .. } => "conflict",
+            crate::StepOutcome::NotFound => "not_found",
+            crate::StepOutcome::EventApplied { .. } => "already_applied",
+        }
+    }
+}
+
+impl<T> Outcome for Option<T> {
+    fn outcome(&self) -> &'static str {
+        if self.is_some() { "found" } else { "not_found" }
+    }
+}
+
+impl Outcome for crate::Acquire {
+    fn outcome(&self) -> &'static str {
+        match self {
+            crate::Acquire::Acquired(_) => "acquired",
+            crate::Acquire::Held { .. } => "held",
+        }
+    }
+}
+
+impl Outcome for crate::Claim {
+    fn outcome(&self) -> &'static str {
+        match self {
+            crate::Claim::Claimed => "claimed",
+            crate::Claim::Done => "done",
+            crate::Claim::Busy => "busy",
+        }
+    }
+}
+
+impl Outcome for () {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
+impl Outcome for std::time::Duration {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
+impl<T> Outcome for Vec<T> {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
+impl Outcome for u64 {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
+/// Runs `op` on `target` inside its span and records its count and
+/// duration by outcome (`error` with the error's class for a failure).
+pub(crate) async fn observed<T: Outcome>(
+    op: &'static str,
+    target: &'static str,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::info_span!(
+        "microdcs.valkey",
+        "otel.name" = op,
+        "db.system.name" = "valkey",
+        "db.operation.name" = op,
+        "microdcs.target" = target,
+        "microdcs.outcome" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let result = fut.instrument(span.clone()).await;
+    let (outcome, error) = match &result {
+        Ok(v) => (v.outcome(), ""),
+        Err(e) => ("error", e.class()),
+    };
+    span.record("microdcs.outcome", outcome);
+    if !error.is_empty() {
+        span.record("error.type", error);
+    }
+    metrics::counter!(OPERATIONS, "db.operation.name" => op, "microdcs.target" => target, "microdcs.outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(
+        OPERATION_DURATION,
+        "db.system.name" => "valkey",
+        "db.operation.name" => op,
+        "microdcs.target" => target,
+        "microdcs.outcome" => outcome,
+        "error.type" => error,
+    )
+    .record(started.elapsed().as_secs_f64());
+    result
+}
+
+impl Error {
+    /// A short, stable name of the kind of failure, for metrics and logs:
+    /// `conflict`, `unknown_outcome`, `not_replicated`, `no_replicas`,
+    /// `timeout`, `connection`, `auth`, `corrupt`, `wrong_type`,
+    /// `invalid_input`, `lease`, `server` or `other`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Error::UnknownOutcome { .. } => "unknown_outcome",
+            Error::NotReplicated { .. } => "not_replicated",
+            Error::NoReplicas { .. } => "no_replicas",
+            Error::WrongType { .. } => "wrong_type",
+            Error::LeaseLost { .. } | Error::LeaseNotHeld { .. } | Error::Fenced { .. } => "lease",
+            e if e.is_conflict() => "conflict",
+            e if e.is_timeout() => "timeout",
+            e if e.is_connection() => "connection",
+            e if e.is_auth() => "auth",
+            e if e.is_corrupt() => "corrupt",
+            e if e.is_invalid_input() => "invalid_input",
+            Error::Redis(_) => "server",
+            _ => "other",
+        }
+    }
+}
