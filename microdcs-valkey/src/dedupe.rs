@@ -256,6 +256,16 @@ impl DedupeStore for MemoryDedupe {
     }
 }
 
+impl crate::observe::Outcome for Claim {
+    fn outcome(&self) -> &'static str {
+        match self {
+            Claim::Claimed => "claimed",
+            Claim::Done => "done",
+            Claim::Busy => "busy",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -531,5 +531,14 @@ fn counter_corrupt(name: &str) -> Error {
 mod memory;
 pub use memory::MemoryLeases;
 
+impl crate::observe::Outcome for Acquire {
+    fn outcome(&self) -> &'static str {
+        match self {
+            Acquire::Acquired(_) => "acquired",
+            Acquire::Held { .. } => "held",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -26,64 +26,15 @@ pub const SCRIPT_RELOADS: &str = "microdcs.valkey.script.reloads";
 /// `microdcs.valkey.sentinel.switches`: new primaries a handle followed.
 pub const SENTINEL_SWITCHES: &str = "microdcs.valkey.sentinel.switches";
 
-/// How an operation ended, as the `microdcs.outcome` label says it.
+/// How an operation ended, as the `microdcs.outcome` label says it; each
+/// result type says it beside its own definition.
 pub(crate) trait Outcome {
     fn outcome(&self) -> &'static str;
-}
-
-impl Outcome for crate::PutOutcome {
-    fn outcome(&self) -> &'static str {
-        match self {
-            crate::PutOutcome::Written { .. } => "written",
-            crate::PutOutcome::Conflict { .. } => "conflict",
-            crate::PutOutcome::NotFound => "not_found",
-        }
-    }
-}
-
-impl Outcome for crate::DeleteOutcome {
-    fn outcome(&self) -> &'static str {
-        match self {
-            crate::DeleteOutcome::Deleted { .. } => "deleted",
-            crate::DeleteOutcome::Conflict { .. } => "conflict",
-            crate::DeleteOutcome::NotFound => "not_found",
-        }
-    }
-}
-
-impl Outcome for crate::StepOutcome {
-    fn outcome(&self) -> &'static str {
-        match self {
-            crate::StepOutcome::Written { .. } => "written",
-            crate::StepOutcome::Conflict { .. } => "conflict",
-            crate::StepOutcome::NotFound => "not_found",
-            crate::StepOutcome::EventApplied { .. } => "already_applied",
-        }
-    }
 }
 
 impl<T> Outcome for Option<T> {
     fn outcome(&self) -> &'static str {
         if self.is_some() { "found" } else { "not_found" }
-    }
-}
-
-impl Outcome for crate::Acquire {
-    fn outcome(&self) -> &'static str {
-        match self {
-            crate::Acquire::Acquired(_) => "acquired",
-            crate::Acquire::Held { .. } => "held",
-        }
-    }
-}
-
-impl Outcome for crate::Claim {
-    fn outcome(&self) -> &'static str {
-        match self {
-            crate::Claim::Claimed => "claimed",
-            crate::Claim::Done => "done",
-            crate::Claim::Busy => "busy",
-        }
     }
 }
 

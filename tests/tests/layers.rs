@@ -13,6 +13,8 @@ const RUNTIME: &[&str] = &[
     // Leaves: errors, counters, codecs, bounds, operation ids, the key table.
     "error",
     "metrics",
+    // What every operation reports (spans, the metrics facade).
+    "observe",
     "codec",
     "limits",
     "op_id",

@@ -334,6 +334,17 @@ fn marker_key(t: &KeyTemplate, prefix: &microdcs_schema::KeyPrefix, scope: &str,
     t.render(prefix, &values).map_err(render_err)
 }
 
+impl crate::observe::Outcome for StepOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            StepOutcome::Written { .. } => "written",
+            StepOutcome::Conflict { .. } => "conflict",
+            StepOutcome::NotFound => "not_found",
+            StepOutcome::EventApplied { .. } => "already_applied",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -306,6 +306,26 @@ pub(crate) fn parse_version(v: Option<&str>) -> Option<u64> {
 /// Digits of [`MAX_VERSION`].
 const MAX_DIGITS: usize = 16;
 
+impl crate::observe::Outcome for PutOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            PutOutcome::Written { .. } => "written",
+            PutOutcome::Conflict { .. } => "conflict",
+            PutOutcome::NotFound => "not_found",
+        }
+    }
+}
+
+impl crate::observe::Outcome for DeleteOutcome {
+    fn outcome(&self) -> &'static str {
+        match self {
+            DeleteOutcome::Deleted { .. } => "deleted",
+            DeleteOutcome::Conflict { .. } => "conflict",
+            DeleteOutcome::NotFound => "not_found",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
