@@ -6,4 +6,5 @@
 
 pub mod miroir;
 pub mod plant;
+pub mod prometheus;
 pub mod recipe;

@@ -27,6 +27,14 @@ use microdcs_valkey::{AclRole, Inspector, MicroDcsConfig, Page, PutOutcome, Valk
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Serve the runtime's metrics in the Prometheus text format at
+    /// `http://ADDR/metrics` while the program runs (`127.0.0.1:9464`).
+    #[arg(long, global = true, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Keep running this many seconds after the work is done, so the
+    /// metrics can be scraped.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 0)]
+    linger: u64,
 }
 
 #[derive(Subcommand)]
@@ -138,7 +146,22 @@ struct MaintArgs {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command).await {
+    let served = match cli.metrics_addr {
+        Some(addr) => match serve_metrics(addr).await {
+            Ok(task) => Some(task),
+            Err(e) => {
+                eprintln!("plant: --metrics-addr {addr}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let outcome = run(cli.command).await;
+    if served.is_some() && cli.linger > 0 {
+        println!("Serving metrics for {} s more", cli.linger);
+        tokio::time::sleep(std::time::Duration::from_secs(cli.linger)).await;
+    }
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("plant: {e}");
@@ -148,6 +171,16 @@ async fn main() -> ExitCode {
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Installs the Prometheus exporter as the metrics recorder and serves it
+/// on `addr`.
+async fn serve_metrics(addr: std::net::SocketAddr) -> Res<tokio::task::JoinHandle<()>> {
+    let exporter = microdcs_examples::prometheus::Exporter::default();
+    metrics::set_global_recorder(exporter.clone()).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    println!("Metrics: http://{}/metrics", listener.local_addr()?);
+    Ok(tokio::spawn(exporter.serve(listener)))
+}
 
 async fn run(command: Option<Command>) -> Res<ExitCode> {
     // Pure: from the spec and the configured prefix only.

@@ -92,3 +92,59 @@ fn the_miroir_program_runs_end_to_end() {
     }
     assert_eq!(text.matches("claimed job").count(), 3, "{text}");
 }
+
+/// `--metrics-addr` serves the runtime's metrics while the demo runs and,
+/// with `--linger`, after it: the documented names, labels and a histogram.
+#[test]
+fn the_demo_serves_its_metrics_for_a_scrape() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("cli-metrics");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plant"))
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--linger", "30"])
+        .env("APP_MicroDcs__Valkey__ConnectionString", server.host_port())
+        .env("APP_MicroDcs__Valkey__KeyPrefix", prefix.as_str())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run plant");
+    // Wait until the demo is done and lingers.
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    loop {
+        let line = lines.next().expect("the demo ends by lingering").unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("Serving metrics for 30 s more") {
+            break;
+        }
+    }
+    assert!(seen.contains(&format!("Metrics: http://127.0.0.1:{port}/metrics")), "{seen}");
+    let scrape = |path: &str| {
+        let mut con = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(con, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut body = String::new();
+        con.read_to_string(&mut body).unwrap();
+        body
+    };
+    let page = scrape("/metrics");
+    let missing = scrape("/other");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+    for expected in [
+        "# TYPE db_client_operation_duration_seconds histogram",
+        "# TYPE microdcs_valkey_operations_total counter",
+        "db_system_name=\"valkey\"",
+        "db_operation_name=\"create\"",
+        "microdcs_target=\"jobresponse\"",
+        "microdcs_outcome=\"written\"",
+        "le=\"+Inf\"",
+        "db_client_operation_duration_seconds_count{",
+    ] {
+        assert!(page.contains(expected), "missing `{expected}` in the scrape:\n{page}");
+    }
+    // No id or key in any label.
+    assert!(!page.contains(prefix.as_str()), "a key reached a label");
+}
