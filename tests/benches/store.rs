@@ -13,6 +13,8 @@
 //! same run, and beside the put with one part removed at a time (the op
 //! history, the version grammar, the scope and doc checks, the caller-read
 //! checks). `--docs N` sets the number of documents (default 10000).
+//! `-- --network` only the throughput at 0.5, 1 and 2 ms each way
+//! against ideal pipelining and WATCH.
 //! `-- --server-time` prints only the server time; `-- --batch` the
 //! many-at-a-time figures (`put_many`, `get_many`, `claim`); `-- --step`
 //! the workflow step (`Store::step` of the SFC state with one work entry)
@@ -729,6 +731,10 @@ async fn pin(con: &mut Connection) {
     println!("server pinned to core 0, client to core 1: {pinned}");
 }
 
+// The round-trip table (`--network`).
+#[path = "store/network.rs"]
+mod network;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -756,6 +762,12 @@ async fn main() {
             Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
         pin(&mut con).await;
         step_bench(&server, args.iter().any(|a| a == "--quick")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--network") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        network::pings(&server).await;
+        network::network(&server, args.iter().any(|a| a == "--quick")).await;
         return;
     }
     if args.iter().any(|a| a == "--batch") {

@@ -38,3 +38,30 @@ fn a_bad_argument_fails_with_the_log() {
     let err = ValkeyServer::start_local(&["--no-such-option", "1"]).unwrap_err().to_string();
     assert!(err.contains("did not start"), "{err}");
 }
+
+/// The delaying proxy holds every chunk at least its delay each way, keeps
+/// pipelined replies in order, and closes the client's side when the
+/// server goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delaying_proxy_delays_in_order_and_closes_with_the_server() {
+    use microdcs_tests::FaultProxy;
+    use microdcs_valkey::redis;
+    let mut server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+    let delay = std::time::Duration::from_millis(20);
+    let proxy = FaultProxy::start_with_delay(server.host_port(), delay).await;
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let started = std::time::Instant::now();
+    let _: String = redis::cmd("PING").query_async(&mut con).await.unwrap();
+    assert!(started.elapsed() >= delay * 2, "a round trip holds the delay each way: {:?}", started.elapsed());
+    // Pipelined commands come back in order, all of them.
+    let mut pipe = redis::pipe();
+    for i in 0..50 {
+        pipe.cmd("ECHO").arg(i);
+    }
+    let echoed: Vec<i64> = pipe.query_async(&mut con).await.unwrap();
+    assert_eq!(echoed, (0..50).collect::<Vec<i64>>());
+    server.kill();
+    let lost: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut con).await;
+    assert!(lost.is_err(), "the client sees the server gone");
+}
