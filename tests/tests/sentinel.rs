@@ -279,3 +279,55 @@ async fn sentinels_and_data_nodes_over_tls_each_as_configured() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn the_handle_keeps_its_primary_while_the_sentinels_are_down_and_follows_again_after() {
+    let mut s = deployment();
+    let valkey = connect(&s, "sentinel-down").await;
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+    // Every Sentinel gone: nothing to ask, but the primary still serves.
+    for i in 0..3 {
+        s.sentinel_mut(i).kill();
+    }
+    for n in 2..=6 {
+        let read = store.get("r-1").await.unwrap().unwrap();
+        let next = JobResponse { state: vec![format!("S{n}")], ..doc.clone() };
+        assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: n });
+    }
+    assert!(valkey.health().await.is_healthy());
+    // The Sentinels come back (same ports, their configuration kept) and a
+    // failover is followed again.
+    for i in 0..3 {
+        s.sentinel_mut(i).restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+    s.wait_replicated(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    let new = s.failover().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(new, 1);
+    // Until the Sentinels turn the old primary into a replica it still
+    // takes writes (Sentinel's window of two primaries); after, it refuses.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !command(&s.data_nodes()[0], &["ROLE"]).unwrap_or_default().contains("slave") {
+        assert!(Instant::now() < deadline, "the old primary never turned replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let version = loop {
+        let read = store.get("r-1").await;
+        match read {
+            Ok(Some(read)) => match store.update(&read, &doc).await {
+                Ok(PutOutcome::Written { version }) => break version,
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => assert_transient(&e),
+            },
+            Ok(None) => panic!("the document was lost"),
+            Err(e) => assert_transient(&e),
+        }
+        assert!(Instant::now() < deadline, "writes never reached the new primary");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(version, 7);
+    let key = store.key("r-1").unwrap();
+    assert_eq!(command(&s.data_nodes()[1], &["HGET", &key, "v"]).unwrap(), "7", "written on the new primary");
+}

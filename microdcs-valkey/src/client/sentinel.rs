@@ -34,8 +34,12 @@ const SWITCH_CHANNEL: &str = "+switch-master";
 /// failing at once during a failover ask once.
 const ASK_GAP: Duration = Duration::from_millis(100);
 
-/// The longest pause before the switch listener tries the next Sentinel.
-const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(5);
+/// The longest pause before the switch listener tries the next Sentinel:
+/// short, because a switch announced while nobody listens is learnt only
+/// at the next failure (a write may meanwhile reach the old primary while
+/// it still accepts writes), and trying a Sentinel that is down costs a
+/// refused connection.
+const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// The primary the Sentinels named last.
 #[derive(Clone, Debug, PartialEq, Eq)]
