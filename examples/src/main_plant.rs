@@ -52,6 +52,10 @@ enum Command {
         #[arg(long, global = true)]
         json: bool,
     },
+    /// Serve the inspector's views as Model Context Protocol tools on stdin
+    /// and stdout (one JSON-RPC message per line), for developer tools.
+    /// Run it as the `inspector` ACL user; it sends nothing but reads.
+    Mcp,
     /// Print the key table of the plant keyspace as Markdown (no server needed).
     Keyspace,
     /// Print the `ACL SETUSER` rules of a role for the configured prefix
@@ -147,8 +151,11 @@ struct MaintArgs {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let served = match cli.metrics_addr {
-        Some(addr) => match serve_metrics(addr).await {
-            Ok(task) => Some(task),
+        Some(addr) => match microdcs_examples::prometheus::install(addr).await {
+            Ok((bound, task)) => {
+                println!("Metrics: http://{bound}/metrics");
+                Some(task)
+            }
             Err(e) => {
                 eprintln!("plant: --metrics-addr {addr}: {e}");
                 return ExitCode::from(2);
@@ -172,16 +179,6 @@ async fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Installs the Prometheus exporter as the metrics recorder and serves it
-/// on `addr`.
-async fn serve_metrics(addr: std::net::SocketAddr) -> Res<tokio::task::JoinHandle<()>> {
-    let exporter = microdcs_examples::prometheus::Exporter::default();
-    metrics::set_global_recorder(exporter.clone()).map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    println!("Metrics: http://{}/metrics", listener.local_addr()?);
-    Ok(tokio::spawn(exporter.serve(listener)))
-}
-
 async fn run(command: Option<Command>) -> Res<ExitCode> {
     // Pure: from the spec and the configured prefix only.
     match &command {
@@ -202,16 +199,27 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
     // Configuration from the environment (`APP_MicroDcs__Valkey__*`); without
     // a connection string the demo starts its own server.
     let mut config = MicroDcsConfig::from_env()?;
+    // The MCP server's stdout carries its protocol only: talk on stderr.
+    let mcp = matches!(command, Some(Command::Mcp));
+    let say = |text: String| if mcp { eprintln!("{text}") } else { println!("{text}") };
     let _server = if std::env::var_os("APP_MicroDcs__Valkey__ConnectionString").is_some() {
         None
     } else {
         let server = ValkeyServer::start_local(&[])?;
-        println!("Started valkey-server on {}", server.host_port());
+        say(format!("Started valkey-server on {}", server.host_port()));
         config.set("Valkey:ConnectionString", &server.host_port())?;
         Some(server)
     };
-    println!("Configuration: {}", config.valkey);
+    say(format!("Configuration: {}", config.valkey));
     let valkey = Valkey::connect(&config.valkey).await?;
+    if mcp {
+        if _server.is_some() {
+            documents(&valkey, false).await?;
+        }
+        let inspector = Inspector::new(&Plant::open(valkey.clone()));
+        inspector.serve_mcp(tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout()).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(Command::Inspect { what, json }) = command {
         if _server.is_some() {
             documents(&valkey, false).await?;
@@ -383,7 +391,9 @@ async fn maintain(valkey: &Valkey, command: Command) -> Res<ExitCode> {
         Command::Verify(a) => (false, a),
         Command::Rebuild(a) => (true, a),
         // Handled before a connection is made.
-        Command::Inspect { .. } | Command::Keyspace | Command::Acl { .. } => return Ok(ExitCode::SUCCESS),
+        Command::Inspect { .. } | Command::Mcp | Command::Keyspace | Command::Acl { .. } => {
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let mut reports = Vec::new();
     let kinds = [JobOrder::SPEC.kind, JobResponse::SPEC.kind, WorkMaster::SPEC.kind, SfcState::SPEC.kind];

@@ -169,6 +169,21 @@ impl Exporter {
     }
 }
 
+/// Installs a new exporter as the process's metrics recorder and serves it
+/// on `addr`: the address bound and the serving task.
+///
+/// # Errors
+/// A recorder is installed already, or `addr` cannot be bound.
+pub async fn install(
+    addr: std::net::SocketAddr,
+) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    let exporter = Exporter::default();
+    metrics::set_global_recorder(exporter.clone()).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    Ok((bound, tokio::spawn(exporter.serve(listener))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,3 +148,35 @@ fn the_demo_serves_its_metrics_for_a_scrape() {
     // No id or key in any label.
     assert!(!page.contains(prefix.as_str()), "a key reached a label");
 }
+
+/// `plant mcp` speaks the Model Context Protocol on stdin/stdout (nothing
+/// else on stdout) and ends when its input does.
+#[test]
+fn plant_mcp_answers_on_stdio() {
+    use std::io::{BufRead, BufReader, Write};
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("cli-mcp");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plant"))
+        .arg("mcp")
+        .env("APP_MicroDcs__Valkey__ConnectionString", server.host_port())
+        .env("APP_MicroDcs__Valkey__KeyPrefix", prefix.as_str())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run plant mcp");
+    let mut input = child.stdin.take().unwrap();
+    writeln!(input, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18"}}}}"#)
+        .unwrap();
+    writeln!(input, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    writeln!(input, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"kinds","arguments":{{}}}}}}"#)
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("an answer").unwrap();
+    assert!(first.contains(r#""id":1"#) && first.contains("2025-06-18"), "{first}");
+    let second = lines.next().expect("an answer").unwrap();
+    assert!(second.contains(r#""id":2"#) && second.contains("jobresponse"), "{second}");
+    drop(input);
+    assert!(lines.next().is_none(), "nothing but answers on stdout");
+    assert!(child.wait().unwrap().success());
+}

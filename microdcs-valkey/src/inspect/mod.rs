@@ -17,7 +17,11 @@ use crate::handle::KeyspaceHandle;
 use crate::retry;
 use crate::store::{render_err, render_list};
 
+// The views as Model Context Protocol tools.
+mod mcp;
 mod views;
+
+pub use mcp::PROTOCOL_VERSION as MCP_PROTOCOL_VERSION;
 
 pub use crate::keyspace_doc::keyspace_markdown;
 

@@ -1,0 +1,289 @@
+//! The inspector as a Model Context Protocol server, for developer tools:
+//! JSON-RPC 2.0 messages, one per line (MCP's stdio transport), with one
+//! read-only tool per inspector view. The tools' input schemas name the
+//! keyspace's real kinds, indexes and families, so a tool client offers
+//! only what exists. Nothing but the inspector's reads can be sent.
+//!
+//! A small JSON-RPC layer of our own rather than an MCP SDK: the server
+//! needs `initialize`, `ping`, `tools/list` and `tools/call` over lines,
+//! which `serde_json` and tokio's line reader already give.
+
+use serde::Serialize;
+use serde_json::{Value as Json, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+use microdcs_schema::Keyspace;
+
+use super::Inspector;
+use crate::error::Error;
+
+/// The protocol revision this server speaks (and answers with when the
+/// client asks for one it does not know).
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// Revisions whose messages ours are compatible with.
+const KNOWN_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// A JSON-RPC error: code and message.
+type RpcError = (i64, String);
+
+/// JSON-RPC's codes for what a client got wrong.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+fn rpc_error(id: Json, (code, message): RpcError) -> Json {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidArgument(message)
+}
+
+fn string<'a>(args: &'a Json, name: &str) -> Result<&'a str, Error> {
+    args.get(name).and_then(Json::as_str).ok_or_else(|| invalid(format!("argument `{name}` (a string) is required")))
+}
+
+fn strings(args: &Json, name: &str) -> Result<Vec<String>, Error> {
+    match args.get(name) {
+        None => Ok(Vec::new()),
+        Some(Json::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| invalid(format!("`{name}` holds strings only"))))
+            .collect(),
+        Some(_) => Err(invalid(format!("argument `{name}` must be an array of strings"))),
+    }
+}
+
+fn number(args: &Json, name: &str, default: u64, max: u64) -> Result<u64, Error> {
+    match args.get(name) {
+        None => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| invalid(format!("argument `{name}` must be a whole number from 0 to {max}"))),
+    }
+}
+
+fn view(v: &impl Serialize) -> Json {
+    serde_json::to_value(v).unwrap_or(Json::Null)
+}
+
+impl<K: Keyspace> Inspector<K> {
+    /// Serves MCP on `input`/`output` (one JSON-RPC message per line, as
+    /// on stdio) until `input` ends. Requests are answered in order;
+    /// notifications get no answer. Ends early only when writing fails.
+    ///
+    /// # Errors
+    /// Reading `input` or writing `output` failed.
+    pub async fn serve_mcp<R, W>(&self, input: R, mut output: W) -> std::io::Result<()>
+    where
+        R: AsyncBufRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let mut lines = input.lines();
+        while let Some(line) = lines.next_line().await? {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if let Some(reply) = self.mcp_message(&line).await {
+                let mut text = serde_json::to_string(&reply).map_err(std::io::Error::other)?;
+                text.push('\n');
+                output.write_all(text.as_bytes()).await?;
+                output.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The answer to one message, `None` for a notification or a reply.
+    async fn mcp_message(&self, line: &str) -> Option<Json> {
+        let msg: Json = match serde_json::from_str(line) {
+            Ok(m) => m,
+            Err(e) => return Some(rpc_error(Json::Null, (PARSE_ERROR, format!("not JSON: {e}")))),
+        };
+        let id = msg.get("id").cloned();
+        let Some(method) = msg.get("method").and_then(Json::as_str) else {
+            // A response to us (we send no requests) or nonsense.
+            return id.map(|id| rpc_error(id, (INVALID_REQUEST, "a request needs a `method`".into())));
+        };
+        let id = id?;
+        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+        let result = match method {
+            "initialize" => Ok(self.mcp_initialize(&params)),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({ "tools": self.mcp_tools() })),
+            "tools/call" => self.mcp_call(&params).await,
+            other => Err((METHOD_NOT_FOUND, format!("no method `{other}`"))),
+        };
+        Some(match result {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(e) => rpc_error(id, e),
+        })
+    }
+
+    fn mcp_initialize(&self, params: &Json) -> Json {
+        let asked = params.get("protocolVersion").and_then(Json::as_str);
+        let version = asked.filter(|v| KNOWN_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSION);
+        json!({
+            "protocolVersion": version,
+            "capabilities": { "tools": { "listChanged": false } },
+            "serverInfo": { "name": format!("microdcs-inspector-{}", K::SPEC.name), "version": env!("CARGO_PKG_VERSION") },
+            "instructions": "Read-only views of a microdcs keyspace on Valkey: kinds and families, scopes, ids, \
+                             documents with the state of each index entry, dedupe claims, leases, streams.",
+        })
+    }
+
+    /// One tool per view, with the keyspace's names in its schema.
+    fn mcp_tools(&self) -> Vec<Json> {
+        let kinds: Vec<&str> = K::SPEC.documents.iter().map(|d| d.kind).collect();
+        let mut indexes: Vec<&str> =
+            K::SPEC.documents.iter().flat_map(|d| d.unique.iter().chain(d.groups)).map(|i| i.name).collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let families = self.families();
+        let declared = |key_type: &str| -> Vec<String> {
+            families.iter().filter(|f| f.role == "declared" && f.key_type == key_type).map(|f| f.name.clone()).collect()
+        };
+        let kind = json!({ "type": "string", "enum": kinds, "description": "document kind" });
+        let tool = |name: &str, description: &str, properties: Json, required: &[&str]| {
+            json!({
+                "name": name,
+                "description": description,
+                "inputSchema": { "type": "object", "properties": properties, "required": required, "additionalProperties": false },
+                "annotations": { "readOnlyHint": true },
+            })
+        };
+        let page = json!({ "type": "integer", "minimum": 0 });
+        let count = json!({ "type": "integer", "minimum": 1, "maximum": crate::Page::MAX });
+        let values = json!({ "type": "array", "items": { "type": "string" }, "description": "the template's placeholder values, in order" });
+        let mut tools = vec![
+            tool("kinds", "The document kinds and every key family of the keyspace.", json!({}), &[]),
+            tool("scopes", "The scopes holding documents of a kind.", json!({ "kind": kind }), &["kind"]),
+            tool(
+                "ids",
+                "A page of the ids of a kind in a scope, through its list.",
+                json!({ "kind": kind, "scope": { "type": "string" }, "cursor": page, "count": count }),
+                &["kind", "scope"],
+            ),
+            tool(
+                "index_ids",
+                "A page of ids through an index (a group's members, or the one id a unique index holds).",
+                json!({ "kind": kind, "index": { "type": "string", "enum": indexes }, "values": values, "cursor": page, "count": count }),
+                &["kind", "index", "values"],
+            ),
+            tool(
+                "document",
+                "One document as stored (version, op ids, index fields, the document) with the state of each index \
+                 entry it calls for: present, missing, held by another id, or with another score.",
+                json!({ "kind": kind, "id": { "type": "string" }, "scope": { "type": "string", "description": "for kinds whose ids are unique per scope" } }),
+                &["kind", "id"],
+            ),
+            tool(
+                "dedupe",
+                "The dedupe claim of an event.",
+                json!({ "source": { "type": "string" }, "id": { "type": "string" } }),
+                &["source", "id"],
+            ),
+            tool(
+                "lease",
+                "A fencing lease: holder, token, lifetime.",
+                json!({ "name": { "type": "string" } }),
+                &["name"],
+            ),
+            tool(
+                "changes",
+                "The change stream of a kind in a scope: length, groups, pending, lag.",
+                json!({ "kind": kind, "scope": { "type": "string" } }),
+                &["kind", "scope"],
+            ),
+        ];
+        for (name, key_type, what) in [
+            ("stream", "stream", "A stream of a declared family."),
+            ("value", "string", "A value of a declared family, with its lifetime."),
+        ] {
+            let names = declared(key_type);
+            if !names.is_empty() {
+                let props = json!({ "family": { "type": "string", "enum": names }, "values": values });
+                tools.push(tool(name, what, props, &["family"]));
+            }
+        }
+        tools
+    }
+
+    async fn mcp_call(&self, params: &Json) -> Result<Json, RpcError> {
+        let name = params
+            .get("name")
+            .and_then(Json::as_str)
+            .ok_or((INVALID_PARAMS, "`name` of the tool is required".into()))?;
+        let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        if !args.is_object() {
+            return Err((INVALID_PARAMS, "`arguments` must be an object".into()));
+        }
+        let known =
+            ["kinds", "scopes", "ids", "index_ids", "document", "dedupe", "lease", "changes", "stream", "value"];
+        if !known.contains(&name) {
+            return Err((INVALID_PARAMS, format!("no tool `{name}` (tools: {})", known.join(", "))));
+        }
+        // A view's failure (bad arguments, an unknown kind, the server)
+        // is the tool's result, typed by the error's class.
+        Ok(match self.run_tool(name, &args).await {
+            Ok(found) => json!({
+                "content": [{ "type": "text", "text": serde_json::to_string_pretty(&found).unwrap_or_default() }],
+                "structuredContent": found,
+                "isError": false,
+            }),
+            Err(e) => {
+                let error = json!({ "error": { "class": e.class(), "message": e.to_string() } });
+                json!({
+                    "content": [{ "type": "text", "text": format!("{}: {e}", e.class()) }],
+                    "structuredContent": error,
+                    "isError": true,
+                })
+            }
+        })
+    }
+
+    async fn run_tool(&self, name: &str, args: &Json) -> Result<Json, Error> {
+        let max = crate::Page::MAX as u64;
+        Ok(match name {
+            "kinds" => json!({ "kinds": view(&self.kinds()), "families": view(&self.families()) }),
+            "scopes" => json!({ "scopes": self.scopes(string(args, "kind")?).await? }),
+            "ids" => {
+                let (cursor, count) = (number(args, "cursor", 0, u64::MAX)?, number(args, "count", 100, max)?.max(1));
+                view(&self.ids(string(args, "kind")?, string(args, "scope")?, cursor, count as usize).await?)
+            }
+            "index_ids" => {
+                let values = strings(args, "values")?;
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                let (cursor, count) = (number(args, "cursor", 0, u64::MAX)?, number(args, "count", 100, max)?.max(1));
+                let page =
+                    self.index_ids(string(args, "kind")?, string(args, "index")?, &values, cursor, count as usize);
+                view(&page.await?)
+            }
+            "document" => {
+                let (kind, id) = (string(args, "kind")?, string(args, "id")?);
+                let found = match args.get("scope").and_then(Json::as_str) {
+                    Some(scope) => self.document_in(kind, scope, id).await?,
+                    None => self.document(kind, id).await?,
+                };
+                json!({ "found": found.is_some(), "document": view(&found) })
+            }
+            "dedupe" => view(&self.dedupe(string(args, "source")?, string(args, "id")?).await?),
+            "lease" => view(&self.lease(string(args, "name")?).await?),
+            "changes" => view(&self.changes(string(args, "kind")?, string(args, "scope")?).await?),
+            "stream" | "value" => {
+                let values = strings(args, "values")?;
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                let family = string(args, "family")?;
+                if name == "stream" {
+                    view(&self.stream(family, &values).await?)
+                } else {
+                    view(&self.value(family, &values).await?)
+                }
+            }
+            other => return Err(invalid(format!("no tool `{other}`"))),
+        })
+    }
+}
