@@ -26,6 +26,19 @@ pub const SCRIPT_RELOADS: &str = "microdcs.valkey.script.reloads";
 /// `microdcs.valkey.sentinel.switches`: new primaries a handle followed.
 pub const SENTINEL_SWITCHES: &str = "microdcs.valkey.sentinel.switches";
 
+/// `microdcs.valkey.poller.entries`: stream entries handed to consumers,
+/// by `microdcs.target` (the feed's kind) and `microdcs.outcome`
+/// (`handled`, `failed`).
+pub const POLLER_ENTRIES: &str = "microdcs.valkey.poller.entries";
+/// `microdcs.valkey.poller.nudges`: nudges received.
+pub const POLLER_NUDGES: &str = "microdcs.valkey.poller.nudges";
+/// `microdcs.valkey.poller.fallback_found`: fallback polls of a stream
+/// that found work: nudges were lost or came late.
+pub const POLLER_FALLBACK_FOUND: &str = "microdcs.valkey.poller.fallback_found";
+/// `microdcs.valkey.poller.errors`: the poller loop's failures by
+/// `error.type` (`read`, `ack`, `registry`, `autoclaim`, `group`, `task`).
+pub const POLLER_ERRORS: &str = "microdcs.valkey.poller.errors";
+
 /// How an operation ended, as the `microdcs.outcome` label says it; each
 /// result type says it beside its own definition.
 pub(crate) trait Outcome {

@@ -24,9 +24,18 @@ struct ObsDoc {
     n: u32,
 }
 
+/// The poller test's own kind, so the two tests never count each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obspoll")]
+struct ObsPoll {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
 microdcs_valkey::keyspace! {
     Obs {
-        documents: [ObsDoc],
+        documents: [ObsDoc, ObsPoll],
     }
 }
 
@@ -270,4 +279,64 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     // Ids and keys are for logs at most, never a span field or a label.
     let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
     assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
+}
+
+/// Takes every entry and counts them.
+struct Take(Arc<AtomicU64>);
+
+impl microdcs_valkey::StreamConsumer for Take {
+    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+        ObsPoll::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        "obs"
+    }
+    fn handle<'a>(
+        &'a self,
+        _: &'a str,
+        entries: &'a [microdcs_valkey::StreamEntry],
+    ) -> microdcs_valkey::BoxFuture<'a, Result<(), microdcs_valkey::BoxError>> {
+        self.0.fetch_add(entries.len() as u64, Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test]
+async fn the_poller_counts_nudges_and_handled_entries_by_kind() {
+    install();
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut config = microdcs_valkey::MicroDcsConfig::default();
+    config.set("Valkey:ConnectionString", &server.host_port()).unwrap();
+    config.set("Valkey:KeyPrefix", unique_prefix("obs-poller").as_str()).unwrap();
+    config.set("Valkey:PollInterval", "30s").unwrap();
+    config.set("Valkey:ScopeRefreshInterval", "100ms").unwrap();
+    let valkey = Valkey::connect(&config.valkey).await.unwrap();
+    let taken = Arc::new(AtomicU64::new(0));
+    let poller =
+        microdcs_valkey::Poller::new(valkey.clone(), "i-1").consumer(Take(taken.clone())).start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let nudges_before = count(microdcs_valkey::observe::POLLER_NUDGES);
+    let store = Obs::open(valkey.clone()).store::<ObsPoll>();
+    for n in 0..3 {
+        let _ = store.create(&ObsPoll { id: format!("p-{n}"), scope: "s1".into(), n }).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while taken.load(Ordering::SeqCst) < 3 {
+        assert!(std::time::Instant::now() < deadline, "the entries never arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    poller.shutdown().await;
+    let handled: f64 = RECORDS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, l, _)| {
+            n == microdcs_valkey::observe::POLLER_ENTRIES
+                && label(l, "microdcs.target") == Some("obspoll")
+                && label(l, "microdcs.outcome") == Some("handled")
+        })
+        .map(|(_, _, v)| v)
+        .sum();
+    assert!(handled >= 3.0, "handled entries counted: {handled}");
+    assert!(count(microdcs_valkey::observe::POLLER_NUDGES) > nudges_before, "nudges counted");
 }

@@ -61,6 +61,7 @@ impl Loop {
                         if task_due[i].is_some_and(|due| now >= due) {
                             if let Err(e) = t.run().await {
                                 tracing::warn!(error = %e, "poller task failed");
+                                loop_error("task");
                             }
                             task_due[i] = due_after(now, t.interval());
                         }
@@ -78,6 +79,7 @@ impl Loop {
                     while let Some(n) = next {
                         match n {
                             Nudge::Scope { channel, scope } => {
+                                metrics::counter!(crate::observe::POLLER_NUDGES).increment(1);
                                 wanted.insert((channel, scope));
                             }
                             Nudge::Disconnected => {
@@ -198,6 +200,7 @@ impl Loop {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the scope registry");
+                    loop_error("registry");
                     self.health.registry(Err(&e));
                 }
             }
@@ -220,6 +223,7 @@ impl Loop {
                     Some(Ok(())) => {}
                     Some(Err(e)) => {
                         tracing::warn!(stream = key, error = %e, "cannot create the consumer group");
+                        loop_error("group");
                         return;
                     }
                     None => return,
@@ -262,20 +266,27 @@ impl Loop {
                         self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
                     match self.unless_stopped(claim).await {
                         Some(Ok(_)) => {}
-                        Some(Err(e)) => tracing::warn!(stream = key, error = %e, "autoclaim failed"),
+                        Some(Err(e)) => {
+                            tracing::warn!(stream = key, error = %e, "autoclaim failed");
+                            loop_error("autoclaim");
+                        }
                         None => return,
                     }
                 }
-                self.drain(i, s).await;
+                if self.drain(i, s).await > 0 {
+                    metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
+                }
             }
         }
     }
 
     /// Own pending entries first (a failed batch comes again), then new ones
     /// until a read returns nothing or the consumer fails.
-    async fn drain(&self, plan: usize, scope: &str) {
+    /// How many entries the consumer handled.
+    async fn drain(&self, plan: usize, scope: &str) -> usize {
         let p = &self.plans[plan];
-        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return };
+        let mut handled = 0;
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return handled };
         let group = p.consumer.group();
         let batch = batch(p);
         let mut pending = true;
@@ -284,7 +295,7 @@ impl Loop {
         let mut budget = 16u32;
         loop {
             if budget == 0 || self.stopping() {
-                return;
+                return handled;
             }
             budget -= 1;
             let got = if pending {
@@ -293,15 +304,16 @@ impl Loop {
                 self.unless_stopped(self.streams.read(&key, group, &self.consumer_name, batch)).await
             };
             let entries = match got {
-                None => return,
+                None => return handled,
                 Some(Ok(e)) => {
                     self.health.stream(&key, Ok(()));
                     e
                 }
                 Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
+                    loop_error("read");
                     self.health.stream(&key, Err(&e));
-                    return;
+                    return handled;
                 }
             };
             if entries.is_empty() {
@@ -309,7 +321,7 @@ impl Loop {
                     pending = false;
                     continue;
                 }
-                return;
+                return handled;
             }
             // A pending entry deleted from the stream comes back without
             // fields: it is lost, never handed to the consumer.
@@ -324,30 +336,38 @@ impl Loop {
                     Some(Ok(_)) => {}
                     Some(Err(e)) => {
                         tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
-                        return;
+                        loop_error("ack");
+                        return handled;
                     }
-                    None => return,
+                    None => return handled,
                 }
                 if entries.is_empty() {
                     continue;
                 }
             }
+            let kind = p.consumer.feed().kind.to_owned();
             match p.consumer.handle(scope, &entries).await {
                 Ok(()) => {
+                    metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "handled")
+                        .increment(entries.len() as u64);
+                    handled += entries.len();
                     let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
                     match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
                         Some(Ok(_)) => {}
                         Some(Err(e)) => {
                             tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
-                            return;
+                            loop_error("ack");
+                            return handled;
                         }
                         // Stopping: the batch stays pending and comes again.
-                        None => return,
+                        None => return handled,
                     }
                 }
                 Err(e) => {
+                    metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "failed")
+                        .increment(entries.len() as u64);
                     tracing::warn!(stream = key, entries = entries.len(), error = %e, "consumer failed; entries stay pending");
-                    return;
+                    return handled;
                 }
             }
             if pending && read_len < batch {
@@ -355,6 +375,11 @@ impl Loop {
             }
         }
     }
+}
+
+/// Counts one failure of the loop, by kind.
+fn loop_error(kind: &'static str) {
+    metrics::counter!(crate::observe::POLLER_ERRORS, "error.type" => kind).increment(1);
 }
 
 /// A consumer's batch as used: from 1 to [`Streams::MAX_COUNT`].
