@@ -32,59 +32,7 @@ pub use secret::{Secret, redact_connection_string};
 /// [`PollOptions::default`] and both constructors of
 /// [`crate::Valkey`] (timeouts and reconnect backoff alike) take their
 /// values from here, so they cannot drift apart.
-pub mod defaults {
-    use std::time::Duration;
-
-    /// `ConnectionString`.
-    pub const CONNECTION_STRING: &str = "localhost:6379";
-    /// `KeyPrefix`.
-    pub const KEY_PREFIX: &str = "microdcs";
-    /// `PollInterval`.
-    pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
-    /// `ScopeRefreshInterval`.
-    pub const SCOPE_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
-    /// `WriteAttempts`.
-    pub const WRITE_ATTEMPTS: u32 = 4;
-    /// `WriteRetryDelay`.
-    pub const WRITE_RETRY_DELAY: Duration = Duration::from_millis(100);
-    /// `ChangeStreamMaxLength`.
-    pub const CHANGE_STREAM_MAX_LENGTH: u64 = 5000;
-    /// `OpHistoryLength`: operation ids kept per document.
-    pub const OP_HISTORY_LENGTH: u32 = 8;
-    /// The largest `OpHistoryLength` (not a default: the bound the setting
-    /// is checked against).
-    pub const MAX_OP_HISTORY_LENGTH: u32 = microdcs_schema::lua::MAX_OP_HISTORY_ENTRIES as u32;
-    /// `TombstoneRetention`: how long a deleted document's tombstone is kept.
-    pub const TOMBSTONE_RETENTION: Duration = Duration::from_secs(600);
-    /// The shortest `TombstoneRetention` (not a default: the bound the
-    /// setting is checked against); shorter would not outlast the default
-    /// retries of one call.
-    pub const MIN_TOMBSTONE_RETENTION: Duration = Duration::from_secs(1);
-    /// `WriteReplicas`: replicas a write waits for (none).
-    pub const WRITE_REPLICAS: u32 = 0;
-    /// `WriteReplicaTimeout`: the longest wait for them.
-    pub const WRITE_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
-    /// `ConnectTimeout`: how long start may wait for the server.
-    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-    /// `ResponseTimeout`: a reply slower than this is an unknown outcome.
-    pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-    /// `MicroDcs:DedupeLease`.
-    pub const DEDUPE_LEASE: Duration = Duration::from_secs(30);
-    /// `MicroDcs:DedupeRetention`.
-    pub const DEDUPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
-    /// The longest duration any setting may hold: 100 years (36500 days).
-    /// Nothing here needs to wait longer, and the bound keeps every later
-    /// sum (`now + timeout`, milliseconds for the server) far from
-    /// overflowing.
-    pub const MAX_DURATION: Duration = microdcs_schema::duration::MAX_DURATION;
-    /// Reconnect attempts of the connection manager after a lost connection
-    /// (not a setting).
-    pub const RECONNECT_RETRIES: usize = 6;
-    /// Shortest pause between reconnect attempts (not a setting).
-    pub const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
-    /// Longest pause between reconnect attempts (not a setting).
-    pub const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(5);
-}
+pub mod defaults;
 
 /// Section `MicroDcs:Valkey`.
 ///
