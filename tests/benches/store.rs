@@ -234,7 +234,7 @@ async fn raw_throughput(
 }
 
 async fn watch_throughput(url: &str, prefix: &str, callers: usize, per_caller: usize, base: usize) -> (f64, u64) {
-    let client = redis::Client::open(url).unwrap();
+    let client = network::client(url);
     let mut cons = Vec::new();
     for _ in 0..callers {
         // WATCH is per connection: one connection per writer.

@@ -219,7 +219,8 @@ fn client(
     } else {
         ConnectionAddr::Tcp(host.to_owned(), port)
     };
-    let info = addr.into_connection_info()?.set_redis_settings(settings);
+    let info =
+        addr.into_connection_info()?.set_tcp_settings(super::connect::tcp_settings()).set_redis_settings(settings);
     match roots {
         Some(r) if tls => {
             redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls: None, root_cert: Some(r.clone()) })

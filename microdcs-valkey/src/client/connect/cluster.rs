@@ -32,9 +32,14 @@ impl ConnectPlan {
         }
         let nodes: Vec<redis::ConnectionInfo> = std::iter::once(&self.info)
             .chain(&self.seeds)
-            .map(|i| i.clone().set_redis_settings(i.redis_settings().clone().set_protocol(protocol)))
+            .map(|i| {
+                i.clone()
+                    .set_tcp_settings(super::tcp_settings())
+                    .set_redis_settings(i.redis_settings().clone().set_protocol(protocol))
+            })
             .collect();
         let mut builder = ClusterClientBuilder::new(nodes)
+            .tcp_settings(super::tcp_settings())
             .connection_timeout(self.connect_timeout)
             .response_timeout(self.response_timeout)
             .overall_response_timeout(Some(self.response_timeout))

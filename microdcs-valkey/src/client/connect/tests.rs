@@ -46,3 +46,15 @@ fn server_errors_are_classified_by_code() {
     let io = redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "NOAUTH in text"));
     assert!(!is_auth(&io), "judged by kind and code, not text");
 }
+
+#[test]
+fn every_client_turns_nagle_off() {
+    assert!(tcp_settings().nodelay());
+    // A URL's client and a configured one alike.
+    let plan = ConnectPlan::from_url("redis://127.0.0.1:6379/").unwrap();
+    let client = plan.client(None).unwrap();
+    assert!(client.get_connection_info().tcp_settings().nodelay());
+    let config = ValkeyConfig::default();
+    let plan = ConnectPlan::from_config(&config).unwrap();
+    assert!(plan.client(None).unwrap().get_connection_info().tcp_settings().nodelay());
+}
