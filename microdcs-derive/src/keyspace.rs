@@ -397,6 +397,7 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
     }
     let params: Vec<Ident> = t.placeholders().map(crate::keys::param_ident).collect();
     let name = &f.name;
+    let family = name.to_string();
     let ttl = match f.ttl.as_ref().map(|(_, ms)| ms) {
         Some(Ok(ms)) => quote!(::core::option::Option::Some(#ms)),
         _ => quote!(::core::option::Option::None),
@@ -412,7 +413,7 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
             #(#params: &(impl #p::KeySegment + ?::core::marker::Sized),)*
         ) -> ::core::result::Result<#handle, ::microdcs_valkey::Error> {
             let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(::microdcs_valkey::Error::Key)?;
-            ::core::result::Result::Ok(<#handle as #p::FromKey>::from_key_ttl(handle.valkey().clone(), key, #ttl))
+            ::core::result::Result::Ok(<#handle as #p::FromKey>::from_family_key(handle.valkey().clone(), #family, key, #ttl))
         }
     }
 }

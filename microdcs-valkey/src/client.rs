@@ -42,6 +42,8 @@ struct Inner {
     endpoint: Option<String>,
     /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
     response_timeout: Duration,
+    /// Whether operation spans carry the scope (`TraceScopes`).
+    scopes_in_spans: std::sync::atomic::AtomicBool,
     /// What is derived once per document type and connection (the store's
     /// plan: parsed templates, script hashes), by the type's name, checked
     /// against its generated script so two types never share an entry.
@@ -95,6 +97,7 @@ impl Valkey {
                 waiting: tokio::sync::OnceCell::new(),
                 endpoint: None,
                 response_timeout: defaults::RESPONSE_TIMEOUT,
+                scopes_in_spans: std::sync::atomic::AtomicBool::new(false),
                 derived: std::sync::Mutex::default(),
             }),
         }
@@ -126,6 +129,23 @@ impl Valkey {
 
     fn inner_mut(&mut self) -> &mut Inner {
         Arc::get_mut(&mut self.inner).expect("configured before the handle is shared")
+    }
+
+    /// Whether the spans of operations through this handle (and every
+    /// clone of it) carry the scope as `microdcs.scope` (setting
+    /// `TraceScopes`, off by default: a scope is often a tenant's or a
+    /// customer's name, and spans travel to tracing backends). Metrics never
+    /// carry it either way.
+    pub fn set_scopes_in_spans(&self, on: bool) {
+        self.inner.scopes_in_spans.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Records `scope` on the current operation's span when
+    /// [`Valkey::set_scopes_in_spans`] is on.
+    pub(crate) fn span_scope(&self, scope: &str) {
+        if self.inner.scopes_in_spans.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::observe::record_scope(scope);
+        }
     }
 
     pub(crate) fn with_poll_options(mut self, poll: PollOptions) -> Self {

@@ -92,7 +92,9 @@ pub use microdcs_schema::{
     ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
 };
 #[doc(hidden)]
-pub use poller::{BoxError, BoxFuture, Poller, PollerHandle, PollerHealth, PollerTask, ReadHealth, StreamConsumer};
+pub use poller::{
+    Backlog, BoxError, BoxFuture, Poller, PollerHandle, PollerHealth, PollerTask, ReadHealth, StreamConsumer,
+};
 #[doc(hidden)]
 pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
 #[doc(hidden)]

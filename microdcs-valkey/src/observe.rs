@@ -23,6 +23,17 @@ pub const OPERATIONS: &str = "microdcs.valkey.operations";
 /// `microdcs.valkey.script.reloads`: script calls that found the
 /// server's script cache empty and loaded the script again.
 pub const SCRIPT_RELOADS: &str = "microdcs.valkey.script.reloads";
+/// `microdcs.valkey.retries`: calls sent again by the runtime, by
+/// `microdcs.reason`: `unknown_outcome` (a write whose answer was lost, sent
+/// again under its op id), `connection_lost` (a read whose connection
+/// dropped, read again after the reconnect) and `cluster_change` (refused by
+/// a cluster moving a slot or failing over: it did not run).
+pub const RETRIES: &str = "microdcs.valkey.retries";
+/// `microdcs.valkey.contention.retries`: writes sent again because another
+/// writer moved the document's index fields between the read and the
+/// script, and claims that lost a document to another claimer, by
+/// `microdcs.target` (the document kind).
+pub const CONTENTION_RETRIES: &str = "microdcs.valkey.contention.retries";
 /// `microdcs.valkey.sentinel.switches`: new primaries a handle followed.
 pub const SENTINEL_SWITCHES: &str = "microdcs.valkey.sentinel.switches";
 
@@ -36,8 +47,30 @@ pub const POLLER_NUDGES: &str = "microdcs.valkey.poller.nudges";
 /// that found work: nudges were lost or came late.
 pub const POLLER_FALLBACK_FOUND: &str = "microdcs.valkey.poller.fallback_found";
 /// `microdcs.valkey.poller.errors`: the poller loop's failures by
-/// `error.type` (`read`, `ack`, `registry`, `autoclaim`, `group`, `task`).
+/// `error.type` (`read`, `ack`, `registry`, `autoclaim`, `group`, `task`,
+/// `backlog`).
 pub const POLLER_ERRORS: &str = "microdcs.valkey.poller.errors";
+/// `microdcs.valkey.poller.pending`: entries delivered to a consumer's
+/// group and not acknowledged (a gauge), summed over the scopes, by
+/// `microdcs.target` (the feed's kind) and `messaging.consumer.group.name`;
+/// sampled each fallback poll.
+pub const POLLER_PENDING: &str = "microdcs.valkey.poller.pending";
+/// `microdcs.valkey.poller.lag`: entries not yet delivered to a consumer's
+/// group (a gauge), labelled and sampled like
+/// `microdcs.valkey.poller.pending`; streams whose lag the server cannot
+/// tell add nothing.
+pub const POLLER_LAG: &str = "microdcs.valkey.poller.lag";
+
+/// Records the scope of the operation on its span (the caller decides
+/// whether scopes may be shown: `TraceScopes`).
+pub(crate) fn record_scope(scope: &str) {
+    tracing::Span::current().record("microdcs.scope", scope);
+}
+
+/// Counts one call the runtime sends again, by why.
+pub(crate) fn retried(reason: &'static str) {
+    metrics::counter!(RETRIES, "microdcs.reason" => reason).increment(1);
+}
 
 /// How an operation ended, as the `microdcs.outcome` label says it; each
 /// result type says it beside its own definition.
@@ -69,11 +102,17 @@ impl<T> Outcome for Vec<T> {
     }
 }
 
-impl Outcome for u64 {
-    fn outcome(&self) -> &'static str {
-        "ok"
-    }
+/// Answers that carry no outcome of their own (a count, a flag, a page).
+macro_rules! plain_outcome {
+    ($($t:ty),*) => {$(
+        impl Outcome for $t {
+            fn outcome(&self) -> &'static str {
+                "ok"
+            }
+        }
+    )*};
 }
+plain_outcome!(u64, i64, bool);
 
 /// Runs `op` on `target` inside its span and records its count and
 /// duration by outcome (`error` with the error's class for a failure).
@@ -88,6 +127,7 @@ pub(crate) async fn observed<T: Outcome>(
         "db.system.name" = "valkey",
         "db.operation.name" = op,
         "microdcs.target" = target,
+        "microdcs.scope" = tracing::field::Empty,
         "microdcs.outcome" = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
     );

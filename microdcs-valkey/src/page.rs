@@ -295,6 +295,12 @@ fn unhex(h: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
+impl crate::observe::Outcome for IdPage {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

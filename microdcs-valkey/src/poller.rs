@@ -254,7 +254,7 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
 
 mod health;
 mod run;
-pub use health::{PollerHealth, ReadHealth};
+pub use health::{Backlog, PollerHealth, ReadHealth};
 use run::Loop;
 
 #[cfg(test)]

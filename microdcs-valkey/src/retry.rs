@@ -297,6 +297,7 @@ where
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
                 tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running the same call again");
+                crate::observe::retried("unknown_outcome");
                 valkey.metrics().add_write_retry();
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
@@ -306,6 +307,7 @@ where
             // is sent again for as long as the call's bound allows.
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                crate::observe::retried("cluster_change");
                 healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;
             }
@@ -338,6 +340,7 @@ where
         match bounded(timeout, run(valkey.connection())).await {
             Err(e) if is_unknown_outcome(&e) && !e.is_timeout() && !reconnected => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
+                crate::observe::retried("connection_lost");
                 reconnected = true;
                 tokio::time::sleep(valkey.write_options().retry_delay).await;
             }
@@ -345,6 +348,7 @@ where
             // write bound allows.
             Err(e) if did_not_run(&e) && healing.allows(valkey.write_options().retry_delay) => {
                 tracing::debug!(error = %e, "read refused by a cluster in change; reading again");
+                crate::observe::retried("cluster_change");
                 tokio::time::sleep(valkey.write_options().retry_delay).await;
             }
             other => return other,
@@ -371,11 +375,13 @@ where
         match once().await {
             Err(e) if e.is_connection() && !e.is_timeout() && !reconnected => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
+                crate::observe::retried("connection_lost");
                 reconnected = true;
                 tokio::time::sleep(valkey.write_options().retry_delay).await;
             }
             Err(crate::Error::Redis(e)) if did_not_run(&e) && healing.allows(valkey.write_options().retry_delay) => {
                 tracing::debug!(error = %e, "read refused by a cluster in change; reading again");
+                crate::observe::retried("cluster_change");
                 tokio::time::sleep(valkey.write_options().retry_delay).await;
             }
             other => return other,
@@ -409,6 +415,7 @@ where
         match bounded(valkey.response_timeout(), run(con)).await {
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::debug!(error = %e, "refused by a cluster in change; sending it again");
+                crate::observe::retried("cluster_change");
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask)
                     && let Some((addr, _)) = e.redirect_node()
                     && let Some((host, port)) = addr.rsplit_once(':')
@@ -496,12 +503,14 @@ where
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
                 tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running it again");
+                crate::observe::retried("unknown_outcome");
                 valkey.metrics().add_write_retry();
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                crate::observe::retried("cluster_change");
                 healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;
             }

@@ -125,6 +125,40 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
+/// One consumer group of a stream, as `XINFO GROUPS` reports it (one
+/// reading of that reply, for the poller's samples and the inspector).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupInfo {
+    pub(crate) name: String,
+    pub(crate) consumers: u64,
+    /// Entries delivered and not acknowledged.
+    pub(crate) pending: u64,
+    /// Entries not yet delivered to the group; `None` when the server
+    /// cannot tell (after entries were deleted from the middle).
+    pub(crate) lag: Option<u64>,
+}
+
+impl GroupInfo {
+    /// One group of the reply: a flat list of name/value pairs (a map in RESP3).
+    pub(crate) fn from_reply(v: Value) -> GroupInfo {
+        let fields: std::collections::HashMap<String, Value> = match v {
+            Value::Array(items) => items.chunks_exact(2).filter_map(|p| Some((text(&p[0])?, p[1].clone()))).collect(),
+            Value::Map(items) => items.into_iter().filter_map(|(k, v)| Some((text(&k)?, v))).collect(),
+            _ => std::collections::HashMap::new(),
+        };
+        let num = |k: &str| match fields.get(k) {
+            Some(Value::Int(i)) => u64::try_from(*i).ok(),
+            _ => None,
+        };
+        GroupInfo {
+            name: fields.get("name").and_then(text).unwrap_or_default(),
+            consumers: num("consumers").unwrap_or(0),
+            pending: num("pending").unwrap_or(0),
+            lag: num("lag"),
+        }
+    }
+}
+
 fn entries(v: &Value) -> Vec<StreamEntry> {
     let Value::Array(items) = v else { return Vec::new() };
     items
@@ -338,6 +372,20 @@ impl Streams {
             .await
             .map_err(|f| f.into_error(stream))?;
         retry::reply(v).map_err(|e| Error::from_redis(e, stream))
+    }
+
+    /// The consumer groups of `stream` with their pending entries and lag,
+    /// bounded like a read.
+    ///
+    /// # Errors
+    /// Connection errors, a stream that does not exist, a key of another type.
+    pub(crate) async fn groups(&self, stream: &str) -> Result<Vec<GroupInfo>> {
+        let cmd = redis::cmd("XINFO").arg("GROUPS").arg(stream).clone();
+        let cmd = &cmd;
+        let groups: Vec<Value> = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        Ok(groups.into_iter().map(GroupInfo::from_reply).collect())
     }
 
     /// Claims up to `count` (at most [`Streams::MAX_COUNT`]) entries pending

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use microdcs_tests::{FaultProxy, ValkeyServer, unique_prefix};
-use microdcs_valkey::observe::{OPERATION_DURATION, OPERATIONS};
+use microdcs_valkey::observe::{CONTENTION_RETRIES, OPERATION_DURATION, OPERATIONS, RETRIES};
 use microdcs_valkey::{Document, Expect, Metrics, PutOutcome, Valkey, WriteOptions};
 use serde::{Deserialize, Serialize};
 
@@ -33,9 +33,38 @@ struct ObsPoll {
     n: u32,
 }
 
+/// The contention test's own kind: writers race on one document's index field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obsrace", group(key = "obsrace:state:{scope}:{state}"))]
+struct ObsRace {
+    id: String,
+    scope: String,
+    state: String,
+}
+
+/// The scope test's own kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obsscope")]
+struct ObsScope {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
+/// The backlog test's own kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obslag")]
+struct ObsLag {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
 microdcs_valkey::keyspace! {
     Obs {
-        documents: [ObsDoc, ObsPoll],
+        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope],
+        obs_hits: counter("obshits:{scope}"),
+        obs_tally: hash("obstally:{scope}"),
     }
 }
 
@@ -131,6 +160,15 @@ impl tracing::field::Visit for Fields {
 
 struct Subscriber(Arc<SpanLog>);
 
+thread_local! {
+    /// The spans entered on this thread, innermost last, as a real
+    /// subscriber tracks them: what `Span::current()` answers.
+    static ENTERED: std::cell::RefCell<Vec<(u64, &'static tracing::Metadata<'static>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+static METAS: LazyLock<Mutex<HashMap<u64, &'static tracing::Metadata<'static>>>> = LazyLock::new(Mutex::default);
+
 impl tracing::Subscriber for Subscriber {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         true
@@ -140,6 +178,7 @@ impl tracing::Subscriber for Subscriber {
         let mut f = Fields(Vec::new());
         span.record(&mut f);
         self.0.spans.lock().unwrap().insert(id, (span.metadata().name().to_owned(), f.0));
+        METAS.lock().unwrap().insert(id, span.metadata());
         tracing::span::Id::from_u64(id)
     }
     fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
@@ -155,8 +194,25 @@ impl tracing::Subscriber for Subscriber {
         event.record(&mut f);
         self.0.events.lock().unwrap().push(f.0);
     }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
+    fn enter(&self, id: &tracing::span::Id) {
+        if let Some(meta) = METAS.lock().unwrap().get(&id.into_u64()).copied() {
+            ENTERED.with(|e| e.borrow_mut().push((id.into_u64(), meta)));
+        }
+    }
+    fn exit(&self, id: &tracing::span::Id) {
+        ENTERED.with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(at) = e.iter().rposition(|(i, _)| *i == id.into_u64()) {
+                e.remove(at);
+            }
+        });
+    }
+    fn current_span(&self) -> tracing_core::span::Current {
+        ENTERED.with(|e| match e.borrow().last() {
+            Some((id, meta)) => tracing_core::span::Current::new(tracing::span::Id::from_u64(*id), meta),
+            None => tracing_core::span::Current::none(),
+        })
+    }
 }
 
 fn install() {
@@ -185,6 +241,17 @@ fn of(name: &str, op: &str, outcome: &str) -> Vec<(Vec<(String, String)>, f64)> 
         })
         .map(|(_, l, v)| (l.clone(), *v))
         .collect()
+}
+
+/// The sum of `name` with `microdcs.reason` `why`.
+fn reason(name: &str, why: &str) -> f64 {
+    RECORDS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, l, _)| n == name && label(l, "microdcs.reason") == Some(why))
+        .map(|(_, _, v)| v)
+        .sum()
 }
 
 fn count(name: &str) -> f64 {
@@ -236,15 +303,42 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     // A retry after a cut reply: counted once, and the write still one
     // `written` operation.
     let retries_before = count(Metrics::WRITE_RETRIES);
+    let unknown_before = reason(RETRIES, "unknown_outcome");
     let read = store.get("o-1").await.unwrap().unwrap();
     proxy.cut_after_request_containing(b"EVALSHA").await;
     let out = store.update(&read, &ObsDoc { n: 4, ..doc.clone() }).await.unwrap();
     assert_eq!(proxy.cuts(), 1);
     assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
     assert_eq!(count(Metrics::WRITE_RETRIES) - retries_before, 1.0, "one retry, through the facade");
+    assert_eq!(reason(RETRIES, "unknown_outcome") - unknown_before, 1.0, "one retry by its reason");
     assert!(count(Metrics::WRITE_ALREADY_APPLIED) >= 1.0);
     assert_eq!(of(OPERATION_DURATION, "update", "written").len(), 1);
     assert_eq!(valkey.metrics().write_retries(), 1, "the handle's own counter agrees");
+
+    // Families report under their declared names, by operation.
+    let hits = Obs::obs_hits(&Obs::open(valkey.clone()), "s1").unwrap();
+    assert_eq!(hits.increment(2).await.unwrap(), 2);
+    assert_eq!(hits.get().await.unwrap(), 2);
+    hits.reset().await.unwrap();
+    let tally = Obs::obs_tally(&Obs::open(valkey.clone()), "s1").unwrap();
+    assert_eq!(tally.increment("a", 5).await.unwrap(), 5);
+    let family_ops = |family: &str| -> Vec<(String, String)> {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, l, _)| n == OPERATIONS && label(l, "microdcs.target") == Some(family))
+            .map(|(_, l, _)| {
+                (label(l, "db.operation.name").unwrap().to_owned(), label(l, "microdcs.outcome").unwrap().to_owned())
+            })
+            .collect()
+    };
+    // Each call once: `reset` is not also counted as a `set`, nor `get` twice.
+    assert_eq!(
+        family_ops("obs_hits"),
+        [("increment", "ok"), ("get", "ok"), ("reset", "ok")].map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+    assert_eq!(family_ops("obs_tally"), [("increment".to_owned(), "ok".to_owned())]);
 
     // Leases report under their family.
     use microdcs_valkey::LeaseBackend;
@@ -276,6 +370,8 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     // No secret in any span or event field, or metric label.
     let everything = format!("{:?}{:?}{:?}", *spans, SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
     assert!(!everything.contains("Obs-Secret-Pw-99"), "a password reached a span, event or label");
+    // Scopes are off the spans unless `TraceScopes` is set.
+    assert!(ours.iter().all(|f| label(f, "microdcs.scope").is_none()), "a scope on a span by default");
     // Ids and keys are for logs at most, never a span field or a label.
     let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
     assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
@@ -339,4 +435,151 @@ async fn the_poller_counts_nudges_and_handled_entries_by_kind() {
         .sum();
     assert!(handled >= 3.0, "handled entries counted: {handled}");
     assert!(count(microdcs_valkey::observe::POLLER_NUDGES) > nudges_before, "nudges counted");
+}
+
+#[tokio::test]
+async fn writers_racing_on_index_fields_count_contention_retries() {
+    install();
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let valkey = Valkey::connect_url(server.url(), unique_prefix("obs-race"), WriteOptions::default()).await.unwrap();
+    let store = Obs::open(valkey).store::<ObsRace>();
+    let contended = || -> f64 {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, l, _)| n == CONTENTION_RETRIES && label(l, "microdcs.target") == Some("obsrace"))
+            .map(|(_, _, v)| v)
+            .sum()
+    };
+    // Overwrites that each move the document between two group sets: a
+    // writer whose read of the index fields is overtaken is sent back by
+    // the script and tries again. Rounds until one was (bounded).
+    for round in 0..20 {
+        let mut tasks = Vec::new();
+        for w in 0..16 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..20 {
+                    let state = if (w + i + round) % 2 == 0 { "a" } else { "b" };
+                    let doc = ObsRace { id: "race-1".into(), scope: "s1".into(), state: state.into() };
+                    let out = store.put(&doc, Expect::Any).await.unwrap();
+                    assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        if contended() > 0.0 {
+            break;
+        }
+    }
+    assert!(contended() > 0.0, "no contention retry was counted in 20 rounds of 16 racing writers");
+    // The index stays exact through the races.
+    assert!(store.verify(&Default::default()).await.unwrap().is_clean());
+}
+
+/// Fails every batch, so entries stay pending.
+struct Refuse;
+
+impl microdcs_valkey::StreamConsumer for Refuse {
+    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+        ObsLag::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        "obs-lag"
+    }
+    fn handle<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a [microdcs_valkey::StreamEntry],
+    ) -> microdcs_valkey::BoxFuture<'a, Result<(), microdcs_valkey::BoxError>> {
+        Box::pin(async { Err("not now".into()) })
+    }
+}
+
+#[tokio::test]
+async fn the_poller_samples_pending_entries_and_lag_per_stream() {
+    install();
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut config = microdcs_valkey::MicroDcsConfig::default();
+    config.set("Valkey:ConnectionString", &server.host_port()).unwrap();
+    config.set("Valkey:KeyPrefix", unique_prefix("obs-lag").as_str()).unwrap();
+    config.set("Valkey:PollInterval", "100ms").unwrap();
+    config.set("Valkey:ScopeRefreshInterval", "100ms").unwrap();
+    let valkey = Valkey::connect(&config.valkey).await.unwrap();
+    let store = Obs::open(valkey.clone()).store::<ObsLag>();
+    for n in 0..5 {
+        let _ = store.create(&ObsLag { id: format!("l-{n}"), scope: "s1".into(), n }).await.unwrap();
+    }
+    let poller = microdcs_valkey::Poller::new(valkey.clone(), "i-1").consumer(Refuse).start().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Every entry was delivered and refused: all five pending, none left to deliver.
+    let backlog = loop {
+        let health = poller.health();
+        // The only stream of this prefix: scope `s1`'s change stream.
+        if let Some((key, b)) = health.backlog.iter().find(|(_, b)| b.pending == 5) {
+            assert!(key.ends_with(":s1"), "{key}");
+            break b.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no backlog sample of five pending: {health:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(backlog.lag, Some(0), "{backlog:?}");
+    poller.shutdown().await;
+    let gauge = |name: &str| -> Vec<f64> {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && label(l, "microdcs.target") == Some("obslag")
+                    && label(l, "messaging.consumer.group.name") == Some("obs-lag")
+            })
+            .map(|(_, _, v)| *v)
+            .collect()
+    };
+    assert!(gauge(microdcs_valkey::observe::POLLER_PENDING).contains(&5.0), "the pending gauge was set to 5");
+    assert!(gauge(microdcs_valkey::observe::POLLER_LAG).contains(&0.0), "the lag gauge was set");
+}
+
+#[tokio::test]
+async fn trace_scopes_puts_the_scope_on_spans_and_never_on_metrics() {
+    install();
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut config = microdcs_valkey::MicroDcsConfig::default();
+    config.set("Valkey:ConnectionString", &server.host_port()).unwrap();
+    config.set("Valkey:KeyPrefix", unique_prefix("obs-scope").as_str()).unwrap();
+    config.set("Valkey:TraceScopes", "true").unwrap();
+    let valkey = Valkey::connect(&config.valkey).await.unwrap();
+    let store = Obs::open(valkey.clone()).store::<ObsScope>();
+    let doc = ObsScope { id: "sc-1".into(), scope: "tenant-a".into(), n: 1 };
+    let _ = store.create(&doc).await.unwrap();
+    let _ = store.get("sc-1").await.unwrap().unwrap();
+    let _ = store.delete_id("sc-1", microdcs_valkey::DeleteExpect::Any).await.unwrap();
+    let scopes_of = |op: &str| -> Vec<Option<String>> {
+        SPANS
+            .spans
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|(name, f)| {
+                name == "microdcs.valkey"
+                    && label(f, "microdcs.target") == Some("obsscope")
+                    && label(f, "db.operation.name") == Some(op)
+            })
+            .map(|(_, f)| label(f, "microdcs.scope").map(str::to_owned))
+            .collect()
+    };
+    for op in ["create", "get", "delete"] {
+        assert_eq!(scopes_of(op), [Some("tenant-a".to_owned())], "{op}");
+    }
+    // Switched off on the handle (and its clones): no scope on the next span.
+    valkey.set_scopes_in_spans(false);
+    let _ = store.get("sc-1").await.unwrap();
+    assert_eq!(scopes_of("get").iter().filter(|s| s.is_none()).count(), 1);
+    let labels = format!("{:?}", RECORDS.lock().unwrap());
+    assert!(!labels.contains("tenant-a"), "a scope reached a metric label");
 }

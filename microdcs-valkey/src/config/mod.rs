@@ -95,6 +95,9 @@ pub struct ValkeyConfig {
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
     pub response_timeout: Duration,
+    /// Whether operation spans carry the scope (`microdcs.scope`). Off by
+    /// default: a scope is often a tenant's or a customer's name.
+    pub trace_scopes: bool,
 }
 
 impl Default for ValkeyConfig {
@@ -121,6 +124,7 @@ impl Default for ValkeyConfig {
             sentinel_tls: None,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
+            trace_scopes: false,
         }
     }
 }
@@ -133,6 +137,7 @@ impl fmt::Debug for ValkeyConfig {
             .field("password_file", &self.password_file)
             .field("tls_ca_file", &self.tls_ca_file)
             .field("require_tls", &self.require_tls)
+            .field("trace_scopes", &self.trace_scopes)
             .field("key_prefix", &self.key_prefix)
             .field("poll_interval", &self.poll_interval)
             .field("scope_refresh_interval", &self.scope_refresh_interval)
@@ -319,6 +324,7 @@ impl MicroDcsConfig {
             "valkey:passwordfile" => v.password_file = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty()),
             "valkey:tlscafile" => v.tls_ca_file = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty()),
             "valkey:requiretls" => v.require_tls = parse_bool(value)?,
+            "valkey:tracescopes" => v.trace_scopes = parse_bool(value)?,
             "valkey:keyprefix" => v.key_prefix = value.to_owned(),
             "valkey:pollinterval" => v.poll_interval = dur(value)?,
             "valkey:scoperefreshinterval" => v.scope_refresh_interval = dur(value)?,

@@ -70,6 +70,7 @@ struct RawValkey {
     sentinel_tls: Option<SettingText>,
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
+    trace_scopes: Option<SettingText>,
 }
 
 impl RawValkey {
@@ -97,6 +98,7 @@ impl RawValkey {
             ("SentinelTls", self.sentinel_tls),
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
+            ("TraceScopes", self.trace_scopes),
         ]
         .into_iter()
         .map(|(name, v)| (format!("Valkey:{name}"), v))

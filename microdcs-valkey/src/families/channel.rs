@@ -68,7 +68,11 @@ impl ChannelKey {
     /// # Errors
     /// Connection errors ([`Error::UnknownOutcome`] after a lost answer).
     pub async fn publish(&self, message: &str) -> Result<u64> {
-        self.t.once(redis::cmd("PUBLISH").arg(&self.t.key).arg(message).clone()).await
+        self.t
+            .observed("publish", async {
+                self.t.once(redis::cmd("PUBLISH").arg(&self.t.key).arg(message).clone()).await
+            })
+            .await
     }
 
     /// Subscribes to the channel. Waits at most the connect timeout for the
@@ -78,33 +82,37 @@ impl ChannelKey {
     /// A handle made without a client (`Valkey::from_manager`: use
     /// `Valkey::connect` or `connect_url`), connection errors.
     pub async fn subscribe(&self) -> Result<Subscription> {
-        let valkey = &self.t.valkey;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let channel = self.t.key.clone();
-        let ours = channel.clone();
-        let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
-            if info.kind == PushKind::Message {
-                let text = |v: Option<&Value>| match v {
-                    Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                    Some(Value::SimpleString(s)) => Some(s.clone()),
-                    _ => None,
+        self.t
+            .observed("subscribe", async {
+                let valkey = &self.t.valkey;
+                let (tx, rx) = mpsc::unbounded_channel();
+                let channel = self.t.key.clone();
+                let ours = channel.clone();
+                let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
+                    if info.kind == PushKind::Message {
+                        let text = |v: Option<&Value>| match v {
+                            Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                            Some(Value::SimpleString(s)) => Some(s.clone()),
+                            _ => None,
+                        };
+                        if text(info.data.first()).as_deref() == Some(ours.as_str())
+                            && let Some(message) = text(info.data.get(1))
+                        {
+                            let _ = tx.send(message);
+                        }
+                    }
+                    Ok(())
                 };
-                if text(info.data.first()).as_deref() == Some(ours.as_str())
-                    && let Some(message) = text(info.data.get(1))
-                {
-                    let _ = tx.send(message);
-                }
-            }
-            Ok(())
-        };
-        let mut con = valkey.subscriber(sender).await.map_err(|e| match e {
-            Error::Redis(r) => Error::from_redis(r, &channel),
-            other => other,
-        })?;
-        retry::bounded(valkey.response_timeout(), con.subscribe(&channel))
+                let mut con = valkey.subscriber(sender).await.map_err(|e| match e {
+                    Error::Redis(r) => Error::from_redis(r, &channel),
+                    other => other,
+                })?;
+                retry::bounded(valkey.response_timeout(), con.subscribe(&channel))
+                    .await
+                    .map_err(|e| Error::from_redis(e, &channel))?;
+                Ok(Subscription { channel, rx, _con: con })
+            })
             .await
-            .map_err(|e| Error::from_redis(e, &channel))?;
-        Ok(Subscription { channel, rx, _con: con })
     }
 }
 
@@ -127,8 +135,8 @@ impl<T> std::fmt::Debug for TypedChannel<T> {
 }
 
 impl<T> FromKey for TypedChannel<T> {
-    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedChannel { inner: ChannelKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
+    fn from_family_key(valkey: Valkey, family: &'static str, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedChannel { inner: ChannelKey { t: KeyHandle { valkey, key, ttl_ms, family } }, _t: PhantomData }
     }
 }
 
@@ -180,5 +188,11 @@ impl<T: FromStr + Display> TypedChannel<T> {
     /// As [`ChannelKey::subscribe`].
     pub async fn subscribe(&self) -> Result<TypedSubscription<T>> {
         Ok(TypedSubscription { inner: self.inner.subscribe().await?, _t: PhantomData })
+    }
+}
+
+impl crate::observe::Outcome for Subscription {
+    fn outcome(&self) -> &'static str {
+        "ok"
     }
 }

@@ -41,14 +41,18 @@ impl HashKey {
     /// # Errors
     /// Connection errors, a key of another type, a value that is not UTF-8.
     pub async fn get(&self, field: &str) -> Result<Option<String>> {
-        let raw: Option<Vec<u8>> = self.t.read(redis::cmd("HGET").arg(&self.t.key).arg(field).clone()).await?;
-        raw.map(|b| {
-            String::from_utf8(b).map_err(|_| Error::Corrupt {
-                key: self.t.key.clone(),
-                reason: format!("field `{field}` is not UTF-8"),
+        self.t
+            .observed("get", async {
+                let raw: Option<Vec<u8>> = self.t.read(redis::cmd("HGET").arg(&self.t.key).arg(field).clone()).await?;
+                raw.map(|b| {
+                    String::from_utf8(b).map_err(|_| Error::Corrupt {
+                        key: self.t.key.clone(),
+                        reason: format!("field `{field}` is not UTF-8"),
+                    })
+                })
+                .transpose()
             })
-        })
-        .transpose()
+            .await
     }
 
     /// Sets `field` to `value` (`HSET`); whether the field is new. Safe to repeat.
@@ -57,9 +61,15 @@ impl HashKey {
     /// Connection errors ([`Error::UnknownOutcome`] after every attempt), a
     /// key of another type.
     pub async fn set(&self, field: &str, value: &str) -> Result<bool> {
-        let n: u64 =
-            self.t.repeatable("hash set", redis::cmd("HSET").arg(&self.t.key).arg(field).arg(value).clone()).await?;
-        Ok(n > 0)
+        self.t
+            .observed("set", async {
+                let n: u64 = self
+                    .t
+                    .repeatable("hash set", redis::cmd("HSET").arg(&self.t.key).arg(field).arg(value).clone())
+                    .await?;
+                Ok(n > 0)
+            })
+            .await
     }
 
     /// Adds `n` to the integer in `field` (`HINCRBY`; a missing field
@@ -73,7 +83,11 @@ impl HashKey {
     /// error), a key of another type, and after a lost answer
     /// [`Error::UnknownOutcome`].
     pub async fn increment(&self, field: &str, n: i64) -> Result<i64> {
-        self.t.once(redis::cmd("HINCRBY").arg(&self.t.key).arg(field).arg(n).clone()).await
+        self.t
+            .observed("increment", async {
+                self.t.once(redis::cmd("HINCRBY").arg(&self.t.key).arg(field).arg(n).clone()).await
+            })
+            .await
     }
 
     /// Removes `field` (`HDEL`); whether it was there. Safe to repeat.
@@ -81,8 +95,13 @@ impl HashKey {
     /// # Errors
     /// As [`HashKey::set`].
     pub async fn delete(&self, field: &str) -> Result<bool> {
-        let n: u64 = self.t.repeatable("hash delete", redis::cmd("HDEL").arg(&self.t.key).arg(field).clone()).await?;
-        Ok(n > 0)
+        self.t
+            .observed("delete", async {
+                let n: u64 =
+                    self.t.repeatable("hash delete", redis::cmd("HDEL").arg(&self.t.key).arg(field).clone()).await?;
+                Ok(n > 0)
+            })
+            .await
     }
 
     /// How many fields (`HLEN`).
@@ -90,7 +109,7 @@ impl HashKey {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn count(&self) -> Result<u64> {
-        self.t.read(redis::cmd("HLEN").arg(&self.t.key).clone()).await
+        self.t.observed("count", async { self.t.read(redis::cmd("HLEN").arg(&self.t.key).clone()).await }).await
     }
 
     /// A page of about `count` entries by `HSCAN`, from `cursor` (0 for the
@@ -99,11 +118,17 @@ impl HashKey {
     /// # Errors
     /// Connection errors, a key of another type, entries that are not UTF-8.
     pub async fn entries(&self, cursor: u64, count: usize) -> Result<HashEntries> {
-        let count = count.clamp(1, crate::Page::MAX);
-        let (next, flat): (u64, Vec<String>) =
-            self.t.read(redis::cmd("HSCAN").arg(&self.t.key).arg(cursor).arg("COUNT").arg(count).clone()).await?;
-        let entries = flat.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
-        Ok(HashEntries { entries, next: (next != 0).then_some(next) })
+        self.t
+            .observed("entries", async {
+                let count = count.clamp(1, crate::Page::MAX);
+                let (next, flat): (u64, Vec<String>) = self
+                    .t
+                    .read(redis::cmd("HSCAN").arg(&self.t.key).arg(cursor).arg("COUNT").arg(count).clone())
+                    .await?;
+                let entries = flat.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
+                Ok(HashEntries { entries, next: (next != 0).then_some(next) })
+            })
+            .await
     }
 }
 
@@ -126,8 +151,8 @@ impl<K, V> std::fmt::Debug for TypedHash<K, V> {
 }
 
 impl<K, V> FromKey for TypedHash<K, V> {
-    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedHash { inner: HashKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
+    fn from_family_key(valkey: Valkey, family: &'static str, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedHash { inner: HashKey { t: KeyHandle { valkey, key, ttl_ms, family } }, _t: PhantomData }
     }
 }
 
@@ -204,5 +229,11 @@ impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
             .map(|(f, v)| Ok((parse_text(self.key(), "field ", f)?, parse_text(self.key(), "value ", v)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(TypedHashEntries { entries, next: page.next })
+    }
+}
+
+impl crate::observe::Outcome for HashEntries {
+    fn outcome(&self) -> &'static str {
+        "ok"
     }
 }

@@ -26,19 +26,24 @@ impl ListKey {
     /// # Errors
     /// A `max` of 0, a key of another type, connection errors.
     pub async fn push_bounded(&self, value: &str, max: u64) -> Result<u64> {
-        if max == 0 {
-            return Err(Error::InvalidArgument("a bounded list keeps at least one value".into()));
-        }
-        let max = max.min(i64::MAX as u64).to_string();
-        let px = self.t.px(None);
-        let call = PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
-        let v = retry::once(&self.t.valkey, |mut con| {
-            let call = &call;
-            async move { call.run(&mut con).await }
-        })
-        .await
-        .map_err(|e| once_error(e, &self.t.key))?;
-        retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+        self.t
+            .observed("push_bounded", async {
+                if max == 0 {
+                    return Err(Error::InvalidArgument("a bounded list keeps at least one value".into()));
+                }
+                let max = max.min(i64::MAX as u64).to_string();
+                let px = self.t.px(None);
+                let call =
+                    PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
+                let v = retry::once(&self.t.valkey, |mut con| {
+                    let call = &call;
+                    async move { call.run(&mut con).await }
+                })
+                .await
+                .map_err(|e| once_error(e, &self.t.key))?;
+                retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+            })
+            .await
     }
 
     /// Pushes `value` at the head and keeps the newest values whose sizes
@@ -52,26 +57,34 @@ impl ListKey {
     /// A value larger than the whole budget (nothing written), a budget of
     /// 0, a key of another type, connection errors.
     pub async fn push_bounded_bytes(&self, value: &str, max_bytes: u64) -> Result<u64> {
-        if max_bytes == 0 {
-            return Err(Error::InvalidArgument("a byte budget of 0 keeps nothing".into()));
-        }
-        if value.len() as u64 > max_bytes {
-            return Err(Error::InvalidArgument(format!(
-                "a value of {} bytes does not fit a budget of {max_bytes} bytes",
-                value.len()
-            )));
-        }
-        let max = max_bytes.min(i64::MAX as u64).to_string();
-        let px = self.t.px(None);
-        let call =
-            PUSH_BYTES_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
-        let v = retry::once(&self.t.valkey, |mut con| {
-            let call = &call;
-            async move { call.run(&mut con).await }
-        })
-        .await
-        .map_err(|e| once_error(e, &self.t.key))?;
-        retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+        self.t
+            .observed("push_bounded_bytes", async {
+                if max_bytes == 0 {
+                    return Err(Error::InvalidArgument("a byte budget of 0 keeps nothing".into()));
+                }
+                if value.len() as u64 > max_bytes {
+                    return Err(Error::InvalidArgument(format!(
+                        "a value of {} bytes does not fit a budget of {max_bytes} bytes",
+                        value.len()
+                    )));
+                }
+                let max = max_bytes.min(i64::MAX as u64).to_string();
+                let px = self.t.px(None);
+                let call = PUSH_BYTES_SCRIPT
+                    .call()
+                    .key(&self.t.key)
+                    .arg(value.as_bytes())
+                    .arg(max.as_bytes())
+                    .arg(px.as_bytes());
+                let v = retry::once(&self.t.valkey, |mut con| {
+                    let call = &call;
+                    async move { call.run(&mut con).await }
+                })
+                .await
+                .map_err(|e| once_error(e, &self.t.key))?;
+                retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))
+            })
+            .await
     }
 
     /// Values `start..=stop` from the head (0 is the newest; negative
@@ -80,13 +93,17 @@ impl ListKey {
     /// # Errors
     /// A key of another type, values that are not UTF-8, connection errors.
     pub async fn range(&self, start: i64, stop: i64) -> Result<Vec<String>> {
-        let max = crate::Page::MAX as i64;
-        let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
-            start.saturating_add(max - 1)
-        } else {
-            stop
-        };
-        self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(start).arg(stop).clone()).await
+        self.t
+            .observed("range", async {
+                let max = crate::Page::MAX as i64;
+                let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
+                    start.saturating_add(max - 1)
+                } else {
+                    stop
+                };
+                self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(start).arg(stop).clone()).await
+            })
+            .await
     }
 
     /// How many values (`LLEN`).
@@ -94,7 +111,7 @@ impl ListKey {
     /// # Errors
     /// A key of another type, connection errors.
     pub async fn len(&self) -> Result<u64> {
-        self.t.read(redis::cmd("LLEN").arg(&self.t.key).clone()).await
+        self.t.observed("len", async { self.t.read(redis::cmd("LLEN").arg(&self.t.key).clone()).await }).await
     }
 }
 

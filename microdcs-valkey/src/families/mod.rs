@@ -18,6 +18,7 @@
 //! set-if-absent, a publish) run once, and a lost answer is
 //! [`Error::UnknownOutcome`].
 
+use std::future::Future;
 use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue};
@@ -55,6 +56,8 @@ struct KeyHandle {
     /// The family's declared lifetime in milliseconds (`ttl = "..."`):
     /// every write gives the key this lifetime again, in the same script.
     ttl_ms: Option<u64>,
+    /// The family's declared name, the `microdcs.target` of its operations.
+    family: &'static str,
 }
 
 impl std::fmt::Debug for KeyHandle {
@@ -64,6 +67,16 @@ impl std::fmt::Debug for KeyHandle {
 }
 
 impl KeyHandle {
+    /// Runs a public operation of the family inside its span, counted and
+    /// timed like every other operation.
+    async fn observed<T: crate::observe::Outcome>(
+        &self,
+        op: &'static str,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        crate::observe::observed(op, self.family, fut).await
+    }
+
     /// A read: within the response timeout, once more after a dropped connection.
     async fn read<T: FromRedisValue>(&self, cmd: Cmd) -> Result<T> {
         retry::read_cmd(&self.valkey, &cmd, &self.key).await
@@ -190,20 +203,16 @@ fn ttl_ms(ttl: Duration) -> Result<u64> {
 /// Made by the code `keyspace!` generates: the handle of one key.
 #[doc(hidden)]
 pub trait FromKey: Sized {
-    /// The handle of `key` on `valkey`.
-    fn from_key(valkey: Valkey, key: String) -> Self {
-        Self::from_key_ttl(valkey, key, None)
-    }
-
-    /// The handle of `key` of a family declared with a lifetime.
-    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self;
+    /// The handle of `key` of family `family` on `valkey`, with the
+    /// family's declared lifetime, if any.
+    fn from_family_key(valkey: Valkey, family: &'static str, key: String, ttl_ms: Option<u64>) -> Self;
 }
 
 macro_rules! from_key {
     ($($t:ty),*) => {$(
         impl FromKey for $t {
-            fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-                Self { t: KeyHandle { valkey, key, ttl_ms } }
+            fn from_family_key(valkey: Valkey, family: &'static str, key: String, ttl_ms: Option<u64>) -> Self {
+                Self { t: KeyHandle { valkey, key, ttl_ms, family } }
             }
         }
     )*};

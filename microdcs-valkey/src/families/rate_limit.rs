@@ -46,16 +46,20 @@ impl RateLimitKey {
     /// state that is not numbers ([`Error::Corrupt`], nothing changed), a
     /// key of another type, connection errors.
     pub async fn attempt(&self, limit: u64, window: Duration) -> Result<RateDecision> {
-        if limit == 0 {
-            return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
-        }
-        let window = ttl_ms(window)?;
-        let (status, value) = self.run("attempt", limit, window).await?;
-        Ok(if status == 1 {
-            RateDecision::Allowed { remaining: value }
-        } else {
-            RateDecision::Limited { retry_after: Duration::from_millis(value) }
-        })
+        self.t
+            .observed("attempt", async {
+                if limit == 0 {
+                    return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
+                }
+                let window = ttl_ms(window)?;
+                let (status, value) = self.run("attempt", limit, window).await?;
+                Ok(if status == 1 {
+                    RateDecision::Allowed { remaining: value }
+                } else {
+                    RateDecision::Limited { retry_after: Duration::from_millis(value) }
+                })
+            })
+            .await
     }
 
     /// What an [`attempt`](RateLimitKey::attempt) with these arguments
@@ -67,24 +71,29 @@ impl RateLimitKey {
     /// # Errors
     /// As [`RateLimitKey::attempt`].
     pub async fn peek(&self, limit: u64, window: Duration) -> Result<RateDecision> {
-        if limit == 0 {
-            return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
-        }
-        let window = ttl_ms(window)?;
-        let (limit, window) = (limit.to_string(), window.to_string());
-        let call = RATE_SCRIPT.call().key(&self.t.key).arg(b"peek").arg(limit.as_bytes()).arg(window.as_bytes());
-        let v = retry::read(&self.t.valkey, |mut con| {
-            let call = &call;
-            async move { call.run(&mut con).await }
-        })
-        .await
-        .map_err(|e| Error::from_redis(e, &self.t.key))?;
-        let (status, value) = self.decode(v)?;
-        Ok(if status == 1 {
-            RateDecision::Allowed { remaining: value }
-        } else {
-            RateDecision::Limited { retry_after: Duration::from_millis(value) }
-        })
+        self.t
+            .observed("peek", async {
+                if limit == 0 {
+                    return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
+                }
+                let window = ttl_ms(window)?;
+                let (limit, window) = (limit.to_string(), window.to_string());
+                let call =
+                    RATE_SCRIPT.call().key(&self.t.key).arg(b"peek").arg(limit.as_bytes()).arg(window.as_bytes());
+                let v = retry::read(&self.t.valkey, |mut con| {
+                    let call = &call;
+                    async move { call.run(&mut con).await }
+                })
+                .await
+                .map_err(|e| Error::from_redis(e, &self.t.key))?;
+                let (status, value) = self.decode(v)?;
+                Ok(if status == 1 {
+                    RateDecision::Allowed { remaining: value }
+                } else {
+                    RateDecision::Limited { retry_after: Duration::from_millis(value) }
+                })
+            })
+            .await
     }
 
     /// Records a failure: blocks further attempts for `base` doubled for
@@ -101,9 +110,13 @@ impl RateLimitKey {
     /// # Errors
     /// As [`RateLimitKey::attempt`]; a `base` or `max` outside 1 ms to 100 years.
     pub async fn fail(&self, base: Duration, max: Duration) -> Result<Duration> {
-        let (base, max) = (ttl_ms(base)?, ttl_ms(max)?);
-        let (_, block) = self.run("fail", base, max).await?;
-        Ok(Duration::from_millis(block))
+        self.t
+            .observed("fail", async {
+                let (base, max) = (ttl_ms(base)?, ttl_ms(max)?);
+                let (_, block) = self.run("fail", base, max).await?;
+                Ok(Duration::from_millis(block))
+            })
+            .await
     }
 
     /// Records a success: failures and any block are forgotten.
@@ -111,7 +124,7 @@ impl RateLimitKey {
     /// # Errors
     /// As [`RateLimitKey::attempt`].
     pub async fn succeed(&self) -> Result<()> {
-        self.run("succeed", 0, 0).await.map(|_| ())
+        self.t.observed("succeed", async { self.run("succeed", 0, 0).await.map(|_| ()) }).await
     }
 
     async fn run(&self, mode: &str, a: u64, b: u64) -> Result<(i64, u64)> {
@@ -202,3 +215,12 @@ local keep = math.max(w + c - now, b - now, 1)
 if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 return {1, a - n}
 ";
+
+impl crate::observe::Outcome for RateDecision {
+    fn outcome(&self) -> &'static str {
+        match self {
+            RateDecision::Allowed { .. } => "allowed",
+            RateDecision::Limited { .. } => "limited",
+        }
+    }
+}

@@ -36,6 +36,11 @@ impl StringKey {
     /// Connection errors, a key of another type, a value that is not UTF-8
     /// ([`Error::Corrupt`]).
     pub async fn get(&self) -> Result<Option<String>> {
+        self.t.observed("get", self.text()).await
+    }
+
+    /// `GET` as UTF-8 text (what `get` and `age` read).
+    async fn text(&self) -> Result<Option<String>> {
         let raw: Option<Vec<u8>> = self.t.read(redis::cmd("GET").arg(&self.t.key).clone()).await?;
         raw.map(|b| {
             String::from_utf8(b)
@@ -54,12 +59,16 @@ impl StringKey {
     /// type ([`Error::WrongType`]: unlike a bare `SET`, nothing of another
     /// type is replaced).
     pub async fn set(&self, value: &str, ttl: Option<Duration>) -> Result<()> {
-        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
-        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"set").arg(value.as_bytes()).arg(px.as_bytes());
-        retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+        self.t
+            .observed("set", async {
+                let px = self.t.px(ttl.map(ttl_ms).transpose()?);
+                let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"set").arg(value.as_bytes()).arg(px.as_bytes());
+                retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+                    .await
+                    .map_err(|f| f.into_error(&self.t.key))?;
+                Ok(())
+            })
             .await
-            .map_err(|f| f.into_error(&self.t.key))?;
-        Ok(())
     }
 
     /// Sets the value only if the key holds none; whether it did. One
@@ -70,15 +79,19 @@ impl StringKey {
     /// As [`StringKey::set`]; a lost answer is an error whose
     /// `is_unknown_outcome()` holds.
     pub async fn set_if_absent(&self, value: &str, ttl: Option<Duration>) -> Result<bool> {
-        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
-        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"nx").arg(value.as_bytes()).arg(px.as_bytes());
-        let v = retry::once(&self.t.valkey, |mut con| {
-            let call = &call;
-            async move { call.run(&mut con).await }
-        })
-        .await
-        .map_err(|e| super::once_error(e, &self.t.key))?;
-        Ok(matches!(v, redis::Value::Int(1)))
+        self.t
+            .observed("set_if_absent", async {
+                let px = self.t.px(ttl.map(ttl_ms).transpose()?);
+                let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"nx").arg(value.as_bytes()).arg(px.as_bytes());
+                let v = retry::once(&self.t.valkey, |mut con| {
+                    let call = &call;
+                    async move { call.run(&mut con).await }
+                })
+                .await
+                .map_err(|e| super::once_error(e, &self.t.key))?;
+                Ok(matches!(v, redis::Value::Int(1)))
+            })
+            .await
     }
 
     /// Removes the value; whether it was there. Safe to repeat.
@@ -86,11 +99,15 @@ impl StringKey {
     /// # Errors
     /// Connection errors, a key of another type (left alone).
     pub async fn delete(&self) -> Result<bool> {
-        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"del").arg(b"").arg(b"");
-        let v = retry::invoke_call(&self.t.valkey, &call, "value delete", &self.t.key)
+        self.t
+            .observed("delete", async {
+                let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"del").arg(b"").arg(b"");
+                let v = retry::invoke_call(&self.t.valkey, &call, "value delete", &self.t.key)
+                    .await
+                    .map_err(|f| f.into_error(&self.t.key))?;
+                Ok(matches!(v.value, redis::Value::Int(1)))
+            })
             .await
-            .map_err(|f| f.into_error(&self.t.key))?;
-        Ok(matches!(v.value, redis::Value::Int(1)))
     }
 
     /// Sets the value to the server's clock, in Unix milliseconds (`TIME`,
@@ -101,12 +118,16 @@ impl StringKey {
     /// # Errors
     /// As [`StringKey::set`].
     pub async fn set_now(&self, ttl: Option<Duration>) -> Result<u64> {
-        let px = self.t.px(ttl.map(ttl_ms).transpose()?);
-        let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
-        let v = retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+        self.t
+            .observed("set_now", async {
+                let px = self.t.px(ttl.map(ttl_ms).transpose()?);
+                let call = VALUE_SCRIPT.call().key(&self.t.key).arg(b"now").arg(b"").arg(px.as_bytes());
+                let v = retry::invoke_call(&self.t.valkey, &call, "value set", &self.t.key)
+                    .await
+                    .map_err(|f| f.into_error(&self.t.key))?;
+                retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
+            })
             .await
-            .map_err(|f| f.into_error(&self.t.key))?;
-        retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
     }
 
     /// How long ago, by the server's clock, the value's Unix-millisecond
@@ -117,13 +138,17 @@ impl StringKey {
     /// A value that is not a time in milliseconds ([`Error::Corrupt`]), a
     /// key of another type, connection errors.
     pub async fn age(&self) -> Result<Option<Duration>> {
-        let Some(text) = self.get().await? else { return Ok(None) };
-        let at: u64 = text.parse().map_err(|_| Error::Corrupt {
-            key: self.t.key.clone(),
-            reason: format!("`{}` is not a time in milliseconds", text.chars().take(40).collect::<String>()),
-        })?;
-        let now = retry::server_time_ms(&self.t.valkey).await?;
-        Ok(Some(Duration::from_millis(now.saturating_sub(at))))
+        self.t
+            .observed("age", async {
+                let Some(text) = self.text().await? else { return Ok(None) };
+                let at: u64 = text.parse().map_err(|_| Error::Corrupt {
+                    key: self.t.key.clone(),
+                    reason: format!("`{}` is not a time in milliseconds", text.chars().take(40).collect::<String>()),
+                })?;
+                let now = retry::server_time_ms(&self.t.valkey).await?;
+                Ok(Some(Duration::from_millis(now.saturating_sub(at))))
+            })
+            .await
     }
 
     /// The remaining lifetime: `None` when the key has no value or no lifetime.
@@ -192,20 +217,24 @@ impl CounterKey {
     /// changed either way), a key of another type, and after a lost answer
     /// [`Error::UnknownOutcome`].
     pub async fn increment(&self, n: i64) -> Result<i64> {
-        match self.t.once(redis::cmd("INCRBY").arg(&self.t.key).arg(n).clone()).await {
-            // The server refuses a stored value that is not an integer, or
-            // an overflow, with `ERR` and changes nothing; which one it was
-            // decides whose fault it is.
-            Err(Error::Redis(e)) if e.code() == Some("ERR") => match self.get().await {
-                Ok(count) => Err(Error::InvalidArgument(format!(
-                    "adding {n} to the count {count} of `{}` would overflow a 64-bit integer",
-                    self.t.key
-                ))),
-                Err(corrupt @ Error::Corrupt { .. }) => Err(corrupt),
-                Err(other) => Err(other),
-            },
-            other => other,
-        }
+        self.t
+            .observed("increment", async {
+                match self.t.once(redis::cmd("INCRBY").arg(&self.t.key).arg(n).clone()).await {
+                    // The server refuses a stored value that is not an integer, or
+                    // an overflow, with `ERR` and changes nothing; which one it was
+                    // decides whose fault it is.
+                    Err(Error::Redis(e)) if e.code() == Some("ERR") => match self.count().await {
+                        Ok(count) => Err(Error::InvalidArgument(format!(
+                            "adding {n} to the count {count} of `{}` would overflow a 64-bit integer",
+                            self.t.key
+                        ))),
+                        Err(corrupt @ Error::Corrupt { .. }) => Err(corrupt),
+                        Err(other) => Err(other),
+                    },
+                    other => other,
+                }
+            })
+            .await
     }
 
     /// Sets the count to `n` (`SET`; safe to repeat).
@@ -214,8 +243,12 @@ impl CounterKey {
     /// Connection errors ([`Error::UnknownOutcome`] after every attempt), a
     /// key of another type (refused, nothing written).
     pub async fn set(&self, n: i64) -> Result<()> {
-        let _: i64 = self.increment_to(n).await?;
-        Ok(())
+        self.t
+            .observed("set", async {
+                let _: i64 = self.increment_to(n).await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Sets the count back to 0 (safe to repeat).
@@ -223,7 +256,12 @@ impl CounterKey {
     /// # Errors
     /// As [`CounterKey::set`].
     pub async fn reset(&self) -> Result<()> {
-        self.set(0).await
+        self.t
+            .observed("reset", async {
+                let _: i64 = self.increment_to(0).await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Sets the count to `n`, refusing a key of another type (a plain
@@ -244,6 +282,11 @@ impl CounterKey {
     /// A stored value that is not a 64-bit integer ([`Error::Corrupt`]), a
     /// key of another type, connection errors.
     pub async fn get(&self) -> Result<i64> {
+        self.t.observed("get", self.count()).await
+    }
+
+    /// The stored count (what `get` and a refused `increment` read).
+    async fn count(&self) -> Result<i64> {
         let raw: Option<String> = self.t.read(redis::cmd("GET").arg(&self.t.key).clone()).await?;
         match raw {
             None => Ok(0),
@@ -293,8 +336,8 @@ impl<T> std::fmt::Debug for TypedValue<T> {
 }
 
 impl<T> FromKey for TypedValue<T> {
-    fn from_key_ttl(valkey: Valkey, key: String, ttl_ms: Option<u64>) -> Self {
-        TypedValue { inner: StringKey { t: KeyHandle { valkey, key, ttl_ms } }, _t: PhantomData }
+    fn from_family_key(valkey: Valkey, family: &'static str, key: String, ttl_ms: Option<u64>) -> Self {
+        TypedValue { inner: StringKey { t: KeyHandle { valkey, key, ttl_ms, family } }, _t: PhantomData }
     }
 }
 

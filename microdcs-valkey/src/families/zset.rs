@@ -47,12 +47,16 @@ impl SortedSetKey {
     /// A score that is not finite (nothing sent), connection errors
     /// ([`Error::UnknownOutcome`] after every attempt), a key of another type.
     pub async fn add(&self, member: &str, score: f64) -> Result<bool> {
-        finite(score, "a score")?;
-        let n: u64 = self
-            .t
-            .repeatable("sorted set add", redis::cmd("ZADD").arg(&self.t.key).arg(score).arg(member).clone())
-            .await?;
-        Ok(n > 0)
+        self.t
+            .observed("add", async {
+                finite(score, "a score")?;
+                let n: u64 = self
+                    .t
+                    .repeatable("sorted set add", redis::cmd("ZADD").arg(&self.t.key).arg(score).arg(member).clone())
+                    .await?;
+                Ok(n > 0)
+            })
+            .await
     }
 
     /// Adds `member` with `score` and keeps only the `max` members of the
@@ -62,23 +66,27 @@ impl SortedSetKey {
     /// # Errors
     /// As [`SortedSetKey::add`]; a `max` of 0.
     pub async fn add_bounded(&self, member: &str, score: f64, max: u64) -> Result<u64> {
-        finite(score, "a score")?;
-        if max == 0 {
-            return Err(Error::InvalidArgument("a bounded sorted set keeps at least one member".into()));
-        }
-        let (score, max) = (score.to_string(), max.to_string());
-        let px = self.t.px(None);
-        let call = BOUNDED_SCRIPT
-            .call()
-            .key(&self.t.key)
-            .arg(member.as_bytes())
-            .arg(score.as_bytes())
-            .arg(max.as_bytes())
-            .arg(px.as_bytes());
-        let v = retry::invoke_call(&self.t.valkey, &call, "sorted set add", &self.t.key)
+        self.t
+            .observed("add_bounded", async {
+                finite(score, "a score")?;
+                if max == 0 {
+                    return Err(Error::InvalidArgument("a bounded sorted set keeps at least one member".into()));
+                }
+                let (score, max) = (score.to_string(), max.to_string());
+                let px = self.t.px(None);
+                let call = BOUNDED_SCRIPT
+                    .call()
+                    .key(&self.t.key)
+                    .arg(member.as_bytes())
+                    .arg(score.as_bytes())
+                    .arg(max.as_bytes())
+                    .arg(px.as_bytes());
+                let v = retry::invoke_call(&self.t.valkey, &call, "sorted set add", &self.t.key)
+                    .await
+                    .map_err(|f| f.into_error(&self.t.key))?;
+                retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
+            })
             .await
-            .map_err(|f| f.into_error(&self.t.key))?;
-        retry::reply(v.value).map_err(|e| Error::from_redis(e, &self.t.key))
     }
 
     /// Removes `member` (`ZREM`); whether it was there. Safe to repeat.
@@ -86,9 +94,15 @@ impl SortedSetKey {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn remove(&self, member: &str) -> Result<bool> {
-        let n: u64 =
-            self.t.repeatable("sorted set remove", redis::cmd("ZREM").arg(&self.t.key).arg(member).clone()).await?;
-        Ok(n > 0)
+        self.t
+            .observed("remove", async {
+                let n: u64 = self
+                    .t
+                    .repeatable("sorted set remove", redis::cmd("ZREM").arg(&self.t.key).arg(member).clone())
+                    .await?;
+                Ok(n > 0)
+            })
+            .await
     }
 
     /// Removes the members with `min <= score <= max`
@@ -99,15 +113,19 @@ impl SortedSetKey {
     /// A NaN bound ([`Error::InvalidArgument`], nothing sent), connection
     /// errors, a key of another type.
     pub async fn remove_by_score(&self, min: f64, max: f64) -> Result<u64> {
-        if min.is_nan() || max.is_nan() {
-            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
-        }
-        let (min, max) = (crate::page::score_bound(min), crate::page::score_bound(max));
         self.t
-            .repeatable(
-                "sorted set remove by score",
-                redis::cmd("ZREMRANGEBYSCORE").arg(&self.t.key).arg(min).arg(max).clone(),
-            )
+            .observed("remove_by_score", async {
+                if min.is_nan() || max.is_nan() {
+                    return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+                }
+                let (min, max) = (crate::page::score_bound(min), crate::page::score_bound(max));
+                self.t
+                    .repeatable(
+                        "sorted set remove by score",
+                        redis::cmd("ZREMRANGEBYSCORE").arg(&self.t.key).arg(min).arg(max).clone(),
+                    )
+                    .await
+            })
             .await
     }
 
@@ -119,7 +137,11 @@ impl SortedSetKey {
     /// Connection errors ([`Error::UnknownOutcome`] after a lost answer), a
     /// key of another type.
     pub async fn remove_by_rank(&self, start: i64, stop: i64) -> Result<u64> {
-        self.t.once(redis::cmd("ZREMRANGEBYRANK").arg(&self.t.key).arg(start).arg(stop).clone()).await
+        self.t
+            .observed("remove_by_rank", async {
+                self.t.once(redis::cmd("ZREMRANGEBYRANK").arg(&self.t.key).arg(start).arg(stop).clone()).await
+            })
+            .await
     }
 
     /// The score of `member`, if present (`ZSCORE`).
@@ -127,7 +149,9 @@ impl SortedSetKey {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn score(&self, member: &str) -> Result<Option<f64>> {
-        self.t.read(redis::cmd("ZSCORE").arg(&self.t.key).arg(member).clone()).await
+        self.t
+            .observed("score", async { self.t.read(redis::cmd("ZSCORE").arg(&self.t.key).arg(member).clone()).await })
+            .await
     }
 
     /// How many members (`ZCARD`).
@@ -135,7 +159,7 @@ impl SortedSetKey {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn count(&self) -> Result<u64> {
-        self.t.read(redis::cmd("ZCARD").arg(&self.t.key).clone()).await
+        self.t.observed("count", async { self.t.read(redis::cmd("ZCARD").arg(&self.t.key).clone()).await }).await
     }
 
     /// Members with `min <= score <= max`, lowest first (highest first when
@@ -144,18 +168,22 @@ impl SortedSetKey {
     /// # Errors
     /// A bound that is NaN, connection errors, a key of another type.
     pub async fn range_by_score(&self, min: f64, max: f64, reverse: bool, limit: usize) -> Result<Vec<Scored>> {
-        if min.is_nan() || max.is_nan() {
-            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
-        }
-        let bound = crate::page::score_bound;
-        let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
-        let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(&self.t.key).arg(from).arg(to).arg("BYSCORE");
-        if reverse {
-            cmd.arg("REV");
-        }
-        cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::Page::MAX)).arg("WITHSCORES");
-        self.t.read(cmd).await.map(pairs)
+        self.t
+            .observed("range_by_score", async {
+                if min.is_nan() || max.is_nan() {
+                    return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+                }
+                let bound = crate::page::score_bound;
+                let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
+                let mut cmd = redis::cmd("ZRANGE");
+                cmd.arg(&self.t.key).arg(from).arg(to).arg("BYSCORE");
+                if reverse {
+                    cmd.arg("REV");
+                }
+                cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::Page::MAX)).arg("WITHSCORES");
+                self.t.read(cmd).await.map(pairs)
+            })
+            .await
     }
 
     /// Members of ranks `start..=stop` (0 is the lowest score; the highest
@@ -166,22 +194,27 @@ impl SortedSetKey {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn range_by_rank(&self, start: i64, stop: i64, reverse: bool) -> Result<Vec<Scored>> {
-        // At most `Page::MAX` members in one answer, like every read here:
-        // a wider range is cut at its start.
-        let max = crate::Page::MAX as i64;
-        let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
-            start.saturating_add(max - 1)
-        } else {
-            stop
-        };
-        let start = if start < 0 && stop < 0 && stop.saturating_sub(start) >= max { stop - (max - 1) } else { start };
-        let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(&self.t.key).arg(start).arg(stop);
-        if reverse {
-            cmd.arg("REV");
-        }
-        cmd.arg("WITHSCORES");
-        self.t.read(cmd).await.map(pairs)
+        self.t
+            .observed("range_by_rank", async {
+                // At most `Page::MAX` members in one answer, like every read here:
+                // a wider range is cut at its start.
+                let max = crate::Page::MAX as i64;
+                let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
+                    start.saturating_add(max - 1)
+                } else {
+                    stop
+                };
+                let start =
+                    if start < 0 && stop < 0 && stop.saturating_sub(start) >= max { stop - (max - 1) } else { start };
+                let mut cmd = redis::cmd("ZRANGE");
+                cmd.arg(&self.t.key).arg(start).arg(stop);
+                if reverse {
+                    cmd.arg("REV");
+                }
+                cmd.arg("WITHSCORES");
+                self.t.read(cmd).await.map(pairs)
+            })
+            .await
     }
 }
 

@@ -447,9 +447,8 @@ impl<K: Keyspace> Inspector<K> {
         let now = self.now_ms().await?;
         let mut out = Vec::new();
         for g in groups {
-            let info = pairs(g);
-            let name = info.get("name").and_then(text).unwrap_or_default();
-            let num = |k: &str| info.get(k).and_then(int);
+            let info = crate::streams::GroupInfo::from_reply(g);
+            let name = info.name;
             let summary: Vec<Value> = self.read(redis::cmd("XPENDING").arg(&key).arg(&name).clone(), &key).await?;
             let oldest = summary.get(1).and_then(text);
             let oldest_pending_age_ms = oldest
@@ -457,9 +456,9 @@ impl<K: Keyspace> Inspector<K> {
                 .and_then(|id| id.split('-').next()?.parse::<i64>().ok())
                 .map(|ms| u64::try_from(now - ms).unwrap_or(0));
             out.push(GroupView {
-                consumers: num("consumers").unwrap_or(0),
-                pending: num("pending").unwrap_or(0),
-                lag: num("lag"),
+                consumers: info.consumers,
+                pending: info.pending,
+                lag: info.lag,
                 oldest_pending_age_ms,
                 name,
             });
@@ -524,26 +523,10 @@ fn parse(t: &str) -> Result<KeyTemplate> {
     KeyTemplate::parse(t).map_err(|_| Error::InvalidArgument(format!("template `{t}` does not parse")))
 }
 
-/// `XINFO` answers as a flat list of name/value pairs (a map in RESP3).
-fn pairs(v: Value) -> std::collections::HashMap<String, Value> {
-    match v {
-        Value::Array(items) => items.chunks_exact(2).filter_map(|p| Some((text(&p[0])?, p[1].clone()))).collect(),
-        Value::Map(items) => items.into_iter().filter_map(|(k, v)| Some((text(&k)?, v))).collect(),
-        _ => std::collections::HashMap::new(),
-    }
-}
-
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn int(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
         _ => None,
     }
 }

@@ -20,6 +20,22 @@ pub struct PollerHealth {
     pub registry: ReadHealth,
     /// Each stream read so far, by key.
     pub streams: BTreeMap<String, ReadHealth>,
+    /// Each stream's backlog for its consumer's group, by key, as last
+    /// sampled (each `PollInterval`, with the fallback poll).
+    pub backlog: BTreeMap<String, Backlog>,
+}
+
+/// What waits in one stream for a consumer's group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// Entries delivered to the group and not acknowledged yet.
+    pub pending: u64,
+    /// Entries not yet delivered to the group; `None` when the server
+    /// cannot tell (after entries were deleted from the middle of the stream).
+    pub lag: Option<u64>,
+    /// When this was sampled.
+    pub sampled_at: SystemTime,
 }
 
 /// How the reads of one thing have gone.
@@ -79,6 +95,7 @@ impl Recorder {
             subscribed: true,
             registry: ReadHealth::default(),
             streams: BTreeMap::new(),
+            backlog: BTreeMap::new(),
         })))
     }
 
@@ -102,6 +119,13 @@ impl Recorder {
                 Ok(()) => s.ok(now),
                 Err(e) => s.failed(e, now),
             }
+        });
+    }
+
+    pub(super) fn backlog(&self, key: &str, pending: u64, lag: Option<u64>) {
+        let sampled_at = SystemTime::now();
+        self.with(|h| {
+            h.backlog.insert(key.to_owned(), Backlog { pending, lag, sampled_at });
         });
     }
 

@@ -252,7 +252,11 @@ impl Loop {
     /// consumer left pending for long (a crashed instance), then drain.
     async fn poll_all(&mut self) {
         let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
+        // Backlog per feed and group, summed over the scopes, for the gauges.
+        let mut backlog: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
         for i in 0..self.plans.len() {
+            let p = &self.plans[i];
+            backlog.entry((p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned())).or_default();
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
@@ -276,6 +280,38 @@ impl Loop {
                 if self.drain(i, s).await > 0 {
                     metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
                 }
+                if let Some((pending, lag)) = self.sample(i, s).await {
+                    let p = &self.plans[i];
+                    let sum =
+                        backlog.entry((p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned())).or_default();
+                    sum.0 += pending;
+                    sum.1 += lag.unwrap_or(0);
+                }
+            }
+        }
+        for ((kind, group), (pending, lag)) in backlog {
+            let labels = [("microdcs.target", kind), ("messaging.consumer.group.name", group)];
+            metrics::gauge!(crate::observe::POLLER_PENDING, &labels).set(pending as f64);
+            metrics::gauge!(crate::observe::POLLER_LAG, &labels).set(lag as f64);
+        }
+    }
+
+    /// The backlog of a plan's group on one scope's stream, recorded in
+    /// the health report; `None` when it could not be read (counted as a
+    /// `backlog` loop error) or the group is gone.
+    async fn sample(&self, plan: usize, scope: &str) -> Option<(u64, Option<u64>)> {
+        let p = &self.plans[plan];
+        let key = p.stream.render(self.valkey.prefix(), &[scope]).ok()?;
+        match self.unless_stopped(self.streams.groups(&key)).await? {
+            Ok(groups) => {
+                let g = groups.into_iter().find(|g| g.name == p.consumer.group())?;
+                self.health.backlog(&key, g.pending, g.lag);
+                Some((g.pending, g.lag))
+            }
+            Err(e) => {
+                tracing::warn!(stream = key, error = %e, "cannot sample the stream's backlog");
+                loop_error("backlog");
+                None
             }
         }
     }

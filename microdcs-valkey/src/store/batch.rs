@@ -164,6 +164,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 if self.claim_write(&mut read, next).await? {
                     return Ok(Some(read));
                 }
+                // Another claimer took it first: on to the next.
+                metrics::counter!(crate::observe::CONTENTION_RETRIES, "microdcs.target" => D::SPEC.kind).increment(1);
             }
         }
         Ok(None)

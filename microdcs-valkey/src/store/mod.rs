@@ -156,6 +156,7 @@ impl<D: Document> Identity<D> {
 /// turn on the document (held in `turn` for the attempts left).
 async fn before_attempt(
     valkey: &Valkey,
+    kind: &'static str,
     key: &str,
     attempt: u32,
     turn: &mut Option<tokio::sync::MutexGuard<'static, ()>>,
@@ -163,6 +164,7 @@ async fn before_attempt(
     if attempt <= 1 {
         return;
     }
+    metrics::counter!(crate::observe::CONTENTION_RETRIES, "microdcs.target" => kind).increment(1);
     let delay = valkey.write_options().retry_delay;
     tokio::time::sleep(contention_pause(attempt, delay)).await;
     if turn.is_none() && attempt > 2 {

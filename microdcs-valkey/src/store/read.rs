@@ -136,7 +136,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub(super) async fn get_once(&self, scope: Option<&str>, id: &str) -> Result<Option<Stored<D>>> {
         let key = self.plan.doc_key(self.valkey.prefix(), scope, id)?;
         // Asked in a scope: a document of another scope is not there.
-        Ok(self.get_at(&key, id).await?.filter(|s| scope.is_none_or(|want| s.scope == want)))
+        let got = self.get_at(&key, id).await?.filter(|s| scope.is_none_or(|want| s.scope == want));
+        if let Some(s) = got.as_ref().map(|g| g.scope.as_str()).or(scope) {
+            self.valkey.span_scope(s);
+        }
+        Ok(got)
     }
 
     /// The document `id` at `key` (one `HGETALL`), once.

@@ -155,6 +155,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ) -> Result<Applied> {
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
+        self.valkey.span_scope(&entries.scope);
         if let Some(read_id) = read_id {
             read_id.check(&entries.id, &entries.scope)?;
         }
@@ -194,7 +195,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let attempts = if expect == Expect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
         let mut turn = None;
         for attempt in 1..=attempts {
-            super::before_attempt(&self.valkey, key, attempt, &mut turn).await;
+            super::before_attempt(&self.valkey, D::SPEC.kind, key, attempt, &mut turn).await;
             let target = WriteTarget {
                 key,
                 id: &entries.id,
@@ -361,10 +362,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let attempts = if expect == DeleteExpect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
         let mut turn = None;
         for attempt in 1..=attempts {
-            super::before_attempt(&self.valkey, &key, attempt, &mut turn).await;
+            super::before_attempt(&self.valkey, D::SPEC.kind, &key, attempt, &mut turn).await;
             // A missing document still goes to the script: its tombstone
             // tells whether this operation deleted it.
             let scope = state.scope.clone().unwrap_or_default();
+            self.valkey.span_scope(in_scope.unwrap_or(&scope));
             // Named in a scope it is not in: refused before the script.
             if let Some(given) = in_scope.filter(|g| state.exists && *g != scope) {
                 return Err(Error::WrongScope { id: id.to_owned(), stored: scope, given: given.to_owned() });
