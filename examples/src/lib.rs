@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod logging;
 pub mod miroir;
 pub mod plant;
 pub mod prometheus;

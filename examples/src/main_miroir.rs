@@ -13,6 +13,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    microdcs_examples::logging::init_from_env();
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -149,6 +149,7 @@ struct MaintArgs {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    microdcs_examples::logging::init_from_env();
     let cli = Cli::parse();
     let served = match cli.metrics_addr {
         Some(addr) => match microdcs_examples::prometheus::install(addr).await {

@@ -180,3 +180,28 @@ fn plant_mcp_answers_on_stdio() {
     assert!(lines.next().is_none(), "nothing but answers on stdout");
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn rust_log_shows_the_operation_spans_on_stderr() {
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("cli-log");
+    let out = Command::new(env!("CARGO_BIN_EXE_plant"))
+        .env("APP_MicroDcs__Valkey__ConnectionString", server.host_port())
+        .env("APP_MicroDcs__Valkey__KeyPrefix", prefix.as_str())
+        .env("RUST_LOG", "microdcs_valkey=info")
+        .output()
+        .expect("run plant");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // One line per finished operation, with its attributes and outcome.
+    let closed: Vec<&str> = stderr.lines().filter(|l| l.contains("microdcs.valkey") && l.contains("close")).collect();
+    assert!(
+        closed.iter().any(|l| l.contains("db.operation.name=\"create\"") || l.contains("db.operation.name=create")),
+        "{stderr}"
+    );
+    assert!(closed.iter().any(|l| l.contains("microdcs.outcome")), "{stderr}");
+    // The filter applies: nothing below `info` and nothing of other crates.
+    assert!(!stderr.contains("DEBUG"), "{stderr}");
+    // Standard output is the demo's, as without the variable.
+    assert!(!stdout.contains("microdcs.valkey"), "{stdout}");
+}
