@@ -256,7 +256,8 @@ impl Loop {
         let mut backlog: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
         for i in 0..self.plans.len() {
             let p = &self.plans[i];
-            backlog.entry((p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned())).or_default();
+            let labels = (p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned());
+            backlog.entry(labels.clone()).or_default();
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
@@ -281,9 +282,7 @@ impl Loop {
                     metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
                 }
                 if let Some((pending, lag)) = self.sample(i, s).await {
-                    let p = &self.plans[i];
-                    let sum =
-                        backlog.entry((p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned())).or_default();
+                    let sum = backlog.entry(labels.clone()).or_default();
                     sum.0 += pending;
                     sum.1 += lag.unwrap_or(0);
                 }
