@@ -106,7 +106,7 @@ impl ValkeyDedupe {
             retention,
             claim: LuaScript::new(CLAIM),
             done: LuaScript::new(DONE_SCRIPT),
-            remaining: LuaScript::new(REMAINING),
+            remaining: LuaScript::read_only(REMAINING),
         }
     }
 

@@ -62,15 +62,40 @@ impl Failure {
 }
 
 /// A Lua script with its text kept, so a call can fall back to `EVAL`.
+///
+/// Every script goes to the server with a `#!lua` first line, which makes
+/// the server check it whole before it runs: on a cluster a script that
+/// touches a key of another slot than its declared ones is refused (the
+/// server itself backs the co-location the keyspaces are built for), and a
+/// script that may write is refused before its first command while the
+/// server is over `maxmemory`, where a script without the line would stop
+/// at its first write and leave what it wrote before in place. Scripts
+/// that only read say so (`flags=no-writes`) and still run then.
 #[derive(Debug, Clone)]
 pub(crate) struct LuaScript {
     hash: String,
-    code: &'static str,
+    code: String,
 }
 
+/// The first line of a script that may write.
+const WRITES: &str = "#!lua\n";
+/// The first line of a script that only reads.
+const READS: &str = "#!lua flags=no-writes\n";
+
 impl LuaScript {
-    pub(crate) fn new(code: &'static str) -> Self {
-        LuaScript { hash: Script::new(code).get_hash().to_owned(), code }
+    /// A script that may write.
+    pub(crate) fn new(body: &str) -> Self {
+        Self::with_first_line(WRITES, body)
+    }
+
+    /// A script that only reads (a write command in it is refused).
+    pub(crate) fn read_only(body: &str) -> Self {
+        Self::with_first_line(READS, body)
+    }
+
+    fn with_first_line(line: &str, body: &str) -> Self {
+        let code = format!("{line}{body}");
+        LuaScript { hash: Script::new(&code).get_hash().to_owned(), code }
     }
 
     /// A call of this script with no keys or arguments yet.
@@ -146,7 +171,7 @@ impl<'a> ScriptCall<'a> {
             other => return other,
         }
         metrics::counter!(crate::observe::SCRIPT_RELOADS).increment(1);
-        let load = redis::cmd("SCRIPT").arg("LOAD").arg(self.script.code).clone();
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(&self.script.code).clone();
         let loaded: RedisResult<String> = match after {
             // On a cluster this goes to every primary.
             After::Nothing => load.query_async(con).await,
@@ -543,4 +568,20 @@ pub(crate) async fn scan_cmd<T: redis::FromRedisValue>(valkey: &Valkey, cmd: &Cm
 pub(crate) async fn server_time_ms(valkey: &Valkey) -> crate::Result<u64> {
     let (s, us): (u64, u64) = read_cmd(valkey, &redis::cmd("TIME"), "TIME").await?;
     Ok(s.saturating_mul(1000).saturating_add(us / 1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LuaScript;
+
+    #[test]
+    fn every_script_is_sent_with_its_first_line_and_hashed_with_it() {
+        // Pinned (SHA-1 computed independently): the text the server caches.
+        let writes = LuaScript::new("return 1\n");
+        assert_eq!(writes.code, "#!lua\nreturn 1\n");
+        assert_eq!(writes.hash, "e356ad04f5c29929224ceba4c2d6da0f2b3a0875");
+        let reads = LuaScript::read_only("return 1\n");
+        assert_eq!(reads.code, "#!lua flags=no-writes\nreturn 1\n");
+        assert_eq!(reads.hash, "b0da8027415520ad0bb1e254cbe8d962363adcc4");
+    }
 }

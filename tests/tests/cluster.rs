@@ -39,6 +39,7 @@ async fn the_runtime_on_a_cluster() {
     // span slots: the cheapest proof that every generated call stays in one.
     let single = ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
     everything_the_application_does(&single).await;
+    scripts_go_with_their_first_line(&single).await;
     drop(single);
 
     let cluster = ValkeyCluster::start(3, 1).unwrap_or_else(|e| panic!("{e}"));
@@ -52,6 +53,30 @@ async fn the_runtime_on_a_cluster() {
     islands_spread_over_primaries(&cluster).await;
     pipelines_and_one_shot_commands(&cluster).await;
     roles_applied_on_every_node(&cluster).await;
+}
+
+async fn scripts_go_with_their_first_line(cluster: &ValkeyCluster) {
+    use microdcs_valkey::Document;
+    use microdcs_valkey::redis::Script;
+    let node = &cluster.nodes()[0];
+    let valkey = connect(cluster, "cl-lua").await;
+    let responses = Plant::open(valkey).store::<JobResponse>();
+    let r = JobResponse::new("r-1", "s1", "o-1", &["Running"]);
+    assert!(matches!(responses.put(&r, Expect::Create).await.unwrap(), PutOutcome::Written { version: 1 }));
+    assert!(responses.find(JobResponse::by_order("o-1")).await.unwrap().is_some());
+    // What the server cached is the text with its first line: a write
+    // script plain, the lookup marked read-only; never the bare text.
+    let sha = |text: String| Script::new(&text).get_hash().to_owned();
+    let cached = |sha: String| command(node, &["SCRIPT", "EXISTS", &sha]).unwrap();
+    assert_eq!(cached(sha(format!("#!lua\n{}", JobResponse::PUT_SCRIPT))), "array([int(1)])");
+    assert_eq!(cached(sha(format!("#!lua flags=no-writes\n{}", JobResponse::FIND_SCRIPT))), "array([int(1)])");
+    assert_eq!(cached(sha(JobResponse::PUT_SCRIPT.to_owned())), "array([int(0)])");
+    // And the line is what makes the server refuse a key of another slot
+    // that the script did not declare; the same body without it runs.
+    let body = "redis.call('SET', KEYS[1], '1') return redis.call('SET', 'cl-lua-other', '1')";
+    let with_line = command(node, &["EVAL", &format!("#!lua\n{body}"), "1", "{cl-lua}k"]);
+    assert!(with_line.as_ref().is_err_and(|e| e.to_string().contains("do not hash to the same slot")), "{with_line:?}");
+    assert!(command(node, &["EVAL", body, "1", "{cl-lua}k"]).is_ok());
 }
 
 async fn roles_applied_on_every_node(cluster: &ValkeyCluster) {

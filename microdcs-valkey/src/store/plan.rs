@@ -109,7 +109,7 @@ impl Plan {
         Plan {
             put: LuaScript::new(D::PUT_SCRIPT),
             delete: LuaScript::new(D::DELETE_SCRIPT),
-            find: LuaScript::new(D::FIND_SCRIPT),
+            find: LuaScript::read_only(D::FIND_SCRIPT),
             put_layout: PutLayout::new(spec),
             delete_layout: DeleteLayout::new(spec),
             doc_scope_at,
