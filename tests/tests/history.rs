@@ -262,6 +262,22 @@ impl Deployment {
         false
     }
 
+    /// A node restarted without its data comes back as a replica of the
+    /// current primary, as a supervisor must bring it back: as a primary
+    /// it would hold no data (or an old copy) until the Sentinels turn it
+    /// (some seconds later), and a failover in that window would promote
+    /// it over the only node holding the writes, the double fault no
+    /// single replica covers. A cluster node learns its new role from the
+    /// cluster itself.
+    fn rejoin(&self, node: usize) {
+        if let (Deployment::Sentinel(s), Some(p)) = (self, self.primary())
+            && p != node
+        {
+            let port = s.data_nodes()[p].port().to_string();
+            command(self.node(node), &["REPLICAOF", "127.0.0.1", &port]).unwrap_or_else(|e| panic!("rejoin: {e}"));
+        }
+    }
+
     /// Until a replica is in sync again, so the next fault can promote it.
     fn wait_ready(&self) {
         let ready = match self {
@@ -274,7 +290,7 @@ impl Deployment {
 
 /// Faults until told to stop: a failover on request, the primary stopped
 /// (`SIGSTOP`) past the failure detection, the primary killed and
-/// restarted empty, or every client connection of the primary cut
+/// restarted empty (as a replica: [`Deployment::rejoin`]), or every client connection of the primary cut
 /// (`CLIENT KILL`). The number of faults and of those that moved the
 /// primary.
 fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
@@ -300,6 +316,7 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
                 d.node_mut(old).kill();
                 let moved = d.moved_from(old);
                 d.node_mut(old).restart().unwrap_or_else(|e| panic!("restart: {e}"));
+                d.rejoin(old);
                 moved
             }
             _ => {

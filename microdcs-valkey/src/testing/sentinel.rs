@@ -10,8 +10,12 @@ use std::path::Path;
 
 /// How long the primary may be unreachable before the Sentinels fail it
 /// over (`down-after-milliseconds`). Short, so a failover after a kill
-/// takes about 2 s on loopback.
-pub const DOWN_AFTER_MS: u64 = 1000;
+/// takes about 2.5 s on loopback, and above the Sentinels' one-second
+/// ping period: a Sentinel sends its first ping to a new primary a full
+/// period after the switch and counts the silence from the switch, so at
+/// 1000 ms every switch raced a spurious down vote, and a second, needless
+/// failover could promote a node that had just come back without its data.
+pub const DOWN_AFTER_MS: u64 = 1500;
 
 /// The name of the service the Sentinels watch.
 pub const SERVICE_NAME: &str = "microdcs";

@@ -412,7 +412,9 @@ impl ValkeyServer {
         }
     }
 
-    /// Restarts a local server on the same port (same data dir, empty data).
+    /// Restarts a local server on the same port (same data dir, empty data:
+    /// the RDB a replica keeps of its last full sync is removed first, so a
+    /// restart never loads stale data).
     ///
     /// # Errors
     /// As for [`ValkeyServer::start_local`]; external servers cannot restart.
@@ -424,6 +426,12 @@ impl ValkeyServer {
             });
         }
         self.kill();
+        if let Some(dir) = &self.dir {
+            // A replica writes the RDB of each full sync to its directory
+            // (the default `repl-diskless-load disabled`); left there, a
+            // restart would come back with that old copy, not empty.
+            let _ = fs::remove_file(dir.join("dump.rdb"));
+        }
         let port = self.port;
         self.boot(Some(port))
     }
