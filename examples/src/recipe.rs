@@ -142,10 +142,10 @@ pub async fn run(valkey: &Valkey) -> Result<Vec<String>, BoxError> {
     // The sweep fires the timer: `mix` is over, the job waits for `qc`.
     let fire_states = states.clone();
     let fire_log = log.clone();
-    let fire = move |scope: String, due: Vec<(String, f64)>| {
+    let fire = move |scope: String, due: microdcs_valkey::Due| {
         let (states, log) = (fire_states.clone(), fire_log.clone());
         async move {
-            for (job, _) in due {
+            for job in due.into_iter().map(|d| d.member) {
                 let Some(mut read) = states.get(&job).await? else { continue };
                 if read.doc.step != "mix" {
                     continue;
@@ -199,7 +199,7 @@ pub async fn run(valkey: &Valkey) -> Result<Vec<String>, BoxError> {
         &log,
         format!(
             "job {JOB} finished: in due {}, active {}, waits {}",
-            due.iter().any(|(id, _)| id == JOB),
+            due.iter().any(|d| d.member == JOB),
             job_in(&active),
             job_in(&waiting)
         ),

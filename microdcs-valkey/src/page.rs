@@ -28,6 +28,12 @@ use crate::error::{Error, Result};
 /// out again on a later page; one added or removed meanwhile may or may
 /// not be returned.
 ///
+/// A sorted walk goes lowest score first from [`Page::first`], highest
+/// first from [`Page::first_descending`] (the newest first, on a list
+/// scored by time); a continuation keeps its walk's direction, with the
+/// same guarantees either way. A set has no order: a descending page handed
+/// to a set's walk is refused.
+///
 /// A continuation belongs to the walk that returned it (the same index,
 /// values and scope): handed to another walk it is refused
 /// ([`Error::InvalidArgument`]). [`Page::to_token`] and [`Page::from_token`]
@@ -40,6 +46,8 @@ pub struct Page {
     /// The walk a continuation belongs to: a digest of the key it walks
     /// (`None` for a first page, which may start any walk).
     walk: Option<String>,
+    /// Highest score first (sorted walks only).
+    pub(crate) descending: bool,
     /// Read from a token: the ids it carries are checked before use.
     from_token: bool,
 }
@@ -51,7 +59,8 @@ pub(crate) enum PageAt {
     Start,
     /// An `SSCAN` cursor and ids already scanned but not yet returned.
     Scan { cursor: u64, pending: Vec<String> },
-    /// After this (score, id) of a sorted set; the score as the server wrote it.
+    /// After this (score, id) of a sorted set, in the walk's direction; the
+    /// score as the server wrote it.
     After { score: String, id: String },
 }
 
@@ -77,7 +86,19 @@ impl Page {
     /// The first page of at most `count` ids (at least 1, at most
     /// [`Page::MAX`]).
     pub fn first(count: usize) -> Self {
-        Page { count: count.clamp(1, Self::MAX), at: PageAt::Start, walk: None, from_token: false }
+        Page { count: count.clamp(1, Self::MAX), at: PageAt::Start, walk: None, descending: false, from_token: false }
+    }
+
+    /// The first page of a sorted walk from the highest score down, of at
+    /// most `count` ids (at least 1, at most [`Page::MAX`]). A set's walk
+    /// (a plain list, a plain group index) refuses it: a set has no order.
+    pub fn first_descending(count: usize) -> Self {
+        Page { descending: true, ..Self::first(count) }
+    }
+
+    /// Whether the walk goes from the highest score down.
+    pub fn is_descending(&self) -> bool {
+        self.descending
     }
 
     /// The page size.
@@ -85,9 +106,10 @@ impl Page {
         self.count
     }
 
-    /// The continuation of the walk over `key` at `at`.
-    pub(crate) fn next_of(key: &str, count: usize, at: PageAt) -> Self {
-        Page { count, at, walk: Some(walk_digest(key)), from_token: false }
+    /// The continuation of the walk over `key` at `at`, in the direction of
+    /// `self`, the page that led there.
+    pub(crate) fn next_of(&self, key: &str, at: PageAt) -> Self {
+        Page { count: self.count, at, walk: Some(walk_digest(key)), descending: self.descending, from_token: false }
     }
 
     /// Refuses a continuation of another walk than the one over `key`.
@@ -113,15 +135,17 @@ impl Page {
     /// this format. Read back with [`Page::from_token`].
     pub fn to_token(&self) -> String {
         let mut fields = vec![self.count.to_string(), self.walk.clone().unwrap_or_default()];
+        // Ascending positions keep the letters of the first format, so every
+        // token written before descending walks existed still reads.
         match &self.at {
-            PageAt::Start => fields.push("s".into()),
+            PageAt::Start => fields.push(if self.descending { "r" } else { "s" }.into()),
             PageAt::Scan { cursor, pending } => {
                 fields.push("c".into());
                 fields.push(cursor.to_string());
                 fields.extend(pending.iter().map(|id| hex(id.as_bytes())));
             }
             PageAt::After { score, id } => {
-                fields.push("a".into());
+                fields.push(if self.descending { "b" } else { "a" }.into());
                 fields.push(hex(score.as_bytes()));
                 fields.push(hex(id.as_bytes()));
             }
@@ -156,8 +180,10 @@ impl Page {
             return Err(bad("walk"));
         }
         let text = |h: Option<&str>| h.and_then(unhex).ok_or_else(|| bad("field encoding"));
-        let at = match f.next() {
-            Some("s") => PageAt::Start,
+        let position = f.next();
+        let descending = matches!(position, Some("r" | "b"));
+        let at = match position {
+            Some("s" | "r") => PageAt::Start,
             Some("c") => {
                 let cursor = f.next().and_then(|c| c.parse().ok()).ok_or_else(|| bad("cursor"))?;
                 let mut pending = f.by_ref().map(|h| text(Some(h))).collect::<Result<Vec<_>>>()?;
@@ -169,7 +195,7 @@ impl Page {
                 pending.retain(|id| seen.insert(id.clone()));
                 PageAt::Scan { cursor, pending }
             }
-            Some("a") => {
+            Some("a" | "b") => {
                 let score = text(f.next())?;
                 if score.parse::<f64>().is_err() {
                     return Err(bad("score"));
@@ -184,7 +210,7 @@ impl Page {
         if matches!(at, PageAt::Start) != walk.is_empty() {
             return Err(bad("a first page has no walk, a continuation has one"));
         }
-        Ok(Page { count, at, walk: (!walk.is_empty()).then(|| walk.to_owned()), from_token: true })
+        Ok(Page { count, at, walk: (!walk.is_empty()).then(|| walk.to_owned()), descending, from_token: true })
     }
 }
 
@@ -208,10 +234,15 @@ impl std::str::FromStr for Page {
 /// over pages returns); one attempt, for a caller's bounded read.
 pub(crate) async fn sscan_page(valkey: &crate::client::Valkey, key: &str, page: Page) -> Result<IdPage> {
     page.check_walk(key)?;
+    if page.descending {
+        return Err(Error::InvalidArgument(
+            "a set has no order: descending pages walk sorted lists and sorted indexes only".into(),
+        ));
+    }
     let count = page.count.max(1);
     let mut started = !matches!(page.at, PageAt::Start);
     let from_token = page.is_from_token();
-    let (mut cursor, mut ids) = match page.at {
+    let (mut cursor, mut ids) = match page.at.clone() {
         PageAt::Scan { cursor, pending } => (cursor, pending),
         // A sorted set's position handed to a set's walk: refused, not
         // taken as a fresh start.
@@ -255,9 +286,25 @@ pub(crate) async fn sscan_page(valkey: &crate::client::Valkey, key: &str, page: 
         }
     }
     let pending = if ids.len() > count { ids.split_off(count) } else { Vec::new() };
-    let next =
-        (cursor != 0 || !pending.is_empty()).then(|| Page::next_of(key, page.count, PageAt::Scan { cursor, pending }));
+    let next = (cursor != 0 || !pending.is_empty()).then(|| page.next_of(key, PageAt::Scan { cursor, pending }));
     Ok(IdPage { ids, next })
+}
+
+/// A member of a sorted set and its score: what sorted-set handles and
+/// [`Store::range`](crate::Store::range) return.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// The member (an id, for a document index).
+    pub member: String,
+    /// Its score.
+    pub score: f64,
+}
+
+impl Scored {
+    /// Pairs as `ZRANGE ... WITHSCORES` returns them.
+    pub(crate) fn pairs(flat: Vec<(String, f64)>) -> Vec<Scored> {
+        flat.into_iter().map(|(member, score)| Scored { member, score }).collect()
+    }
 }
 
 /// A score bound as `ZRANGE ... BYSCORE` takes it (`+inf`, `-inf`, or the
@@ -310,15 +357,20 @@ mod tests {
         let first = Page::first(10);
         // Pinned (computed independently): tokens cross processes and releases.
         assert_eq!(first.to_token(), "mdcp1.aefd15218beb.10..s");
-        let scan =
-            Page::next_of("p:job:bystatus:s1:queued", 10, PageAt::Scan { cursor: 42, pending: vec!["j-1".into()] });
-        let after = Page::next_of("p:job:list:s1", 5, PageAt::After { score: "1.5".into(), id: "a.b".into() });
+        let scan = Page::first(10)
+            .next_of("p:job:bystatus:s1:queued", PageAt::Scan { cursor: 42, pending: vec!["j-1".into()] });
+        let after = Page::first(5).next_of("p:job:list:s1", PageAt::After { score: "1.5".into(), id: "a.b".into() });
         assert_eq!(after.to_token(), "mdcp1.e006b7a8a4cc.5.8ff6e80ea0769420.a.312e35.612e62");
-        for p in [first, scan, after] {
+        let down = Page::first_descending(10);
+        assert_eq!(down.to_token(), "mdcp1.a0da6a42c052.10..r");
+        let down_after =
+            Page::first_descending(5).next_of("p:job:list:s1", PageAt::After { score: "1.5".into(), id: "a.b".into() });
+        assert_eq!(down_after.to_token(), "mdcp1.c536a6f6df9f.5.8ff6e80ea0769420.b.312e35.612e62");
+        for p in [first, scan, after, down, down_after] {
             let t = p.to_token();
             assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)), "{t}");
             let back = Page::from_token(&t).unwrap();
-            assert_eq!((back.count, &back.at, &back.walk), (p.count, &p.at, &p.walk));
+            assert_eq!((back.count, &back.at, &back.walk, back.descending), (p.count, &p.at, &p.walk, p.descending));
             assert!(back.is_from_token());
             assert_eq!(t.parse::<Page>().unwrap(), back);
         }
@@ -326,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_damaged_or_foreign_token_is_refused() {
-        let t = Page::next_of("k", 10, PageAt::Scan { cursor: 7, pending: vec![] }).to_token();
+        let t = Page::first(10).next_of("k", PageAt::Scan { cursor: 7, pending: vec![] }).to_token();
         let edited = t.replace(".7", ".8");
         assert_ne!(edited, t);
         for bad in [edited.as_str(), "", "mdcp1", "mdcp2.x.y", &t[..t.len() - 1], "mdcp1.000000000000.10..s"] {
@@ -337,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_continuation_belongs_to_its_walk() {
-        let p = Page::next_of("k1", 10, PageAt::Scan { cursor: 7, pending: vec![] });
+        let p = Page::first(10).next_of("k1", PageAt::Scan { cursor: 7, pending: vec![] });
         assert!(p.check_walk("k1").is_ok());
         assert!(matches!(p.check_walk("k2"), Err(Error::InvalidArgument(_))));
         assert!(Page::first(3).check_walk("anything").is_ok());

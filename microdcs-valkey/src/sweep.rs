@@ -13,8 +13,9 @@ use crate::families::StringKey;
 use crate::poller::{BoxError, BoxFuture, PollerTask};
 use crate::store::{Page, Store};
 
-/// What a sweep hands its callback: one scope's due ids with their scores.
-pub type Due = Vec<(String, f64)>;
+/// What a sweep hands its callback: one scope's due ids with their scores
+/// (each a [`Scored`](crate::Scored): the id as `member`).
+pub type Due = Vec<crate::page::Scored>;
 
 /// The due sweep of document type `D`: a poller task that fires the timers
 /// of a sorted index (the SFC `due` index). Every interval, for each scope

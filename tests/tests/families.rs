@@ -381,6 +381,10 @@ async fn list_family() {
     assert_eq!(overflow.len().await.unwrap(), 4, "bounded by the same script");
     assert_eq!(overflow.range(0, -1).await.unwrap(), ["e-9", "e-8", "e-7", "e-6"], "newest first");
     assert_eq!(overflow.range(0, 0).await.unwrap(), ["e-9"]);
+    assert_eq!(overflow.range_from_oldest(0, -1).await.unwrap(), ["e-6", "e-7", "e-8", "e-9"], "oldest first");
+    assert_eq!(overflow.range_from_oldest(0, 1).await.unwrap(), ["e-6", "e-7"]);
+    assert_eq!(overflow.range_from_oldest(-1, -1).await.unwrap(), ["e-9"], "-1 from the tail is the newest");
+    assert_eq!(overflow.range_from_oldest(2, 10).await.unwrap(), ["e-8", "e-9"]);
     assert!(matches!(overflow.push_bounded("x", 0).await, Err(Error::InvalidArgument(_))));
     let other = Extras::overflow(&extras, "s2").unwrap();
     let mut raw = e.raw.clone();

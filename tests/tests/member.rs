@@ -99,7 +99,10 @@ async fn sorted_indexes_follow_the_score_and_bounded_ones_keep_the_highest() {
     let _ = store.create(&at("j-3", 30, None)).await.unwrap();
     let due_by = |t: f64| {
         let store = store.clone();
-        async move { store.range(Job::due("s1"), f64::NEG_INFINITY, t, false, 100).await.unwrap() }
+        async move {
+            let due = store.range(Job::due("s1"), f64::NEG_INFINITY, t, false, 100).await.unwrap();
+            due.into_iter().map(|d| (d.member, d.score)).collect::<Vec<_>>()
+        }
     };
     assert_eq!(due_by(150.0).await, [("j-1".to_owned(), 100.0)]);
     assert_eq!(due_by(1000.0).await.len(), 2);
@@ -116,7 +119,7 @@ async fn sorted_indexes_follow_the_score_and_bounded_ones_keep_the_highest() {
     assert_eq!(field, None);
     // Newest first, and ids by score through pages.
     let newest = store.range(Job::due("s1"), f64::NEG_INFINITY, f64::INFINITY, true, 1).await.unwrap();
-    assert_eq!(newest, [("j-2".to_owned(), 300.0)]);
+    assert_eq!(newest, [microdcs_valkey::Scored { member: "j-2".into(), score: 300.0 }]);
     assert!(matches!(
         store.range(Job::by_status("s1", "queued"), 0.0, 1.0, false, 1).await,
         Err(microdcs_valkey::Error::InvalidArgument(_))

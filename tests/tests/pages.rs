@@ -15,14 +15,25 @@ async fn plant(name: &str) -> (microdcs_tests::fixtures::PlantHandle, microdcs_v
     (Plant::open(valkey), s)
 }
 
-/// Walks every page from `first`, checking each holds at most `count` ids.
-async fn walk<F, Fut>(count: usize, mut read: F) -> Vec<String>
+/// Walks every page from a first page of `count`, checking each holds at
+/// most `count` ids.
+async fn walk<F, Fut>(count: usize, read: F) -> Vec<String>
 where
     F: FnMut(Page) -> Fut,
     Fut: Future<Output = Result<IdPage>>,
 {
+    walk_from(Page::first(count), read).await
+}
+
+/// Walks every page from `first`, checking each holds at most its count.
+async fn walk_from<F, Fut>(first: Page, mut read: F) -> Vec<String>
+where
+    F: FnMut(Page) -> Fut,
+    Fut: Future<Output = Result<IdPage>>,
+{
+    let count = first.count();
     let mut all = Vec::new();
-    let mut page = Some(Page::first(count));
+    let mut page = Some(first);
     let mut pages = 0;
     while let Some(p) = page {
         let got = read(p).await.unwrap();
@@ -134,4 +145,59 @@ async fn a_page_continues_after_its_anchor_even_when_the_anchor_moved() {
     let seen: Vec<&String> = all.iter().filter(|id| **id != anchor).collect();
     assert_eq!(seen.len(), others.len(), "no repeat, no skip: {all:?}");
     assert_eq!(seen.into_iter().cloned().collect::<BTreeSet<_>>(), others);
+}
+
+#[tokio::test]
+async fn a_descending_walk_is_the_ascending_one_reversed_and_keeps_its_direction() {
+    let (plant, _s) = plant("pages-down").await;
+    let responses = plant.store::<JobResponse>();
+    let masters = plant.store::<WorkMaster>();
+    // 60 responses on three scores (20 ties each).
+    for i in 0..60 {
+        let id = format!("r-{i:02}");
+        let r = JobResponse { start_time: (i % 3) as i64, ..JobResponse::new(&id, "s1", &id, &[]) };
+        created(&responses, &r).await;
+    }
+    let up = walk(1000, |p| responses.list("s1", p)).await;
+    assert_eq!(up.len(), 60);
+    let mut want = up.clone();
+    want.reverse();
+    let down = walk_from(Page::first_descending(7), |p| responses.list("s1", p)).await;
+    assert_eq!(down, want, "highest score first, ties in reverse byte order");
+    assert_eq!(&down[..2], ["r-59", "r-56"], "start time 2, the highest ids first");
+
+    // A continuation keeps the direction, through its token too.
+    let first = responses.list("s1", Page::first_descending(10)).await.unwrap();
+    let next = first.next.expect("more than one page");
+    assert!(next.is_descending());
+    let again = Page::from_token(&next.to_token()).unwrap();
+    assert!(again.is_descending());
+    assert_eq!(responses.list("s1", again).await.unwrap().ids, want[10..20]);
+
+    // The anchor moves to the far end (the lowest score) and the walk goes
+    // on after its old place: every other id exactly once.
+    let anchor = first.ids.last().unwrap().clone();
+    let read = responses.get(&anchor).await.unwrap().unwrap();
+    let moved = JobResponse { start_time: -5, ..read.doc.clone() };
+    assert!(matches!(responses.update(&read, &moved).await.unwrap(), microdcs_valkey::PutOutcome::Written { .. }));
+    let mut all = first.ids.clone();
+    let mut page = Some(next);
+    while let Some(p) = page {
+        let got = responses.list("s1", p).await.unwrap();
+        all.extend(got.ids);
+        page = got.next;
+    }
+    let seen: Vec<&String> = all.iter().filter(|id| **id != anchor).collect();
+    assert_eq!(seen.len(), 59, "no repeat, no skip: {all:?}");
+    assert_eq!(
+        seen.into_iter().cloned().collect::<Vec<_>>(),
+        want.iter().filter(|id| **id != anchor).cloned().collect::<Vec<_>>()
+    );
+
+    // A set has no order: a descending page is refused, not read upwards.
+    created(&masters, &WorkMaster { id: "wm-1".into(), scope: "s1".into(), name: "n".into() }).await;
+    assert!(matches!(
+        masters.list("s1", Page::first_descending(5)).await,
+        Err(microdcs_valkey::Error::InvalidArgument(_))
+    ));
 }

@@ -4,7 +4,7 @@
 use microdcs_tests::fixtures::{Plant, SfcState};
 use microdcs_tests::{command_calls, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DiffKind, MaintenanceOptions, Page, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{DiffKind, MaintenanceOptions, Page, PutOutcome, Scored, Valkey, WriteOptions};
 
 fn state(job: &str, deadline: Option<i64>, running: bool, wait: Option<(&str, i64)>) -> SfcState {
     SfcState {
@@ -27,7 +27,8 @@ async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
     let store = Plant::open(valkey).store::<SfcState>();
     let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
     let due = |store: microdcs_valkey::Store<SfcState>| async move {
-        store.range(SfcState::due("s1"), f64::NEG_INFINITY, f64::INFINITY, false, 100).await.unwrap()
+        let due = store.range(SfcState::due("s1"), f64::NEG_INFINITY, f64::INFINITY, false, 100).await.unwrap();
+        due.into_iter().map(|d| (d.member, d.score)).collect::<Vec<_>>()
     };
 
     assert_eq!(
@@ -42,7 +43,7 @@ async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
     assert_eq!(store.ids(SfcState::waits("s1", "ev"), Page::first(10)).await.unwrap().ids, ["j-1"]);
     // Due by 200: only j-1, the timer the sweep fires.
     let by_200 = store.range(SfcState::due("s1"), f64::NEG_INFINITY, 200.0, false, 100).await.unwrap();
-    assert_eq!(by_200, [("j-1".to_owned(), 100.0)]);
+    assert_eq!(by_200, [Scored { member: "j-1".into(), score: 100.0 }]);
 
     // Finishing j-1: one write, out of due, active and waits.
     let mut read = store.get("j-1").await.unwrap().unwrap();
@@ -117,8 +118,8 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
         move |scope: String, due: microdcs_valkey::Due| {
             let seen = seen.clone();
             async move {
-                assert!(due.windows(2).all(|w| w[0].1 <= w[1].1), "oldest first in {scope}");
-                seen.lock().unwrap().extend(due.into_iter().map(|(id, _)| id));
+                assert!(due.windows(2).all(|w| w[0].score <= w[1].score), "oldest first in {scope}");
+                seen.lock().unwrap().extend(due.into_iter().map(|d| d.member));
                 Ok(())
             }
         },

@@ -94,6 +94,14 @@ async fn deletes_and_tombstones_are_per_tenant() {
     assert_eq!(s.get_in("blue", "t-1").await.unwrap().unwrap().doc, b, "the other tenant's t-1 stays");
     assert!(s.find(Ticket::by_reference("acme", "A-100")).await.unwrap().is_none());
     assert!(s.list("acme", Page::first(10)).await.unwrap().ids.is_empty());
+    // Each tenant's tombstone has its own key, which the accessor names.
+    let (tomb_a, tomb_b) = (s.tombstone_key_in("acme", "t-1").unwrap(), s.tombstone_key_in("blue", "t-1").unwrap());
+    assert_ne!(tomb_a, tomb_b);
+    let mut raw = e.raw.clone();
+    let there: (i64, i64) =
+        redis::pipe().cmd("EXISTS").arg(&tomb_a).cmd("EXISTS").arg(&tomb_b).query_async(&mut raw).await.unwrap();
+    assert_eq!(there, (1, 0), "acme's delete left acme's tombstone only");
+    assert!(matches!(s.tombstone_key("t-1"), Err(Error::InvalidArgument(_))), "ids per scope need the scope");
     // acme's tombstone recognises acme's create; blue's delete is blue's.
     assert_eq!(s.put_with_op(&a, Expect::Create, "load-a").await.unwrap(), PutOutcome::Written { version: 1 });
     assert!(s.get_in("acme", "t-1").await.unwrap().is_none(), "a retried create after the delete");

@@ -173,6 +173,9 @@ async fn the_tombstone_lasts_for_the_retention_setting() {
         DeleteOutcome::Deleted { version: 1 }
     );
     let tomb = e.k("tomb:jobresponse:r-1");
+    assert_eq!(store.tombstone_key("r-1").unwrap(), tomb, "the accessor names the key the delete left");
+    assert_eq!(store.tombstone_key_in("any", "r-1").unwrap(), tomb, "ids unique in the island: the scope is not part");
+    assert!(store.tombstone_key("").is_err());
     let ttl: i64 = redis::cmd("PTTL").arg(&tomb).query_async(&mut e.raw).await.unwrap();
     assert!(ttl > 0 && ttl <= 1500, "expires with the setting: {ttl} ms");
     // Within the retention both ids are recognised ...

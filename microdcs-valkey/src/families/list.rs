@@ -95,13 +95,31 @@ impl ListKey {
     pub async fn range(&self, start: i64, stop: i64) -> Result<Vec<String>> {
         self.t
             .observed("range", async {
-                let max = crate::Page::MAX as i64;
-                let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
-                    start.saturating_add(max - 1)
-                } else {
-                    stop
-                };
+                let stop = capped(start, stop);
                 self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(start).arg(stop).clone()).await
+            })
+            .await
+    }
+
+    /// Values `start..=stop` from the tail, oldest first (0 is the oldest;
+    /// negative counts from the newest), at most [`Page::MAX`](crate::Page::MAX):
+    /// [`ListKey::range`] in reverse order, `range_from_oldest(0, 9)` the ten
+    /// oldest values still kept.
+    ///
+    /// # Errors
+    /// A key of another type, values that are not UTF-8, connection errors.
+    pub async fn range_from_oldest(&self, start: i64, stop: i64) -> Result<Vec<String>> {
+        self.t
+            .observed("range_from_oldest", async {
+                let stop = capped(start, stop);
+                // Index i from the tail is index -i-1 from the head, for
+                // negative i too, so the range maps over whole.
+                let (head_start, head_stop) =
+                    (stop.saturating_neg().saturating_sub(1), start.saturating_neg().saturating_sub(1));
+                let mut values: Vec<String> =
+                    self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(head_start).arg(head_stop).clone()).await?;
+                values.reverse();
+                Ok(values)
             })
             .await
     }
@@ -113,6 +131,12 @@ impl ListKey {
     pub async fn len(&self) -> Result<u64> {
         self.t.observed("len", async { self.t.read(redis::cmd("LLEN").arg(&self.t.key).clone()).await }).await
     }
+}
+
+/// The `stop` of a range from `start` that reads at most a page.
+fn capped(start: i64, stop: i64) -> i64 {
+    let max = crate::Page::MAX as i64;
+    if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) { start.saturating_add(max - 1) } else { stop }
 }
 
 static PUSH_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH));

@@ -13,14 +13,7 @@ pub struct SortedSetKey {
     pub(super) t: KeyHandle,
 }
 
-/// A member and its score.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scored {
-    /// The member.
-    pub member: String,
-    /// Its score.
-    pub score: f64,
-}
+pub use crate::page::Scored;
 
 fn finite(score: f64, what: &str) -> Result<()> {
     if score.is_finite() {
@@ -28,10 +21,6 @@ fn finite(score: f64, what: &str) -> Result<()> {
     } else {
         Err(Error::InvalidArgument(format!("{what} must be a finite number, not {score}")))
     }
-}
-
-fn pairs(flat: Vec<(String, f64)>) -> Vec<Scored> {
-    flat.into_iter().map(|(member, score)| Scored { member, score }).collect()
 }
 
 impl SortedSetKey {
@@ -181,7 +170,7 @@ impl SortedSetKey {
                     cmd.arg("REV");
                 }
                 cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::Page::MAX)).arg("WITHSCORES");
-                self.t.read(cmd).await.map(pairs)
+                self.t.read(cmd).await.map(Scored::pairs)
             })
             .await
     }
@@ -212,7 +201,7 @@ impl SortedSetKey {
                     cmd.arg("REV");
                 }
                 cmd.arg("WITHSCORES");
-                self.t.read(cmd).await.map(pairs)
+                self.t.read(cmd).await.map(Scored::pairs)
             })
             .await
     }

@@ -230,6 +230,31 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub fn key_in(&self, scope: &str, id: &str) -> Result<String> {
         self.plan.doc_key(self.valkey.prefix(), Some(scope), id)
     }
+
+    /// The tombstone key of `id` (`tomb:{kind}:{id}`): the value a delete
+    /// leaves for the tombstone retention, with the last version, the
+    /// delete's operation id and the document's history. For inspection and
+    /// your own expiry or access rules; the store alone writes it.
+    ///
+    /// # Errors
+    /// An empty or over-long id; [`Error::InvalidArgument`] for a type whose
+    /// ids are unique per scope ([`Store::tombstone_key_in`]).
+    pub fn tombstone_key(&self, id: &str) -> Result<String> {
+        // The document key's rules decide which form a type takes.
+        self.key(id)?;
+        self.plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, "", id)
+    }
+
+    /// The tombstone key of `id` in `scope`: for a type whose ids are
+    /// unique per scope the id is qualified by its scope; for other types
+    /// the same as [`Store::tombstone_key`].
+    ///
+    /// # Errors
+    /// An empty or over-long scope or id.
+    pub fn tombstone_key_in(&self, scope: &str, id: &str) -> Result<String> {
+        self.key_in(scope, id)?;
+        self.plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, scope, id)
+    }
 }
 
 /// A list key of `scope`: an unscoped type's list has no placeholder, so

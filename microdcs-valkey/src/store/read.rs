@@ -15,6 +15,7 @@ use super::render_err;
 use super::types::{IdPage, Page, PageAt, ReadState, Stored, parse_version};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
+use crate::page::Scored;
 use crate::retry;
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
@@ -306,7 +307,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// The ids of a sorted index with `min <= score <= max`, lowest score
     /// first (highest first when `reverse`), at most `limit` (up to
     /// [`Page::MAX`]), with their scores: the jobs due by now, the latest
-    /// runs.
+    /// runs. The same [`Scored`] pairs a sorted-set family's handle reads.
     ///
     /// # Errors
     /// An index that is not sorted, a NaN bound ([`Error::InvalidArgument`]),
@@ -318,7 +319,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         max: f64,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<(String, f64)>> {
+    ) -> Result<Vec<Scored>> {
         if D::SPEC.groups.get(query.index()).is_none_or(|g| !g.kind().is_sorted()) {
             return Err(Error::InvalidArgument(format!(
                 "index {} of {} is not a sorted index",
@@ -341,7 +342,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             cmd.arg("LIMIT").arg(0).arg(limit).arg("WITHSCORES");
             let mut con = self.valkey.connection();
-            cmd.query_async(&mut con).await.map_err(|e| Error::from_redis(e, &key))
+            cmd.query_async(&mut con).await.map(Scored::pairs).map_err(|e| Error::from_redis(e, &key))
         })
         .await
     }
@@ -402,7 +403,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         };
         let mut con = self.valkey.connection();
         let n = count.to_string();
-        let call = PAGE_AFTER_SCRIPT.call().key(key).arg(n.as_bytes()).arg(anchor.as_bytes()).arg(score.as_bytes());
+        let direction: &[u8] = if page.descending { b"down" } else { b"up" };
+        let call = PAGE_AFTER_SCRIPT
+            .call()
+            .key(key)
+            .arg(n.as_bytes())
+            .arg(anchor.as_bytes())
+            .arg(score.as_bytes())
+            .arg(direction);
         let got: Vec<String> = call.run(&mut con).await.and_then(reply).map_err(|e| Error::from_redis(e, key))?;
         let mut ids = Vec::with_capacity(got.len() / 2);
         let mut last = None;
@@ -411,9 +419,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             last = Some(pair[1].clone());
         }
         let next = match (ids.len() == count, last, ids.last()) {
-            (true, Some(score), Some(id)) => {
-                Some(Page::next_of(key, page.count, PageAt::After { score, id: id.clone() }))
-            }
+            (true, Some(score), Some(id)) => Some(page.next_of(key, PageAt::After { score, id: id.clone() })),
             _ => None,
         };
         Ok(IdPage { ids, next })
@@ -424,22 +430,29 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 }
 
-static PAGE_AFTER_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PAGE_AFTER));
+static PAGE_AFTER_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::read_only(PAGE_AFTER));
 
-/// One page of a sorted set after an anchor (score, id), with scores.
-/// While the anchor is still where the last page left it, continue from its
-/// rank; if it moved or left, continue after its old position: the rest of
-/// its score's members above it, then higher scores. Read-only.
+/// One page of a sorted set after an anchor (score, id), with scores, in
+/// either direction. While the anchor is still where the last page left
+/// it, continue from its rank; if it moved or left, continue after its old
+/// position: the rest of its score's members past it, then the scores
+/// beyond. Read-only.
 const PAGE_AFTER: &str = "\
 -- KEYS[1] sorted set; ARGV[1] page size; ARGV[2] anchor id ('' for the
--- first page); ARGV[3] anchor score as the server wrote it.
+-- first page); ARGV[3] anchor score as the server wrote it; ARGV[4] 'up'
+-- (lowest score first) or 'down' (highest first).
 -- Returns {id, score, id, score, ...}, at most ARGV[1] pairs.
 local n = tonumber(ARGV[1])
-if ARGV[2] == '' then return redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
+local down = ARGV[4] == 'down'
+local function page(from)
+  if down then return redis.call('ZRANGE', KEYS[1], from, from + n - 1, 'REV', 'WITHSCORES') end
+  return redis.call('ZRANGE', KEYS[1], from, from + n - 1, 'WITHSCORES')
+end
+if ARGV[2] == '' then return page(0) end
 local s = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if s and tonumber(s) == tonumber(ARGV[3]) then
-  local r = redis.call('ZRANK', KEYS[1], ARGV[2])
-  return redis.call('ZRANGE', KEYS[1], r + 1, r + n, 'WITHSCORES')
+  if down then return page(redis.call('ZREVRANK', KEYS[1], ARGV[2]) + 1) end
+  return page(redis.call('ZRANK', KEYS[1], ARGV[2]) + 1)
 end
 -- Byte order, as the sorted set orders members of one score.
 local function above(a, b)
@@ -450,16 +463,28 @@ local function above(a, b)
   end
   return la > lb
 end
--- The first rank after the anchor's old place: members of its score are
--- ordered by bytes, so a binary search over that run finds it in a few
--- calls however many members share the score.
-local lo = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
-local hi = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[3])
+-- The first rank (in the walk's direction) past the anchor's old place:
+-- the members of its score are in byte order (reversed when walking
+-- down), so a binary search over that run finds it in a few calls however
+-- many members share the score.
+local lo, hi
+if down then
+  lo = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[3], '+inf')
+  hi = redis.call('ZCOUNT', KEYS[1], ARGV[3], '+inf')
+else
+  lo = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[3])
+  hi = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[3])
+end
 while lo < hi do
   local mid = math.floor((lo + hi) / 2)
-  local m = redis.call('ZRANGE', KEYS[1], mid, mid)[1]
-  if m and above(m, ARGV[2]) then hi = mid else lo = mid + 1 end
+  local m
+  if down then
+    m = redis.call('ZRANGE', KEYS[1], mid, mid, 'REV')[1]
+  else
+    m = redis.call('ZRANGE', KEYS[1], mid, mid)[1]
+  end
+  local past = m and ((not down and above(m, ARGV[2])) or (down and m ~= ARGV[2] and not above(m, ARGV[2])))
+  if past then hi = mid else lo = mid + 1 end
 end
-local out = redis.call('ZRANGE', KEYS[1], lo, lo + n - 1, 'WITHSCORES')
-return out
+return page(lo)
 ";
