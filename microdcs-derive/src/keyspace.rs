@@ -31,6 +31,8 @@ pub(crate) struct KeyspaceInput {
     documents: Vec<syn::Path>,
     documents_kw: Option<Ident>,
     families: Vec<FamilyDecl>,
+    /// `shard: scope`: the keyspace spreads over a cluster by scope.
+    shard: Option<Ident>,
 }
 
 const TYPES: &[&str] = &FamilyKind::WORDS;
@@ -49,6 +51,7 @@ impl Parse for KeyspaceInput {
         let mut documents = Vec::new();
         let mut documents_kw = None;
         let mut families = Vec::new();
+        let mut shard: Option<Ident> = None;
         // Every entry is parsed, an error recorded and the entry skipped,
         // so one build reports every malformed entry, each at its span.
         let mut errors: Option<syn::Error> = None;
@@ -79,6 +82,23 @@ impl Parse for KeyspaceInput {
                     documents.extend(paths);
                     documents_kw = Some(entry.clone());
                     Ok(())
+                } else if entry == "shard" && !body.peek2(syn::token::Paren) && !body.peek2(Token![<]) {
+                    // `shard: scope`; a family named `shard` has its type
+                    // and template after the colon instead.
+                    let by: Ident = body.parse()?;
+                    if by != "scope" {
+                        return Err(syn::Error::new(
+                            by.span(),
+                            format_args!(
+                                "a keyspace is sharded by its documents' scope only: write `shard: scope`, not `shard: {by}`"
+                            ),
+                        ));
+                    }
+                    if shard.is_some() {
+                        return Err(syn::Error::new(entry.span(), "duplicate `shard`"));
+                    }
+                    shard = Some(by);
+                    Ok(())
                 } else {
                     families.push(parse_family(entry.clone(), &body)?);
                     Ok(())
@@ -99,7 +119,7 @@ impl Parse for KeyspaceInput {
         if let Some(e) = errors {
             return Err(e);
         }
-        Ok(KeyspaceInput { attrs, vis, name, documents, documents_kw, families })
+        Ok(KeyspaceInput { attrs, vis, name, documents, documents_kw, families, shard })
     }
 }
 
@@ -248,7 +268,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         .map(|(f, (n, k))| FamilySpec::new(n, k, f.key_type.unwrap_or(KeyType::String)))
         .collect();
     let ks_name = input.name.to_string();
-    let spec = KeyspaceSpec { name: &ks_name, documents: &[], families: &specs };
+    let spec = KeyspaceSpec { name: &ks_name, documents: &[], families: &specs, shard: None };
     for e in check_keyspace(&spec) {
         let span = match &e.origin.attr {
             Attr::Family(n) => {
@@ -316,6 +336,10 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         };
     };
     let spec_doc = format!("The spec of keyspace `{name}`: its document types and key families.");
+    let shard = match &input.shard {
+        Some(_) => quote!(::core::option::Option::Some("scope")),
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
         #(#attrs)*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,6 +353,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                     name: #ks_name,
                     documents: &[#(#doc_specs),*],
                     families: &[#(#family_specs),*],
+                    shard: #shard,
                 };
                 #(#builders)*
 

@@ -32,8 +32,13 @@ impl Texts {
         let key = doc.key.as_ref().map_or_else(|| format!("{kind}:{{id}}"), syn::LitStr::value);
         // Shared families: every document type of a keyspace uses the same
         // ones unless told otherwise.
+        // A type sharded by scope (`{#scope}` in its document key) keeps
+        // its change entries in its scope's slot by default.
+        let sharded = doc.unscoped.is_none() && key.contains(microdcs_schema::SCOPE_TAG);
+        let default_changes =
+            if sharded { microdcs_schema::builtin::SHARDED_CHANGES.key } else { microdcs_schema::builtin::CHANGES.key };
         let changes = match &doc.changes {
-            None => Some("changes:{scope}".to_owned()),
+            None => Some(default_changes.to_owned()),
             Some(crate::attr::ChangesAttr::Template(l)) => Some(l.value()),
             Some(crate::attr::ChangesAttr::None(_)) => None,
         };

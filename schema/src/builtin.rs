@@ -48,6 +48,34 @@ pub const TOMBSTONES: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
+/// The change stream of a scope in a sharded type (`changes:{#scope}`):
+/// the default `changes` of a type whose document key holds `{#scope}`, so
+/// the change entry lives in the slot of the document it describes.
+pub const SHARDED_CHANGES: FamilySpec<'static> = FamilySpec {
+    name: "changes",
+    key: "changes:{#scope}",
+    key_type: KeyType::Stream,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
+/// The tombstone a delete of a sharded type leaves
+/// (`tomb:{kind}:{#scope}:{id}`): as [`TOMBSTONES`], in the slot of the
+/// document's scope.
+pub const SHARDED_TOMBSTONES: FamilySpec<'static> = FamilySpec {
+    name: "tombstones",
+    key: "tomb:{kind}:{#scope}:{id}",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
+/// The tombstones of a document type: [`SHARDED_TOMBSTONES`] for a type
+/// sharded by scope, else [`TOMBSTONES`].
+pub const fn tombstones_of(spec: &crate::spec::DocumentSpec<'_>) -> FamilySpec<'static> {
+    if spec.is_sharded() { SHARDED_TOMBSTONES } else { TOMBSTONES }
+}
+
 /// A dedupe claim: `{hash}` is a digest of the event's source and id.
 pub const DEDUPE: FamilySpec<'static> = FamilySpec {
     name: "dedupe",

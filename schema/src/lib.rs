@@ -51,6 +51,6 @@ pub use entry::stored_entry_key;
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupKind, IndexLayout,
-    IndexSpec, KeyType, KeyspaceSpec, ListSpec, OutboxSpec, Role, Source, UNSCOPED,
+    IndexSpec, KeyType, KeyspaceSpec, ListSpec, OutboxSpec, Role, SCOPE_TAG, Source, UNSCOPED,
 };
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

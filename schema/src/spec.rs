@@ -275,7 +275,17 @@ impl<'a> DocumentSpec<'a> {
     /// `{scope}` beside `{id}` (`task:{scope}:{id}`), so a document is
     /// named by its scope and id together.
     pub fn ids_per_scope(&self) -> bool {
-        self.key.contains("{scope}")
+        self.key.contains("{scope}") || self.is_sharded()
+    }
+
+    /// Whether the type is sharded by scope: its document key holds the
+    /// scope as its hash tag, `{#scope}` (`job:{#scope}:{id}`). Every key
+    /// its scripts touch then carries the same tag (the derive refuses a
+    /// type where one does not), so one scope's keys share a cluster slot
+    /// and the scopes of one keyspace spread over the primaries. Ids are
+    /// unique per scope, as for any document key with the scope.
+    pub const fn is_sharded(&self) -> bool {
+        !self.unscoped && contains(self.key, SCOPE_TAG)
     }
 
     /// Number of key families this document type owns (hash, list,
@@ -433,9 +443,39 @@ impl<'a> Feed<'a> {
 
 /// The shared families a document type uses: by default the first three,
 /// in the order of its `changes`, `nudge` and `registry` fields; always the
-/// tombstones its deletes leave.
-const SHARED: [FamilySpec<'static>; 4] =
-    [crate::builtin::CHANGES, crate::builtin::NUDGE, crate::builtin::SCOPES, crate::builtin::TOMBSTONES];
+/// tombstones its deletes leave (a sharded type's carry its scope as their
+/// tag, and its default change stream is tagged the same way).
+const SHARED: [FamilySpec<'static>; 6] = [
+    crate::builtin::CHANGES,
+    crate::builtin::NUDGE,
+    crate::builtin::SCOPES,
+    crate::builtin::TOMBSTONES,
+    crate::builtin::SHARDED_CHANGES,
+    crate::builtin::SHARDED_TOMBSTONES,
+];
+
+/// The scope as a hash tag: the mark of a sharded type's keys.
+pub const SCOPE_TAG: &str = "{#scope}";
+
+/// Whether `needle` occurs in `hay`, in constant evaluation.
+pub(crate) const fn contains(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.len() > h.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i + n.len() <= h.len() {
+        let mut j = 0;
+        while j < n.len() && h[i + j] == n[j] {
+            j += 1;
+        }
+        if j == n.len() {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
 
 /// Byte equality in constant evaluation.
 pub(crate) const fn str_eq(a: &str, b: &str) -> bool {
@@ -462,6 +502,10 @@ pub struct KeyspaceSpec<'a> {
     pub documents: &'a [DocumentSpec<'a>],
     /// Non-document families (dedupe, locks, streams, counters, channels, ...).
     pub families: &'a [FamilySpec<'a>],
+    /// `Some("scope")` for a keyspace sharded by scope (`shard: scope`):
+    /// every document type in it must be sharded
+    /// ([`DocumentSpec::is_sharded`]), so no generated script spans slots.
+    pub shard: Option<&'a str>,
 }
 
 impl<'a> KeyspaceSpec<'a> {
@@ -543,10 +587,12 @@ impl<'a> KeyspaceSpec<'a> {
         while d < self.documents.len() {
             let doc = &self.documents[d];
             let used = match b {
-                0 => doc.changes_text(),
+                0 | 4 => doc.changes_text(),
                 1 => doc.nudge_text(),
                 2 => doc.registry,
-                _ => return true,
+                3 if !doc.is_sharded() => return true,
+                5 if doc.is_sharded() => return true,
+                _ => "",
             };
             if str_eq(used, shared.key) {
                 return true;

@@ -173,7 +173,7 @@ proptest! {
                 }
             }
         }
-        let ks = KeyspaceSpec { name: "K", documents: &[], families: &specs };
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &specs, shard: None };
         let number = |text: &str| names.iter().position(|n| text.starts_with(&format!("family `{n}`")));
         let found: Vec<(usize, usize)> = check_keyspace(&ks)
             .into_iter()

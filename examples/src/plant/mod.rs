@@ -5,6 +5,8 @@
 //! non-document family (dedupe, locks, reference lists, streams, counters,
 //! cursors, heartbeat, the nudge channel).
 
+pub mod sharded;
+
 use microdcs_valkey::{Document, keyspace};
 use serde::{Deserialize, Serialize};
 

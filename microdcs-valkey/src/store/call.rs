@@ -92,7 +92,9 @@ impl<'a> Call<'a> {
         if let Some(changes) = plan.changes.as_ref().filter(|_| !t.scope.is_empty()) {
             call.set_key(slots.changes_key, changes.render(valkey.prefix(), &[t.scope]).map_err(render_err)?);
         }
-        call.set_key(slots.registry_key, plan.registry_key.clone());
+        if let Some(k) = slots.registry_key {
+            call.set_key(k, plan.registry_key.clone());
+        }
         if let (Some(k), Some(list)) = (slots.list_key, t.list_key) {
             call.set_key(k, list);
         }

@@ -56,9 +56,16 @@ pub(super) struct Plan {
     pub(super) sorted_list: bool,
     /// The change stream, unless the type has `changes = none`.
     pub(super) changes: Option<KeyTemplate>,
-    /// The tombstones' template (`{kind}`, `{id}`).
+    /// The tombstones' template (`{kind}`, `{id}`; a sharded type's also
+    /// `{#scope}`).
     pub(super) tomb: KeyTemplate,
     pub(super) registry_key: String,
+    /// A sharded type: its scripts leave the registry alone (it lives in
+    /// another slot), so a write adds its scope first.
+    pub(super) sharded: bool,
+    /// The scopes this store has added to the registry, so only a scope's
+    /// first write here pays the extra round trip (sharded types only).
+    pub(super) registered: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The type's name, for messages.
     pub(super) type_name: &'static str,
     pub(super) channel: String,
@@ -117,7 +124,9 @@ impl Plan {
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
             changes: spec.changes.map(parse),
-            tomb: parse(microdcs_schema::builtin::TOMBSTONES.key),
+            tomb: parse(microdcs_schema::builtin::tombstones_of(spec).key),
+            sharded: spec.is_sharded(),
+            registered: std::sync::Mutex::default(),
             type_name: spec.type_name,
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
             channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),
@@ -199,6 +208,7 @@ impl Plan {
     ) -> Result<String> {
         match self.doc_scope_at {
             None => self.tomb.render(prefix, &[kind, id]).map_err(super::render_err),
+            Some(_) if self.sharded => self.tomb.render(prefix, &[kind, scope, id]).map_err(super::render_err),
             Some(_) => {
                 let mut qualified = String::new();
                 for (i, v) in [scope, id].into_iter().enumerate() {

@@ -192,6 +192,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Some(args) => (&args.plan.layout.put, &args.plan.script, "step"),
             None => (&plan.put_layout, &plan.put, "put"),
         };
+        if plan.sharded {
+            self.register_scope(&entries.scope).await?;
+        }
         let attempts = if expect == Expect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
         let mut turn = None;
         for attempt in 1..=attempts {
@@ -257,6 +260,39 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         Err(Error::Contention { key: key.to_owned(), attempts })
+    }
+
+    /// Adds `scope` to the registry of a sharded type, before its write:
+    /// the registry is one set for every scope, in another slot than the
+    /// scope's keys, so no script can write both. Before the write, so a
+    /// scope that has entries is always listed (a write that then fails
+    /// leaves a listed scope with nothing in it, which readers skip).
+    /// `SADD` is safe to repeat; each store remembers the scopes it added,
+    /// so only a scope's first write through it pays the round trip.
+    /// `rebuild` adds any scope a document has and the registry lacks.
+    async fn register_scope(&self, scope: &str) -> Result<()> {
+        const REMEMBERED: usize = 4096;
+        let known = |plan: &super::plan::Plan| plan.registered.lock().map(|s| s.contains(scope)).unwrap_or(false);
+        if known(&self.plan) {
+            return Ok(());
+        }
+        let key = self.plan.registry_key.clone();
+        let cmd = redis::cmd("SADD").arg(&key).arg(scope).clone();
+        crate::retry::repeatable(&self.valkey, "scope registration", &key, |mut con| {
+            let cmd = cmd.clone();
+            async move { cmd.query_async::<i64>(&mut con).await }
+        })
+        .await
+        .map_err(|f| f.into_error(&key))?;
+        if let Ok(mut set) = self.plan.registered.lock() {
+            // A bound on what a long-lived store remembers: forgetting
+            // costs one idempotent round trip, never correctness.
+            if set.len() >= REMEMBERED {
+                set.clear();
+            }
+            set.insert(scope.to_owned());
+        }
+        Ok(())
     }
 
     /// Deletes a document you read, expecting its version unchanged (one round trip).

@@ -352,7 +352,7 @@ mod tests {
                 ..DocumentSpec::new(&t[4], &t[4], &t[0])
             })
             .collect();
-        let ks = KeyspaceSpec { name: "Bench", documents: &docs, families: &[] };
+        let ks = KeyspaceSpec { name: "Bench", documents: &docs, families: &[], shard: None };
         assert_eq!(ks.family_count(), 84);
         let pairs = compared(&ks);
         assert_eq!(pairs, (0..20).map(|d| (4 * d + 1, 4 * d + 2)).collect::<Vec<_>>());

@@ -33,19 +33,98 @@ pub fn check_document(doc: &DocumentSpec<'_>) -> Vec<SchemaError> {
     check_outbox(doc, &mut errors);
     let families: Vec<_> = doc.families().collect();
     check_disjoint(&families, &mut errors);
-    for f in &families {
-        if let Ok(t) = KeyTemplate::parse(f.key) {
-            for atom in t.segments().iter().flatten() {
-                if let crate::template::Atom::HashTag(p) = atom {
-                    errors.push(SchemaError {
-                        origin: origin(doc.type_name, Attr::of_role(f.role), Some(p)),
-                        kind: SchemaErrorKind::HashTagInDocument(p.clone()),
-                    });
-                }
-            }
+    check_tags(doc, &mut errors);
+    errors
+}
+
+/// The templates of every key a type's scripts touch besides the document
+/// hash, each with its attribute, a name for messages and where it sits in
+/// KEYS (the put's, the step's for the outbox): the list, the indexes (their
+/// new entry), the change stream, the work stream and the event markers.
+fn script_keys<'a>(doc: &DocumentSpec<'a>) -> Vec<(Attr, String, &'a str, String)> {
+    let put = crate::lua::PutLayout::new(doc);
+    let ty = doc.type_name;
+    let mut out = Vec::new();
+    if let (Some(list), Some(k)) = (doc.list, put.common.list_key) {
+        out.push((Attr::List, "the list".to_owned(), list.key, format!("KEYS[{k}] of the `{ty}` put")));
+    }
+    let all = doc.unique.iter().enumerate().map(|(i, x)| (Attr::Unique(i), x));
+    let all = all.chain(doc.groups.iter().enumerate().map(|(i, x)| (Attr::Group(i), x)));
+    for ((attr, ix), slots) in all.zip(&put.indexes) {
+        let what = format!("the {} index `{}`", if slots.index.unique { "unique" } else { "group" }, ix.name);
+        out.push((attr, what, ix.key, format!("KEYS[{}] of the `{ty}` put", slots.new.key)));
+    }
+    if let Some(c) = doc.changes {
+        let k = put.common.changes_key;
+        out.push((Attr::Changes, "the change stream".to_owned(), c, format!("KEYS[{k}] of the `{ty}` put")));
+    }
+    if let Some(o) = doc.outbox {
+        let step = crate::lua::StepLayout::new(doc);
+        let at = format!("KEYS[{}] of the `{ty}` step", step.work_key);
+        out.push((Attr::Outbox, "the outbox stream".to_owned(), o.stream, at));
+        if let Some(e) = o.events {
+            let at = format!("KEYS[{}] of the `{ty}` step", step.marker_key);
+            out.push((Attr::OutboxEvents, "the event marker key".to_owned(), e, at));
         }
     }
-    errors
+    out
+}
+
+/// Hash tags in a document type: only `{#scope}`, which shards the type.
+/// A type is sharded by its document key (`job:{#scope}:{id}`); then every
+/// other key its scripts touch must carry the same tag, or a cluster could
+/// place it on another primary than the document and refuse the script.
+/// Each key without it is its own error, naming the fix.
+fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    use crate::template::Atom;
+    let tags = |src: &str| -> Vec<String> {
+        KeyTemplate::parse(src)
+            .map(|t| {
+                t.segments()
+                    .iter()
+                    .flatten()
+                    .filter_map(|a| if let Atom::HashTag(p) = a { Some(p.clone()) } else { None })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let sharded = doc.is_sharded();
+    let mut all: Vec<(Attr, String, &str, String)> = vec![(Attr::Key, "the document key".into(), doc.key, String::new())];
+    all.extend(script_keys(doc));
+    for (attr, what, src, at) in all {
+        let found = tags(src);
+        for p in found.iter().filter(|p| *p != "scope") {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, attr.clone(), Some(p)),
+                kind: SchemaErrorKind::HashTagInDocument(p.clone()),
+            });
+        }
+        let tagged = found.iter().any(|p| p == "scope");
+        if tagged && !sharded && !doc.unscoped {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, attr, Some("scope")),
+                kind: SchemaErrorKind::ScopeTagUnsharded { what, key: doc.key.to_owned() },
+            });
+        } else if sharded && !tagged && !at.is_empty() && KeyTemplate::parse(src).is_ok() {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, attr, None),
+                kind: SchemaErrorKind::NotCoLocated { what, template: src.to_owned(), at, fix: with_scope_tag(src) },
+            });
+        }
+    }
+}
+
+/// `template` made per scope: its `{scope}` written as the tag, or the tag
+/// added after its first segment (`jobresponse:byorder:{order}` ->
+/// `jobresponse:{#scope}:byorder:{order}`).
+pub(crate) fn with_scope_tag(template: &str) -> String {
+    if template.contains("{scope}") {
+        return template.replacen("{scope}", crate::spec::SCOPE_TAG, 1);
+    }
+    match template.split_once(':') {
+        Some((head, rest)) => format!("{head}:{}:{rest}", crate::spec::SCOPE_TAG),
+        None => format!("{template}:{}", crate::spec::SCOPE_TAG),
+    }
 }
 
 /// The kind names channels and change entries: a lower-case identifier.
@@ -79,7 +158,9 @@ fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     }
     // Ids unique per scope: an index entry holds an id, so its key must
     // name the scope for the entry to name a document.
-    if t.has_placeholder("scope") && !doc.unscoped {
+    // (A sharded type's keys need the scope as their tag: `check_tags`
+    // names each key without it, with the fix.)
+    if t.has_placeholder("scope") && !doc.unscoped && !doc.is_sharded() {
         let all = doc.unique.iter().enumerate().map(|(i, x)| (Attr::Unique(i), x));
         for (attr, ix) in all.chain(doc.groups.iter().enumerate().map(|(i, x)| (Attr::Group(i), x))) {
             if KeyTemplate::parse(ix.key).is_ok_and(|t| !t.has_placeholder("scope")) {

@@ -102,6 +102,32 @@ pub enum SchemaErrorKind {
     HashTagInDocument(String),
     /// Two families or indexes share a name.
     DuplicateName(String),
+    /// A key of a type that is not sharded (no `{#scope}` in its document
+    /// key) carries the scope as its tag: it would live in another slot
+    /// than the document. Names the key and the document key.
+    ScopeTagUnsharded {
+        /// Which key ("the list", "`by_order`").
+        what: String,
+        /// The document key template.
+        key: String,
+    },
+    /// A key a sharded type's script touches lacks the scope tag: on a
+    /// cluster it may live on another primary than the document.
+    NotCoLocated {
+        /// Which key ("the list", "`by_order`").
+        what: String,
+        /// Its template.
+        template: String,
+        /// Where it is in the script ("KEYS[5] of the `JobResponse` put").
+        at: String,
+        /// The template made per scope.
+        fix: String,
+    },
+    /// A document type in a keyspace sharded by scope is not sharded itself.
+    NotSharded {
+        /// The keyspace.
+        keyspace: String,
+    },
     /// A document type with a lifetime (`ttl`) has a list or group index,
     /// whose entries would outlive its documents; names what it has.
     TtlWithEntries(String),
@@ -190,7 +216,25 @@ impl fmt::Display for SchemaError {
             K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
             K::HashTagInDocument(p) => write!(
                 f,
-                "hash-tag placeholder `{{#{p}}}` in a document family: documents live on one primary; use `{{{p}}}`"
+                "hash-tag placeholder `{{#{p}}}` in a document family: a document type may only be sharded by its \
+                 scope (`{{#scope}}`); use `{{{p}}}`"
+            ),
+            K::ScopeTagUnsharded { what, key } => write!(
+                f,
+                "{what} carries the scope as its hash tag (`{{#scope}}`) but the document key `{key}` does not: the \
+                 type is sharded by its document key; write it with `{{#scope}}` too (`kind:{{#scope}}:{{id}}`), or use \
+                 `{{scope}}` here"
+            ),
+            K::NotCoLocated { what, template, at, fix } => write!(
+                f,
+                "{what} `{template}` is {at} and has no `{{#scope}}`: on a cluster it may live on another primary than \
+                 the document, which refuses the script; make it per scope: `{fix}`"
+            ),
+            K::NotSharded { keyspace } => write!(
+                f,
+                "keyspace `{keyspace}` is sharded by scope (`shard: scope`), so every key of this type's scripts must \
+                 carry the scope as its hash tag: write the document key as `kind:{{#scope}}:{{id}}` (and tag the list, \
+                 the indexes and the streams the same way)"
             ),
             K::TtlWithEntries(what) => write!(
                 f,

@@ -51,6 +51,9 @@ enum Problem<'a> {
     /// `nudge`, `scopes`) that no document type uses: usually meant as a
     /// rename of the default, which every type still writes.
     UnusedShared(&'a crate::spec::FamilySpec<'a>),
+    /// A document type in a keyspace sharded by scope whose document key
+    /// does not carry the scope as its hash tag.
+    NotSharded(&'a DocumentSpec<'a>),
 }
 
 /// Where the enumeration of problems stands: the candidate pairs of
@@ -64,9 +67,10 @@ struct Cursor {
     k1: usize,
     k2: usize,
     f: usize,
+    s: usize,
 }
 
-const START: Cursor = Cursor { pairs: PAIRS_START, d: 0, r: 0, k1: 0, k2: 1, f: 0 };
+const START: Cursor = Cursor { pairs: PAIRS_START, d: 0, r: 0, k1: 0, k2: 1, f: 0, s: 0 };
 
 /// The shared families a declaration may name: the roles documents use.
 const SHARED_ROLES: [(&str, KeyType); 3] =
@@ -158,7 +162,54 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
             return Some((Problem::UnusedShared(f), c));
         }
     }
+    while ks.shard.is_some() && c.s < ks.documents.len() {
+        let doc = &ks.documents[c.s];
+        c.s += 1;
+        if !doc.is_refused() && !doc.is_sharded() {
+            return Some((Problem::NotSharded(doc), c));
+        }
+    }
     None
+}
+
+/// `template` with the scope as its hash tag: its `{scope}` written as
+/// `{#scope}`, or the tag added after its first segment; the constant twin
+/// of the fix the derive names.
+const fn push_tagged(msg: ConstMessage, template: &str) -> ConstMessage {
+    let (t, needle) = (template.as_bytes(), b"{scope}");
+    let mut i = 0;
+    while i + needle.len() <= t.len() {
+        let mut j = 0;
+        while j < needle.len() && t[i + j] == needle[j] {
+            j += 1;
+        }
+        if j == needle.len() {
+            let (head, tail) = template.split_at(i);
+            let (_, rest) = tail.split_at(needle.len());
+            return msg.push(head).push(crate::spec::SCOPE_TAG).push(rest);
+        }
+        i += 1;
+    }
+    let mut k = 0;
+    while k < t.len() && t[k] != b':' {
+        k += 1;
+    }
+    let (head, rest) = template.split_at(k);
+    if rest.is_empty() {
+        return msg.push(head).push(":").push(crate::spec::SCOPE_TAG);
+    }
+    msg.push(head).push(":").push(crate::spec::SCOPE_TAG).push(rest)
+}
+
+/// One key of a type that needs the scope tag, as ``what `t` -> `fix` ``,
+/// or nothing when it has the tag or is unused (`""`).
+const fn push_offender(msg: ConstMessage, what: &str, name: &str, template: &str) -> ConstMessage {
+    if template.is_empty() || crate::spec::contains(template, crate::spec::SCOPE_TAG) {
+        return msg;
+    }
+    let msg = msg.push("\n    ").push(what);
+    let msg = if name.is_empty() { msg } else { msg.push(" `").push(name).push("`") };
+    push_tagged(msg.push(" `").push(template).push("` -> `"), template).push("`")
 }
 
 /// Every cross-family problem of a keyspace as one message, for `keyspace!`
@@ -255,6 +306,37 @@ const fn uses(doc: &DocumentSpec<'_>, template: &str, key_type: KeyType) -> bool
 /// Appends one problem's text.
 const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_>) -> ConstMessage {
     match *problem {
+        Problem::NotSharded(doc) if doc.unscoped => msg
+            .push("document type `")
+            .push(doc.type_name)
+            .push("` is unscoped, but keyspace `")
+            .push(ks.name)
+            .push("` is sharded by scope (`shard: scope`): an unscoped type has no scope to shard by; keep it in a keyspace of its own (an island, with a tagged prefix)"),
+        Problem::NotSharded(doc) => {
+            let mut msg = msg
+                .push("document type `")
+                .push(doc.type_name)
+                .push("` is in keyspace `")
+                .push(ks.name)
+                .push("`, sharded by scope (`shard: scope`), but its scripts' keys do not carry the scope as their hash tag, so on a cluster they may live on different primaries; make each per scope:");
+            msg = push_offender(msg, "the document key", "", doc.key);
+            if let Some(l) = doc.list {
+                msg = push_offender(msg, "the list", "", l.key);
+            }
+            let mut i = 0;
+            while i < doc.unique.len() {
+                msg = push_offender(msg, "unique index", doc.unique[i].name, doc.unique[i].key);
+                i += 1;
+            }
+            let mut i = 0;
+            while i < doc.groups.len() {
+                msg = push_offender(msg, "group index", doc.groups[i].name, doc.groups[i].key);
+                i += 1;
+            }
+            msg = push_offender(msg, "the change stream", "", doc.changes_text());
+            msg = push_offender(msg, "the outbox stream", "", doc.outbox_text());
+            push_offender(msg, "the event marker key", "", doc.events_text())
+        }
         Problem::Overlap(a, b) => msg
             .push("key families overlap: ")
             .family(&a)
@@ -377,6 +459,10 @@ pub fn check_keyspace(ks: &KeyspaceSpec<'_>) -> Vec<SchemaError> {
                 origin: origin(b.type_name, Attr::Kind, None),
                 kind: SchemaErrorKind::DuplicateKind { kind: b.kind.to_owned(), other: a.type_name.to_owned() },
             }),
+            Problem::NotSharded(doc) => errors.push(SchemaError {
+                origin: origin(doc.type_name, Attr::Key, None),
+                kind: SchemaErrorKind::NotSharded { keyspace: ks.name.to_owned() },
+            }),
             Problem::UnusedShared(f) => errors.push(SchemaError {
                 origin: origin(ks.name, Attr::Family(f.name.to_owned()), None),
                 kind: SchemaErrorKind::UnusedShared { template: f.key.to_owned() },
@@ -432,7 +518,7 @@ mod tests {
         // Neither the change stream nor the nudge channel is declared, and
         // two families overlap: one line each, a missing family naming every
         // type that uses it (one declaration fixes them all).
-        const KS: KeyspaceSpec<'static> = KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]] };
+        const KS: KeyspaceSpec<'static> = KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]], shard: None };
         // Evaluated as `keyspace!` evaluates it: in a constant.
         const MSG: ConstMessage = keyspace_problem::<{ KS.family_count() }>(&KS);
         assert_eq!(
@@ -454,7 +540,7 @@ mod tests {
         }
         const DOCS: [DocumentSpec<'static>; 3] =
             [tenant(doc("A", "a", "a:{id}")), tenant(doc("B", "b", "b:{id}")), tenant(doc("C", "c", "c:{id}"))];
-        let ks = KeyspaceSpec { name: "K", documents: &DOCS, families: &SHARED[..2] };
+        let ks = KeyspaceSpec { name: "K", documents: &DOCS, families: &SHARED[..2], shard: None };
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "document types `A`, `B` and `C` use the set `tenants`, which keyspace `K` does not declare; add `scopes: set(\"tenants\")`"
@@ -466,21 +552,21 @@ mod tests {
         // One line: documents on the default change stream, nudge channel
         // and registry need no declaration...
         const PLAIN: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
-        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &[] };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &[], shard: None };
         assert!(keyspace_problem::<64>(&ks).is_empty());
         assert_eq!(check_keyspace(&ks), []);
         assert_eq!(ks.family_count(), 5, "the hash, the three shared families and the tombstones");
         // ...and the overlap check still covers them.
         const CLASH: [DocumentSpec<'static>; 2] =
             [doc("Job", "job", "job:{id}"), doc("Change", "change", "changes:{id}")];
-        let ks = KeyspaceSpec { name: "Jobs", documents: &CLASH, families: &[] };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &CLASH, families: &[], shard: None };
         assert!(
             keyspace_problem::<64>(&ks).as_str().contains("`changes:{id}` of `Change` and family `changes`"),
             "{}",
             keyspace_problem::<64>(&ks).as_str()
         );
         // Declared once, a shared family is not added twice.
-        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &SHARED };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &PLAIN, families: &SHARED, shard: None };
         assert_eq!(ks.family_count(), 5);
     }
 
@@ -488,7 +574,7 @@ mod tests {
     fn two_types_of_one_kind_and_an_unused_shared_family_are_refused() {
         const TWINS: [DocumentSpec<'static>; 2] =
             [doc("Message", "message", "message:{id}"), doc("Note", "message", "note:{id}")];
-        let ks = KeyspaceSpec { name: "Chat", documents: &TWINS, families: &[] };
+        let ks = KeyspaceSpec { name: "Chat", documents: &TWINS, families: &[], shard: None };
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "document types `Message` and `Note` both have kind `message`: their change entries would mix and a \
@@ -499,7 +585,7 @@ mod tests {
         // still writes `changes:{scope}`.
         const RENAME: [FamilySpec<'static>; 1] = [FamilySpec::new("changes", "events:{scope}", KeyType::Stream)];
         const ONE: [DocumentSpec<'static>; 1] = [doc("Job", "job", "job:{id}")];
-        let ks = KeyspaceSpec { name: "Jobs", documents: &ONE, families: &RENAME };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &ONE, families: &RENAME, shard: None };
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "family `changes: stream(\"events:{scope}\")` is declared but no document type uses it (they use \
@@ -510,7 +596,7 @@ mod tests {
         // Followed by the types, the same declaration is sound.
         const MOVED: [DocumentSpec<'static>; 1] =
             [DocumentSpec { changes: Some("events:{scope}"), ..doc("Job", "job", "job:{id}") }];
-        let ks = KeyspaceSpec { name: "Jobs", documents: &MOVED, families: &RENAME };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &MOVED, families: &RENAME, shard: None };
         assert!(keyspace_problem::<64>(&ks).is_empty(), "{}", keyspace_problem::<64>(&ks).as_str());
     }
 
@@ -518,7 +604,7 @@ mod tests {
     fn a_refused_type_takes_no_part_in_the_keyspace_checks() {
         const DOCS: [DocumentSpec<'static>; 3] =
             [DocumentSpec::refused("Bad"), DocumentSpec::refused("Worse"), doc("Job", "job", "job:{id}")];
-        let ks = KeyspaceSpec { name: "Jobs", documents: &DOCS, families: &[] };
+        let ks = KeyspaceSpec { name: "Jobs", documents: &DOCS, families: &[], shard: None };
         assert!(keyspace_problem::<64>(&ks).is_empty(), "{}", keyspace_problem::<64>(&ks).as_str());
         assert_eq!(check_keyspace(&ks), []);
     }
@@ -529,6 +615,7 @@ mod tests {
             name: "Plant",
             documents: &[doc("JobOrder", "joborder", "joborder:{id}")],
             families: &SHARED,
+            shard: None,
         };
         assert!(keyspace_problem::<64>(&ks).is_empty());
     }
@@ -549,7 +636,7 @@ mod tests {
             list: Some(ListSpec { key: "{scope}:tenant:q", score: None }),
             ..doc("Owner", "owner", "owner:{id}")
         }];
-        let ks = KeyspaceSpec { name: "K", documents: &OWNER, families: &families };
+        let ks = KeyspaceSpec { name: "K", documents: &OWNER, families: &families, shard: None };
         // The implicit tombstones (`tomb:{kind}:{id}`) are the other overlap.
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
@@ -561,7 +648,7 @@ mod tests {
         assert_eq!(check_keyspace(&ks).len(), 2);
         // A declared family, after them.
         families.push(FamilySpec::new("per_owner", "{owner}:tenant:c", KeyType::String));
-        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families, shard: None };
         assert_eq!(
             keyspace_problem::<64>(&ks).as_str(),
             "key families overlap: family `by_c` (`c:tenant:c`) of keyspace `K` and family `per_owner` \
@@ -577,7 +664,7 @@ mod tests {
         const NAMES: [&str; 40] = [""; 40];
         let families: Vec<FamilySpec<'_>> =
             NAMES.iter().map(|n| FamilySpec::new(n, "x:{a}", KeyType::String)).collect();
-        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families };
+        let ks = KeyspaceSpec { name: "K", documents: &[], families: &families, shard: None };
         let msg = keyspace_problem::<64>(&ks);
         assert!(msg.is_cut());
         assert!(msg.as_str().starts_with("keyspace `K` has 780 problems:\n- key families overlap"), "{}", msg.as_str());

@@ -13,7 +13,7 @@ const SHARED: [FamilySpec<'static>; 3] = [
 #[test]
 fn job_response_is_valid() {
     assert_eq!(check_document(&JOB_RESPONSE), []);
-    let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_RESPONSE], families: &SHARED };
+    let ks = KeyspaceSpec { name: "Plant", documents: &[JOB_RESPONSE], families: &SHARED, shard: None };
     assert_eq!(check_keyspace(&ks), []);
     assert!(keyspace_problem::<64>(&ks).is_empty());
 }
@@ -87,7 +87,7 @@ fn keyspace_overlap_names_both() {
         list: Some(ListSpec { key: "joborder:{scope}", score: None }),
         ..doc("Other", "other", "other:{id}")
     };
-    let ks = KeyspaceSpec { name: "Plant", documents: &[A, B], families: &SHARED };
+    let ks = KeyspaceSpec { name: "Plant", documents: &[A, B], families: &SHARED, shard: None };
     let errs = check_keyspace(&ks);
     assert_eq!(errs.len(), 1, "{errs:?}");
     let msg = keyspace_problem::<64>(&ks);
@@ -105,7 +105,7 @@ fn keyspace_overlap_names_both() {
 fn keyspace_requires_shared_families() {
     const A: DocumentSpec<'static> =
         DocumentSpec { changes: Some("orders:changes:{scope}"), ..doc("JobOrder", "joborder", "joborder:{id}") };
-    let ks = KeyspaceSpec { name: "Plant", documents: &[A], families: &SHARED[1..] };
+    let ks = KeyspaceSpec { name: "Plant", documents: &[A], families: &SHARED[1..], shard: None };
     let errs = check_keyspace(&ks);
     assert!(matches!(&errs[0].kind, SchemaErrorKind::Undeclared { key_type: KeyType::Stream, .. }));
     assert_eq!(

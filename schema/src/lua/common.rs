@@ -247,8 +247,10 @@ pub(super) fn describe_common_keys(spec: &DocumentSpec<'_>, c: &CommonSlots) -> 
                 None => "unused (`changes = none`: no change entry)".to_owned(),
             },
         ),
-        (c.registry_key, format!("scope registry `{}` (set)", spec.registry)),
     ];
+    if let Some(k) = c.registry_key {
+        keys.push((k, format!("scope registry `{}` (set)", spec.registry)));
+    }
     if let (Some(k), Some(list)) = (c.list_key, spec.list) {
         let t = if list.score.is_some() { "sorted set" } else { "set" };
         keys.push((k, format!("list `{}` ({t})", list.key)));

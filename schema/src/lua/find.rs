@@ -55,10 +55,19 @@ fn doc_key_expr(template: &str) -> String {
             match atom {
                 Atom::Literal(l) => lit.push_str(l),
                 Atom::Placeholder(p) | Atom::HashTag(p) => {
+                    // A tag's braces are literal text around the value, as
+                    // the renderer writes them.
+                    let tag = matches!(atom, Atom::HashTag(_));
+                    if tag {
+                        lit.push('{');
+                    }
                     if !lit.is_empty() {
                         parts.push(lua_str(&std::mem::take(&mut lit)));
                     }
                     parts.push(if p == "scope" { "enc(ARGV[2])".to_owned() } else { "enc(id)".to_owned() });
+                    if tag {
+                        lit.push('}');
+                    }
                 }
             }
         }

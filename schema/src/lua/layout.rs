@@ -67,8 +67,10 @@ pub struct CommonSlots {
     pub doc_key: usize,
     /// KEYS: the change stream (2).
     pub changes_key: usize,
-    /// KEYS: the scope registry (3).
-    pub registry_key: usize,
+    /// KEYS: the scope registry (3); `None` for a sharded type, whose
+    /// registry (one set for all scopes) lives in another slot: the runtime
+    /// adds the scope to it before the write, outside the script.
+    pub registry_key: Option<usize>,
     /// KEYS: the list, when the type has one.
     pub list_key: Option<usize>,
     /// ARGV: expected version (`create`, `any` or a number).
@@ -248,7 +250,8 @@ impl Positions {
     /// The shared positions; `between` allocates what an operation puts
     /// between the scope and the kind (the put's document text).
     fn common<T>(&mut self, spec: &DocumentSpec<'_>, between: impl FnOnce(&mut Self) -> T) -> (CommonSlots, T) {
-        let (doc_key, changes_key, registry_key) = (self.key(), self.key(), self.key());
+        let (doc_key, changes_key) = (self.key(), self.key());
+        let registry_key = (!spec.is_sharded()).then(|| self.key());
         let list_key = spec.list.map(|_| self.key());
         let (expect, op, id, scope) = (self.arg(), self.arg(), self.arg(), self.arg());
         let extra = between(self);

@@ -50,7 +50,7 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     }
     keys.push((
         l.tomb_key,
-        format!("tombstone `{}`, read when the document is missing", crate::builtin::TOMBSTONES.key),
+        format!("tombstone `{}`, read when the document is missing", crate::builtin::tombstones_of(spec).key),
     ));
     if let Some(s) = l.score {
         argv.push((s, "list score".into()));
@@ -185,7 +185,11 @@ elseif expect ~= 'any' then
         }
         _ => {}
     }
-    let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{}], scope) end", c.registry_key);
+    // A sharded type's registry is written before the script, by the
+    // runtime: it is in another slot.
+    if let Some(r) = c.registry_key {
+        let _ = writeln!(out, "if not exists then redis.call('SISMEMBER', KEYS[{r}], scope) end");
+    }
     if let Some(s) = step {
         super::step::entries_check(&mut out, s);
     }
@@ -372,10 +376,12 @@ if not exists then change = 'created' end
     let _ = write!(
         out,
         "\
-if not exists then redis.call('SADD', KEYS[{registry}], scope) end
-{publish}return {{{WRITTEN}, newv}}
+{registry}{publish}return {{{WRITTEN}, newv}}
 ",
-        registry = c.registry_key,
+        registry = match c.registry_key {
+            Some(r) => format!("if not exists then redis.call('SADD', KEYS[{r}], scope) end\n"),
+            None => String::new(),
+        },
         publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
     );
 }

@@ -1,0 +1,29 @@
+use microdcs_valkey::{Document, keyspace};
+
+// `{#scope}` on a key of a type whose document key has no tag: the type is
+// not sharded, so that key would live in another slot than the document.
+#[derive(Document)]
+#[microdcs(kind = "order", list(key = "order:list:{#scope}"))]
+struct Order {
+    id: String,
+    scope: String,
+}
+
+// Only the scope may be a document's tag.
+#[derive(Document)]
+#[microdcs(kind = "part", key = "part:{#scope}:{id}", unique(key = "part:{#scope}:bycode:{#code}"))]
+struct Part {
+    id: String,
+    scope: String,
+    code: String,
+}
+
+// A keyspace is sharded by scope only.
+keyspace! {
+    Shop {
+        shard: tenant,
+        documents: [Part],
+    }
+}
+
+fn main() {}
