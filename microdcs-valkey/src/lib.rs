@@ -63,7 +63,7 @@ pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
 pub use client::{ConnectError, Health, Metrics, read_password_file};
 #[doc(hidden)]
 pub use config::{
-    ConfigError, ConfigProblem, Durability, Endpoint, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
+    ConfigError, ConfigProblem, Durability, Endpoint, Placement, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
     parse_connection_string, parse_duration, redact_connection_string,
 };
 #[doc(hidden)]

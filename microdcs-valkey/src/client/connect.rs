@@ -192,6 +192,8 @@ pub(crate) struct ConnectPlan {
     sentinel: Option<sentinel::SentinelPlan>,
     /// Whether spans carry the scope (`TraceScopes`).
     trace_scopes: bool,
+    /// One island per tagged prefix, or keyspaces sharded by scope.
+    pub(super) placement: crate::config::Placement,
 }
 
 impl ConnectPlan {
@@ -248,6 +250,7 @@ impl ConnectPlan {
             response_timeout: ep.response_timeout.unwrap_or(config.response_timeout),
             poll: config.poll_options(),
             trace_scopes: config.trace_scopes,
+            placement: config.placement,
         })
     }
 
@@ -279,6 +282,7 @@ impl ConnectPlan {
             poll: PollOptions::default(),
             sentinel: None,
             trace_scopes: false,
+            placement: crate::config::Placement::Island,
         })
     }
 

@@ -127,6 +127,58 @@ impl Connection {
         Ok(values.into_iter().map(Value::extract_error).collect())
     }
 
+    /// Runs `pipe` as one pipeline where it can: on one server always, on a
+    /// cluster when every command's key (its first argument) is in one
+    /// slot. Otherwise one pipeline per slot (a cluster refuses a pipeline
+    /// across slots, and the client refuses it before sending), sent
+    /// concurrently, the answers put back in the commands' order. Then a
+    /// command's server error is its answer when `keep_errors` (as for a
+    /// pipeline with `ignore_errors`), else the error of the whole; commands
+    /// marked `ignore` are answered too, so split pipelines with ignored
+    /// commands are read as `()` only.
+    pub(crate) async fn query_pipe<T: redis::FromRedisValue>(
+        &mut self,
+        pipe: &Pipeline,
+        keep_errors: bool,
+    ) -> RedisResult<T> {
+        let slots: Vec<Option<u16>> = pipe
+            .cmd_iter()
+            .map(|c| match c.args_iter().nth(1) {
+                Some(redis::Arg::Simple(key)) => Some(microdcs_schema::slot::key_slot(key)),
+                _ => None,
+            })
+            .collect();
+        let first = slots.iter().copied().flatten().next();
+        if !self.is_cluster() || slots.iter().all(|s| s.is_none() || *s == first) {
+            return pipe.query_async(self).await;
+        }
+        let mut groups: std::collections::BTreeMap<Option<u16>, Vec<usize>> = std::collections::BTreeMap::new();
+        for (i, slot) in slots.iter().enumerate() {
+            groups.entry(*slot).or_default().push(i);
+        }
+        let cmds: Vec<&Cmd> = pipe.cmd_iter().collect();
+        let runs = groups.values().map(|at| {
+            let mut sub = redis::pipe();
+            sub.ignore_errors();
+            for &i in at {
+                sub.add_command(cmds[i].clone());
+            }
+            let mut con = self.clone();
+            async move { sub.query_async::<Vec<Value>>(&mut con).await }
+        });
+        let answers = futures_util::future::try_join_all(runs).await?;
+        let mut out = vec![Value::Nil; slots.len()];
+        for (at, values) in groups.values().zip(answers) {
+            for (&i, v) in at.iter().zip(values) {
+                out[i] = v;
+            }
+        }
+        if !keep_errors && let Some(e) = out.iter().find_map(|v| if let Value::ServerError(e) = v { Some(e) } else { None }) {
+            return Err(e.clone().into());
+        }
+        redis::from_redis_value(Value::Array(out)).map_err(redis::RedisError::from)
+    }
+
     /// This connection, for which every command goes to `host:port` after
     /// `ASKING`, in one pipeline: the answer to an `ASK` redirect during a
     /// slot migration, for the connection that does not follow redirects by

@@ -98,6 +98,35 @@ pub struct ValkeyConfig {
     /// Whether operation spans carry the scope (`microdcs.scope`). Off by
     /// default: a scope is often a tenant's or a customer's name.
     pub trace_scopes: bool,
+    /// How the keyspaces of this handle are placed on a cluster
+    /// (`Placement`): one island per tagged prefix, or sharded by scope.
+    pub placement: Placement,
+}
+
+/// How keyspaces are placed on a Valkey Cluster (setting `Placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// `island` (the default): every key of the island shares one slot,
+    /// through a prefix that is one hash tag (`{island-7}`); any keyspace
+    /// runs, and islands spread over the primaries.
+    #[default]
+    Island,
+    /// `sharded`: the keyspaces are sharded by scope (`keyspace! { K {
+    /// shard: scope, ... } }`), each scope's keys in its own slot; the
+    /// prefix holds no tag, so one island spreads over every primary.
+    Sharded,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+
+    fn from_str(v: &str) -> Result<Self, String> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "island" => Ok(Placement::Island),
+            "sharded" => Ok(Placement::Sharded),
+            _ => Err(format!("`{v}` is no placement (expected `island` or `sharded`)")),
+        }
+    }
 }
 
 impl Default for ValkeyConfig {
@@ -125,6 +154,7 @@ impl Default for ValkeyConfig {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
             trace_scopes: false,
+            placement: Placement::Island,
         }
     }
 }
@@ -138,6 +168,7 @@ impl fmt::Debug for ValkeyConfig {
             .field("tls_ca_file", &self.tls_ca_file)
             .field("require_tls", &self.require_tls)
             .field("trace_scopes", &self.trace_scopes)
+            .field("placement", &self.placement)
             .field("key_prefix", &self.key_prefix)
             .field("poll_interval", &self.poll_interval)
             .field("scope_refresh_interval", &self.scope_refresh_interval)
@@ -325,6 +356,7 @@ impl MicroDcsConfig {
             "valkey:tlscafile" => v.tls_ca_file = Some(PathBuf::from(value)).filter(|p| !p.as_os_str().is_empty()),
             "valkey:requiretls" => v.require_tls = parse_bool(value)?,
             "valkey:tracescopes" => v.trace_scopes = parse_bool(value)?,
+            "valkey:placement" => v.placement = value.parse()?,
             "valkey:keyprefix" => v.key_prefix = value.to_owned(),
             "valkey:pollinterval" => v.poll_interval = dur(value)?,
             "valkey:scoperefreshinterval" => v.scope_refresh_interval = dur(value)?,

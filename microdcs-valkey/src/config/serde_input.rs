@@ -71,6 +71,7 @@ struct RawValkey {
     connect_timeout: Option<SettingText>,
     response_timeout: Option<SettingText>,
     trace_scopes: Option<SettingText>,
+    placement: Option<SettingText>,
 }
 
 impl RawValkey {
@@ -99,6 +100,7 @@ impl RawValkey {
             ("ConnectTimeout", self.connect_timeout),
             ("ResponseTimeout", self.response_timeout),
             ("TraceScopes", self.trace_scopes),
+            ("Placement", self.placement),
         ]
         .into_iter()
         .map(|(name, v)| (format!("Valkey:{name}"), v))

@@ -315,9 +315,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let prefix = self.valkey.prefix().clone();
         let pattern = self.plan.doc_pattern(&prefix)?;
         let count = count.clamp(1, Self::MAX_MANY);
-        let mut cmd = redis::cmd("SCAN");
-        cmd.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(count).arg("TYPE").arg("hash");
-        let (next, keys): (u64, Vec<String>) = crate::retry::scan_cmd(&self.valkey, &cmd, &pattern).await?;
+        let (next, keys) = crate::retry::scan_step(&self.valkey, cursor, &pattern, count, "hash").await?;
         // Keys that only look like documents (`joborder:list:s1`) drop out.
         let (ids, keys): (Vec<String>, Vec<String>) =
             keys.into_iter().filter_map(|k| self.plan.doc_of_key(&prefix, &k).map(|(id, _)| (id, k))).unzip();

@@ -102,7 +102,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             p.cmd("HGETALL").arg(k);
         }
         let mut con = self.valkey.connection();
-        let replies: Vec<redis::Value> = p.query_async(&mut con).await.map_err(|e| Error::from_redis(e, &keys[0]))?;
+        let replies: Vec<redis::Value> = con.query_pipe(&p, true).await.map_err(|e| Error::from_redis(e, &keys[0]))?;
         Ok(ids
             .iter()
             .zip(keys)

@@ -72,11 +72,20 @@ impl ConnectPlan {
                 "a cluster has only database 0: remove defaultDatabase (or the URL's /db)",
             )));
         }
-        if prefix.slot().is_none() {
+        if self.placement == crate::config::Placement::Sharded {
+            if prefix.hash_tag().is_some() {
+                return Err(ConnectError::Config(ConfigError::key_prefix(format!(
+                    "`{prefix}` is one hash tag, but `Placement` is `sharded`: a sharded keyspace puts each scope \
+                     in its own slot, and a tag in the prefix would put every key in one. Remove the braces (or \
+                     set `Placement` to `island`)"
+                ))));
+            }
+        } else if prefix.slot().is_none() {
             return Err(ConnectError::Config(ConfigError::key_prefix(format!(
                 "`{prefix}` has no hash tag, but {} is a cluster node: a generated script touches several keys, \
                  which a cluster runs only when they share a slot. Write the prefix as one tag, `{{{prefix}}}`, so \
-                 every key of the island lives in one slot (different islands spread over the cluster)",
+                 every key of the island lives in one slot (different islands spread over the cluster); or, for \
+                 keyspaces sharded by scope (`shard: scope`), set `Placement` to `sharded`",
                 self.endpoint
             ))));
         }

@@ -253,6 +253,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         findings: Vec<Finding>,
         documents: &[(String, IndexEntries)],
     ) -> Result<()> {
+        self.settle_registry(pass, documents).await?;
         match pass.mode {
             Mode::Rebuild => {
                 let repairs = self.plan_repairs(&findings, documents).await?;
@@ -269,6 +270,47 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 continue;
             }
             pass.diffs.push(f.diff);
+        }
+        Ok(())
+    }
+
+    /// The scope registry lists the scope of every document of the batch:
+    /// a verify reports a scope it lacks (`scopes`, `missing`, naming one
+    /// of the scope's documents), a rebuild adds it (`SADD`, safe to
+    /// repeat). A sharded type adds its scope before its write, outside the
+    /// script, so a failover can lose the one and keep the other; the
+    /// poller and `Store::scopes` see a scope only through the registry.
+    async fn settle_registry(&self, pass: &mut Pass<'_>, documents: &[(String, IndexEntries)]) -> Result<()> {
+        let mut scopes: Vec<(&str, &str)> = Vec::new();
+        for (_, e) in documents {
+            if !scopes.iter().any(|(s, _)| *s == e.scope) {
+                scopes.push((e.scope.as_str(), e.id.as_str()));
+            }
+        }
+        if scopes.is_empty() || pass.filter.only.is_some() {
+            return Ok(());
+        }
+        let key = self.plan.registry_key.as_str();
+        let mut cmd = redis::cmd(if pass.mode == Mode::Rebuild { "SADD" } else { "SMISMEMBER" });
+        cmd.arg(key);
+        for (scope, _) in &scopes {
+            cmd.arg(*scope);
+        }
+        if pass.mode == Mode::Rebuild {
+            let added: i64 = crate::retry::repeatable(&self.valkey, "scope registration", key, |mut con| {
+                let cmd = cmd.clone();
+                async move { cmd.query_async(&mut con).await }
+            })
+            .await
+            .map_err(|f| f.into_error(key))?;
+            pass.report.fixed += u64::try_from(added).unwrap_or(0);
+            return Ok(());
+        }
+        let listed: Vec<i64> = read_cmd(&self.valkey, &cmd, key).await?;
+        for ((_, id), there) in scopes.iter().zip(listed) {
+            if there == 0 {
+                pass.diffs.push(Finding::new(None, "scopes", key, id, DiffKind::Missing).diff);
+            }
         }
         Ok(())
     }
@@ -340,9 +382,7 @@ fn merge_moved(mut out: Vec<Difference>) -> Vec<Difference> {
 /// One `SCAN` step, bounded like every read. `count` is at most
 /// [`report::MAX_BATCH`] (the options are clamped when a run starts).
 async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count: usize) -> Result<(u64, Vec<String>)> {
-    let mut cmd = redis::cmd("SCAN");
-    cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(count).arg("TYPE").arg(ty);
-    crate::retry::scan_cmd(valkey, &cmd, pattern).await
+    crate::retry::scan_step(valkey, cursor, pattern, count, ty).await
 }
 
 // Every command of a maintenance run waits at most the response timeout
@@ -357,7 +397,10 @@ use crate::retry::read_cmd;
 
 /// A pipeline of reads, bounded like [`read_cmd`].
 async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
-    crate::retry::read(valkey, |mut con| async move { pipe.query_async(&mut con).await })
+    // Split by slot, a command's error is its answer (`answer` sorts them
+    // for the pipelines that ask for that); where a pipeline did not, the
+    // error still fails the read, as the conversion of its answer.
+    crate::retry::read(valkey, |mut con| async move { con.query_pipe(pipe, true).await })
         .await
         .map_err(|e| Error::from_redis(e, key))
 }
@@ -367,7 +410,7 @@ async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, k
 /// write rule: within `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`,
 /// [`Error::UnknownOutcome`] when no attempt got an answer.
 async fn write_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
-    crate::retry::repeatable(valkey, "index repair", key, |mut con| async move { pipe.query_async(&mut con).await })
+    crate::retry::repeatable(valkey, "index repair", key, |mut con| async move { con.query_pipe(pipe, false).await })
         .await
         .map_err(|f| f.into_error(key))
 }

@@ -205,15 +205,27 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 c.arg(&documents[pending[*i].0].0);
             }
         }
-        if !unique.is_empty() {
+        // One MGET per slot on a cluster (a multi-key command must stay in
+        // one slot; a sharded type's unique keys are in their scopes').
+        let mut mgets: Vec<Vec<(usize, &str)>> = Vec::new();
+        if self.valkey.is_cluster() {
+            let mut by_slot: std::collections::BTreeMap<u16, Vec<(usize, &str)>> = std::collections::BTreeMap::new();
+            for u in &unique {
+                by_slot.entry(microdcs_schema::slot::key_slot(u.1.as_bytes())).or_default().push(*u);
+            }
+            mgets.extend(by_slot.into_values());
+        } else if !unique.is_empty() {
+            mgets.push(unique.clone());
+        }
+        for group in &mgets {
             let c = p.cmd("MGET");
-            for (_, key) in &unique {
+            for (_, key) in group {
                 c.arg(*key);
             }
         }
         let mut replies: Vec<Value> = read_pipe(&self.valkey, &p, "the index keys of the batch").await?;
         let mut out = vec![Value::Nil; pending.len()];
-        let mget = if unique.is_empty() { None } else { replies.pop() };
+        let mget_replies = replies.split_off(replies.len().saturating_sub(mgets.len()));
         for ((_, _, checks), reply) in keyed.iter().zip(replies) {
             match reply {
                 Value::Array(items) if items.len() == checks.len() => {
@@ -229,15 +241,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
-        if let Some(reply) = mget {
+        for (group, reply) in mgets.iter().zip(mget_replies) {
             let items = match reply {
-                Value::Array(items) if items.len() == unique.len() => items,
+                Value::Array(items) if items.len() == group.len() => items,
                 other => {
                     return Err(Error::Protocol { script: "MGET", reply: crate::error::short(&other) });
                 }
             };
             let mut again = Vec::new();
-            for ((i, key), item) in unique.iter().zip(items) {
+            for ((i, key), item) in group.iter().zip(items) {
                 if item == Value::Nil {
                     again.push((*i, *key));
                 }
