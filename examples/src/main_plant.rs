@@ -58,6 +58,11 @@ enum Command {
     Mcp,
     /// Print the key table of the plant keyspace as Markdown (no server needed).
     Keyspace,
+    /// Run the plant keyspace sharded by scope (`ShardedPlant`): writes in
+    /// six scopes with each one's slot, a lookup, a step, the registry and
+    /// a verify. On a cluster, with `APP_MicroDcs__Valkey__Placement=sharded`
+    /// and an untagged prefix.
+    Sharded,
     /// Print the `ACL SETUSER` rules of a role for the configured prefix
     /// (no server needed; never a password: add `>password` yourself).
     Acl {
@@ -219,6 +224,12 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
         }
         let inspector = Inspector::new(&Plant::open(valkey.clone()));
         inspector.serve_mcp(tokio::io::BufReader::new(tokio::io::stdin()), tokio::io::stdout()).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(Command::Sharded) = command {
+        for line in microdcs_examples::plant::sharded::demo(&valkey).await? {
+            say(line);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(Command::Inspect { what, json }) = command {
@@ -392,7 +403,7 @@ async fn maintain(valkey: &Valkey, command: Command) -> Res<ExitCode> {
         Command::Verify(a) => (false, a),
         Command::Rebuild(a) => (true, a),
         // Handled before a connection is made.
-        Command::Inspect { .. } | Command::Mcp | Command::Keyspace | Command::Acl { .. } => {
+        Command::Inspect { .. } | Command::Mcp | Command::Keyspace | Command::Acl { .. } | Command::Sharded => {
             return Ok(ExitCode::SUCCESS);
         }
     };

@@ -346,8 +346,12 @@ use proc_macro::TokenStream;
 /// # Template rules
 ///
 /// A template is segments split by `:`, each made of parts split by `|`; a part
-/// is a literal of `[A-Za-z0-9_.-]` or one `{placeholder}`. Hash-tag
-/// placeholders `{#name}` are for `keyspace!` families only. No two families of
+/// is a literal of `[A-Za-z0-9_.-]` or one `{placeholder}`. Of the hash-tag
+/// placeholders `{#name}`, a document type takes `{#scope}` only: in its
+/// document key it shards the type by scope (each scope's keys in one
+/// cluster slot), and then every key its scripts touch (list, indexes,
+/// change stream, outbox stream, event markers) must carry `{#scope}` too,
+/// or the build fails, one error per key naming the fix. No two families of
 /// a type may be able to render the same key (two templates can only do so when
 /// they have the same shape and equal literals wherever both have one); across
 /// types that is the job of `keyspace!`.
@@ -434,6 +438,10 @@ pub fn derive_key_segment(input: TokenStream) -> TokenStream {
 /// `#[derive(Document)]`; a family may use hash-tag placeholders `{#name}`,
 /// whose value is written inside braces so that all keys with the same value
 /// share a cluster slot.
+///
+/// `shard: scope` makes the keyspace sharded by scope: every document type
+/// in it must be sharded (`{#scope}` in its document key), which the build
+/// checks, listing each key of a type that is not and its per-scope form.
 ///
 /// # What is generated
 ///

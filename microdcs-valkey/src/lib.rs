@@ -63,8 +63,8 @@ pub use changes::{Change, ChangeHandler, ChangeKind, Changes};
 pub use client::{ConnectError, Health, Metrics, read_password_file};
 #[doc(hidden)]
 pub use config::{
-    ConfigError, ConfigProblem, Durability, Endpoint, Placement, PollOptions, Secret, ValkeyConfig, WriteOptions, defaults,
-    parse_connection_string, parse_duration, redact_connection_string,
+    ConfigError, ConfigProblem, Durability, Endpoint, Placement, PollOptions, Secret, ValkeyConfig, WriteOptions,
+    defaults, parse_connection_string, parse_duration, redact_connection_string,
 };
 #[doc(hidden)]
 pub use dedupe::{Claim, DedupeStore, MemoryDedupe, ValkeyDedupe, dedupe_hash};

@@ -70,12 +70,6 @@ pub const SHARDED_TOMBSTONES: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
-/// The tombstones of a document type: [`SHARDED_TOMBSTONES`] for a type
-/// sharded by scope, else [`TOMBSTONES`].
-pub const fn tombstones_of(spec: &crate::spec::DocumentSpec<'_>) -> FamilySpec<'static> {
-    if spec.is_sharded() { SHARDED_TOMBSTONES } else { TOMBSTONES }
-}
-
 /// A dedupe claim: `{hash}` is a digest of the event's source and id.
 pub const DEDUPE: FamilySpec<'static> = FamilySpec {
     name: "dedupe",

@@ -288,6 +288,13 @@ impl<'a> DocumentSpec<'a> {
         !self.unscoped && contains(self.key, SCOPE_TAG)
     }
 
+    /// The tombstones this type's deletes leave: a sharded type's carry the
+    /// scope as their tag ([`crate::builtin::SHARDED_TOMBSTONES`]), others'
+    /// are [`crate::builtin::TOMBSTONES`].
+    pub const fn tombstones(&self) -> FamilySpec<'static> {
+        if self.is_sharded() { crate::builtin::SHARDED_TOMBSTONES } else { crate::builtin::TOMBSTONES }
+    }
+
     /// Number of key families this document type owns (hash, list,
     /// indexes). Its change stream, outbox stream and event markers are
     /// shared families, which the keyspace declares.

@@ -609,7 +609,8 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
     let mut args = vec![String::new(); l.num_args];
     let c = &l.put.common;
     keys[c.changes_key - 1] = Plant::changes_key(p, "s1").unwrap();
-    keys[c.registry_key - 1] = Plant::scopes_key(p).unwrap();
+    let registry = c.registry_key.expect("the plant's types are not sharded: the script writes the registry");
+    keys[registry - 1] = Plant::scopes_key(p).unwrap();
     keys[l.put.tomb_key - 1] = Plant::tombstones_key(p, "sfc", "j-raw").unwrap();
     keys[l.work_key - 1] = Plant::sfc_work_key(p, "s1").unwrap();
     let stored: Vec<Option<String>> =

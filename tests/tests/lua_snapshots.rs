@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
+use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_tests::fixtures::{
     Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, Ticket, WorkMaster,
 };
-use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_valkey::Document;
 
 /// `(kind, op, text)` for one document type; the step only for a type

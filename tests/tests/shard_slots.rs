@@ -6,7 +6,7 @@
 //! `Slot::for_key`, so neither can drift from the cluster's rule alone.
 //! No server: the rule is pure. `PROPTEST_CASES` deepens it.
 
-use microdcs_examples::plant::sharded::{JobResponse, ShardedPlant, SfcState};
+use microdcs_examples::plant::sharded::{JobResponse, SfcState, ShardedPlant};
 use microdcs_schema::slot::key_slot;
 use microdcs_schema::{Document, DocumentSpec, KeyPrefix, KeyTemplate};
 use microdcs_valkey::redis::cluster_routing::Slot;
@@ -19,7 +19,7 @@ fn value() -> impl Strategy<Value = String> {
 
 /// Every key template a script of `spec` touches, as the store renders it.
 fn script_templates(spec: &DocumentSpec<'static>) -> Vec<&'static str> {
-    let mut out = vec![spec.key, microdcs_schema::builtin::tombstones_of(spec).key];
+    let mut out = vec![spec.key, spec.tombstones().key];
     out.extend(spec.list.map(|l| l.key));
     out.extend(spec.unique.iter().chain(spec.groups).map(|ix| ix.key));
     out.extend(spec.changes);
@@ -117,7 +117,10 @@ fn the_scope_tag_is_the_first_tag_of_every_key() {
     let p = KeyPrefix::default();
     assert_eq!(JobResponse::key(&p, "s1", "r-1").unwrap(), "microdcs:jobresponse:{s1}:r-1");
     assert_eq!(JobResponse::by_order_key(&p, "s1", "o:1").unwrap(), "microdcs:jobresponse:byorder:{s1}:o%3A1");
-    assert_eq!(ShardedPlant::tombstones_key(&p, "jobresponse", "s1", "r-1").unwrap(), "microdcs:tomb:jobresponse:{s1}:r-1");
+    assert_eq!(
+        ShardedPlant::tombstones_key(&p, "jobresponse", "s1", "r-1").unwrap(),
+        "microdcs:tomb:jobresponse:{s1}:r-1"
+    );
     assert_eq!(ShardedPlant::changes_key(&p, "s{1}").unwrap(), "microdcs:changes:{s%7B1%7D}");
     // Slots the server answers to `CLUSTER KEYSLOT` (Valkey 9.1).
     assert_eq!(key_slot(b"microdcs:jobresponse:{s1}:r-1"), 15224);

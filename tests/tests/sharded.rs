@@ -18,8 +18,8 @@ use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::{self, Value};
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
 use microdcs_valkey::{
-    ConnectError, DeleteExpect, DeleteOutcome, DiffKind, Effects, Event, MaintenanceOptions, MicroDcsConfig,
-    Page, Placement, PutOutcome, StepOutcome, Valkey, ValkeyConfig, WorkEntry,
+    ConnectError, DeleteExpect, DeleteOutcome, DiffKind, Effects, Event, MaintenanceOptions, MicroDcsConfig, Page,
+    Placement, PutOutcome, StepOutcome, Valkey, ValkeyConfig, WorkEntry,
 };
 
 const SCOPES: usize = 12;
@@ -62,6 +62,12 @@ async fn a_sharded_keyspace_on_one_server_one_node_and_three_primaries() {
     eprintln!("scopes by primary: {:?}", flow.by_primary);
     assert!(flow.primaries >= 2, "{SCOPES} scopes should spread over the primaries: {:?}", flow.by_primary);
     placement_is_checked_at_connect(&cluster).await;
+    // What `plant sharded` runs, on the same three primaries.
+    let lines =
+        microdcs_examples::plant::sharded::demo(&connect(cluster.connection_string(), "sh-demo").await).await.unwrap();
+    assert!(lines.iter().any(|l| l == "scopes in the registry: 6"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "verify: 6 documents, 0 differences"), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("Some((\"line-3\", \"r-1\"))")), "{lines:?}");
 }
 
 /// What the flow saw of the deployment.

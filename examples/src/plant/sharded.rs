@@ -136,3 +136,45 @@ keyspace! {
         tombstones: string("tomb:{kind}:{#scope}:{id}"),
     }
 }
+
+/// A short run of the sharded plant, what `plant sharded` prints: job
+/// responses in six scopes, each scope's slot, a lookup by order, a step
+/// with its work entry, every scope from the registry and a clean verify.
+/// On a cluster the handle needs `Placement=sharded` (an untagged prefix).
+///
+/// # Errors
+/// Any error of the store.
+pub async fn demo(valkey: &microdcs_valkey::Valkey) -> Result<Vec<String>, microdcs_valkey::Error> {
+    use microdcs_valkey::{Effects, MaintenanceOptions, Page, WorkEntry};
+    let plant = ShardedPlant::open(valkey.clone());
+    let responses = plant.store::<JobResponse>();
+    let states = plant.store::<SfcState>();
+    let prefix = valkey.prefix().clone();
+    let mut out = Vec::new();
+    for i in 0..6 {
+        let scope = format!("line-{i}");
+        let r = JobResponse::new("r-1", &scope, "o-1", &["Running"]);
+        let outcome = responses.put(&r, microdcs_valkey::Expect::Any).await?;
+        let key = JobResponse::key(&prefix, &scope, "r-1")?;
+        let slot = microdcs_valkey::schema::slot::key_slot(key.as_bytes());
+        out.push(format!("{scope}: {key} in slot {slot} ({outcome:?})"));
+    }
+    let found = responses.find(JobResponse::by_order("line-3", "o-1")).await?;
+    out.push(format!("by order o-1 in line-3: {:?}", found.map(|f| (f.scope, f.id))));
+    let job = SfcState {
+        job_id: "j-1".into(),
+        scope: "line-2".into(),
+        step: "mix".into(),
+        deadline: Some(1_000),
+        running: true,
+        wait_type: None,
+        wait_start: None,
+    };
+    let step = states.step(None, &job, &Effects::new().work(WorkEntry::new().field("step", "mix"))).await?;
+    out.push(format!("step j-1 in line-2: {step:?}"));
+    let scopes = responses.scopes(Page::first(100)).await?;
+    out.push(format!("scopes in the registry: {}", scopes.ids.len()));
+    let report = responses.verify(&MaintenanceOptions::default()).await?;
+    out.push(format!("verify: {} documents, {} differences", report.documents, report.differences.len()));
+    Ok(out)
+}

@@ -173,7 +173,9 @@ impl Connection {
                 out[i] = v;
             }
         }
-        if !keep_errors && let Some(e) = out.iter().find_map(|v| if let Value::ServerError(e) = v { Some(e) } else { None }) {
+        if !keep_errors
+            && let Some(e) = out.iter().find_map(|v| if let Value::ServerError(e) = v { Some(e) } else { None })
+        {
             return Err(e.clone().into());
         }
         redis::from_redis_value(Value::Array(out)).map_err(redis::RedisError::from)

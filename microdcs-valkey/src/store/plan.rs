@@ -124,7 +124,7 @@ impl Plan {
             list: spec.list.map(|l| parse(l.key)),
             sorted_list: spec.list.is_some_and(|l| l.score.is_some()),
             changes: spec.changes.map(parse),
-            tomb: parse(microdcs_schema::builtin::tombstones_of(spec).key),
+            tomb: parse(spec.tombstones().key),
             sharded: spec.is_sharded(),
             registered: std::sync::Mutex::default(),
             type_name: spec.type_name,

@@ -89,7 +89,8 @@ fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             .unwrap_or_default()
     };
     let sharded = doc.is_sharded();
-    let mut all: Vec<(Attr, String, &str, String)> = vec![(Attr::Key, "the document key".into(), doc.key, String::new())];
+    let mut all: Vec<(Attr, String, &str, String)> =
+        vec![(Attr::Key, "the document key".into(), doc.key, String::new())];
     all.extend(script_keys(doc));
     for (attr, what, src, at) in all {
         let found = tags(src);

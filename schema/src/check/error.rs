@@ -118,7 +118,7 @@ pub enum SchemaErrorKind {
         what: String,
         /// Its template.
         template: String,
-        /// Where it is in the script ("KEYS[5] of the `JobResponse` put").
+        /// Where it is in the script (`KEYS[5] of the JobResponse put`).
         at: String,
         /// The template made per scope.
         fix: String,

@@ -518,7 +518,8 @@ mod tests {
         // Neither the change stream nor the nudge channel is declared, and
         // two families overlap: one line each, a missing family naming every
         // type that uses it (one declaration fixes them all).
-        const KS: KeyspaceSpec<'static> = KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]], shard: None };
+        const KS: KeyspaceSpec<'static> =
+            KeyspaceSpec { name: "Plant", documents: &DOCS, families: &[SHARED[2]], shard: None };
         // Evaluated as `keyspace!` evaluates it: in a constant.
         const MSG: ConstMessage = keyspace_problem::<{ KS.family_count() }>(&KS);
         assert_eq!(

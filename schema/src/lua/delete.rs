@@ -41,7 +41,7 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         keys.push(key);
         argv.push(arg);
     }
-    keys.push((l.tomb_key, format!("tombstone `{}`", crate::builtin::tombstones_of(spec).key)));
+    keys.push((l.tomb_key, format!("tombstone `{}`", spec.tombstones().key)));
     argv.push((l.tomb_ttl, "how long the tombstone is kept, in milliseconds".into()));
     header(&mut out, "delete", spec, keys, argv, DELETE_RETURNS);
     prologue(&mut out, &slots, c);

@@ -48,10 +48,7 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     if let Some(t) = l.ttl {
         argv.push((t, "the document's lifetime in milliseconds (its unique keys expire with it)".into()));
     }
-    keys.push((
-        l.tomb_key,
-        format!("tombstone `{}`, read when the document is missing", crate::builtin::tombstones_of(spec).key),
-    ));
+    keys.push((l.tomb_key, format!("tombstone `{}`, read when the document is missing", spec.tombstones().key)));
     if let Some(s) = l.score {
         argv.push((s, "list score".into()));
     }
@@ -373,17 +370,13 @@ if not exists then change = 'created' end
         // script as the write.
         let _ = writeln!(out, "redis.call('PEXPIRE', doc_key, ARGV[{t}])");
     }
-    let _ = write!(
-        out,
-        "\
-{registry}{publish}return {{{WRITTEN}, newv}}
-",
-        registry = match c.registry_key {
-            Some(r) => format!("if not exists then redis.call('SADD', KEYS[{r}], scope) end\n"),
-            None => String::new(),
-        },
-        publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
-    );
+    if let Some(r) = c.registry_key {
+        let _ = writeln!(out, "if not exists then redis.call('SADD', KEYS[{r}], scope) end");
+    }
+    if notify {
+        let _ = writeln!(out, "redis.call('PUBLISH', ARGV[{}], scope)", c.channel);
+    }
+    let _ = writeln!(out, "return {{{WRITTEN}, newv}}");
 }
 
 /// The hash write when some index is not indexed: its fields are dropped,
