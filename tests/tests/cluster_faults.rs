@@ -11,6 +11,12 @@
 //! had it (counted and printed; the figures are what this machine
 //! measured), and `verify` is clean.
 //!
+//! The same faults then hit a keyspace sharded by scope (`ShardedPlant`,
+//! `Placement=sharded`): the writers put documents and run steps (a state,
+//! its work entry) in one busy scope, and the fault takes that scope's
+//! slot; afterwards every acknowledged step's state is there (unless its
+//! primary died), and `verify` is clean for both types.
+//!
 //! One cluster serves the binary; the faults run in order in one test and
 //! the cluster is killed when it ends, also when it fails.
 
@@ -18,13 +24,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_tests::change_channel;
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::config::Secret;
-use microdcs_valkey::testing::{ValkeyCluster, unique_island};
+use microdcs_valkey::testing::{ValkeyCluster, unique_island, unique_prefix};
 use microdcs_valkey::{
-    Changes, Error, Expect, MaintenanceOptions, MicroDcsConfig, Poller, PutOutcome, Valkey, ValkeyConfig,
+    Changes, Effects, Error, Expect, MaintenanceOptions, MicroDcsConfig, Placement, Poller, PutOutcome, StepOutcome,
+    Valkey, ValkeyConfig, WorkEntry,
 };
+
+/// The busy scope of the sharded runs: every writer writes there.
+const BUSY: &str = "busy-line";
 
 const WRITERS: usize = 4;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -37,10 +48,26 @@ fn bound() -> Duration {
     (RESPONSE_TIMEOUT + RETRY_DELAY) * ATTEMPTS + Duration::from_secs(2)
 }
 
+/// An island (tagged prefix) or the sharded plant (untagged prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Island,
+    Sharded,
+}
+
 async fn connect(cluster: &ValkeyCluster, name: &str) -> Valkey {
+    connect_as(cluster, name, Shape::Island).await
+}
+
+async fn connect_as(cluster: &ValkeyCluster, name: &str, shape: Shape) -> Valkey {
+    let (prefix, placement) = match shape {
+        Shape::Island => (unique_island(name), Placement::Island),
+        Shape::Sharded => (unique_prefix(name), Placement::Sharded),
+    };
     let config = ValkeyConfig {
         connection_string: Secret::new(cluster.connection_string()),
-        key_prefix: unique_island(name).as_str().to_owned(),
+        key_prefix: prefix.as_str().to_owned(),
+        placement,
         response_timeout: RESPONSE_TIMEOUT,
         write_attempts: ATTEMPTS,
         write_retry_delay: RETRY_DELAY,
@@ -67,21 +94,60 @@ struct Tally {
     /// Counter increments (sent at most once): acknowledged, unknown.
     incr_acked: u64,
     incr_unknown: u64,
+    /// Steps acknowledged (sharded runs): the job ids.
+    steps_acked: Vec<String>,
 }
 
-/// Writer `w` puts document `r-w` with fresh op ids until `stop`.
-async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
-    let plant = Plant::open(valkey);
-    let responses = plant.store::<JobResponse>();
-    let counter = Plant::pubseq(&plant, &format!("w{w}")).unwrap();
-    let mut tally = Tally::default();
+/// One put of writer `w`'s document, version `n`, on either shape.
+async fn put_once(valkey: &Valkey, shape: Shape, w: usize, n: u64) -> microdcs_valkey::Result<PutOutcome> {
+    let (id, order, state) = (format!("r-{w}"), format!("o-{w}"), format!("Step{n}"));
+    let op = format!("w{w}-{n}");
+    match shape {
+        Shape::Island => {
+            let doc = JobResponse::new(&id, "s1", &order, &[&state]);
+            Plant::open(valkey.clone()).store::<JobResponse>().put(&doc, Expect::Any).op(op).await
+        }
+        Shape::Sharded => {
+            let doc = sharded::JobResponse::new(&id, BUSY, &order, &[&state]);
+            ShardedPlant::open(valkey.clone()).store::<sharded::JobResponse>().put(&doc, Expect::Any).op(op).await
+        }
+    }
+}
+
+/// The stored version of writer `w`'s document.
+async fn version_of(valkey: &Valkey, shape: Shape, w: usize) -> u64 {
     let id = format!("r-{w}");
+    let version = match shape {
+        Shape::Island => Plant::open(valkey.clone()).store::<JobResponse>().get(&id).await.unwrap().map(|s| s.version),
+        Shape::Sharded => ShardedPlant::open(valkey.clone())
+            .store::<sharded::JobResponse>()
+            .get_in(BUSY, &id)
+            .await
+            .unwrap()
+            .map(|s| s.version),
+    };
+    version.expect("written before the fault")
+}
+
+/// Writer `w`'s counter (sent at most once), in the busy scope's slot when sharded.
+fn counter_of(valkey: &Valkey, shape: Shape, w: usize) -> microdcs_valkey::CounterKey {
+    match shape {
+        Shape::Island => Plant::pubseq(&Plant::open(valkey.clone()), &format!("w{w}")).unwrap(),
+        Shape::Sharded => ShardedPlant::pubseq(&ShardedPlant::open(valkey.clone()), &format!("{BUSY}-w{w}")).unwrap(),
+    }
+}
+
+/// Writer `w` puts document `r-w` with fresh op ids until `stop`; on the
+/// sharded plant it also runs a step of a new job each round.
+async fn writer(valkey: Valkey, shape: Shape, w: usize, stop: Arc<AtomicBool>) -> Tally {
+    let counter = counter_of(&valkey, shape, w);
+    let states = ShardedPlant::open(valkey.clone()).store::<sharded::SfcState>();
+    let mut tally = Tally::default();
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
-        let doc = JobResponse::new(&id, "s1", &format!("o-{w}"), &[&format!("Step{n}")]);
         let started = Instant::now();
-        let out = responses.put(&doc, Expect::Any).op(format!("w{w}-{n}")).await;
+        let out = put_once(&valkey, shape, w, n).await;
         tally.longest = tally.longest.max(started.elapsed());
         tally.calls += 1;
         match out {
@@ -95,6 +161,31 @@ async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
             Err(Error::UnknownOutcome { .. }) => tally.unknown += 1,
             Err(e) if e.is_connection() => tally.unknown += 1,
             Err(e) => tally.other.push(e.to_string()),
+        }
+        // A new job per step: the first 100 rounds only, so the busy slot
+        // stays small enough for a legacy migration (keys moved a few at a
+        // time) to take seconds, not minutes.
+        if shape == Shape::Sharded && n <= 100 {
+            let job = format!("j-{w}-{n}");
+            let state = sharded::SfcState {
+                job_id: job.clone(),
+                scope: BUSY.into(),
+                step: "mix".into(),
+                deadline: Some(1_000),
+                running: true,
+                wait_type: None,
+                wait_start: None,
+            };
+            let effects = Effects::new().work(WorkEntry::new().field("task", &job));
+            let started = Instant::now();
+            let out = states.step(None, &state, &effects).await;
+            tally.longest = tally.longest.max(started.elapsed());
+            match out {
+                Ok(StepOutcome::Written { .. }) => tally.steps_acked.push(job),
+                Ok(other) => tally.other.push(format!("unexpected step outcome {other:?}")),
+                Err(e) if e.is_connection() || matches!(e, Error::UnknownOutcome { .. }) => {}
+                Err(e) => tally.other.push(format!("step: {e}")),
+            }
         }
         // A command sent at most once, over the connection that never
         // resends by itself (ASK during a legacy migration is ours to follow).
@@ -113,14 +204,18 @@ async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>) -> Tally {
 
 /// Runs the writers around `fault` (given the cluster, returns a label and
 /// whether a primary died, so acknowledged writes may be lost), then checks.
-async fn under_fault<F>(cluster: &mut ValkeyCluster, name: &str, fault: F)
+async fn under_fault<F>(cluster: &mut ValkeyCluster, name: &str, shape: Shape, fault: F)
 where
     F: FnOnce(&mut ValkeyCluster, u16) -> bool,
 {
-    let valkey = connect(cluster, name).await;
-    let slot = valkey.prefix().slot().expect("a tagged prefix");
+    let valkey = connect_as(cluster, name, shape).await;
+    // The island's slot, or the busy scope's.
+    let slot = match shape {
+        Shape::Island => valkey.prefix().slot().expect("a tagged prefix"),
+        Shape::Sharded => microdcs_schema::slot::key_slot(BUSY.as_bytes()),
+    };
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..WRITERS).map(|w| tokio::spawn(writer(valkey.clone(), w, stop.clone()))).collect();
+    let tasks: Vec<_> = (0..WRITERS).map(|w| tokio::spawn(writer(valkey.clone(), shape, w, stop.clone()))).collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let primary_died = tokio::task::block_in_place(|| fault(cluster, slot));
@@ -132,25 +227,31 @@ where
     for t in tasks {
         tallies.push(t.await.unwrap());
     }
-    let responses = Plant::open(valkey.clone()).store::<JobResponse>();
     let (mut calls, mut acked, mut unknown, mut lost, mut longest) = (0, 0, 0, 0, Duration::ZERO);
+    let states = ShardedPlant::open(valkey.clone()).store::<sharded::SfcState>();
+    let mut steps = 0;
     for (w, t) in tallies.iter().enumerate() {
         assert!(t.other.is_empty(), "{name}: writer {w} got errors other than an unknown outcome: {:?}", t.other);
         assert!(t.longest <= bound(), "{name}: writer {w} waited {:?}, over the bound {:?}", t.longest, bound());
-        let stored = responses.get(&format!("r-{w}")).await.unwrap().expect("written before the fault");
+        let version = version_of(&valkey, shape, w).await;
         // Every applied write adds one version: more than the calls that
         // may have applied would be a write applied twice.
-        assert!(stored.version <= t.acked + t.unknown, "{name}: writer {w} doubled a write: {t:?}, {stored:?}");
-        let count = Plant::pubseq(&Plant::open(valkey.clone()), &format!("w{w}")).unwrap().get().await.unwrap();
+        assert!(version <= t.acked + t.unknown, "{name}: writer {w} doubled a write: {t:?}, v{version}");
+        for job in &t.steps_acked {
+            let there = states.get_in(BUSY, job).await.unwrap().is_some();
+            assert!(there || primary_died, "{name}: writer {w}'s acknowledged step {job} is missing");
+        }
+        steps += t.steps_acked.len();
+        let count = counter_of(&valkey, shape, w).get().await.unwrap();
         let count = u64::try_from(count).unwrap();
         assert!(
             count <= t.incr_acked + t.incr_unknown,
             "{name}: writer {w} counted an increment twice: {count}, {t:?}"
         );
         assert!(primary_died || count >= t.incr_acked, "{name}: writer {w} lost increments: {count}, {t:?}");
-        if stored.version < t.last_acked {
+        if version < t.last_acked {
             assert!(primary_died, "{name}: writer {w} lost acknowledged writes without a dead primary: {t:?}");
-            lost += t.last_acked - stored.version;
+            lost += t.last_acked - version;
         }
         calls += t.calls;
         acked += t.acked;
@@ -158,11 +259,20 @@ where
         longest = longest.max(t.longest);
     }
     assert!(acked > 0, "{name}: the writers made progress");
-    let report = responses.verify(&MaintenanceOptions::default()).await.unwrap();
+    let opts = MaintenanceOptions::default();
+    let report = match shape {
+        Shape::Island => Plant::open(valkey.clone()).store::<JobResponse>().verify(&opts).await.unwrap(),
+        Shape::Sharded => {
+            let steps = states.verify(&opts).await.unwrap();
+            assert!(steps.is_clean(), "{name}: verify of the steps after the fault: {steps:?}");
+            ShardedPlant::open(valkey.clone()).store::<sharded::JobResponse>().verify(&opts).await.unwrap()
+        }
+    };
     assert!(report.is_clean(), "{name}: verify after the fault: {report:?}");
     println!(
         "{name}: fault took {fault_took:?}; {calls} calls, {acked} acknowledged, {unknown} unknown outcomes, \
-         {lost} acknowledged but lost with the dead primary, longest call {longest:?}; verify clean"
+         {lost} acknowledged but lost with the dead primary, {steps} steps acknowledged, longest call \
+         {longest:?}; verify clean"
     );
 }
 
@@ -171,45 +281,51 @@ async fn the_runtime_survives_cluster_faults() {
     let mut cluster = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
     println!("cluster of 6 nodes formed in {:?}", cluster.formed_in());
 
-    under_fault(&mut cluster, "manual-failover", |c, slot| {
-        let primary = c.primary_of(slot).expect("the island has a primary");
-        let replica = c.replica_of(primary).expect("and a replica");
-        c.failover(replica).unwrap_or_else(|e| panic!("{e}"));
-        false
-    })
-    .await;
+    for shape in [Shape::Island, Shape::Sharded] {
+        let tag = if shape == Shape::Island { "" } else { "sharded-" };
+        under_fault(&mut cluster, &format!("{tag}manual-failover"), shape, |c, slot| {
+            let primary = c.primary_of(slot).expect("the slot has a primary");
+            let replica = c.replica_of(primary).expect("and a replica");
+            c.failover(replica).unwrap_or_else(|e| panic!("{e}"));
+            false
+        })
+        .await;
 
-    under_fault(&mut cluster, "kill-9-primary", |c, slot| {
-        let primary = c.primary_of(slot).expect("the island has a primary");
-        let replica = c.replica_of(primary).expect("and a replica");
-        c.node_mut(primary).kill();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while c.primary_of(slot) != Some(replica) {
-            assert!(Instant::now() < deadline, "the replica was not promoted");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Back as a replica of the new primary, for the next faults.
-        c.node_mut(primary).restart().unwrap_or_else(|e| panic!("{e}"));
-        true
-    })
-    .await;
-    cluster.wait_healthy(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+        under_fault(&mut cluster, &format!("{tag}kill-9-primary"), shape, |c, slot| {
+            let primary = c.primary_of(slot).expect("the slot has a primary");
+            let replica = c.replica_of(primary).expect("and a replica");
+            c.node_mut(primary).kill();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while c.primary_of(slot) != Some(replica) {
+                assert!(Instant::now() < deadline, "the replica was not promoted");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Back as a replica of the new primary, for the next faults.
+            c.node_mut(primary).restart().unwrap_or_else(|e| panic!("{e}"));
+            true
+        })
+        .await;
+        cluster.wait_healthy(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
 
-    under_fault(&mut cluster, "atomic-slot-migration", |c, slot| {
-        let from = c.primary_of(slot).expect("the island has a primary");
-        let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
-        c.migrate_slot(slot, to).unwrap_or_else(|e| panic!("{e}"));
-        false
-    })
-    .await;
+        under_fault(&mut cluster, &format!("{tag}atomic-slot-migration"), shape, |c, slot| {
+            let from = c.primary_of(slot).expect("the slot has a primary");
+            let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
+            c.migrate_slot(slot, to).unwrap_or_else(|e| panic!("{e}"));
+            false
+        })
+        .await;
 
-    under_fault(&mut cluster, "legacy-slot-migration", |c, slot| {
-        let from = c.primary_of(slot).expect("the island has a primary");
-        let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
-        c.migrate_slot_legacy(slot, to, 3, Duration::from_millis(100)).unwrap_or_else(|e| panic!("{e}"));
-        false
-    })
-    .await;
+        under_fault(&mut cluster, &format!("{tag}legacy-slot-migration"), shape, |c, slot| {
+            let from = c.primary_of(slot).expect("the slot has a primary");
+            let to = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)).expect("another primary");
+            // Three keys a batch for an island (a handful of keys), sixty
+            // for the busy scope (some hundreds): about a second either way.
+            let batch = if shape == Shape::Island { 3 } else { 60 };
+            c.migrate_slot_legacy(slot, to, batch, Duration::from_millis(100)).unwrap_or_else(|e| panic!("{e}"));
+            false
+        })
+        .await;
+    }
 
     nudges_across_a_failover(&mut cluster).await;
 }
