@@ -13,13 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use microdcs_examples::plant::sharded::{JobResponse, SfcState, ShardedPlant};
-use microdcs_tests::server;
+use microdcs_tests::{change_channel, server};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::{self, Value};
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
 use microdcs_valkey::{
-    ConnectError, DeleteExpect, DeleteOutcome, DiffKind, Effects, Event, MaintenanceOptions, MicroDcsConfig, Page,
-    Placement, PutOutcome, StepOutcome, Valkey, ValkeyConfig, WorkEntry,
+    Changes, ConnectError, DeleteExpect, DeleteOutcome, DiffKind, Effects, Event, Inspector, MaintenanceOptions,
+    MicroDcsConfig, Page, Placement, Poller, PutOutcome, StepOutcome, Valkey, ValkeyConfig, WorkEntry,
 };
 
 const SCOPES: usize = 12;
@@ -193,6 +193,46 @@ async fn everything_a_sharded_keyspace_does(valkey: Valkey) -> Flow {
     assert!(fixed.fixed >= 2, "{fixed:?}");
     let after = responses.verify(&opts).await.unwrap();
     assert!(after.differences.is_empty(), "{:?}", after.differences);
+
+    // The inspector reads a sharded type by scope: the registry, a page of
+    // the list, a document and a scope's change stream.
+    let inspector = Inspector::new(&plant);
+    assert_eq!(inspector.scopes("jobresponse").await.unwrap().len(), SCOPES);
+    assert_eq!(inspector.ids("jobresponse", &s3, 0, 10).await.unwrap().ids.len(), 3);
+    let view = inspector.document_in("jobresponse", &s3, "r-1").await.unwrap().expect("there");
+    assert_eq!((view.version.as_deref(), view.scope.as_deref()), (Some("2"), Some(s3.as_str())));
+    assert!(view.key.contains(&format!("{{{s3}}}")), "{}", view.key);
+    assert_eq!(inspector.changes("jobresponse", &s3).await.unwrap().length, 4);
+
+    // The poller hands on the changes of every scope, wherever its stream
+    // lives: nudges are published from each scope's primary and reach the
+    // subscriber on any node.
+    let (handler, mut rx) = change_channel::<JobResponse>();
+    let poller = Poller::new(valkey.clone(), "sharded")
+        .consumer(Changes::new(responses.clone(), "sharded", handler).fetching())
+        .start()
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while seen.len() < SCOPES {
+        let got = tokio::time::timeout_at(deadline, rx.recv()).await;
+        let Ok(Some(change)) = got else { panic!("changes of every scope: got those of {seen:?}") };
+        seen.insert(change.scope.clone());
+    }
+    // And a new write in a new scope: registered first, then nudged.
+    let late = scope(SCOPES + 1);
+    let doc = JobResponse::new("r-late", &late, "o-late", &["Running"]);
+    assert_eq!(responses.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+    loop {
+        let got = tokio::time::timeout_at(deadline, rx.recv()).await;
+        let Ok(Some(change)) = got else { panic!("the change in a new scope never came") };
+        if change.id == "r-late" {
+            assert_eq!(change.scope, late);
+            break;
+        }
+    }
+    poller.shutdown().await;
 
     // Where the scopes live: their slots' primaries, by the server.
     let by_primary = primaries_of(&mut raw, &prefix, valkey.is_cluster()).await;
