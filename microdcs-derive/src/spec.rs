@@ -34,7 +34,7 @@ impl Texts {
         // ones unless told otherwise.
         // A type sharded by scope (`{#scope}` in its document key) keeps
         // its change entries in its scope's slot by default.
-        let sharded = doc.unscoped.is_none() && key.contains(microdcs_schema::SCOPE_TAG);
+        let sharded = DocumentSpec { unscoped: doc.unscoped.is_some(), ..DocumentSpec::new("", "", &key) }.is_sharded();
         let default_changes =
             if sharded { microdcs_schema::builtin::SHARDED_CHANGES.key } else { microdcs_schema::builtin::CHANGES.key };
         let changes = match &doc.changes {

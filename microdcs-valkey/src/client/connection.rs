@@ -141,6 +141,9 @@ impl Connection {
         pipe: &Pipeline,
         keep_errors: bool,
     ) -> RedisResult<T> {
+        if !self.is_cluster() {
+            return pipe.query_async(self).await;
+        }
         let slots: Vec<Option<u16>> = pipe
             .cmd_iter()
             .map(|c| match c.args_iter().nth(1) {
@@ -149,7 +152,7 @@ impl Connection {
             })
             .collect();
         let first = slots.iter().copied().flatten().next();
-        if !self.is_cluster() || slots.iter().all(|s| s.is_none() || *s == first) {
+        if slots.iter().all(|s| s.is_none() || *s == first) {
             return pipe.query_async(self).await;
         }
         let mut groups: std::collections::BTreeMap<Option<u16>, Vec<usize>> = std::collections::BTreeMap::new();

@@ -38,7 +38,7 @@ pub(crate) async fn scan_step(
         cmd
     };
     let slot = valkey.prefix().slot();
-    if slot.is_some() || !valkey.connection().is_cluster() {
+    if slot.is_some() || !valkey.is_cluster() {
         let cmd = scan(cursor);
         return read(valkey, |mut con| {
             let cmd = cmd.clone();

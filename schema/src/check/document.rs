@@ -109,22 +109,14 @@ fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
         } else if sharded && !tagged && !at.is_empty() && KeyTemplate::parse(src).is_ok() {
             errors.push(SchemaError {
                 origin: origin(doc.type_name, attr, None),
-                kind: SchemaErrorKind::NotCoLocated { what, template: src.to_owned(), at, fix: with_scope_tag(src) },
+                kind: SchemaErrorKind::NotCoLocated {
+                    what,
+                    template: src.to_owned(),
+                    at,
+                    fix: super::message::ConstMessage::new().tagged(src).as_str().to_owned(),
+                },
             });
         }
-    }
-}
-
-/// `template` made per scope: its `{scope}` written as the tag, or the tag
-/// added after its first segment (`jobresponse:byorder:{order}` ->
-/// `jobresponse:{#scope}:byorder:{order}`).
-pub(crate) fn with_scope_tag(template: &str) -> String {
-    if template.contains("{scope}") {
-        return template.replacen("{scope}", crate::spec::SCOPE_TAG, 1);
-    }
-    match template.split_once(':') {
-        Some((head, rest)) => format!("{head}:{}:{rest}", crate::spec::SCOPE_TAG),
-        None => format!("{template}:{}", crate::spec::SCOPE_TAG),
     }
 }
 

@@ -172,35 +172,6 @@ const fn next_problem<'a>(ks: &'a KeyspaceSpec<'a>, t: &Table<'_, 'a>, mut c: Cu
     None
 }
 
-/// `template` with the scope as its hash tag: its `{scope}` written as
-/// `{#scope}`, or the tag added after its first segment; the constant twin
-/// of the fix the derive names.
-const fn push_tagged(msg: ConstMessage, template: &str) -> ConstMessage {
-    let (t, needle) = (template.as_bytes(), b"{scope}");
-    let mut i = 0;
-    while i + needle.len() <= t.len() {
-        let mut j = 0;
-        while j < needle.len() && t[i + j] == needle[j] {
-            j += 1;
-        }
-        if j == needle.len() {
-            let (head, tail) = template.split_at(i);
-            let (_, rest) = tail.split_at(needle.len());
-            return msg.push(head).push(crate::spec::SCOPE_TAG).push(rest);
-        }
-        i += 1;
-    }
-    let mut k = 0;
-    while k < t.len() && t[k] != b':' {
-        k += 1;
-    }
-    let (head, rest) = template.split_at(k);
-    if rest.is_empty() {
-        return msg.push(head).push(":").push(crate::spec::SCOPE_TAG);
-    }
-    msg.push(head).push(":").push(crate::spec::SCOPE_TAG).push(rest)
-}
-
 /// One key of a type that needs the scope tag, as ``what `t` -> `fix` ``,
 /// or nothing when it has the tag or is unused (`""`).
 const fn push_offender(msg: ConstMessage, what: &str, name: &str, template: &str) -> ConstMessage {
@@ -209,7 +180,7 @@ const fn push_offender(msg: ConstMessage, what: &str, name: &str, template: &str
     }
     let msg = msg.push("\n    ").push(what);
     let msg = if name.is_empty() { msg } else { msg.push(" `").push(name).push("`") };
-    push_tagged(msg.push(" `").push(template).push("` -> `"), template).push("`")
+    msg.push(" `").push(template).push("` -> `").tagged(template).push("`")
 }
 
 /// Every cross-family problem of a keyspace as one message, for `keyspace!`

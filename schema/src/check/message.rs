@@ -92,6 +92,33 @@ impl ConstMessage {
 
     /// Appends the description of a family (the one text used by both the
     /// compile-time and the run-time checks).
+    /// Appends `template` with the scope as its hash tag: its `{scope}`
+    /// written as `{#scope}`, or the tag added after its first segment
+    /// (`jobresponse:byorder:{order}` -> `jobresponse:{#scope}:byorder:{order}`).
+    /// The one rule for the fix the co-location errors name.
+    pub(crate) const fn tagged(self, template: &str) -> Self {
+        let (t, needle) = (template.as_bytes(), b"{scope}");
+        let mut i = 0;
+        while i + needle.len() <= t.len() {
+            let mut j = 0;
+            while j < needle.len() && t[i + j] == needle[j] {
+                j += 1;
+            }
+            if j == needle.len() {
+                let (head, tail) = template.split_at(i);
+                let (_, rest) = tail.split_at(needle.len());
+                return self.push(head).push(crate::spec::SCOPE_TAG).push(rest);
+            }
+            i += 1;
+        }
+        let mut k = 0;
+        while k < t.len() && t[k] != b':' {
+            k += 1;
+        }
+        let (head, rest) = template.split_at(k);
+        self.push(head).push(":").push(crate::spec::SCOPE_TAG).push(rest)
+    }
+
     pub(crate) const fn family(self, f: &Family<'_>) -> Self {
         match f.role {
             Role::Document => self.push("document key `").push(f.key).push("` of `").push(f.owner).push("`"),
