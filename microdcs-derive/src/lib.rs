@@ -244,6 +244,12 @@ use proc_macro::TokenStream;
 /// listing the type must declare each one, with that type (`stream`, `channel`,
 /// `set`).
 ///
+/// A sharded type (document key with `{#scope}`) may give its nudge the
+/// scope as its tag, `nudge = "nudge:{kind}:{#scope}"`: one shard channel per
+/// scope, sent with `SPUBLISH` in the scope's slot, which a cluster carries
+/// only to that scope's primary and replicas; the poller subscribes to each
+/// scope's channel as it finds the scope. On any other type it is refused.
+///
 /// ```ignore
 /// #[derive(Document)]
 /// #[microdcs(changes = "audit:changes:{scope}", nudge = "audit:nudge:{kind}", registry = "audit:scopes")]

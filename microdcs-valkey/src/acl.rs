@@ -58,6 +58,7 @@ const APP: &[&str] = &[
     "sismember",
     "smembers",
     "smove",
+    "spublish",
     "srandmember",
     "srem",
     "sscan",
@@ -73,6 +74,7 @@ const APP: &[&str] = &[
     "zscore",
     // Streams and the poller (its pub/sub connection speaks RESP3: `HELLO`).
     "hello",
+    "ssubscribe",
     "subscribe",
     "xack",
     "xadd",

@@ -1,6 +1,8 @@
 //! The poller, one per instance: reads a scope's stream at once when a write
 //! script publishes a nudge on the feed's channel (`{prefix}:nudge:{kind}` by
-//! default),
+//! default; a sharded type may send it per scope with `SPUBLISH` on
+//! `nudge:{kind}:{#scope}`, which the poller subscribes to with
+//! `SSUBSCRIBE` as it discovers each scope),
 //! reads every stream each `PollInterval` because pub/sub can lose messages,
 //! reads again at once after a read that returned entries, refreshes the
 //! scope registry each `ScopeRefreshInterval` and creates consumer groups for
@@ -120,8 +122,8 @@ impl std::fmt::Debug for Poller {
 struct ConsumerPlan {
     consumer: Arc<dyn StreamConsumer>,
     stream: KeyTemplate,
-    /// The rendered nudge channel.
-    channel: String,
+    /// The nudge channel.
+    channel: Channel,
     /// The rendered scope registry key.
     registry: String,
 }
@@ -186,13 +188,27 @@ impl Poller {
                     feed.kind
                 )));
             }
-            let channel = render("nudge", &template("nudge", feed.nudge)?, &[feed.kind])?;
+            let nudge = template("nudge", feed.nudge)?;
+            let channel = if nudge.placeholders().eq(["kind", "scope"]) {
+                // Checked now, so a scope's channel renders whenever its
+                // scope is a valid value.
+                render("nudge", &nudge, &[feed.kind, "scope"])?;
+                Channel::Scope(nudge, feed.kind.to_owned())
+            } else {
+                Channel::Kind(render("nudge", &nudge, &[feed.kind])?)
+            };
             let registry = render("registry", &template("registry", feed.registry)?, &[])?;
             plans.push(ConsumerPlan { consumer: c.clone(), stream, channel, registry });
         }
         let (nudge_tx, nudge_rx) = mpsc::unbounded_channel::<Nudge>();
         let sub = pubsub_connection(&self.valkey, nudge_tx.clone()).await?;
-        let channels: BTreeSet<String> = plans.iter().map(|p| p.channel.clone()).collect();
+        let channels: BTreeSet<String> = plans
+            .iter()
+            .filter_map(|p| match &p.channel {
+                Channel::Kind(c) => Some(c.clone()),
+                Channel::Scope(..) => None,
+            })
+            .collect();
         let timeout = self.valkey.response_timeout();
         for ch in &channels {
             let mut sub_con = sub.clone();
@@ -208,12 +224,34 @@ impl Poller {
             plans,
             tasks: self.tasks,
             scopes: BTreeMap::new(),
+            unsubscribed: BTreeSet::new(),
             sub,
             events: nudge_tx,
             stop: stop_rx.clone(),
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join, health })
+    }
+}
+
+/// A feed's nudge channel.
+enum Channel {
+    /// One channel for the kind, subscribed at start (`SUBSCRIBE`).
+    Kind(String),
+    /// One shard channel per scope (the template and the kind it is
+    /// rendered with), subscribed as each scope is discovered
+    /// (`SSUBSCRIBE`): the writes of a sharded type send their nudge with
+    /// `SPUBLISH` in the slot of the scope.
+    Scope(KeyTemplate, String),
+}
+
+impl Channel {
+    /// The channel that carries the nudges of `scope`.
+    fn of(&self, prefix: &microdcs_schema::KeyPrefix, scope: &str) -> Option<String> {
+        match self {
+            Channel::Kind(c) => Some(c.clone()),
+            Channel::Scope(t, kind) => t.render(prefix, &[kind, scope]).ok(),
+        }
     }
 }
 
@@ -234,7 +272,8 @@ enum Nudge {
 async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) -> Result<Connection> {
     let sender = move |info: PushInfo| -> std::result::Result<(), ()> {
         match info.kind {
-            PushKind::Message => {
+            // A nudge on the kind's channel or on a scope's shard channel.
+            PushKind::Message | PushKind::SMessage => {
                 let text = |v: Option<&Value>| match v {
                     Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
                     Some(Value::SimpleString(s)) => s.clone(),

@@ -30,6 +30,19 @@ pub const NUDGE: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
+/// The nudge channel of a kind, one per scope (`nudge:{kind}:{#scope}`),
+/// for a sharded type that opts in with `nudge = "nudge:{kind}:{#scope}"`:
+/// its writes send the nudge with `SPUBLISH` on the channel of the
+/// document's scope, which stays on the scope's primary (and its replicas)
+/// instead of crossing the whole cluster bus as a `PUBLISH` does.
+pub const SHARDED_NUDGE: FamilySpec<'static> = FamilySpec {
+    name: "nudge",
+    key: "nudge:{kind}:{#scope}",
+    key_type: KeyType::Channel,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
 /// The scope registry (`scopes`), the default of every document type's
 /// `registry`.
 pub const SCOPES: FamilySpec<'static> =

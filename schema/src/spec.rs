@@ -410,6 +410,15 @@ impl<'a> DocumentSpec<'a> {
     pub(crate) const fn nudge_text(&self) -> &'a str {
         if self.changes.is_some() { self.nudge } else { "" }
     }
+
+    /// Whether writes send their nudge with `SPUBLISH` on a channel per
+    /// scope: the nudge template carries the scope as its hash tag
+    /// (`nudge:{kind}:{#scope}`), so the channel is in the slot of the
+    /// document's scope, as a shard channel in a script must be. Only a
+    /// sharded type may (the derive refuses it on others).
+    pub const fn shard_nudge(&self) -> bool {
+        self.changes.is_some() && contains(self.nudge, SCOPE_TAG)
+    }
 }
 
 /// The layout of one index of a document type (see
@@ -452,13 +461,14 @@ impl<'a> Feed<'a> {
 /// in the order of its `changes`, `nudge` and `registry` fields; always the
 /// tombstones its deletes leave (a sharded type's carry its scope as their
 /// tag, and its default change stream is tagged the same way).
-const SHARED: [FamilySpec<'static>; 6] = [
+const SHARED: [FamilySpec<'static>; 7] = [
     crate::builtin::CHANGES,
     crate::builtin::NUDGE,
     crate::builtin::SCOPES,
     crate::builtin::TOMBSTONES,
     crate::builtin::SHARDED_CHANGES,
     crate::builtin::SHARDED_TOMBSTONES,
+    crate::builtin::SHARDED_NUDGE,
 ];
 
 /// The scope as a hash tag: the mark of a sharded type's keys.

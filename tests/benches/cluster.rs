@@ -131,6 +131,32 @@ fn bus_cost(cluster: &ValkeyCluster, cmd: &str, kind: &str, n: usize) -> (f64, f
     ((bus_sent(cluster, kind) - before) as f64 / n as f64, micros)
 }
 
+/// Bus messages per write of `n` puts through the library on the sharded
+/// plant: job responses, whose writes nudge per scope (`SPUBLISH`), and
+/// work masters, whose writes nudge on the kind's channel (`PUBLISH`).
+async fn bus_per_write(cluster: &ValkeyCluster, valkey: &Valkey, n: usize) -> [(&'static str, f64); 2] {
+    let plant = ShardedPlant::open(valkey.clone());
+    let (responses, masters) = (plant.store::<sharded::JobResponse>(), plant.store::<sharded::WorkMaster>());
+    let sent = || bus_sent(cluster, "publish") + bus_sent(cluster, "publishshard");
+    let before = sent();
+    for i in 0..n {
+        let doc = sharded::JobResponse::new(&format!("b-{i}"), "s1", &format!("bo-{i}"), &["Queued"]);
+        let _ = responses.put(&doc, Expect::Any).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mid = sent();
+    for i in 0..n {
+        let doc = sharded::WorkMaster { id: format!("b-{i}"), scope: "s1".into(), name: "mixer".into() };
+        let _ = masters.put(&doc, Expect::Any).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = sent();
+    [
+        ("job response put (`nudge:{kind}:{#scope}`, `SPUBLISH`)", (mid - before) as f64 / n as f64),
+        ("work master put (`nudge:{kind}`, `PUBLISH`)", (after - mid) as f64 / n as f64),
+    ]
+}
+
 async fn connect(connection_string: String, name: &str) -> Valkey {
     let config = ValkeyConfig {
         connection_string: Secret::new(connection_string),
@@ -322,5 +348,11 @@ async fn main() {
     for (cmd, kind) in [("PUBLISH", "publish"), ("SPUBLISH", "publishshard")] {
         let (messages, micros) = bus_cost(&cluster, cmd, kind, nudges);
         println!("| `{cmd}` | {messages:.2} | {micros:.0} |");
+    }
+    println!("\n## Nudge bus cost through the library, sharded plant on 3+3, {nudges} puts each\n");
+    println!("| write | bus messages per write |");
+    println!("|---|---|");
+    for (what, messages) in bus_per_write(&cluster, &sharded_six, nudges).await {
+        println!("| {what} | {messages:.2} |");
     }
 }

@@ -161,6 +161,20 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     assert!(matches!(first, Ok(Some(_))), "a change reached the consumer");
     poller.shutdown().await;
 
+    // A sharded type's nudges per scope: `SPUBLISH` from its scripts,
+    // `SSUBSCRIBE` by the poller for each scope it finds.
+    let sharded = microdcs_examples::plant::sharded::ShardedPlant::open(valkey.clone());
+    let per_scope = sharded.store::<microdcs_examples::plant::sharded::JobResponse>();
+    let (handler, mut rx) = change_channel::<microdcs_examples::plant::sharded::JobResponse>();
+    let _ = per_scope.create(&microdcs_examples::plant::sharded::JobResponse::new("r-1", "s1", "o-1", &[])).await?;
+    let poller = Poller::new(valkey.clone(), "flow")
+        .consumer(Changes::new(per_scope.clone(), "flow", handler).fetching())
+        .start()
+        .await?;
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(first, Ok(Some(_))), "a change of a sharded type reached the consumer");
+    poller.shutdown().await;
+
     // Dedupe, start lease, fencing leases.
     let dedupe = ValkeyDedupe::new(valkey.clone(), Duration::from_secs(30), Duration::from_secs(60));
     let _ = dedupe.claim("urn:line-1", "e-1", "t-1").await?;

@@ -6,7 +6,7 @@
 //! `Slot::for_key`, so neither can drift from the cluster's rule alone.
 //! No server: the rule is pure. `PROPTEST_CASES` deepens it.
 
-use microdcs_examples::plant::sharded::{JobResponse, SfcState, ShardedPlant};
+use microdcs_examples::plant::sharded::{JobResponse, SfcState, ShardedPlant, WorkMaster};
 use microdcs_schema::slot::key_slot;
 use microdcs_schema::{Document, DocumentSpec, KeyPrefix, KeyTemplate};
 use microdcs_valkey::redis::cluster_routing::Slot;
@@ -23,6 +23,10 @@ fn script_templates(spec: &DocumentSpec<'static>) -> Vec<&'static str> {
     out.extend(spec.list.map(|l| l.key));
     out.extend(spec.unique.iter().chain(spec.groups).map(|ix| ix.key));
     out.extend(spec.changes);
+    // A shard channel counts as a key in the script's slot check.
+    if spec.shard_nudge() {
+        out.push(spec.nudge);
+    }
     if let Some(o) = spec.outbox {
         out.push(o.stream);
         out.extend(o.events);
@@ -116,6 +120,9 @@ fn the_scope_tag_is_the_first_tag_of_every_key() {
     // strand data written before it).
     let p = KeyPrefix::default();
     assert_eq!(JobResponse::key(&p, "s1", "r-1").unwrap(), "microdcs:jobresponse:{s1}:r-1");
+    // Job responses send their nudge per scope; work masters on the kind's channel.
+    assert!(JobResponse::SPEC.shard_nudge() && !WorkMaster::SPEC.shard_nudge());
+    assert_eq!(JobResponse::SPEC.nudge, "nudge:{kind}:{#scope}");
     assert_eq!(JobResponse::by_order_key(&p, "s1", "o:1").unwrap(), "microdcs:jobresponse:byorder:{s1}:o%3A1");
     assert_eq!(
         ShardedPlant::tombstones_key(&p, "jobresponse", "s1", "r-1").unwrap(),

@@ -29,6 +29,11 @@ fn config(connection_string: String, prefix: &str, placement: Placement) -> Valk
         connection_string: Secret::new(connection_string),
         key_prefix: prefix.to_owned(),
         placement,
+        // The poller's fallback poll is off in effect, so a change of a
+        // known scope can only come by its nudge; new scopes come from the
+        // registry, read often.
+        poll_interval: std::time::Duration::from_secs(3600),
+        scope_refresh_interval: std::time::Duration::from_millis(200),
         ..MicroDcsConfig::default().valkey
     }
 }
@@ -220,7 +225,25 @@ async fn everything_a_sharded_keyspace_does(valkey: Valkey) -> Flow {
         let Ok(Some(change)) = got else { panic!("changes of every scope: got those of {seen:?}") };
         seen.insert(change.scope.clone());
     }
-    // And a new write in a new scope: registered first, then nudged.
+    // A change in a known scope comes by its nudge alone: `SPUBLISH` on the
+    // scope's shard channel from its primary, `SSUBSCRIBE`d by the poller
+    // when it found the scope (no fallback poll runs within the hour; the
+    // first one, at start, has ended after this wait).
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    for s in [scope(0), s3.clone()] {
+        let doc = JobResponse::new("r-nudged", &s, &format!("o-nudged-{s}"), &["Running"]);
+        assert_eq!(responses.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+        loop {
+            let got = tokio::time::timeout_at(deadline, rx.recv()).await;
+            let Ok(Some(change)) = got else { panic!("no nudge for a change in known scope {s}") };
+            if change.id == "r-nudged" && change.scope == s {
+                break;
+            }
+        }
+    }
+    // And a new write in a new scope: registered first, found by the
+    // poller's next read of the registry.
     let late = scope(SCOPES + 1);
     let doc = JobResponse::new("r-late", &late, "o-late", &["Running"]);
     assert_eq!(responses.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });

@@ -11,6 +11,12 @@
 //! cluster cannot check uniqueness across slots), tombstones and change
 //! entries live in the scope's slot, and the scope registry is written
 //! before a scope's first write instead of inside the script.
+//!
+//! Job orders and job responses send their nudges per scope
+//! (`nudge = "nudge:{kind}:{#scope}"`, with `SPUBLISH`), which stay on the
+//! scope's primary and its replicas; work masters and SFC states keep the
+//! one channel per kind (`PUBLISH`), which crosses the whole cluster bus.
+//! The poller takes both.
 
 use microdcs_valkey::{Document, keyspace};
 use serde::{Deserialize, Serialize};
@@ -20,6 +26,7 @@ use serde::{Deserialize, Serialize};
 #[microdcs(
     kind = "joborder",
     key = "joborder:{#scope}:{id}",
+    nudge = "nudge:{kind}:{#scope}",
     list(key = "joborder:list:{#scope}", score = priority)
 )]
 pub struct JobOrder {
@@ -38,6 +45,7 @@ pub struct JobOrder {
 #[microdcs(
     kind = "jobresponse",
     key = "jobresponse:{#scope}:{id}",
+    nudge = "nudge:{kind}:{#scope}",
     list(key = "jobresponse:list:{#scope}", score = start_time),
     unique(key = "jobresponse:byorder:{#scope}:{order}", order = job_order_id),
     group(key = "jobresponse:bystate:{#scope}:{state}", state = normalized_state())
@@ -132,6 +140,7 @@ keyspace! {
         sfc_work: stream("sfc:work:{#scope}"),
         sfc_event: string("sfc:event:{#scope}:{source}|{id}"),
         nudge: channel("nudge:{kind}"),
+        scope_nudge: channel("nudge:{kind}:{#scope}"),
         fingerprints: hash("schema:fingerprints"),
         tombstones: string("tomb:{kind}:{#scope}:{id}"),
     }

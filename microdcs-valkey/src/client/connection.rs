@@ -204,6 +204,20 @@ impl Connection {
             Kind::Cluster(con) => con.subscribe(channel).await,
         }
     }
+
+    /// Subscribes to the shard channel `channel` (`SSUBSCRIBE`, one
+    /// channel): on a cluster at the primary serving its slot, followed
+    /// there after a failover or a slot move; on one server as any
+    /// subscription. Messages reach the push sender as `smessage`.
+    pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match &mut self.kind {
+            // The confirmation is the reply, and the connection remembers
+            // the subscription for its reconnects.
+            Kind::Single(con) => redis::cmd("SSUBSCRIBE").arg(channel).exec_async(con).await,
+            Kind::Sentinel(con) => con.ssubscribe(channel).await,
+            Kind::Cluster(con) => con.ssubscribe(channel).await,
+        }
+    }
 }
 
 impl ConnectionLike for Connection {

@@ -392,6 +392,8 @@ struct FollowerInner {
     switching: tokio::sync::Mutex<()>,
     /// What was subscribed (each call's arguments), for the new primary.
     channels: Mutex<Vec<Vec<Vec<u8>>>>,
+    /// The shard channels subscribed, for the new primary.
+    shard_channels: Mutex<Vec<String>>,
     on_switch: Option<OnSwitch>,
     db: i64,
     /// The task that moves a pub/sub follower without waiting for a command.
@@ -427,6 +429,7 @@ impl Follower {
             current: Mutex::new((primary.generation, manager)),
             switching: tokio::sync::Mutex::new(()),
             channels: Mutex::new(Vec::new()),
+            shard_channels: Mutex::new(Vec::new()),
             on_switch,
             mover: Mutex::new(None),
         });
@@ -456,6 +459,15 @@ impl Follower {
         self.inner.channels.lock().unwrap_or_else(PoisonError::into_inner).push(args);
         Ok(())
     }
+
+    /// Subscribes to a shard channel on the current primary and remembers
+    /// it for the next.
+    pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        let (_, mut manager) = self.inner.manager().await?;
+        redis::cmd("SSUBSCRIBE").arg(channel).exec_async(&mut manager).await?;
+        self.inner.shard_channels.lock().unwrap_or_else(PoisonError::into_inner).push(channel.to_owned());
+        Ok(())
+    }
 }
 
 impl FollowerInner {
@@ -480,6 +492,10 @@ impl FollowerInner {
         let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner).clone();
         for args in channels.iter().flatten() {
             manager.subscribe(args.as_slice()).await?;
+        }
+        let shard_channels = self.shard_channels.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for channel in &shard_channels {
+            redis::cmd("SSUBSCRIBE").arg(channel).exec_async(&mut manager).await?;
         }
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = (primary.generation, manager.clone());
         tracing::info!(service = %self.sentinels.service(), primary = %primary.endpoint(), "connected to the new primary");

@@ -13,6 +13,9 @@ pub(super) struct Loop {
     pub(super) tasks: Vec<Arc<dyn PollerTask>>,
     /// Known scopes per registry key.
     pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
+    /// Shard channels of known scopes whose `SSUBSCRIBE` failed, tried
+    /// again at each refresh.
+    pub(super) unsubscribed: BTreeSet<String>,
     pub(super) sub: Connection,
     /// For the resubscription task to report back.
     pub(super) events: mpsc::UnboundedSender<Nudge>,
@@ -128,8 +131,10 @@ impl Loop {
                         if self.stopping() {
                             break;
                         }
-                        let matching: Vec<usize> =
-                            (0..self.plans.len()).filter(|i| self.plans[*i].channel == channel).collect();
+                        let prefix = self.valkey.prefix();
+                        let matching: Vec<usize> = (0..self.plans.len())
+                            .filter(|i| self.plans[*i].channel.of(prefix, &scope).is_some_and(|c| c == channel))
+                            .collect();
                         for i in matching {
                             let registry = self.plans[i].registry.clone();
                             if !self.knows(&registry, &scope) {
@@ -176,6 +181,19 @@ impl Loop {
     }
 
     async fn refresh(&mut self) {
+        for channel in std::mem::take(&mut self.unsubscribed) {
+            let mut sub = self.sub.clone();
+            let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(&channel).await });
+            match self.unless_stopped(subscribed).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot subscribe to a scope's nudge channel yet");
+                    loop_error("subscribe");
+                    self.unsubscribed.insert(channel);
+                }
+                None => return,
+            }
+        }
         for registry in self.registries() {
             let cmd = redis::cmd("SMEMBERS").arg(&registry).clone();
             let cmd = &cmd;
@@ -228,6 +246,29 @@ impl Loop {
                     }
                     None => return,
                 }
+            }
+        }
+        // Shard channels are per scope: subscribed once the groups exist.
+        // One that fails is tried again at each refresh; the fallback poll
+        // reads the scope meanwhile.
+        let channels: BTreeSet<String> = self
+            .plans
+            .iter()
+            .filter(|p| p.registry == registry && matches!(p.channel, Channel::Scope(..)))
+            .filter_map(|p| p.channel.of(self.valkey.prefix(), scope))
+            .collect();
+        for channel in channels {
+            let mut sub = self.sub.clone();
+            let timeout = self.valkey.response_timeout();
+            let subscribed = retry::bounded(timeout, async { sub.ssubscribe(&channel).await });
+            match self.unless_stopped(subscribed).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(scope, error = %e, "cannot subscribe to the scope's nudge channel yet");
+                    loop_error("subscribe");
+                    self.unsubscribed.insert(channel);
+                }
+                None => return,
             }
         }
         tracing::debug!(scope, "scope discovered");

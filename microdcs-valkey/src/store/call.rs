@@ -9,7 +9,7 @@ use redis::Value;
 use microdcs_schema::IndexEntry;
 use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
 
-use super::plan::Plan;
+use super::plan::{NudgeChannel, Plan};
 use super::render_err;
 use super::step::StepArgs;
 use super::types::ReadState;
@@ -103,7 +103,15 @@ impl<'a> Call<'a> {
         call.set_arg(slots.id, Arg::Borrowed(t.id));
         call.set_arg(slots.scope, Arg::Borrowed(t.scope));
         call.set_arg(slots.kind, Arg::Static(kind));
-        call.set_arg(slots.channel, Arg::Borrowed(&plan.channel));
+        match &plan.nudge {
+            NudgeChannel::Kind(channel) => call.set_arg(slots.channel, Arg::Borrowed(channel)),
+            // A delete of a missing document sends no nudge and has no scope.
+            NudgeChannel::Scope(_) if t.scope.is_empty() => {}
+            NudgeChannel::Scope(template) => {
+                let channel = template.render(valkey.prefix(), &[kind, t.scope]).map_err(render_err)?;
+                call.set_arg(slots.channel, Arg::Owned(channel));
+            }
+        }
         // The server takes a signed 64-bit length; a larger one would fail
         // XADD in the middle of the script, after the first write.
         let max_len = valkey.write_options().change_stream_max_len.min(i64::MAX as u64);

@@ -68,7 +68,8 @@ pub(super) struct Plan {
     pub(super) registered: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The type's name, for messages.
     pub(super) type_name: &'static str,
-    pub(super) channel: String,
+    /// The nudge channel: one per kind, or one per scope (a shard channel).
+    pub(super) nudge: NudgeChannel,
     /// The distinct index hash fields, in layout order.
     pub(super) fields: Vec<String>,
     /// Per field of `fields`, the indexes that keep it (unique first, then
@@ -129,7 +130,11 @@ impl Plan {
             registered: std::sync::Mutex::default(),
             type_name: spec.type_name,
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
-            channel: kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"),
+            nudge: if spec.shard_nudge() {
+                NudgeChannel::Scope(kind_channel)
+            } else {
+                NudgeChannel::Kind(kind_channel.render(prefix, &[spec.kind]).expect("kind is a valid value"))
+            },
             unique: spec.unique.iter().map(index_plan).collect(),
             groups: spec.groups.iter().map(index_plan).collect(),
             field_users: fields.iter().map(users_of).collect(),
@@ -257,4 +262,13 @@ impl Plan {
             }),
         }
     }
+}
+
+/// Where a type's writes send their nudge.
+pub(super) enum NudgeChannel {
+    /// `PUBLISH` on the channel of the kind, rendered once.
+    Kind(String),
+    /// `SPUBLISH` on the channel of the document's scope: the template,
+    /// rendered with the kind and the scope per write.
+    Scope(KeyTemplate),
 }

@@ -92,6 +92,11 @@ fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     let mut all: Vec<(Attr, String, &str, String)> =
         vec![(Attr::Key, "the document key".into(), doc.key, String::new())];
     all.extend(script_keys(doc));
+    // The nudge channel may carry the tag (a shard channel) but need not:
+    // a `PUBLISH` reaches subscribers from any slot.
+    if !doc.nudge_text().is_empty() {
+        all.push((Attr::Nudge, "the nudge channel".into(), doc.nudge_text(), String::new()));
+    }
     for (attr, what, src, at) in all {
         let found = tags(src);
         for p in found.iter().filter(|p| *p != "scope") {
@@ -101,7 +106,16 @@ fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             });
         }
         let tagged = found.iter().any(|p| p == "scope");
-        if tagged && !sharded && !doc.unscoped {
+        if tagged && !sharded && !doc.unscoped && matches!(attr, Attr::Nudge) {
+            errors.push(SchemaError {
+                origin: origin(doc.type_name, attr, Some("scope")),
+                kind: SchemaErrorKind::SharedTemplate {
+                    expected: "the placeholder `{kind}`: a nudge channel per scope (`{#scope}`) is a shard channel in \
+                               the slot of the scope's documents, so only a sharded type (document key with \
+                               `{#scope}`) has one",
+                },
+            });
+        } else if tagged && !sharded && !doc.unscoped {
             errors.push(SchemaError {
                 origin: origin(doc.type_name, attr, Some("scope")),
                 kind: SchemaErrorKind::ScopeTagUnsharded { what, key: doc.key.to_owned() },
@@ -320,14 +334,26 @@ fn check_outbox(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
 fn check_shared(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     let rules: [(Option<&str>, Attr, &[&str], &'static str); 3] = [
         (doc.changes, Attr::Changes, &["scope"], "the placeholder `{scope}`"),
-        (doc.changes.map(|_| doc.nudge), Attr::Nudge, &["kind"], "the placeholder `{kind}`"),
+        (
+            doc.changes.map(|_| doc.nudge),
+            Attr::Nudge,
+            &["kind"],
+            "the placeholder `{kind}` (a sharded type may add the scope as hash tag, `nudge:{kind}:{#scope}`, for \
+             one channel per scope sent with SPUBLISH)",
+        ),
         (Some(doc.registry), Attr::Registry, &[], "no placeholder"),
     ];
     for (src, attr, want, expected) in rules {
         // Without change entries the type uses neither stream nor channel.
         let Some(src) = src else { continue };
         let Some(t) = parse_at(src, doc.type_name, &attr, errors) else { continue };
-        if !t.placeholders().eq(want.iter().copied()) {
+        // A nudge per scope: `{#scope}` after `{kind}`. On an unsharded
+        // type `check_tags` names the tag; one error is enough.
+        let per_scope = matches!(attr, Attr::Nudge)
+            && !doc.unscoped
+            && t.placeholders().eq(["kind", "scope"])
+            && crate::spec::contains(src, crate::spec::SCOPE_TAG);
+        if !per_scope && !t.placeholders().eq(want.iter().copied()) {
             errors.push(SchemaError {
                 origin: origin(doc.type_name, attr, None),
                 kind: SchemaErrorKind::SharedTemplate { expected },

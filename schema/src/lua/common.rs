@@ -258,15 +258,27 @@ pub(super) fn describe_common_keys(spec: &DocumentSpec<'_>, c: &CommonSlots) -> 
     keys
 }
 
+/// How a write sends its nudge: `SPUBLISH` on the channel of the
+/// document's scope for a type whose nudge carries the scope as its tag (a
+/// shard channel must be in the script's slot, and is), else `PUBLISH`.
+pub(super) fn nudge_command(spec: &DocumentSpec<'_>) -> &'static str {
+    if spec.shard_nudge() { "SPUBLISH" } else { "PUBLISH" }
+}
+
+/// The line that sends the nudge, last of a write that appends a change.
+pub(super) fn nudge_line(spec: &DocumentSpec<'_>, c: &CommonSlots) -> String {
+    format!("redis.call('{}', ARGV[{}], scope)\n", nudge_command(spec), c.channel)
+}
+
 /// The ARGV both scripts use; `expect` describes the accepted expectations.
-pub(super) fn describe_common_argv(c: &CommonSlots, expect: &str) -> Vec<Described> {
+pub(super) fn describe_common_argv(spec: &DocumentSpec<'_>, c: &CommonSlots, expect: &str) -> Vec<Described> {
     vec![
         (c.expect, expect.to_owned()),
         (c.op, "operation id, exactly 12 characters (kept in the `ops` history)".into()),
         (c.id, "document id".into()),
         (c.scope, "scope".into()),
         (c.kind, "kind (change entries)".into()),
-        (c.channel, "nudge channel (PUBLISH scope)".into()),
+        (c.channel, format!("nudge channel ({} scope)", nudge_command(spec))),
         (c.maxlen, "change stream approximate max length".into()),
     ]
 }

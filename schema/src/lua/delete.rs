@@ -4,8 +4,8 @@ use super::ret::{ALREADY_APPLIED, NOT_FOUND, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, prologue, revision_check,
-    tomb_read, tomb_rewrite,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, nudge_line, prologue,
+    revision_check, tomb_read, tomb_rewrite,
 };
 use super::layout::DeleteLayout;
 use super::text::header;
@@ -34,8 +34,11 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     let slots = Slots::new(&l.fields, true, false);
     let mut out = String::new();
     let mut keys = describe_common_keys(spec, c);
-    let mut argv =
-        describe_common_argv(c, "expected version: `any`, the version number, or `<version>:<op id>` (a revision)");
+    let mut argv = describe_common_argv(
+        spec,
+        c,
+        "expected version: `any`, the version number, or `<version>:<op id>` (a revision)",
+    );
     for ix in &l.indexes {
         let (key, arg) = describe_read(ix);
         keys.push(key);
@@ -116,7 +119,7 @@ redis.call('DEL', doc_key)
 redis.call('SET', KEYS[{tomb}], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[{ttl}])
 {publish}return {{{WRITTEN}, v}}
 ",
-        publish = if notify { format!("redis.call('PUBLISH', ARGV[{}], scope)\n", c.channel) } else { String::new() },
+        publish = if notify { nudge_line(spec, c) } else { String::new() },
         tomb = l.tomb_key,
         ttl = l.tomb_ttl,
     );

@@ -4,8 +4,8 @@ use super::ret::{CONFLICT, CORRUPT, NOT_FOUND, UNIQUE_VIOLATION, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, prologue,
-    revision_check, tomb_read, tomb_rewrite,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, nudge_line,
+    prologue, revision_check, tomb_read, tomb_rewrite,
 };
 use super::layout::{PutLayout, StepLayout};
 use super::text::{Described, header, lua_str};
@@ -40,6 +40,7 @@ if #ops > keep then ops = string.sub(ops, -keep) end
 fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Described>) {
     let mut keys = describe_common_keys(spec, &l.common);
     let mut argv = describe_common_argv(
+        spec,
         &l.common,
         "expected version: `create`, `any`, the version number, or `<version>:<op id>` (a revision: the version and the id of the write that produced it)",
     );
@@ -190,7 +191,7 @@ elseif expect ~= 'any' then
     if let Some(s) = step {
         super::step::entries_check(&mut out, s);
     }
-    writes(&mut out, l, &slots, spec.changes.is_some(), step);
+    writes(&mut out, l, &slots, spec.changes.is_some().then(|| nudge_line(spec, &l.common)), step);
     out
 }
 
@@ -261,9 +262,9 @@ end
 }
 
 /// The writes: the lead group move, then the change entry, then the rest.
-/// `notify`: the type has a change stream, so the write appends a change
-/// entry and publishes the nudge.
-fn writes(out: &mut String, l: &PutLayout, slots: &Slots, notify: bool, step: Option<&StepLayout>) {
+/// `nudge`: the type has a change stream, so the write appends a change
+/// entry and ends by sending this nudge line.
+fn writes(out: &mut String, l: &PutLayout, slots: &Slots, nudge: Option<String>, step: Option<&StepLayout>) {
     let c = &l.common;
     let _ = write!(
         out,
@@ -275,7 +276,7 @@ local change = 'updated'
 if not exists then change = 'created' end
 {lead}{entry}",
         lead = lead_write(l),
-        entry = if notify { change_entry(l) } else { String::new() },
+        entry = if nudge.is_some() { change_entry(l) } else { String::new() },
     );
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
@@ -373,8 +374,8 @@ if not exists then change = 'created' end
     if let Some(r) = c.registry_key {
         let _ = writeln!(out, "if not exists then redis.call('SADD', KEYS[{r}], scope) end");
     }
-    if notify {
-        let _ = writeln!(out, "redis.call('PUBLISH', ARGV[{}], scope)", c.channel);
+    if let Some(line) = nudge {
+        out.push_str(&line);
     }
     let _ = writeln!(out, "return {{{WRITTEN}, newv}}");
 }

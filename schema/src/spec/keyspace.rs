@@ -99,7 +99,7 @@ impl<'a> KeyspaceSpec<'a> {
             let doc = &self.documents[d];
             let used = match b {
                 0 | 4 => doc.changes_text(),
-                1 => doc.nudge_text(),
+                1 | 6 => doc.nudge_text(),
                 2 => doc.registry,
                 3 if !doc.is_sharded() => return true,
                 5 if doc.is_sharded() => return true,

@@ -8,7 +8,7 @@
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] kind (change entries)
--- ARGV[6] nudge channel (PUBLISH scope)
+-- ARGV[6] nudge channel (SPUBLISH scope)
 -- ARGV[7] change stream approximate max length
 -- ARGV[8] how long the tombstone is kept, in milliseconds
 -- Returns:
@@ -83,5 +83,5 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.f
 redis.call('ZREM', KEYS[3], id)
 redis.call('DEL', doc_key)
 redis.call('SET', KEYS[4], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[8])
-redis.call('PUBLISH', ARGV[6], scope)
+redis.call('SPUBLISH', ARGV[6], scope)
 return {1, v}

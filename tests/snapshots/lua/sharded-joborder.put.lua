@@ -9,7 +9,7 @@
 -- ARGV[4] scope
 -- ARGV[5] document text, stored as is in `doc`
 -- ARGV[6] kind (change entries)
--- ARGV[7] nudge channel (PUBLISH scope)
+-- ARGV[7] nudge channel (SPUBLISH scope)
 -- ARGV[8] change stream approximate max length
 -- ARGV[9] list score
 -- ARGV[10] how many operation ids `ops` keeps (1 to 64)
@@ -111,5 +111,5 @@ if not list_same then redis.call('ZADD', KEYS[3], ARGV[9], id) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
 redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9])
-redis.call('PUBLISH', ARGV[7], scope)
+redis.call('SPUBLISH', ARGV[7], scope)
 return {1, newv}

@@ -10,7 +10,7 @@
 -- ARGV[3] document id
 -- ARGV[4] scope
 -- ARGV[5] kind (change entries)
--- ARGV[6] nudge channel (PUBLISH scope)
+-- ARGV[6] nudge channel (SPUBLISH scope)
 -- ARGV[7] change stream approximate max length
 -- ARGV[8] `by_order`: `1` if the caller read an indexed document, else `0`; then the values read of: order
 -- ARGV[10] `by_state`: `1` if the caller read an indexed document, else `0`; then the values read of: state
@@ -99,5 +99,5 @@ if was_2 then redis.call('SREM', KEYS[5], id) end
 redis.call('ZREM', KEYS[3], id)
 redis.call('DEL', doc_key)
 redis.call('SET', KEYS[6], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[12])
-redis.call('PUBLISH', ARGV[6], scope)
+redis.call('SPUBLISH', ARGV[6], scope)
 return {1, v}

@@ -13,7 +13,7 @@
 -- ARGV[4] scope
 -- ARGV[5] document text, stored as is in `doc`
 -- ARGV[6] kind (change entries)
--- ARGV[7] nudge channel (PUBLISH scope)
+-- ARGV[7] nudge channel (SPUBLISH scope)
 -- ARGV[8] change stream approximate max length
 -- ARGV[9] list score
 -- ARGV[10] `by_order`: `1` if the new document is indexed, else `0`; then new values of: order
@@ -194,5 +194,5 @@ else
   if drop then redis.call('HDEL', doc_key, unpack(drop)) end
   redis.call('HSET', doc_key, unpack(h))
 end
-redis.call('PUBLISH', ARGV[7], scope)
+redis.call('SPUBLISH', ARGV[7], scope)
 return {1, newv}

@@ -18,6 +18,24 @@ struct Part {
     code: String,
 }
 
+// A nudge per scope is a shard channel, in the slot of the scope's
+// documents: only a sharded type has one.
+#[derive(Document)]
+#[microdcs(kind = "bin", nudge = "nudge:{kind}:{#scope}")]
+struct Bin {
+    id: String,
+    scope: String,
+}
+
+// A nudge channel per scope without the tag would not be in the script's
+// slot (and `SPUBLISH` needs it there).
+#[derive(Document)]
+#[microdcs(kind = "shelf", key = "shelf:{#scope}:{id}", nudge = "nudge:{kind}:{scope}")]
+struct Shelf {
+    id: String,
+    scope: String,
+}
+
 // A keyspace is sharded by scope only.
 keyspace! {
     Shop {
