@@ -312,5 +312,23 @@ async fn placement_is_checked_at_connect(cluster: &ValkeyCluster) {
     c.set("Valkey:Placement", "Sharded").unwrap();
     assert_eq!(c.valkey.placement, Placement::Sharded);
     assert!(c.set("Valkey:Placement", "spread").is_err());
+    // A keyspace that is not sharded, opened on a sharded handle: its
+    // writes and unique lookups are refused before anything is sent,
+    // naming the type and the fix (the cluster would refuse each script
+    // with CROSSSLOT).
+    let valkey = connect(cluster.connection_string(), "sh-unsharded").await;
+    let plant = microdcs_examples::plant::Plant::open(valkey.clone());
+    let orders = plant.store::<microdcs_examples::plant::JobResponse>();
+    let doc = microdcs_examples::plant::JobResponse::new("r-1", "s1", "o-1", &["Running"]);
+    let e = orders.create(&doc).await.expect_err("an unsharded type on a sharded handle");
+    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
+    assert!(e.to_string().contains("`JobResponse` is not sharded") && e.to_string().contains("shard: scope"), "{e}");
+    let e = orders.delete_id("r-1", DeleteExpect::Any).await.expect_err("a delete too");
+    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
+    let e = orders.find(microdcs_examples::plant::JobResponse::by_order("o-1")).await.expect_err("a unique lookup too");
+    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
+    // Nothing was written: a read by key finds nothing.
+    assert_eq!(orders.get("r-1").await.unwrap(), None);
+    assert!(valkey.prefix().slot().is_none());
     let _ = command;
 }

@@ -83,6 +83,7 @@ impl<'a> Call<'a> {
         kind: &'static str,
         t: WriteTarget<'a>,
     ) -> Result<Self> {
+        plan.check_slots(valkey)?;
         // A key the call does not name is the document key, which the
         // script never writes in that role.
         let mut call =

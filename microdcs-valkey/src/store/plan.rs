@@ -86,6 +86,24 @@ fn parse(t: &str) -> KeyTemplate {
 }
 
 impl Plan {
+    /// Refuses, before anything is sent, a script that would span slots:
+    /// on a cluster with an untagged prefix (`Placement=sharded`) only a
+    /// sharded type's keys share a slot; any other type's document,
+    /// tombstone, change stream and index keys hash apart, and the
+    /// cluster would refuse each script with `CROSSSLOT`.
+    pub(super) fn check_slots(&self, valkey: &Valkey) -> Result<()> {
+        if self.sharded || !valkey.is_cluster() || valkey.prefix().slot().is_some() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "document type `{}` is not sharded by scope (its document key has no `{{#scope}}`), so its scripts' \
+             keys span slots, and this handle is on a cluster with an untagged prefix (Placement=sharded): open \
+             only keyspaces with `shard: scope` on it, or open this type's keyspace on a handle with \
+             Placement=island and a tagged prefix (`{{island-1}}`)",
+            self.type_name
+        )))
+    }
+
     pub(super) fn new<D: Document>(valkey: &Valkey) -> Self {
         let spec = &D::SPEC;
         let prefix = valkey.prefix();

@@ -244,6 +244,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
+        self.plan.check_slots(&self.valkey)?;
         let ix = self.plan.unique.get(query.index()).ok_or_else(|| {
             Error::InvalidArgument(format!("no unique index {} on {}", query.index(), D::SPEC.type_name))
         })?;
