@@ -85,7 +85,9 @@ impl Connection {
             Kind::Cluster(con) => {
                 let route =
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)));
-                let value = con.route_command(cmd.clone(), route).await?;
+                // A server error comes back as a value here: made an error
+                // again, so callers match it by its code as on one server.
+                let value = con.route_command(cmd.clone(), route).await?.extract_error()?;
                 redis::from_redis_value(value).map_err(redis::RedisError::from)
             }
         }

@@ -139,14 +139,29 @@ fn nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
-/// A key prefix no other test (or run) uses: `t-{name}-{pid}-{n}-{time}`.
+/// A key prefix no other test (or run) uses: `t-{name}-{pid}-{n}-{time}`;
+/// with `MICRODCS_VALKEY_CLUSTER` set (the external server is a cluster
+/// node) the same as one hash tag, as [`unique_island`] makes.
 ///
 /// # Panics
 /// If `name` makes an invalid prefix (contains `*?[]\` or whitespace).
 pub fn unique_prefix(name: &str) -> KeyPrefix {
+    if on_cluster_node() {
+        return unique_island(name);
+    }
+    KeyPrefix::new(plain_prefix(name)).expect("test names make valid prefixes")
+}
+
+/// Whether `MICRODCS_VALKEY_CLUSTER` says the external server
+/// (`MICRODCS_VALKEY_URL`) is a cluster node: prefixes are then islands,
+/// as a cluster requires.
+fn on_cluster_node() -> bool {
+    env::var_os("MICRODCS_VALKEY_CLUSTER").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn plain_prefix(name: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let p = format!("t-{name}-{}-{n}-{}", std::process::id(), nanos() % 1_000_000_000);
-    KeyPrefix::new(p).expect("test names make valid prefixes")
+    format!("t-{name}-{}-{n}-{}", std::process::id(), nanos() % 1_000_000_000)
 }
 
 /// A key prefix no other test uses that is also one hash tag,
@@ -156,8 +171,7 @@ pub fn unique_prefix(name: &str) -> KeyPrefix {
 /// # Panics
 /// If `name` makes an invalid prefix (contains `*?[]\{}` or whitespace).
 pub fn unique_island(name: &str) -> KeyPrefix {
-    let plain = unique_prefix(name);
-    KeyPrefix::new(format!("{{{plain}}}")).expect("test names make valid prefixes")
+    KeyPrefix::new(format!("{{{}}}", plain_prefix(name))).expect("test names make valid prefixes")
 }
 
 /// A running server: started by the harness (killed on drop) or external.
