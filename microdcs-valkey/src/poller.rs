@@ -225,6 +225,7 @@ impl Poller {
             tasks: self.tasks,
             scopes: BTreeMap::new(),
             unsubscribed: BTreeSet::new(),
+            shard_channels: BTreeMap::new(),
             sub,
             events: nudge_tx,
             stop: stop_rx.clone(),
@@ -262,6 +263,10 @@ enum Nudge {
         scope: String,
     },
     Disconnected,
+    /// The server dropped a shard channel's subscription (`sunsubscribe`
+    /// we did not ask for): the channel's slot moved to another primary,
+    /// by a failover or a migration. Nudges sent meanwhile are lost.
+    ShardLost(String),
     /// The subscription is back: nudges sent while it was down are lost, so
     /// every known stream is read once at once instead of at the next poll.
     Resubscribed,
@@ -280,6 +285,11 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
                     _ => String::new(),
                 };
                 let _ = tx.send(Nudge::Scope { channel: text(info.data.first()), scope: text(info.data.get(1)) });
+            }
+            PushKind::SUnsubscribe => {
+                if let Some(Value::BulkString(b)) = info.data.first() {
+                    let _ = tx.send(Nudge::ShardLost(String::from_utf8_lossy(b).into_owned()));
+                }
             }
             PushKind::Disconnection => {
                 let _ = tx.send(Nudge::Disconnected);

@@ -328,6 +328,58 @@ async fn the_runtime_survives_cluster_faults() {
     }
 
     nudges_across_a_failover(&mut cluster).await;
+    shard_nudges_across_a_failover(&mut cluster).await;
+}
+
+/// Nudges per scope (`SPUBLISH` on the scope's shard channel) still reach
+/// the poller after the scope's primary failed over, with the fallback
+/// poll off in effect: only a nudge, or the read the poller makes when it
+/// learns its subscription moved, can bring the change.
+async fn shard_nudges_across_a_failover(cluster: &mut ValkeyCluster) {
+    let config = ValkeyConfig {
+        connection_string: Secret::new(cluster.connection_string()),
+        key_prefix: unique_prefix("shard-nudges").as_str().to_owned(),
+        placement: Placement::Sharded,
+        response_timeout: RESPONSE_TIMEOUT,
+        poll_interval: Duration::from_secs(3600),
+        scope_refresh_interval: Duration::from_secs(3600),
+        ..MicroDcsConfig::default().valkey
+    };
+    let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"));
+    let responses = ShardedPlant::open(valkey.clone()).store::<sharded::JobResponse>();
+    assert!(<sharded::JobResponse as microdcs_valkey::Document>::SPEC.shard_nudge());
+    let _ = responses.create(&sharded::JobResponse::new("n-0", "s1", "o-0", &["Queued"])).await.unwrap();
+    let (handler, mut rx) = change_channel::<sharded::JobResponse>();
+    let poller = Poller::new(valkey.clone(), "shard-nudges")
+        .consumer(Changes::new(responses.clone(), "shard-nudges", handler).fetching())
+        .start()
+        .await
+        .unwrap();
+    // The first read, at start, finds the scope and subscribes to it.
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(first, Ok(Some(_))), "the change before the poller started");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = responses.create(&sharded::JobResponse::new("n-1", "s1", "o-1", &["Queued"])).await.unwrap();
+    let nudged = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(&nudged, Ok(Some(c)) if c.id == "n-1"), "a change by its nudge alone: {nudged:?}");
+    let slot = microdcs_schema::slot::key_slot(b"s1");
+    tokio::task::block_in_place(|| {
+        let primary = cluster.primary_of(slot).unwrap();
+        let replica = cluster.replica_of(primary).unwrap();
+        cluster.failover(replica).unwrap_or_else(|e| panic!("{e}"));
+    });
+    let started = Instant::now();
+    let _ = responses.create(&sharded::JobResponse::new("n-2", "s1", "o-2", &["Queued"])).await.unwrap();
+    loop {
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        match got {
+            Ok(Some(change)) if change.id == "n-2" => break,
+            Ok(Some(_)) => continue,
+            other => panic!("the change after the failover never came: {other:?}"),
+        }
+    }
+    println!("shard nudges: a change after a failover reached the consumer in {:?}", started.elapsed());
+    poller.shutdown().await;
 }
 
 async fn nudges_across_a_failover(cluster: &mut ValkeyCluster) {

@@ -16,6 +16,9 @@ pub(super) struct Loop {
     /// Shard channels of known scopes whose `SSUBSCRIBE` failed, tried
     /// again at each refresh.
     pub(super) unsubscribed: BTreeSet<String>,
+    /// The shard channels subscribed, each with the scope whose nudges it
+    /// carries.
+    pub(super) shard_channels: BTreeMap<String, String>,
     pub(super) sub: Connection,
     /// For the resubscription task to report back.
     pub(super) events: mpsc::UnboundedSender<Nudge>,
@@ -78,6 +81,7 @@ impl Loop {
                     let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
                     let mut disconnected = false;
                     let mut resubscribed = false;
+                    let mut shards_lost: BTreeSet<String> = BTreeSet::new();
                     let mut next = Some(first);
                     while let Some(n) = next {
                         match n {
@@ -89,6 +93,9 @@ impl Loop {
                                 disconnected = true;
                                 self.health.subscribed(false);
                             }
+                            Nudge::ShardLost(channel) => {
+                                shards_lost.insert(channel);
+                            }
                             Nudge::Resubscribed => {
                                 resubscribed = true;
                                 self.health.subscribed(true);
@@ -98,6 +105,9 @@ impl Loop {
                     }
                     if resubscribed {
                         self.drain_all().await;
+                    }
+                    for channel in shards_lost {
+                        self.shard_moved(channel).await;
                     }
                     if disconnected && resubscribing.as_ref().is_none_or(JoinHandle::is_finished) {
                         tracing::warn!("nudge subscription lost; reconnecting (the fallback poll covers the gap)");
@@ -225,6 +235,33 @@ impl Loop {
         }
     }
 
+    /// A shard channel's subscription was dropped because its slot moved:
+    /// subscribes again (the cluster connection finds the slot's new
+    /// primary) and reads the scope's streams once, for the nudges lost
+    /// meanwhile. A subscription that fails now is tried again at each
+    /// refresh.
+    async fn shard_moved(&mut self, channel: String) {
+        let Some(scope) = self.shard_channels.get(&channel).cloned() else { return };
+        tracing::info!(scope, "a scope's nudge channel moved with its slot; subscribing again");
+        let mut sub = self.sub.clone();
+        let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(&channel).await });
+        match self.unless_stopped(subscribed).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                tracing::warn!(scope, error = %e, "cannot subscribe to the scope's nudge channel yet");
+                loop_error("subscribe");
+                self.unsubscribed.insert(channel.clone());
+            }
+            None => return,
+        }
+        let prefix = self.valkey.prefix().clone();
+        for i in 0..self.plans.len() {
+            if self.plans[i].channel.of(&prefix, &scope).is_some_and(|c| c == channel) {
+                self.drain(i, &scope).await;
+            }
+        }
+    }
+
     /// Whether the scope registry lists `scope` (nudges name scopes; only registered ones are read).
     async fn registered(&self, registry: &str, scope: &str) -> bool {
         let cmd = redis::cmd("SISMEMBER").arg(registry).arg(scope).clone();
@@ -261,6 +298,7 @@ impl Loop {
             let mut sub = self.sub.clone();
             let timeout = self.valkey.response_timeout();
             let subscribed = retry::bounded(timeout, async { sub.ssubscribe(&channel).await });
+            self.shard_channels.insert(channel.clone(), scope.to_owned());
             match self.unless_stopped(subscribed).await {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
