@@ -61,7 +61,7 @@ fn now_ms() -> i64 {
 
 fn outcome(out: &StepOutcome) -> String {
     match out {
-        StepOutcome::Written { version } => format!("written, version {version}"),
+        StepOutcome::Written { version, .. } => format!("written, version {version}"),
         StepOutcome::EventApplied { job } => format!("already applied by {job}: nothing written"),
         other => format!("{other:?}"),
     }

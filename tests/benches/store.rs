@@ -646,7 +646,8 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
             }
         }
     }
-    args.extend(["2", "step", "mix", "action", "start"].map(str::to_owned));
+    // One work entry of two fields, then no family effects.
+    args.extend(["2", "step", "mix", "action", "start", "0"].map(str::to_owned));
     let script = Script::new(SfcState::STEP_SCRIPT);
     let mut con = valkey.connection();
 
@@ -669,9 +670,9 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
             inv.arg(a);
         }
         let t = Instant::now();
-        let reply: Vec<i64> = inv.invoke_async(&mut con).await.unwrap();
+        let reply: (i64, i64, Vec<i64>) = inv.invoke_async(&mut con).await.unwrap();
         via_raw.push(t.elapsed());
-        assert_eq!(reply, [1, i64::try_from(raw_version).unwrap() + 1], "the raw step wrote");
+        assert_eq!(reply, (1, i64::try_from(raw_version).unwrap() + 1, vec![]), "the raw step wrote");
     }
     via_store.sort();
     via_raw.sort();
@@ -684,15 +685,31 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
 
     // Server time: the same document written by the step and by the put,
     // interleaved in rounds so both see the same machine.
-    let (mut step_us, mut put_us) = (Vec::new(), Vec::new());
+    // The step with family effects as a chat message sends them: a
+    // counter, a hash field, a set and a sorted set (`Effects::incr`,
+    // `hincr`, `add`, `zadd`), each in the script.
+    let plant = Plant::open(valkey.clone());
+    let (seq, cursors) = (Plant::pubseq(&plant, "s1").unwrap(), Plant::publisher_cursors(&plant).unwrap());
+    let refs = Plant::reference(&plant, "sfc", "s1").unwrap();
+    let extras = microdcs_tests::fixtures::Extras::open(valkey.clone());
+    let zset = microdcs_tests::fixtures::Extras::canary_runs(&extras, "s1", "mix").unwrap();
+    let (mut step_us, mut put_us, mut fx_us) = (Vec::new(), Vec::new(), Vec::new());
     let mut read = store.get("j-store").await.unwrap().unwrap();
     for _ in 0..if quick { 3 } else { 10 } {
-        for (i, per) in [&mut step_us, &mut put_us].into_iter().enumerate() {
+        for (i, per) in [&mut step_us, &mut put_us, &mut fx_us].into_iter().enumerate() {
             let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut stats).await.unwrap();
-            for _ in 0..200 {
+            for n in 0..200 {
                 if i == 0 {
                     let out = store.step_in_place(&mut read, doc("j-store"), &effects).await.unwrap();
                     assert!(matches!(out, StepOutcome::Written { .. }), "{out:?}");
+                } else if i == 2 {
+                    let with = effects.clone().incr(&seq, 1).hincr(&cursors, "s1", 1).add(&refs, "mix").zadd(
+                        &zset,
+                        &format!("m-{}", n % 50),
+                        f64::from(n),
+                    );
+                    let out = store.step_in_place(&mut read, doc("j-store"), &with).await.unwrap();
+                    assert!(matches!(&out, StepOutcome::Written { values, .. } if values.len() == 4), "{out:?}");
                 } else {
                     let out = store.update_in_place(&mut read, doc("j-store")).await.unwrap();
                     assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
@@ -702,11 +719,16 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
             per.push(usec as f64 / calls.max(1) as f64);
         }
     }
-    let (st, pt) = (median(step_us), median(put_us));
+    let (st, pt, ft) = (median(step_us), median(put_us), median(fx_us));
     println!("\n| server time (`commandstats`, median of rounds of 200) | us per call | ratio |");
     println!("|---|---|---|");
     println!("| put of the same state (no work, no marker) | {pt:.1} | 1.00 |");
     println!("| step with one work entry | {st:.1} | {:.2} |", st / pt);
+    println!(
+        "| the same step with 4 family effects (counter, hash field, set, sorted set) | {ft:.1} | {:.2} (x{:.2} the step) |",
+        ft / pt,
+        ft / st
+    );
 }
 
 /// The server main thread's CPU seconds so far (user + system).

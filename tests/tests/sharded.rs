@@ -153,7 +153,7 @@ async fn everything_a_sharded_keyspace_does(valkey: Valkey) -> Flow {
         wait_start: None,
     };
     let effects = Effects::new().work(WorkEntry::new().field("step", "mix")).event(Event::new("urn:line-1", "e-1"));
-    assert_eq!(states.step(None, &st, &effects).await.unwrap(), StepOutcome::Written { version: 1 });
+    assert_eq!(states.step(None, &st, &effects).await.unwrap(), StepOutcome::Written { version: 1, values: vec![] });
     let again = SfcState { job_id: "j-2".into(), ..st.clone() };
     assert!(matches!(states.step(None, &again, &effects).await.unwrap(), StepOutcome::EventApplied { .. }));
     let work = ShardedPlant::sfc_work_key(&prefix, &s7).unwrap();

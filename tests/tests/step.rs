@@ -65,7 +65,10 @@ async fn a_step_stores_the_state_appends_its_work_and_applies_its_event_once() {
     let mut e = env("step-basic").await;
     let first = state("j-1", "mix", Some(500), true, None);
     let effects = Effects::new().work(work("mix")).work(WorkEntry::new().field("notify", "line-1"));
-    assert_eq!(e.store.step(None, &first, &effects).await.unwrap(), StepOutcome::Written { version: 1 });
+    assert_eq!(
+        e.store.step(None, &first, &effects).await.unwrap(),
+        StepOutcome::Written { version: 1, values: vec![] }
+    );
     let entries = e.work("s1").await;
     assert_eq!(entries.len(), 2);
     assert_eq!(
@@ -82,7 +85,7 @@ async fn a_step_stores_the_state_appends_its_work_and_applies_its_event_once() {
     let waiting = state("j-1", "wait", None, true, Some(("qc", 700)));
     assert_eq!(
         e.store.step(Some(&read), &waiting, &Effects::new()).await.unwrap(),
-        StepOutcome::Written { version: 2 }
+        StepOutcome::Written { version: 2, values: vec![] }
     );
     assert_eq!(e.store.ids(SfcState::waits("s1", "qc"), Page::first(10)).await.unwrap().ids, ["j-1"]);
     let read = e.store.get("j-1").await.unwrap().unwrap();
@@ -90,7 +93,10 @@ async fn a_step_stores_the_state_appends_its_work_and_applies_its_event_once() {
     let next = state("j-1", "pack", Some(900), true, None);
     let event = Event::new("urn:line-1", "qc-42");
     let effects = Effects::new().work(work("pack")).event(event.clone());
-    assert_eq!(e.store.step(Some(&read), &next, &effects).await.unwrap(), StepOutcome::Written { version: 3 });
+    assert_eq!(
+        e.store.step(Some(&read), &next, &effects).await.unwrap(),
+        StepOutcome::Written { version: 3, values: vec![] }
+    );
     let (holder, ttl) = e.marker("urn:line-1", "qc-42").await;
     assert_eq!(holder.as_deref(), Some("j-1"), "the marker holds the job id");
     assert!(ttl > 3_500_000 && ttl <= 3_600_000, "the marker lasts an hour: {ttl} ms");
@@ -133,10 +139,13 @@ async fn work_entries_are_never_trimmed_by_length() {
     for i in 0..300 {
         effects = effects.work(WorkEntry::new().field("n", i));
     }
-    assert_eq!(store.step(None, &doc, &effects).await.unwrap(), StepOutcome::Written { version: 1 });
+    assert_eq!(store.step(None, &doc, &effects).await.unwrap(), StepOutcome::Written { version: 1, values: vec![] });
     let mut read = store.get("j-1").await.unwrap().unwrap();
     for v in 2..=5 {
-        assert_eq!(store.step(Some(&read), &doc, &effects).await.unwrap(), StepOutcome::Written { version: v });
+        assert_eq!(
+            store.step(Some(&read), &doc, &effects).await.unwrap(),
+            StepOutcome::Written { version: v, values: vec![] }
+        );
         read = store.get("j-1").await.unwrap().unwrap();
     }
     let entries = e.work("s1").await;
@@ -153,7 +162,10 @@ async fn finishing_a_job_leaves_due_active_and_waits_in_the_same_step() {
     let read = e.store.get("j-1").await.unwrap().unwrap();
     let done = state("j-1", "done", None, false, None);
     let effects = Effects::new().work(WorkEntry::new().field("finished", true)).event(Event::new("line", "end-1"));
-    assert_eq!(e.store.step(Some(&read), &done, &effects).await.unwrap(), StepOutcome::Written { version: 2 });
+    assert_eq!(
+        e.store.step(Some(&read), &done, &effects).await.unwrap(),
+        StepOutcome::Written { version: 2, values: vec![] }
+    );
     let due = e.store.range(SfcState::due("s1"), f64::NEG_INFINITY, f64::INFINITY, false, 10).await.unwrap();
     assert!(due.is_empty(), "{due:?}");
     assert!(e.store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids.is_empty());
@@ -180,7 +192,7 @@ async fn the_same_event_from_two_clients_at_once_is_applied_once() {
             deliver(e.store.clone(), job.clone(), event.clone(), "a"),
             deliver(other.clone(), job.clone(), event.clone(), "b"),
         );
-        let written = [&a, &b].iter().filter(|o| matches!(o, StepOutcome::Written { version: 2 })).count();
+        let written = [&a, &b].iter().filter(|o| matches!(o, StepOutcome::Written { version: 2, .. })).count();
         assert_eq!(written, 1, "round {round}: {a:?} / {b:?}");
         let applied = StepOutcome::EventApplied { job: job.clone() };
         assert!(a == applied || b == applied, "round {round}: the other is told who applied it: {a:?} / {b:?}");
@@ -215,7 +227,7 @@ async fn cut_step(before: bool) {
     let effects = Effects::new().work(work("pack")).work(work("label")).event(Event::new("line", "qc-1"));
     let out = store.step(Some(&read), &next, &effects).await.unwrap();
     assert_eq!(proxy.cuts(), 1);
-    assert_eq!(out, StepOutcome::Written { version: 2 }, "reported as written, not as its own event");
+    assert_eq!(out, StepOutcome::Written { version: 2, values: vec![] }, "reported as written, not as its own event");
     assert_eq!(valkey.metrics().write_already_applied(), u64::from(!before), "recognised by its op id");
     let key = Plant::sfc_work_key(&prefix, "s1").unwrap();
     let entries: Vec<_> = stream_entries(&mut raw, &key).await.into_iter().filter(|e| e["job"] == "j-1").collect();
@@ -236,8 +248,14 @@ async fn cut_step(before: bool) {
     let read = store.get("j-1").await.unwrap().unwrap();
     let effects = Effects::new().work(work("seal")).event(Event::new("line", "qc-2")).op(op);
     let next = state("j-1", "seal", None, false, None);
-    assert_eq!(store.step(Some(&read), &next, &effects).await.unwrap(), StepOutcome::Written { version: 3 });
-    assert_eq!(store.step(Some(&read), &next, &effects).await.unwrap(), StepOutcome::Written { version: 3 });
+    assert_eq!(
+        store.step(Some(&read), &next, &effects).await.unwrap(),
+        StepOutcome::Written { version: 3, values: vec![] }
+    );
+    assert_eq!(
+        store.step(Some(&read), &next, &effects).await.unwrap(),
+        StepOutcome::Written { version: 3, values: vec![] }
+    );
     let entries = stream_entries(&mut raw, &key).await.into_iter().filter(|e| e["job"] == "j-1").count();
     assert_eq!(entries, 3);
 }
@@ -302,7 +320,10 @@ async fn bad_effects_and_a_damaged_work_stream_write_nothing() {
     let changes = Plant::changes_key(e.valkey.prefix(), "s1").unwrap();
     assert_eq!(stream_entries(&mut e.raw, &changes).await.len(), 1);
     // A step without entries does not touch the stream.
-    assert_eq!(e.store.step(Some(&read), &next, &Effects::new()).await.unwrap(), StepOutcome::Written { version: 2 });
+    assert_eq!(
+        e.store.step(Some(&read), &next, &Effects::new()).await.unwrap(),
+        StepOutcome::Written { version: 2, values: vec![] }
+    );
 }
 
 #[tokio::test]
@@ -367,7 +388,7 @@ async fn steps_in_place_need_no_read_between_them() {
     for i in 1..=5_i64 {
         let next = state("j-1", &format!("s{i}"), Some(i * 10), i < 5, (i == 3).then_some(("qc", i)));
         let out = e.store.step_in_place(&mut read, next, &Effects::new().work(work("go"))).await.unwrap();
-        assert_eq!(out, StepOutcome::Written { version: 1 + i as u64 });
+        assert_eq!(out, StepOutcome::Written { version: 1 + i as u64, values: vec![] });
         assert_eq!((read.version, read.doc.step.clone()), (1 + i as u64, format!("s{i}")));
     }
     // A stale in-place step leaves `read` as it was.
@@ -388,7 +409,7 @@ async fn a_step_takes_its_op_id_like_every_write() {
     let first = state("j-9", "start", None, true, None);
     assert_eq!(
         e.store.step(None, &first, &Effects::new().work(work("start"))).op("job-9:step-1").await.unwrap(),
-        StepOutcome::Written { version: 1 }
+        StepOutcome::Written { version: 1, values: vec![] }
     );
     let read = e.store.get("j-9").await.unwrap().unwrap();
     let next = state("j-9", "mix", None, true, None);
@@ -397,7 +418,10 @@ async fn a_step_takes_its_op_id_like_every_write() {
     // Repeated with the same id (a retry after a lost reply): recognised,
     // no second work entry.
     let b = e.store.step(Some(&read), &next, &effects).op("job-9:step-2").await.unwrap();
-    assert_eq!((a.clone(), b), (StepOutcome::Written { version: 2 }, StepOutcome::Written { version: 2 }));
+    assert_eq!(
+        (a.clone(), b),
+        (StepOutcome::Written { version: 2, values: vec![] }, StepOutcome::Written { version: 2, values: vec![] })
+    );
     assert_eq!(e.work("s1").await.len(), 2, "one entry per step");
     // The op given here wins over `Effects::op`.
     let read = e.store.get("j-9").await.unwrap().unwrap();
@@ -405,5 +429,5 @@ async fn a_step_takes_its_op_id_like_every_write() {
     let fx = Effects::new().op("from-effects");
     let _ = e.store.step(Some(&read), &last, &fx).op("from-call").await.unwrap();
     let again = e.store.step(Some(&read), &last, &Effects::new()).op("from-call").await.unwrap();
-    assert_eq!(again, StepOutcome::Written { version: 3 }, "the call's op id was the one stored");
+    assert_eq!(again, StepOutcome::Written { version: 3, values: vec![] }, "the call's op id was the one stored");
 }

@@ -66,6 +66,44 @@ impl std::fmt::Debug for KeyHandle {
     }
 }
 
+/// Where a step's family effect acts: the key, its family's lifetime, and
+/// the prefix of the handle it came from.
+pub(crate) struct EffectTarget {
+    pub(crate) key: String,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) prefix: microdcs_schema::KeyPrefix,
+}
+
+impl KeyHandle {
+    fn effect_target(&self) -> EffectTarget {
+        EffectTarget { key: self.key.clone(), ttl_ms: self.ttl_ms, prefix: self.valkey.prefix().clone() }
+    }
+}
+
+impl CounterKey {
+    pub(crate) fn effect_target(&self) -> EffectTarget {
+        self.t.effect_target()
+    }
+}
+
+impl HashKey {
+    pub(crate) fn effect_target(&self) -> EffectTarget {
+        self.t.effect_target()
+    }
+}
+
+impl SetKey {
+    pub(crate) fn effect_target(&self) -> EffectTarget {
+        self.t.effect_target()
+    }
+}
+
+impl SortedSetKey {
+    pub(crate) fn effect_target(&self) -> EffectTarget {
+        self.t.effect_target()
+    }
+}
+
 impl KeyHandle {
     /// Runs a public operation of the family inside its span, counted and
     /// timed like every other operation.

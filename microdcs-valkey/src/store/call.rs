@@ -164,6 +164,15 @@ impl<'a> Call<'a> {
                 call.args.push(Arg::Borrowed(value));
             }
         }
+        // The family effects: KEYS after the fixed ones, four ARGV each.
+        call.args.push(Arg::Owned(step.effects.len().to_string()));
+        for e in step.effects {
+            call.keys.push(e.key.clone());
+            call.args.push(Arg::Static(e.op));
+            call.args.push(Arg::Borrowed(&e.a));
+            call.args.push(Arg::Borrowed(&e.b));
+            call.args.push(Arg::Owned(e.ttl_ms.map_or_else(String::new, |ms| ms.to_string())));
+        }
         Ok(call)
     }
 
@@ -390,6 +399,15 @@ pub(super) fn texts(script: &'static str, rest: &[Value]) -> Result<Vec<Option<S
 /// (version at its limit) reply.
 pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> Error {
     let field = str_at(script, rest, 0).unwrap_or_default();
+    if field == "effect" {
+        return Error::Corrupt {
+            key: str_at(script, rest, 1).unwrap_or_default(),
+            reason: format!(
+                "a step's increment found no integer of at most {} characters there; nothing was written",
+                microdcs_schema::lua::MAX_EFFECT_INTEGER_LEN
+            ),
+        };
+    }
     let limit = str_at(script, rest, 1).is_ok_and(|s| s == "limit");
     let reason = match field.as_str() {
         "v" if limit => format!(

@@ -15,6 +15,7 @@ use microdcs_schema::Document;
 
 mod batch;
 mod call;
+mod effects;
 mod maintenance;
 mod plan;
 mod read;

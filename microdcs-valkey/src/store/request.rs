@@ -254,7 +254,7 @@ impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
                 StepWhat::Step(read, next) => store.step_inner(read, next, effects, op, &d).await,
                 StepWhat::InPlace(read, next) => {
                     let out = store.step_inner(Some(&*read), &next, effects, op, &d).await?;
-                    if let StepOutcome::Written { version } = out {
+                    if let StepOutcome::Written { version, .. } = out {
                         store.advance(read, next, version, op)?;
                     }
                     Ok(out)

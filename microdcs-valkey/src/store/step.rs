@@ -125,8 +125,11 @@ impl Event {
 pub struct Effects {
     work: Vec<WorkEntry>,
     event: Option<Event>,
+    family: Vec<super::effects::FamilyEffect>,
     pub(super) op: Option<String>,
 }
+
+impl Eq for super::effects::FamilyEffect {}
 
 impl Effects {
     /// No work, no event, a new operation id.
@@ -160,6 +163,61 @@ impl Effects {
     pub fn entries(&self) -> &[WorkEntry] {
         &self.work
     }
+
+    /// Adds `n` to a counter of the keyspace (`INCRBY`) in the step's own
+    /// script: exactly when the step writes, never twice for one step.
+    /// The new count is in [`StepOutcome::Written`]'s `values`.
+    ///
+    /// The counter and `n` are at most 16 characters of integer (checked:
+    /// a longer stored value is [`Error::Corrupt`], a larger `n`
+    /// [`Error::InvalidArgument`]), so no sum overflows halfway through.
+    #[must_use]
+    pub fn incr(mut self, counter: &crate::families::CounterKey, n: i64) -> Self {
+        self.family.push(super::effects::FamilyEffect::incr(counter, n));
+        self
+    }
+
+    /// Adds `n` to `field` of a hash of the keyspace (`HINCRBY`) in the
+    /// step's script; the new value is in `values`. Bounds as
+    /// [`Effects::incr`].
+    #[must_use]
+    pub fn hincr(mut self, hash: &crate::families::HashKey, field: &str, n: i64) -> Self {
+        self.family.push(super::effects::FamilyEffect::hincr(hash, field, n));
+        self
+    }
+
+    /// Adds `member` to a set of the keyspace (`SADD`) in the step's
+    /// script; `values` gets 1 if it was added, 0 if it was there.
+    #[must_use]
+    pub fn add(mut self, set: &crate::families::SetKey, member: &str) -> Self {
+        self.family.push(super::effects::FamilyEffect::set(set, true, member));
+        self
+    }
+
+    /// Removes `member` from a set of the keyspace (`SREM`) in the step's
+    /// script; `values` gets 1 if it was removed, 0 if it was not there.
+    #[must_use]
+    pub fn remove(mut self, set: &crate::families::SetKey, member: &str) -> Self {
+        self.family.push(super::effects::FamilyEffect::set(set, false, member));
+        self
+    }
+
+    /// Adds or moves `member` of a sorted set of the keyspace to `score`
+    /// (`ZADD`) in the step's script; `values` gets 1 if it was added, 0
+    /// if it moved. A score that is not finite is refused.
+    #[must_use]
+    pub fn zadd(mut self, zset: &crate::families::SortedSetKey, member: &str, score: f64) -> Self {
+        self.family.push(super::effects::FamilyEffect::zadd(zset, member, score));
+        self
+    }
+
+    /// Removes `member` from a sorted set of the keyspace (`ZREM`) in the
+    /// step's script; `values` gets 1 if it was removed, else 0.
+    #[must_use]
+    pub fn zrem(mut self, zset: &crate::families::SortedSetKey, member: &str) -> Self {
+        self.family.push(super::effects::FamilyEffect::zrem(zset, member));
+        self
+    }
 }
 
 /// The outcome of a step. Errors (wrong scope, unique violation, corrupt
@@ -173,6 +231,12 @@ pub enum StepOutcome {
     Written {
         /// The new version.
         version: u64,
+        /// What the step's family effects returned, in their order (the
+        /// new count of an increment, 1 or 0 for an add or remove). Empty
+        /// when the step was recognised as applied already (a retry by its
+        /// operation id): its effects are not applied again, and what they
+        /// returned then is not kept, so read the families instead.
+        values: Vec<i64>,
     },
     /// The expected version did not match; nothing was written.
     Conflict {
@@ -197,6 +261,8 @@ pub(super) struct StepArgs<'a> {
     pub(super) marker_key: Option<String>,
     pub(super) marker_ttl_ms: u64,
     pub(super) entries: &'a [WorkEntry],
+    /// The family effects, checked.
+    pub(super) effects: &'a [super::effects::FamilyEffect],
 }
 
 impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
@@ -264,8 +330,16 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             }
             (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
         };
-        let args =
-            StepArgs { plan: step, work_key, marker_key, marker_ttl_ms: step.event_ttl_ms, entries: &effects.work };
+        let doc_key = next.index_entries(prefix)?.key;
+        super::effects::check(&effects.family, &self.valkey, &doc_key)?;
+        let args = StepArgs {
+            plan: step,
+            work_key,
+            marker_key,
+            marker_ttl_ms: step.event_ttl_ms,
+            entries: &effects.work,
+            effects: &effects.family,
+        };
         let applied = match read {
             Some(r) => {
                 self.write_inner(
@@ -297,7 +371,10 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
 
     pub(super) fn outcome(applied: Applied) -> StepOutcome {
         match applied {
-            Applied::Put(super::PutOutcome::Written { version }) => StepOutcome::Written { version },
+            Applied::Put(super::PutOutcome::Written { version }) => {
+                StepOutcome::Written { version, values: Vec::new() }
+            }
+            Applied::Stepped { version, values } => StepOutcome::Written { version, values },
             Applied::Put(super::PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },
             Applied::Put(super::PutOutcome::NotFound) => StepOutcome::NotFound,
             Applied::Event(job) => StepOutcome::EventApplied { job },

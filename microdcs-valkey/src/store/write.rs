@@ -42,6 +42,11 @@ pub(super) fn stored_op(op: Option<&str>) -> Result<String> {
 /// document whose step applied the event already.
 pub(super) enum Applied {
     Put(PutOutcome),
+    /// A step the script applied now, with what its family effects returned.
+    Stepped {
+        version: u64,
+        values: Vec<i64>,
+    },
     Event(String),
 }
 
@@ -136,6 +141,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Applied::Put(out) => Ok(out),
             // Only a step carries an event.
             Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
+            Applied::Stepped { version, .. } => {
+                Err(Error::Protocol { script: "put", reply: format!("a step's answer (version {version})") })
+            }
         }
     }
 
@@ -230,6 +238,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     }
                     let version = int_at(name, rest, 0)?;
                     check_wait(key, version, durability, wait)?;
+                    if step.is_some() && code == ret::WRITTEN {
+                        let values = effect_values(name, rest)?;
+                        return Ok(Applied::Stepped { version, values });
+                    }
                     return Ok(Applied::Put(PutOutcome::Written { version }));
                 }
                 ret::CONFLICT => return Ok(Applied::Put(PutOutcome::Conflict { current: int_at(name, rest, 0)? })),
@@ -481,6 +493,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         Err(Error::Contention { key, attempts })
+    }
+}
+
+/// What a step's family effects returned: the reply's third element, one
+/// integer per effect (an empty Lua table comes back as an empty array).
+fn effect_values(script: &'static str, rest: &[redis::Value]) -> Result<Vec<i64>> {
+    match rest.get(1) {
+        None => Ok(Vec::new()),
+        Some(redis::Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                redis::Value::Int(n) => Ok(*n),
+                other => Err(Error::Protocol { script, reply: short(other) }),
+            })
+            .collect(),
+        Some(other) => Err(Error::Protocol { script, reply: short(other) }),
     }
 }
 

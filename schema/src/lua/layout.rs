@@ -132,9 +132,12 @@ pub struct StepLayout {
     /// ARGV: the marker's lifetime in milliseconds.
     pub marker_ttl: usize,
     /// ARGV: how many work entries follow. Each is its field count `n`,
-    /// then `n` name/value pairs.
+    /// then `n` name/value pairs. After them: how many family effects
+    /// follow, then four ARGV per effect (operation, two operands, the
+    /// family's lifetime in milliseconds or empty); effect `i` (from 1)
+    /// acts on `KEYS[num_keys + i]`.
     pub entries: usize,
-    /// Number of KEYS.
+    /// Number of fixed KEYS (the effects' keys come after them).
     pub num_keys: usize,
     /// Number of fixed ARGV (the work entries come after them).
     pub num_args: usize,

@@ -92,6 +92,15 @@ pub const MAX_WORK_ENTRIES: usize = 1000;
 /// stack).
 pub const MAX_ENTRY_FIELDS: usize = 1000;
 
+/// The most family effects (counter increments, hash increments, set and
+/// sorted-set adds and removes) one step may carry.
+pub const MAX_STEP_EFFECTS: usize = 64;
+
+/// The longest integer text a step's counter effects read or add: 16
+/// characters (`-999999999999999` to `9999999999999999`), so no sum of two
+/// overflows the server's 64-bit integers halfway through a script.
+pub const MAX_EFFECT_INTEGER_LEN: usize = 16;
+
 /// The longest operation id accepted.
 pub const MAX_OP_ID_LEN: usize = 64;
 

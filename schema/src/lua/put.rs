@@ -377,7 +377,9 @@ if not exists then change = 'created' end
     if let Some(line) = nudge {
         out.push_str(&line);
     }
-    let _ = writeln!(out, "return {{{WRITTEN}, newv}}");
+    // A step also answers what its family effects returned, in order.
+    let fx = if step.is_some() { ", fx_out" } else { "" };
+    let _ = writeln!(out, "return {{{WRITTEN}, newv{fx}}}");
 }
 
 /// The hash write when some index is not indexed: its fields are dropped,

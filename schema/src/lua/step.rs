@@ -11,6 +11,7 @@ use super::text::Described;
 use crate::spec::DocumentSpec;
 
 pub(super) const RETURNS: &str = "\
+--   {1, version, values}  a step written now: `values` are what its family effects returned, in order
 --   {8, job}              the step's event was applied already, by the step of document `job`;
 --                         nothing written (checked after the operation id: a retry of the
 --                         step that set the marker reports {7, version})
@@ -43,7 +44,10 @@ pub(super) fn describe(spec: &DocumentSpec<'_>, s: &StepLayout, keys: &mut Vec<D
     argv.push((s.marker_ttl, "the marker's lifetime in milliseconds".into()));
     argv.push((
         s.entries,
-        "number of work entries; then per entry its field count n and n name/value pairs (to the end of ARGV)".into(),
+        "number of work entries; then per entry its field count n and n name/value pairs; then the number of \
+         family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | \
+         `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]"
+            .into(),
     ));
 }
 
@@ -79,13 +83,61 @@ for _ = 1, count do
   if not whole(ARGV[last + 1], {max_fields}) then return redis.error_reply('ERR microdcs step: malformed work entries') end
   last = last + 1 + 2 * tonumber(ARGV[last + 1])
 end
-if last ~= #ARGV then return redis.error_reply('ERR microdcs step: malformed work entries') end
 if count > 0 then redis.call('XLEN', KEYS[{work}]) end
 ",
         n = s.entries,
         work = s.work_key,
         max_entries = super::MAX_WORK_ENTRIES,
         max_fields = super::MAX_ENTRY_FIELDS,
+    );
+    effects_check(out, s);
+}
+
+/// Walks the family effects before any write: the shape fills ARGV and
+/// KEYS exactly, each operation is known, and each key is read with the
+/// type its operation needs (a key of another type fails here, with
+/// nothing written). A counter or hash field an increment would read must
+/// hold a short integer (else `{CORRUPT, 'effect', key}`), so no increment
+/// can fail halfway through the writes.
+fn effects_check(out: &mut String, s: &StepLayout) {
+    let _ = write!(
+        out,
+        "\
+local function malformed() return redis.error_reply('ERR microdcs step: malformed effects') end
+local function integer(text) return (text == '0' or string.find(text, '^%-?[1-9]%d*$')) and #text <= {int_len} end
+local fx_at = last + 1
+if not whole(ARGV[fx_at], {max_effects}) then return malformed() end
+local fx_count = tonumber(ARGV[fx_at])
+if fx_at + 4 * fx_count ~= #ARGV or {keys} + fx_count ~= #KEYS then return malformed() end
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[{keys} + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  if ttl ~= '' and not (string.find(ttl, '^[1-9]%d*$') and #ttl <= {ttl_len}) then return malformed() end
+  if fx == 'incr' then
+    if not integer(a) then return malformed() end
+    local cur = redis.call('GET', k)
+    if cur and not integer(cur) then return {{{CORRUPT}, 'effect', k}} end
+  elseif fx == 'hincr' then
+    if not integer(b) then return malformed() end
+    local cur = redis.call('HGET', k, a)
+    if cur and not integer(cur) then return {{{CORRUPT}, 'effect', k}} end
+  elseif fx == 'sadd' or fx == 'srem' then
+    redis.call('SCARD', k)
+  elseif fx == 'zadd' then
+    if not tonumber(b) then return malformed() end
+    redis.call('ZCARD', k)
+  elseif fx == 'zrem' then
+    redis.call('ZCARD', k)
+  else
+    return malformed()
+  end
+end
+",
+        keys = s.num_keys,
+        max_effects = super::MAX_STEP_EFFECTS,
+        int_len = super::MAX_EFFECT_INTEGER_LEN,
+        ttl_len = super::MAX_LIFETIME_MS.to_string().len(),
+        CORRUPT = super::ret::CORRUPT,
     );
 }
 
@@ -104,7 +156,22 @@ for _ = 1, count do
   pos = pos + 1 + 2 * n
 end
 if event then redis.call('SET', KEYS[{key}], id, 'PX', ARGV[{ttl}]) end
+local fx_out = {{}}
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[{keys} + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local r
+  if fx == 'incr' then r = redis.call('INCRBY', k, a)
+  elseif fx == 'hincr' then r = redis.call('HINCRBY', k, a, b)
+  elseif fx == 'sadd' then r = redis.call('SADD', k, a)
+  elseif fx == 'srem' then r = redis.call('SREM', k, a)
+  elseif fx == 'zadd' then r = redis.call('ZADD', k, b, a)
+  else r = redis.call('ZREM', k, a) end
+  if ttl ~= '' then redis.call('PEXPIRE', k, ttl) end
+  fx_out[i] = r
+end
 ",
+        keys = s.num_keys,
         first = s.entries + 1,
         work = s.work_key,
         key = s.marker_key,

@@ -27,7 +27,7 @@
 -- ARGV[23] how many operation ids `ops` keeps (1 to 64)
 -- ARGV[24] `1` if the step carries an event, else `0`
 -- ARGV[25] the marker's lifetime in milliseconds
--- ARGV[26] number of work entries; then per entry its field count n and n name/value pairs (to the end of ARGV)
+-- ARGV[26] number of work entries; then per entry its field count n and n name/value pairs; then the number of family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -41,6 +41,7 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {1, version, values}  a step written now: `values` are what its family effects returned, in order
 --   {8, job}              the step's event was applied already, by the step of document `job`;
 --                         nothing written (checked after the operation id: a retry of the
 --                         step that set the marker reports {7, version})
@@ -153,8 +154,36 @@ for _ = 1, count do
   if not whole(ARGV[last + 1], 1000) then return redis.error_reply('ERR microdcs step: malformed work entries') end
   last = last + 1 + 2 * tonumber(ARGV[last + 1])
 end
-if last ~= #ARGV then return redis.error_reply('ERR microdcs step: malformed work entries') end
 if count > 0 then redis.call('XLEN', KEYS[10]) end
+local function malformed() return redis.error_reply('ERR microdcs step: malformed effects') end
+local function integer(text) return (text == '0' or string.find(text, '^%-?[1-9]%d*$')) and #text <= 16 end
+local fx_at = last + 1
+if not whole(ARGV[fx_at], 64) then return malformed() end
+local fx_count = tonumber(ARGV[fx_at])
+if fx_at + 4 * fx_count ~= #ARGV or 11 + fx_count ~= #KEYS then return malformed() end
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[11 + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  if ttl ~= '' and not (string.find(ttl, '^[1-9]%d*$') and #ttl <= 13) then return malformed() end
+  if fx == 'incr' then
+    if not integer(a) then return malformed() end
+    local cur = redis.call('GET', k)
+    if cur and not integer(cur) then return {6, 'effect', k} end
+  elseif fx == 'hincr' then
+    if not integer(b) then return malformed() end
+    local cur = redis.call('HGET', k, a)
+    if cur and not integer(cur) then return {6, 'effect', k} end
+  elseif fx == 'sadd' or fx == 'srem' then
+    redis.call('SCARD', k)
+  elseif fx == 'zadd' then
+    if not tonumber(b) then return malformed() end
+    redis.call('ZCARD', k)
+  elseif fx == 'zrem' then
+    redis.call('ZCARD', k)
+  else
+    return malformed()
+  end
+end
 -- writes
 local newv = v + 1
 local newv_s = string.format('%d', newv)
@@ -200,6 +229,20 @@ for _ = 1, count do
   pos = pos + 1 + 2 * n
 end
 if event then redis.call('SET', KEYS[11], id, 'PX', ARGV[25]) end
+local fx_out = {}
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[11 + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local r
+  if fx == 'incr' then r = redis.call('INCRBY', k, a)
+  elseif fx == 'hincr' then r = redis.call('HINCRBY', k, a, b)
+  elseif fx == 'sadd' then r = redis.call('SADD', k, a)
+  elseif fx == 'srem' then r = redis.call('SREM', k, a)
+  elseif fx == 'zadd' then r = redis.call('ZADD', k, b, a)
+  else r = redis.call('ZREM', k, a) end
+  if ttl ~= '' then redis.call('PEXPIRE', k, ttl) end
+  fx_out[i] = r
+end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
 if new_1 and new_2 and new_3 then
@@ -251,4 +294,4 @@ else
   redis.call('HSET', doc_key, unpack(h))
 end
 redis.call('PUBLISH', ARGV[7], scope)
-return {1, newv}
+return {1, newv, fx_out}

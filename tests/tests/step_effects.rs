@@ -1,0 +1,173 @@
+//! Step effects on the keyspace's families: a chat message stored with its
+//! sequence number, unread counts, membership and recency in one script,
+//! exactly once (a retry by operation id applies none again), checked
+//! before any write (a corrupt counter, a family of another slot, another
+//! prefix), on one server and on a one-node cluster, which refuses any
+//! script whose keys span slots.
+
+use microdcs_tests::server;
+use microdcs_valkey::config::Secret;
+use microdcs_valkey::redis::AsyncCommands;
+use microdcs_valkey::testing::{ValkeyCluster, unique_prefix};
+use microdcs_valkey::{
+    Document, Effects, Error, KeyspaceHandle, MicroDcsConfig, Placement, StepOutcome, Store, Valkey, ValkeyConfig,
+    keyspace,
+};
+use serde::{Deserialize, Serialize};
+
+/// A chat message, per conversation (the scope): its number in the
+/// conversation comes from the `seq` counter in the same script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "message", key = "msg:{#scope}:{id}", outbox(stream = "chat:work:{#scope}"))]
+struct Message {
+    id: String,
+    scope: String,
+    from: String,
+    text: String,
+}
+
+keyspace! {
+    Chat {
+        shard: scope,
+        documents: [Message],
+        seq: counter("chat:seq:{#scope}"),
+        unread: hash("chat:unread:{#scope}"),
+        members: set("chat:members:{#scope}"),
+        recent: zset("chat:recent:{#scope}", ttl = "30s"),
+        total: counter("chat:total"),
+        work: stream("chat:work:{#scope}"),
+    }
+}
+
+fn message(id: &str, conversation: &str, from: &str) -> Message {
+    Message { id: id.into(), scope: conversation.into(), from: from.into(), text: format!("hello from {from}") }
+}
+
+/// Sends one message the way the README shows: the document, the next
+/// sequence number, an unread count for each other member, the sender's
+/// membership and the conversation's recency, all in the step.
+async fn send(
+    chat: &KeyspaceHandle<Chat>,
+    store: &Store<Message>,
+    m: &Message,
+    others: &[&str],
+    op: &str,
+) -> StepOutcome {
+    let unread = Chat::unread(chat, &m.scope).unwrap();
+    let mut effects = Effects::new()
+        .incr(&Chat::seq(chat, &m.scope).unwrap(), 1)
+        .add(&Chat::members(chat, &m.scope).unwrap(), &m.from)
+        .zadd(&Chat::recent(chat, &m.scope).unwrap(), &m.id, 1_000.0)
+        .op(op);
+    for o in others {
+        effects = effects.hincr(&unread, o, 1);
+    }
+    store.step(None, m, &effects).await.unwrap()
+}
+
+async fn everything(connection_string: String, name: &str) {
+    let valkey = Valkey::connect(&config(connection_string.clone(), unique_prefix(name).as_str())).await.unwrap();
+    let chat = Chat::open(valkey.clone());
+    let store = chat.store::<Message>();
+    let mut raw = valkey.connection();
+    let c = "conv-1";
+
+    // Three messages: numbered 1, 2, 3 by the counter, unread counts per
+    // member, each returned by the step.
+    let out = send(&chat, &store, &message("m-1", c, "ann"), &["bob", "cy"], "op-m1-000001").await;
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![1, 1, 1, 1, 1] });
+    let out = send(&chat, &store, &message("m-2", c, "bob"), &["ann", "cy"], "op-m2-000001").await;
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![2, 1, 1, 1, 2] });
+    let out = send(&chat, &store, &message("m-3", c, "ann"), &["bob", "cy"], "op-m3-000001").await;
+    // ann is a member already (0); bob has 1 + 1, cy 2 + 1.
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![3, 0, 1, 2, 3] });
+
+    // A retry of m-3 by its operation id applies nothing again: the
+    // counters stay, and the step reports its write without values.
+    let retry = send(&chat, &store, &message("m-3", c, "ann"), &["bob", "cy"], "op-m3-000001").await;
+    assert!(matches!(retry, StepOutcome::Written { version: 1, ref values } if values.is_empty()), "{retry:?}");
+    let seq = Chat::seq(&chat, c).unwrap();
+    assert_eq!(seq.get().await.unwrap(), 3);
+    let unread = Chat::unread(&chat, c).unwrap();
+    assert_eq!(unread.get("cy").await.unwrap().as_deref(), Some("3"));
+    assert_eq!(unread.get("bob").await.unwrap().as_deref(), Some("2"));
+    let members = Chat::members(&chat, c).unwrap();
+    assert!(members.contains("ann").await.unwrap() && members.contains("bob").await.unwrap());
+    // The sorted set's declared lifetime is given again by the step.
+    let recent = Chat::recent(&chat, c).unwrap();
+    let ttl: i64 = raw.pttl(recent.key()).await.unwrap();
+    assert!(ttl > 0 && ttl <= 30_000, "{ttl}");
+
+    // Removes: a member leaves, a message leaves the recent set.
+    let leave = Effects::new().remove(&members, "bob").zrem(&recent, "m-1").remove(&members, "nobody");
+    let out = store.step(None, &message("m-4", c, "bob"), &leave).await.unwrap();
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![1, 1, 0] });
+    assert!(!members.contains("bob").await.unwrap());
+
+    // A corrupt counter: the step is refused before anything is written,
+    // naming the counter's key.
+    let _: () = raw.set(seq.key(), "seven").await.unwrap();
+    let e = store
+        .step(None, &message("m-5", c, "cy"), &Effects::new().incr(&seq, 1).hincr(&unread, "ann", 1))
+        .await
+        .expect_err("a counter that is not an integer");
+    assert!(matches!(&e, Error::Corrupt { key, .. } if key == seq.key()), "{e:?}");
+    assert_eq!(store.get_in(c, "m-5").await.unwrap(), None, "no document");
+    assert_eq!(unread.get("ann").await.unwrap().as_deref(), Some("1"), "no increment");
+    // A counter with a leading zero is no integer to the server either.
+    let _: () = raw.set(seq.key(), "07").await.unwrap();
+    let e = store.step(None, &message("m-5", c, "cy"), &Effects::new().incr(&seq, 1)).await.unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+    let _: () = raw.set(seq.key(), "3").await.unwrap();
+    // A key of another type: the server's type error, before any write.
+    let _: () = raw.del(members.key()).await.unwrap();
+    let _: () = raw.hset(members.key(), "f", "v").await.unwrap();
+    let e = store.step(None, &message("m-6", c, "cy"), &Effects::new().incr(&seq, 1).add(&members, "cy")).await;
+    assert!(e.is_err(), "a set that is a hash: {e:?}");
+    assert_eq!(store.get_in(c, "m-6").await.unwrap(), None);
+    assert_eq!(seq.get().await.unwrap(), 3, "the increment before it was not applied either");
+
+    // Bounds, before anything is sent: an increment too large to be
+    // checked for overflow, a score that is not finite, too many effects.
+    let big = Effects::new().incr(&seq, i64::MAX);
+    let e = store.step(None, &message("m-7", c, "cy"), &big).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    let nan = Effects::new().zadd(&recent, "m-7", f64::NAN);
+    assert!(matches!(store.step(None, &message("m-7", c, "cy"), &nan).await, Err(Error::InvalidArgument(_))));
+    let many = (0..65).fold(Effects::new(), |e, _| e.incr(&seq, 1));
+    assert!(matches!(store.step(None, &message("m-7", c, "cy"), &many).await, Err(Error::InvalidArgument(_))));
+    // A family handle of another prefix does not belong to this store.
+    let other = Valkey::connect(&config(connection_string, unique_prefix("fx-other").as_str())).await.unwrap();
+    let other = Chat::open(other);
+    let foreign = Effects::new().incr(&Chat::seq(&other, c).unwrap(), 1);
+    assert!(matches!(store.step(None, &message("m-7", c, "cy"), &foreign).await, Err(Error::InvalidArgument(_))));
+    assert_eq!(store.get_in(c, "m-7").await.unwrap(), None);
+
+    // A family outside the scope's slot: refused on a cluster before
+    // anything is sent; on one server every key is local.
+    let total = Chat::total(&chat).unwrap();
+    let out = store.step(None, &message("m-8", c, "cy"), &Effects::new().incr(&total, 1)).await;
+    if valkey.is_cluster() {
+        assert!(matches!(&out, Err(Error::InvalidArgument(m)) if m.contains("slot")), "{out:?}");
+        assert_eq!(store.get_in(c, "m-8").await.unwrap(), None);
+    } else {
+        assert_eq!(out.unwrap(), StepOutcome::Written { version: 1, values: vec![1] });
+    }
+}
+
+fn config(connection_string: String, prefix: &str) -> ValkeyConfig {
+    ValkeyConfig {
+        connection_string: Secret::new(connection_string),
+        key_prefix: prefix.to_owned(),
+        placement: Placement::Sharded,
+        ..MicroDcsConfig::default().valkey
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_effects_on_one_server_and_a_cluster_node() {
+    let one = server();
+    everything(one.host_port(), "fx-one").await;
+    let node = ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
+    everything(node.connection_string(), "fx-node").await;
+}
