@@ -73,6 +73,8 @@ async fn a_sharded_keyspace_on_one_server_one_node_and_three_primaries() {
     assert!(lines.iter().any(|l| l == "scopes in the registry: 6"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "verify: 6 documents, 0 differences"), "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("Some((\"line-3\", \"r-1\"))")), "{lines:?}");
+    // The demo's step numbered the job and added the reference in its script.
+    assert!(lines.iter().any(|l| l == "step j-1 in line-2: Written { version: 1, values: [1, 1] }"), "{lines:?}");
 }
 
 /// What the flow saw of the deployment.

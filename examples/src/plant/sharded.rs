@@ -148,6 +148,7 @@ keyspace! {
 
 /// A short run of the sharded plant, what `plant sharded` prints: job
 /// responses in six scopes, each scope's slot, a lookup by order, a step
+/// (with its family effects: the line's sequence number and a reference)
 /// with its work entry, every scope from the registry and a clean verify.
 /// On a cluster the handle needs `Placement=sharded` (an untagged prefix).
 ///
@@ -179,7 +180,14 @@ pub async fn demo(valkey: &microdcs_valkey::Valkey) -> Result<Vec<String>, micro
         wait_type: None,
         wait_start: None,
     };
-    let step = states.step(None, &job, &Effects::new().work(WorkEntry::new().field("step", "mix"))).await?;
+    // The step numbers the job in its line with the line's `pubseq`
+    // counter and marks the line as referenced by SFC work, both in the
+    // step's own script (same slot: the families carry `{#scope}`).
+    let effects = Effects::new()
+        .work(WorkEntry::new().field("step", "mix"))
+        .incr(&ShardedPlant::pubseq(&plant, "line-2")?, 1)
+        .add(&ShardedPlant::reference(&plant, "sfc", "line-2")?, "j-1");
+    let step = states.step(None, &job, &effects).await?;
     out.push(format!("step j-1 in line-2: {step:?}"));
     let scopes = responses.scopes(Page::first(100)).await?;
     out.push(format!("scopes in the registry: {}", scopes.ids.len()));
