@@ -108,7 +108,7 @@ pub use store::{
 #[doc(hidden)]
 pub use streams::{Entry, StreamEntry, Streams};
 #[doc(hidden)]
-pub use sweep::{Due, DueSweep};
+pub use sweep::{Due, DueSweep, Expired, ExpirySweep};
 
 #[doc(hidden)]
 pub mod __private {

@@ -180,3 +180,127 @@ where
         Box::pin(async move { self.sweep().await.map(|_| ()).map_err(|e| Box::new(e) as BoxError) })
     }
 }
+
+/// The expiry sweep of document type `D`: documents that carry their end
+/// of life in a sorted index (scored by the time they expire, Unix
+/// milliseconds, a field or a method such as `created + 30 days`) are
+/// deleted once it has passed, each through the type's delete script, so
+/// every index stays exact and change consumers get a `deleted` entry.
+/// The pattern for ordered data that must expire: a `ttl` removes the
+/// document hash only, never its index entries, so a type with a `ttl` may
+/// have no ordered index.
+///
+/// Each run reads, per scope of the registry, the ids whose expiry score
+/// is at most the server's clock (`TIME`; clients' clocks do not matter),
+/// reads each document and deletes it only if the document itself still
+/// says it has expired, expecting the version read: a document written
+/// meanwhile with a later expiry stays. `verify` and `rebuild` know the
+/// index like any other sorted index.
+///
+/// ```ignore
+/// #[microdcs(kind = "message", sorted(key = "msg:expiry:{scope}", score = expires_at, name = "expiry"))]
+/// // ...
+/// let sweep = ExpirySweep::new(store, |scope| Message::expiry(scope), Duration::from_secs(60));
+/// let poller = Poller::new(valkey, "node-1").task(sweep).start().await?;
+/// ```
+pub struct ExpirySweep<D, C, Q> {
+    store: Store<D, C>,
+    query: Q,
+    interval: Duration,
+    batch: usize,
+}
+
+/// What one expiry run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Documents deleted.
+    pub deleted: u64,
+    /// Ids whose document was gone already, no longer expired, or written
+    /// between its read and its delete: left for the next run to judge.
+    pub kept: u64,
+}
+
+impl<D, C, Q> ExpirySweep<D, C, Q>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+    Q: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
+{
+    /// A sweep every `interval` of the sorted index `query(scope)` names
+    /// (`|scope| Message::expiry(scope)`); at most 1,000 documents per scope
+    /// and run (the rest come next run).
+    pub fn new(store: Store<D, C>, query: Q, interval: Duration) -> Self {
+        ExpirySweep { store, query, interval, batch: 1000 }
+    }
+
+    /// At most this many documents per scope and run (1 to [`Page::MAX`]).
+    #[must_use]
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = batch.clamp(1, Page::MAX);
+        self
+    }
+
+    /// One run over every scope of the registry.
+    ///
+    /// # Errors
+    /// An index that is not sorted ([`Error::InvalidArgument`]), connection
+    /// errors, a key of another type, a corrupt document: the first error
+    /// ends the run (what it deleted stays deleted; the next run goes on).
+    pub async fn sweep(&self) -> Result<Expired> {
+        let now = crate::retry::server_time_ms(self.store.valkey()).await?;
+        let prefix = self.store.valkey().prefix().clone();
+        let mut done = Expired::default();
+        let mut page = Some(Page::first(1000));
+        while let Some(p) = page {
+            let got = self.store.scopes(p).await?;
+            page = got.next;
+            for scope in got.ids {
+                let query = (self.query)(&scope);
+                let index = query.index();
+                let due = self.store.range(query, f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+                for entry in due {
+                    let Some(read) = self.store.get_in(&scope, &entry.member).await? else {
+                        done.kept += 1;
+                        continue;
+                    };
+                    // The document's own expiry, not the index's: a write
+                    // may have moved it since the range was read.
+                    if !expired_at(&read.doc, &prefix, index, now)? {
+                        done.kept += 1;
+                        continue;
+                    }
+                    match self.store.delete(&read).await? {
+                        crate::DeleteOutcome::Deleted { .. } => done.deleted += 1,
+                        _ => done.kept += 1,
+                    }
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Whether `doc`'s score in group index `index` is at most `now`; a
+/// document outside the index (no expiry) has not expired.
+fn expired_at<D: Document>(doc: &D, prefix: &microdcs_schema::KeyPrefix, index: usize, now: u64) -> Result<bool> {
+    let spec = &D::SPEC.groups[index];
+    let entries = doc.index_entries(prefix)?;
+    let Some(Some(entry)) = entries.groups.get(index) else { return Ok(false) };
+    let score = entry.fields.iter().find(|(f, _)| *f == spec.name).and_then(|(_, v)| v.parse::<f64>().ok());
+    Ok(score.is_some_and(|s| s <= now as f64))
+}
+
+impl<D, C, Q> PollerTask for ExpirySweep<D, C, Q>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+    Q: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
+{
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn run(&self) -> BoxFuture<'_, std::result::Result<(), BoxError>> {
+        Box::pin(async move { self.sweep().await.map(|_| ()).map_err(|e| Box::new(e) as BoxError) })
+    }
+}

@@ -239,7 +239,10 @@ impl fmt::Display for SchemaError {
             K::TtlWithEntries(what) => write!(
                 f,
                 "a document type with `ttl` cannot have {what}: its entries would outlive the documents, \
-                 which expire on their own (unique indexes may stay: their keys expire with the document)"
+                 which expire on their own (unique indexes may stay: their keys expire with the document); for \
+                 data that must stay ordered and expire, drop `ttl`, score a sorted index by the expiry time \
+                 (`sorted(key = \"...:expiry:{{scope}}\", score = expires_at(), name = \"expiry\")`) and run an \
+                 `ExpirySweep`, which deletes expired documents through the delete script"
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
             K::OutboxMisuse(why) => write!(f, "{why}"),

@@ -1,0 +1,123 @@
+//! Expiring ordered data: messages kept in order (a sorted list) for 30
+//! days, their end of life in a sorted index scored by a method, and an
+//! `ExpirySweep` deleting expired ones through the delete script, so the
+//! list and every index stay exact, change consumers see `deleted`
+//! entries, and verify stays clean.
+
+use std::time::Duration;
+
+use microdcs_tests::{server, stream_entries};
+use microdcs_valkey::redis::{AsyncCommands, aio::ConnectionManager};
+use microdcs_valkey::testing::unique_prefix;
+use microdcs_valkey::{
+    Document, Expired, ExpirySweep, MaintenanceOptions, Page, Poller, PutOutcome, Valkey, WriteOptions, keyspace,
+};
+use serde::{Deserialize, Serialize};
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// A chat message, kept 30 days after it was sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "message",
+    list(key = "msg:list:{scope}", score = sent_at),
+    sorted(key = "msg:expiry:{scope}", score = expires_at(), name = "expiry")
+)]
+struct Message {
+    id: String,
+    scope: String,
+    text: String,
+    /// Unix milliseconds.
+    sent_at: i64,
+}
+
+impl Message {
+    /// The end of its life: 30 days after it was sent.
+    fn expires_at(&self) -> i64 {
+        self.sent_at + 30 * DAY_MS
+    }
+}
+
+keyspace! {
+    Chat {
+        documents: [Message],
+        changes: stream("changes:{scope}"),
+    }
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+fn message(id: &str, conversation: &str, age_days: i64) -> Message {
+    Message {
+        id: id.into(),
+        scope: conversation.into(),
+        text: format!("text of {id}"),
+        sent_at: now_ms() - age_days * DAY_MS,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_messages_are_deleted_through_the_delete_script() {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("expiry"), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(microdcs_valkey::redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let store = Chat::open(valkey.clone()).store::<Message>();
+    let p = valkey.prefix().clone();
+    // Three expired (31 and 40 days old) in two conversations, two fresh.
+    for m in [message("m-1", "c1", 31), message("m-2", "c1", 40), message("m-3", "c2", 31)] {
+        assert_eq!(store.create(&m).await.unwrap(), PutOutcome::Written { version: 1 });
+    }
+    for m in [message("m-4", "c1", 1), message("m-5", "c2", 29)] {
+        assert_eq!(store.create(&m).await.unwrap(), PutOutcome::Written { version: 1 });
+    }
+    // The index names m-4 as expired, but the document says otherwise:
+    // the document is the truth, and the index entry is verify's to find.
+    let expiry_c1 = Message::expiry("c1");
+    let key = Message::SPEC.groups[expiry_c1.index()].key;
+    let key = microdcs_valkey::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
+    let _: () = raw.zadd(&key, "m-4", 0).await.unwrap();
+
+    let sweep = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600));
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 3, kept: 1 });
+    for (c, id) in [("c1", "m-1"), ("c1", "m-2"), ("c2", "m-3")] {
+        assert_eq!(store.get_in(c, id).await.unwrap(), None, "{id} expired");
+    }
+    assert!(store.get_in("c1", "m-4").await.unwrap().is_some());
+    assert!(store.get_in("c2", "m-5").await.unwrap().is_some());
+    // The list holds the survivors only, in order.
+    assert_eq!(store.list("c1", Page::first(10)).await.unwrap().ids, vec!["m-4".to_owned()]);
+    // Change consumers see each expiry as a delete, the oldest first.
+    let changes = Chat::changes_key(&p, "c1").unwrap();
+    let deleted: Vec<String> = stream_entries(&mut raw, &changes)
+        .await
+        .into_iter()
+        .filter(|e| e.get("change").map(String::as_str) == Some("deleted"))
+        .filter_map(|e| e.get("id").cloned())
+        .collect();
+    assert_eq!(deleted, vec!["m-2".to_owned(), "m-1".to_owned()]);
+    // Verify finds the damaged entry (and only it); rebuild puts it back.
+    let opts = MaintenanceOptions::default();
+    let report = store.verify(&opts).await.unwrap();
+    assert_eq!(report.differences.len(), 1, "{:?}", report.differences);
+    let _ = store.rebuild(&opts).await.unwrap();
+    assert!(store.verify(&opts).await.unwrap().differences.is_empty());
+    // Nothing left to expire: a second run deletes nothing.
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 0, kept: 0 });
+
+    // As a poller task: a message that expires comes and goes.
+    let fast = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_millis(100)).batch(10);
+    let poller = Poller::new(valkey.clone(), "expiry").task(fast).start().await.unwrap();
+    let mut late = message("m-6", "c2", 0);
+    late.sent_at = now_ms() - 30 * DAY_MS + 300;
+    assert_eq!(store.create(&late).await.unwrap(), PutOutcome::Written { version: 1 });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while store.get_in("c2", "m-6").await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the poller's sweep never deleted m-6");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(store.get_in("c2", "m-5").await.unwrap().is_some(), "not yet expired");
+    poller.shutdown().await;
+    assert!(store.verify(&opts).await.unwrap().differences.is_empty());
+}
