@@ -28,9 +28,10 @@ const RUNTIME: &[&str] = &[
     // Paging and key families.
     "page",
     "family",
-    // Documents, then what builds on them.
-    "store",
+    // The non-document families, then documents (whose steps apply
+    // effects on those families), then what builds on them.
     "families",
+    "store",
     "lease",
     "dedupe",
     "start_lease",

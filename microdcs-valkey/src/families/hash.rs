@@ -120,7 +120,7 @@ impl HashKey {
     pub async fn entries(&self, cursor: u64, count: usize) -> Result<HashEntries> {
         self.t
             .observed("entries", async {
-                let count = count.clamp(1, crate::Page::MAX);
+                let count = count.clamp(1, crate::page::Page::MAX);
                 let (next, flat): (u64, Vec<String>) = self
                     .t
                     .read(redis::cmd("HSCAN").arg(&self.t.key).arg(cursor).arg("COUNT").arg(count).clone())

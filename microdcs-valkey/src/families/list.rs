@@ -88,7 +88,7 @@ impl ListKey {
     }
 
     /// Values `start..=stop` from the head (0 is the newest; negative
-    /// counts from the oldest), at most [`Page::MAX`](crate::Page::MAX).
+    /// counts from the oldest), at most [`Page::MAX`](crate::page::Page::MAX).
     ///
     /// # Errors
     /// A key of another type, values that are not UTF-8, connection errors.
@@ -102,7 +102,7 @@ impl ListKey {
     }
 
     /// Values `start..=stop` from the tail, oldest first (0 is the oldest;
-    /// negative counts from the newest), at most [`Page::MAX`](crate::Page::MAX):
+    /// negative counts from the newest), at most [`Page::MAX`](crate::page::Page::MAX):
     /// [`ListKey::range`] in reverse order, `range_from_oldest(0, 9)` the ten
     /// oldest values still kept.
     ///
@@ -135,7 +135,7 @@ impl ListKey {
 
 /// The `stop` of a range from `start` that reads at most a page.
 fn capped(start: i64, stop: i64) -> i64 {
-    let max = crate::Page::MAX as i64;
+    let max = crate::page::Page::MAX as i64;
     if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) { start.saturating_add(max - 1) } else { stop }
 }
 

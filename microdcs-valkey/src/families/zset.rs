@@ -169,7 +169,7 @@ impl SortedSetKey {
                 if reverse {
                     cmd.arg("REV");
                 }
-                cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::Page::MAX)).arg("WITHSCORES");
+                cmd.arg("LIMIT").arg(0).arg(limit.clamp(1, crate::page::Page::MAX)).arg("WITHSCORES");
                 self.t.read(cmd).await.map(Scored::pairs)
             })
             .await
@@ -177,7 +177,7 @@ impl SortedSetKey {
 
     /// Members of ranks `start..=stop` (0 is the lowest score; the highest
     /// when `reverse`; negative ranks count from the other end), with
-    /// scores; at most [`Page::MAX`](crate::Page::MAX) of them (a wider
+    /// scores; at most [`Page::MAX`](crate::page::Page::MAX) of them (a wider
     /// range is cut).
     ///
     /// # Errors
@@ -187,7 +187,7 @@ impl SortedSetKey {
             .observed("range_by_rank", async {
                 // At most `Page::MAX` members in one answer, like every read here:
                 // a wider range is cut at its start.
-                let max = crate::Page::MAX as i64;
+                let max = crate::page::Page::MAX as i64;
                 let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
                     start.saturating_add(max - 1)
                 } else {
