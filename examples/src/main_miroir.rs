@@ -6,38 +6,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use microdcs_examples::miroir::{AdminSession, Alias, Miroir, Task, TaskStore};
-use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{Acquire, Expect, MaintenanceOptions, MicroDcsConfig, Page, Valkey};
+use microdcs_valkey::{Acquire, Expect, MaintenanceOptions, Page};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use microdcs_examples::Res;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    microdcs_examples::logging::init_from_env();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("miroir: {e}");
-            ExitCode::from(2)
-        }
-    }
+    microdcs_examples::main_of("miroir", run()).await
 }
 
 async fn run() -> Res<()> {
-    let mut config = MicroDcsConfig::from_env()?;
-    let _server = if std::env::var_os("APP_MicroDcs__Valkey__ConnectionString").is_some() {
-        None
-    } else {
-        let server = ValkeyServer::start_local(&[])?;
-        config.set("Valkey:ConnectionString", &server.host_port())?;
-        Some(server)
-    };
-    // The program's own prefix, unless one is configured (on a cluster it
-    // must be one hash tag, such as `{miroir}`).
-    if std::env::var_os("APP_MicroDcs__Valkey__KeyPrefix").is_none() {
-        config.set("Valkey:KeyPrefix", "miroir")?;
-    }
-    let valkey = Valkey::connect(&config.valkey).await?;
+    let (valkey, _server) = microdcs_examples::connect_or_start("miroir").await?;
     let store = TaskStore::new(valkey.clone())?;
     let ks = Miroir::open(valkey.clone());
     println!("## miroir task store (prefix `{}`)\n", valkey.prefix());
