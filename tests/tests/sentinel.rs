@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
 use microdcs_valkey::testing::{DOWN_AFTER_MS, Sentinel, command};
@@ -89,12 +90,22 @@ async fn a_killed_primary_is_followed_by_writes_the_poller_leases_and_the_inspec
     let plant = Plant::open(valkey.clone());
     let store = plant.store::<JobResponse>();
     let (tx, mut rx) = mpsc::unbounded_channel();
+    // And a sharded type, whose nudges go per scope (`SPUBLISH` and
+    // `SSUBSCRIBE`), which the pub/sub follower must carry over too.
+    let per_scope = ShardedPlant::open(valkey.clone()).store::<sharded::JobResponse>();
+    let _ = per_scope.create(&sharded::JobResponse::new("sr-0", "s1", "o-0", &["A"])).await.unwrap();
+    let (stx, mut srx) = mpsc::unbounded_channel();
+    let sharded_feed = <sharded::JobResponse as Document>::SPEC.feed().expect("has a change stream");
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Collect { tx, feed: JobResponse::SPEC.feed().expect("has a change stream") })
+        .consumer(Collect { tx: stx, feed: sharded_feed })
         .start()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(delivered(&mut srx, "sr-0", Duration::from_secs(10)).await, "the sharded type's first change");
+    let _ = per_scope.create(&sharded::JobResponse::new("sr-1", "s1", "o-1", &["A"])).await.unwrap();
+    assert!(delivered(&mut srx, "sr-1", Duration::from_secs(10)).await, "a per-scope nudge before the failover");
     // On the replica before the kill, so it survives the failover.
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
     let written = store.create(&doc).durability(Durability::replicas(1)).await.unwrap();
@@ -133,6 +144,10 @@ async fn a_killed_primary_is_followed_by_writes_the_poller_leases_and_the_inspec
     let other = JobResponse::new("r-2", "s1", "o-2", &["A"]);
     assert_eq!(store.create(&other).await.unwrap(), PutOutcome::Written { version: 1 });
     assert!(delivered(&mut rx, "r-2", Duration::from_secs(10)).await, "the nudge on the new primary arrived");
+    // After the read every switch makes (so only the nudge can bring it).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = per_scope.create(&sharded::JobResponse::new("sr-2", "s1", "o-2", &["A"])).await.unwrap();
+    assert!(delivered(&mut srx, "sr-2", Duration::from_secs(10)).await, "the per-scope nudge on the new primary");
 
     let leases = LeaseStore::new(valkey.clone());
     let taken = leases.acquire("leader", "node-1", Duration::from_secs(30), "q-1").await.unwrap();
