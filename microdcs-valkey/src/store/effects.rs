@@ -47,9 +47,16 @@ impl FamilyEffect {
 
 /// Checks a step's effects before anything is sent: how many, that each
 /// key belongs to the store's keyspace (the prefix of its handle) and, on
-/// a cluster, to the slot of the document, and that each operand is one
-/// the script accepts.
-pub(super) fn check(effects: &[FamilyEffect], valkey: &crate::client::Valkey, doc_key: &str) -> Result<()> {
+/// a cluster or for a sharded type anywhere, to the slot of the document
+/// (so a family a sharded keyspace forgot to tag is refused on one server
+/// already, not first on a cluster), and that each operand is one the
+/// script accepts.
+pub(super) fn check(
+    effects: &[FamilyEffect],
+    valkey: &crate::client::Valkey,
+    doc_key: &str,
+    sharded: bool,
+) -> Result<()> {
     if effects.len() > MAX_STEP_EFFECTS {
         return Err(Error::InvalidArgument(format!(
             "a step carries at most {MAX_STEP_EFFECTS} family effects, not {}",
@@ -64,7 +71,7 @@ pub(super) fn check(effects: &[FamilyEffect], valkey: &crate::client::Valkey, do
                 e.key
             )));
         }
-        if valkey.is_cluster() && microdcs_schema::slot::key_slot(e.key.as_bytes()) != doc_slot {
+        if (sharded || valkey.is_cluster()) && microdcs_schema::slot::key_slot(e.key.as_bytes()) != doc_slot {
             return Err(Error::InvalidArgument(format!(
                 "the effect on `{}` is in another cluster slot than the document `{doc_key}`, so one script \
                  cannot write both; in a sharded keyspace give the family the scope as its tag (`{{#scope}}`)",

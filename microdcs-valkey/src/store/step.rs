@@ -331,7 +331,7 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
         };
         let doc_key = next.index_entries(prefix)?.key;
-        super::effects::check(&effects.family, &self.valkey, &doc_key)?;
+        super::effects::check(&effects.family, &self.valkey, &doc_key, D::SPEC.is_sharded())?;
         let args = StepArgs {
             plan: step,
             work_key,
