@@ -38,6 +38,7 @@ const APP: &[&str] = &[
     "hdel",
     "hget",
     "hgetall",
+    "hincrby",
     "hlen",
     "hmget",
     "hscan",

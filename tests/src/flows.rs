@@ -138,10 +138,19 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
         wait_type: None,
         wait_start: None,
     };
+    // With an effect of every kind on the keyspace's families, each a
+    // command the role must allow inside the script.
     let effects = microdcs_valkey::Effects::new()
         .work(microdcs_valkey::WorkEntry::new().field("step", "mix"))
-        .event(microdcs_valkey::Event::new("urn:line-1", "e-1"));
-    let _ = states.step(None, &job, &effects).await?;
+        .event(microdcs_valkey::Event::new("urn:line-1", "e-1"))
+        .incr(&Plant::pubseq(&plant, "s1")?, 1)
+        .hincr(&Plant::publisher_cursors(&plant)?, "s1", 1)
+        .add(&Plant::reference(&plant, "sfc", "s1")?, "j-1")
+        .remove(&Plant::reference(&plant, "sfc", "s1")?, "j-0")
+        .zadd(&crate::fixtures::Extras::recent(&extras, "s1")?, "j-1", 1.5)
+        .zrem(&crate::fixtures::Extras::recent(&extras, "s1")?, "j-0");
+    let out = states.step(None, &job, &effects).await?;
+    assert!(matches!(&out, microdcs_valkey::StepOutcome::Written { values, .. } if values.len() == 6), "{out:?}");
 
     // Streams.
     let streams = Streams::new(valkey.clone());

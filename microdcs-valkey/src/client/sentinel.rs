@@ -463,10 +463,16 @@ impl Follower {
     /// Subscribes to a shard channel on the current primary and remembers
     /// it for the next.
     pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        // Remembered first: a switch while this subscribes then carries
+        // it to the new primary (a second subscription does no harm).
+        {
+            let mut known = self.inner.shard_channels.lock().unwrap_or_else(PoisonError::into_inner);
+            if !known.iter().any(|c| c == channel) {
+                known.push(channel.to_owned());
+            }
+        }
         let (_, mut manager) = self.inner.manager().await?;
-        redis::cmd("SSUBSCRIBE").arg(channel).exec_async(&mut manager).await?;
-        self.inner.shard_channels.lock().unwrap_or_else(PoisonError::into_inner).push(channel.to_owned());
-        Ok(())
+        redis::cmd("SSUBSCRIBE").arg(channel).exec_async(&mut manager).await
     }
 }
 

@@ -195,7 +195,9 @@ impl Loop {
             let mut sub = self.sub.clone();
             let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(&channel).await });
             match self.unless_stopped(subscribed).await {
-                Some(Ok(())) => {}
+                // Nudges sent while it was not subscribed are lost: read
+                // the scope once now.
+                Some(Ok(())) => self.drain_channel(&channel).await,
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "cannot subscribe to a scope's nudge channel yet");
                     loop_error("subscribe");
@@ -254,10 +256,16 @@ impl Loop {
             }
             None => return,
         }
+        self.drain_channel(&channel).await;
+    }
+
+    /// Reads once the streams whose nudges a shard channel carries.
+    async fn drain_channel(&self, channel: &str) {
+        let Some(scope) = self.shard_channels.get(channel) else { return };
         let prefix = self.valkey.prefix().clone();
         for i in 0..self.plans.len() {
-            if self.plans[i].channel.of(&prefix, &scope).is_some_and(|c| c == channel) {
-                self.drain(i, &scope).await;
+            if self.plans[i].channel.of(&prefix, scope).is_some_and(|c| c == channel) {
+                self.drain(i, scope).await;
             }
         }
     }

@@ -178,7 +178,7 @@ for i = 1, fx_count do
   elseif fx == 'sadd' or fx == 'srem' then
     redis.call('SCARD', k)
   elseif fx == 'zadd' then
-    if not tonumber(b) then return malformed() end
+    if not string.find(b, '^%-?%d+%.?%d*$') then return malformed() end
     redis.call('ZCARD', k)
   elseif fx == 'zrem' then
     redis.call('ZCARD', k)
