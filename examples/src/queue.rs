@@ -14,6 +14,11 @@
 //! Every move between states is one compare-and-set write, so two workers
 //! can never both own a job and a worker whose lease was taken over cannot
 //! complete it.
+//!
+//! Leases and delays use each process's own clock: a sweeper whose clock
+//! runs ahead of a worker's may take back a job still running (it then runs
+//! again, and is still completed once). Keep the clocks synchronised, or
+//! read the server's clock (`TIME`) for them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
