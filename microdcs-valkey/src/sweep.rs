@@ -114,13 +114,7 @@ where
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err) = (0u64, None);
         // The registry, read once for both passes of the run.
-        let mut scopes = Vec::new();
-        let mut page = Some(Page::first(1000));
-        while let Some(p) = page {
-            let got = self.store.scopes(p).await?;
-            scopes.extend(got.ids);
-            page = got.next;
-        }
+        let scopes = all_scopes(&self.store).await?;
         if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
             && beat.age().await?.is_none_or(|age| age > outage.grace)
         {
@@ -250,34 +244,41 @@ where
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let prefix = self.store.valkey().prefix().clone();
         let mut done = Expired::default();
-        let mut page = Some(Page::first(1000));
-        while let Some(p) = page {
-            let got = self.store.scopes(p).await?;
-            page = got.next;
-            for scope in got.ids {
-                let query = (self.query)(&scope);
-                let index = query.index();
-                let due = self.store.range(query, f64::NEG_INFINITY, now as f64, false, self.batch).await?;
-                for entry in due {
-                    let Some(read) = self.store.get_in(&scope, &entry.member).await? else {
-                        done.kept += 1;
-                        continue;
-                    };
-                    // The document's own expiry, not the index's: a write
-                    // may have moved it since the range was read.
-                    if !expired_at(&read.doc, &prefix, index, now)? {
-                        done.kept += 1;
-                        continue;
-                    }
-                    match self.store.delete(&read).await? {
-                        crate::DeleteOutcome::Deleted { .. } => done.deleted += 1,
-                        _ => done.kept += 1,
-                    }
+        for scope in all_scopes(&self.store).await? {
+            let query = (self.query)(&scope);
+            let index = query.index();
+            let due = self.store.range(query, f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+            for entry in due {
+                let Some(read) = self.store.get_in(&scope, &entry.member).await? else {
+                    done.kept += 1;
+                    continue;
+                };
+                // The document's own expiry, not the index's: a write may
+                // have moved it since the range was read.
+                if !expired_at(&read.doc, &prefix, index, now)? {
+                    done.kept += 1;
+                    continue;
+                }
+                match self.store.delete(&read).await? {
+                    crate::DeleteOutcome::Deleted { .. } => done.deleted += 1,
+                    _ => done.kept += 1,
                 }
             }
         }
         Ok(done)
     }
+}
+
+/// Every scope of the type's registry, page by page.
+async fn all_scopes<D: Document, C: Codec<D>>(store: &Store<D, C>) -> Result<Vec<String>> {
+    let mut scopes = Vec::new();
+    let mut page = Some(Page::first(1000));
+    while let Some(p) = page {
+        let got = store.scopes(p).await?;
+        scopes.extend(got.ids);
+        page = got.next;
+    }
+    Ok(scopes)
 }
 
 /// Whether `doc`'s score in group index `index` is at most `now`; a

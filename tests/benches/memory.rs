@@ -9,15 +9,11 @@
 //! tenth of the entries).
 
 use microdcs_examples::miroir::{Idempotency, Task, TaskStore};
+use microdcs_tests::used_memory;
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::testing::ValkeyServer;
 use microdcs_valkey::{Expect, Valkey, WriteOptions};
-
-async fn used_memory(con: &mut Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.unwrap();
-    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
-}
 
 fn entry(i: usize) -> Idempotency {
     Idempotency { id: format!("req-{i:08}-7f3c9a2e"), status: 200, body: "{\"ok\":true,\"task\":42}".into() }

@@ -29,7 +29,7 @@
 use microdcs_tests::fixtures::Plant;
 use std::time::{Duration, Instant};
 
-use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix};
+use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix, used_memory};
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
 use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
@@ -259,11 +259,6 @@ async fn watch_throughput(url: &str, prefix: &str, callers: usize, per_caller: u
         aborted += t.await.unwrap();
     }
     ((callers * per_caller) as f64 / start.elapsed().as_secs_f64(), aborted)
-}
-
-async fn used_memory(con: &mut Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.unwrap();
-    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
 }
 
 async fn flush(con: &mut Connection) {

@@ -106,3 +106,13 @@ pub async fn command_usec<C: ConnectionLike + Send>(con: &mut C) -> BTreeMap<Str
         })
         .collect()
 }
+
+/// The server's `used_memory` (`INFO memory`), in bytes: what the memory
+/// benches compare before and after writing.
+///
+/// # Panics
+/// When the reply has no such line.
+pub async fn used_memory<C: ConnectionLike + Send>(con: &mut C) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(con).await.unwrap();
+    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+}

@@ -15,7 +15,7 @@ mod inspect;
 pub mod seeded;
 pub mod tls;
 
-pub use inspect::{command_calls, command_usec, snapshot, stream_entries};
+pub use inspect::{command_calls, command_usec, snapshot, stream_entries, used_memory};
 pub use microdcs_valkey::testing::{
     FaultProxy, HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix,
 };

@@ -192,17 +192,11 @@ impl Loop {
 
     async fn refresh(&mut self) {
         for channel in std::mem::take(&mut self.unsubscribed) {
-            let mut sub = self.sub.clone();
-            let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(&channel).await });
-            match self.unless_stopped(subscribed).await {
+            match self.shard_subscribe(&channel).await {
                 // Nudges sent while it was not subscribed are lost: read
                 // the scope once now.
-                Some(Ok(())) => self.drain_channel(&channel).await,
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "cannot subscribe to a scope's nudge channel yet");
-                    loop_error("subscribe");
-                    self.unsubscribed.insert(channel);
-                }
+                Some(true) => self.drain_channel(&channel).await,
+                Some(false) => {}
                 None => return,
             }
         }
@@ -245,18 +239,27 @@ impl Loop {
     async fn shard_moved(&mut self, channel: String) {
         let Some(scope) = self.shard_channels.get(&channel).cloned() else { return };
         tracing::info!(scope, "a scope's nudge channel moved with its slot; subscribing again");
+        if self.shard_subscribe(&channel).await.is_some() {
+            self.drain_channel(&channel).await;
+        }
+    }
+
+    /// `SSUBSCRIBE channel`, bounded: `Some(true)` when subscribed,
+    /// `Some(false)` when it failed (counted, and kept for the next
+    /// refresh to try again), `None` when a stop came first.
+    async fn shard_subscribe(&mut self, channel: &str) -> Option<bool> {
         let mut sub = self.sub.clone();
-        let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(&channel).await });
-        match self.unless_stopped(subscribed).await {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
+        let subscribed = retry::bounded(self.valkey.response_timeout(), async { sub.ssubscribe(channel).await });
+        match self.unless_stopped(subscribed).await? {
+            Ok(()) => Some(true),
+            Err(e) => {
+                let scope = self.shard_channels.get(channel).map_or("", String::as_str);
                 tracing::warn!(scope, error = %e, "cannot subscribe to the scope's nudge channel yet");
                 loop_error("subscribe");
-                self.unsubscribed.insert(channel.clone());
+                self.unsubscribed.insert(channel.to_owned());
+                Some(false)
             }
-            None => return,
         }
-        self.drain_channel(&channel).await;
     }
 
     /// Reads once the streams whose nudges a shard channel carries.
@@ -303,18 +306,9 @@ impl Loop {
             .filter_map(|p| p.channel.of(self.valkey.prefix(), scope))
             .collect();
         for channel in channels {
-            let mut sub = self.sub.clone();
-            let timeout = self.valkey.response_timeout();
-            let subscribed = retry::bounded(timeout, async { sub.ssubscribe(&channel).await });
             self.shard_channels.insert(channel.clone(), scope.to_owned());
-            match self.unless_stopped(subscribed).await {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    tracing::warn!(scope, error = %e, "cannot subscribe to the scope's nudge channel yet");
-                    loop_error("subscribe");
-                    self.unsubscribed.insert(channel);
-                }
-                None => return,
+            if self.shard_subscribe(&channel).await.is_none() {
+                return;
             }
         }
         tracing::debug!(scope, "scope discovered");

@@ -8,7 +8,7 @@ use crate::families::{CounterKey, EffectTarget, HashKey, SetKey, SortedSetKey};
 use microdcs_schema::lua::{MAX_EFFECT_INTEGER_LEN, MAX_STEP_EFFECTS};
 
 /// One effect: its operation, key and operands as the script reads them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct FamilyEffect {
     pub(super) op: &'static str,
     pub(super) key: String,

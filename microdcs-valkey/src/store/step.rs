@@ -129,8 +129,6 @@ pub struct Effects {
     pub(super) op: Option<String>,
 }
 
-impl Eq for super::effects::FamilyEffect {}
-
 impl Effects {
     /// No work, no event, a new operation id.
     pub fn new() -> Self {
@@ -330,8 +328,12 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             }
             (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
         };
-        let doc_key = next.index_entries(prefix)?.key;
-        super::effects::check(&effects.family, &self.valkey, &doc_key, D::SPEC.is_sharded())?;
+        // The document key for the effects' slot check; a step without
+        // effects (the common one) does not compute its entries twice.
+        if !effects.family.is_empty() {
+            let doc_key = next.index_entries(prefix)?.key;
+            super::effects::check(&effects.family, &self.valkey, &doc_key, D::SPEC.is_sharded())?;
+        }
         let args = StepArgs {
             plan: step,
             work_key,
