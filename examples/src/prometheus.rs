@@ -146,12 +146,9 @@ impl Exporter {
             let Ok((mut socket, _)) = listener.accept().await else { continue };
             let me = self.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let n = match tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf)).await {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-                let request = String::from_utf8_lossy(&buf[..n]);
+                let deadline = std::time::Duration::from_secs(5);
+                let Ok(Some(buf)) = tokio::time::timeout(deadline, read_head(&mut socket)).await else { return };
+                let request = String::from_utf8_lossy(&buf);
                 let (status, body) = if request.starts_with("GET /metrics ") || request.starts_with("GET /metrics?") {
                     ("200 OK", me.render())
                 } else {
@@ -167,6 +164,27 @@ impl Exporter {
             });
         }
     }
+}
+
+/// The largest request head the exporter reads; a scrape sends a few lines.
+const MAX_HEAD: usize = 8192;
+
+/// Reads one request head, up to the blank line that ends it. A client may
+/// send its request in several writes, and answering after the first read
+/// would close the socket with the rest unread, which resets the
+/// connection under the client's feet. `None` for a closed connection or a
+/// head over [`MAX_HEAD`].
+async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 || buf.len() + n > MAX_HEAD {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(buf)
 }
 
 /// Installs a new exporter as the process's metrics recorder and serves it
@@ -206,5 +224,22 @@ mod tests {
         assert!(text.contains("db_client_operation_duration_seconds_bucket{x=\"a\\\"b\",le=\"0.05\"} 2"), "{text}");
         assert!(text.contains("db_client_operation_duration_seconds_bucket{x=\"a\\\"b\",le=\"+Inf\"} 3"), "{text}");
         assert!(text.contains("db_client_operation_duration_seconds_count{x=\"a\\\"b\"} 3"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_request_written_in_pieces_gets_its_answer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(Exporter::default().serve(listener));
+        let mut con = tokio::net::TcpStream::connect(addr).await.unwrap();
+        con.set_nodelay(true).unwrap();
+        for piece in ["GET ", "/metrics", " HTTP/1.1\r\n", "Host: x\r\n", "\r\n"] {
+            con.write_all(piece.as_bytes()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let mut reply = String::new();
+        con.read_to_string(&mut reply).await.unwrap();
+        server.abort();
+        assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
     }
 }
