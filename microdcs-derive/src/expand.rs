@@ -104,7 +104,7 @@ fn scripts(spec: &DocumentSpec<'_>) -> [String; 4] {
     let (put, _) = microdcs_schema::lua::put_script(spec);
     let (delete, _) = microdcs_schema::lua::delete_script(spec);
     let find = microdcs_schema::lua::find_script(spec);
-    let step = microdcs_schema::lua::step_script(spec).map(|(s, _)| s).unwrap_or_default();
+    let (step, _) = microdcs_schema::lua::step_script(spec);
     [put, delete, find, step]
 }
 

@@ -269,7 +269,8 @@ pub trait HasChanges: Document {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no outbox, so it has no step",
     label = "declared without `outbox(...)`",
-    note = "declare the work stream on `{Self}` with `#[microdcs(outbox(stream = \"...:{{scope}}\"))]` (add `events = \"...{{id}}\"` for events applied once)"
+    note = "declare the work stream on `{Self}` with `#[microdcs(outbox(stream = \"...:{{scope}}\"))]` (add `events = \"...{{id}}\"` for events applied once)",
+    note = "for a write with family effects only (counters, hashes, sets), use `Store::write`, which every document type has"
 )]
 pub trait HasOutbox: Document {}
 

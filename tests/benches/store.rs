@@ -598,6 +598,7 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
     // The raw call: every position from the layout, as the store fills it
     // for an update that keeps its index entries.
     let l = StepLayout::new(&SfcState::SPEC);
+    let o = l.outbox.expect("the SFC state has an outbox");
     let p = valkey.prefix();
     let doc_key = SfcState::key(p, "j-raw").unwrap();
     let mut keys = vec![doc_key.clone(); l.num_keys];
@@ -607,7 +608,7 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
     let registry = c.registry_key.expect("the plant's types are not sharded: the script writes the registry");
     keys[registry - 1] = Plant::scopes_key(p).unwrap();
     keys[l.put.tomb_key - 1] = Plant::tombstones_key(p, "sfc", "j-raw").unwrap();
-    keys[l.work_key - 1] = Plant::sfc_work_key(p, "s1").unwrap();
+    keys[o.work_key - 1] = Plant::sfc_work_key(p, "s1").unwrap();
     let stored: Vec<Option<String>> =
         redis::cmd("HMGET").arg(&doc_key).arg(&l.put.fields).query_async(&mut stats).await.unwrap();
     let text = serde_json::to_string(&doc("j-raw")).unwrap();
@@ -617,9 +618,9 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
         (l.put.doc, text.as_str()),
         (c.kind, "sfc"),
         (c.maxlen, "10000"),
-        (l.marker_flag, "0"),
-        (l.marker_ttl, "3600000"),
-        (l.entries, "1"),
+        (o.marker_flag, "0"),
+        (o.marker_ttl, "3600000"),
+        (o.entries, "1"),
     ] {
         args[pos - 1] = v.to_owned();
     }

@@ -14,8 +14,9 @@ use microdcs_tests::fixtures::{
 };
 use microdcs_valkey::Document;
 
-/// `(kind, op, text)` for one document type; the step only for a type
-/// with an outbox.
+/// `(kind, op, text)` for one document type: the step of a type with an
+/// outbox, the write with effects (the same script without the outbox's
+/// parts) of one without.
 fn scripts<D: Document>() -> Vec<(String, &'static str, &'static str)> {
     // A sharded type's files are named apart: the sharded plant reuses the
     // plant's kinds.
@@ -25,9 +26,7 @@ fn scripts<D: Document>() -> Vec<(String, &'static str, &'static str)> {
         (kind.clone(), "delete", D::DELETE_SCRIPT),
         (kind.clone(), "find", D::FIND_SCRIPT),
     ];
-    if D::SPEC.outbox.is_some() {
-        out.push((kind, "step", D::STEP_SCRIPT));
-    }
+    out.push((kind, if D::SPEC.outbox.is_some() { "step" } else { "write" }, D::STEP_SCRIPT));
     out
 }
 

@@ -335,19 +335,20 @@ async fn a_malformed_call_of_the_step_script_writes_nothing() {
     let doc = state("j-1", "mix", None, false, None);
     let _ = e.store.step(None, &doc, &Effects::new()).await.unwrap();
     let l = microdcs_schema::lua::StepLayout::new(&<SfcState as microdcs_valkey::Document>::SPEC);
+    let o = l.outbox.expect("the SFC state has an outbox");
     let p = e.valkey.prefix().clone();
     let doc_key = SfcState::key(&p, "j-1").unwrap();
     for (count, entries) in [("1", vec!["0.5", "x"]), ("-1", vec![]), ("1", vec!["1001"]), ("1001", vec![])] {
         let mut keys = vec![doc_key.clone(); l.num_keys];
-        keys[l.work_key - 1] = Plant::sfc_work_key(&p, "s1").unwrap();
+        keys[o.work_key - 1] = Plant::sfc_work_key(&p, "s1").unwrap();
         let mut args = vec![String::new(); l.num_args];
         args[l.put.common.expect - 1] = "1".into();
         args[l.put.common.op - 1] = microdcs_valkey::new_op_id();
         args[l.put.common.id - 1] = "j-1".into();
         args[l.put.common.scope - 1] = "s1".into();
         args[l.put.history - 1] = "8".into();
-        args[l.marker_flag - 1] = "0".into();
-        args[l.entries - 1] = count.into();
+        args[o.marker_flag - 1] = "0".into();
+        args[o.entries - 1] = count.into();
         args.extend(entries.iter().map(|s| (*s).to_owned()));
         let script = redis::Script::new(SfcState::STEP_SCRIPT);
         let mut inv = script.prepare_invoke();

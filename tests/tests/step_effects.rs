@@ -26,10 +26,21 @@ struct Message {
     text: String,
 }
 
+/// A read receipt: a plain document type, no outbox, so no step; its
+/// writes carry family effects through `Store::write`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "receipt", key = "receipt:{#scope}:{id}")]
+struct Receipt {
+    id: String,
+    scope: String,
+    reader: String,
+    upto: u64,
+}
+
 keyspace! {
     Chat {
         shard: scope,
-        documents: [Message],
+        documents: [Message, Receipt],
         seq: counter("chat:seq:{#scope}"),
         unread: hash("chat:unread:{#scope}"),
         members: set("chat:members:{#scope}"),
@@ -151,6 +162,56 @@ async fn everything(connection_string: String, name: &str) {
     assert!(matches!(&out, Err(Error::InvalidArgument(m)) if m.contains("slot")), "{out:?}");
     assert_eq!(store.get_in(c, "m-8").await.unwrap(), None);
     assert_eq!(total.get().await.unwrap(), 0);
+
+    plain_writes(&chat, &mut raw).await;
+}
+
+/// A type without an outbox writes with family effects through
+/// `Store::write`, the README's idiom: exactly once by operation id, an
+/// update from a read, `write_in_place`, and no work entries or event.
+async fn plain_writes(chat: &KeyspaceHandle<Chat>, raw: &mut microdcs_valkey::client::Connection) {
+    let receipts = chat.store::<Receipt>();
+    let c = "conv-2";
+    let unread = Chat::unread(chat, c).unwrap();
+    let _: () = raw.hset(unread.key(), "ann", 5).await.unwrap();
+    let seen = Chat::seq(chat, c).unwrap();
+    let r = Receipt { id: "ann".into(), scope: c.into(), reader: "ann".into(), upto: 5 };
+    // ann read up to 5: her unread count drops by 5 with the receipt.
+    let effects = Effects::new().hincr(&unread, "ann", -5).incr(&seen, 1).op("op-rcpt-00001");
+    let out = receipts.write(None, &r, &effects).await.unwrap();
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![0, 1] });
+    // The same write again (its reply lost): recognised, nothing applied.
+    let again = receipts.write(None, &r, &effects).await.unwrap();
+    assert!(matches!(again, StepOutcome::Written { version: 1, ref values } if values.is_empty()), "{again:?}");
+    assert_eq!(unread.get("ann").await.unwrap().as_deref(), Some("0"));
+    assert_eq!(seen.get().await.unwrap(), 1);
+    // An update from a read, and one in place: each applies its effects.
+    let read = receipts.get_in(c, "ann").await.unwrap().expect("written");
+    let next = Receipt { upto: 7, ..r.clone() };
+    let out = receipts.write(Some(&read), &next, &Effects::new().incr(&seen, 1)).await.unwrap();
+    assert_eq!(out, StepOutcome::Written { version: 2, values: vec![2] });
+    // The read is stale now: a conflict, and the effect is not applied.
+    let out = receipts.write(Some(&read), &next, &Effects::new().incr(&seen, 1)).await.unwrap();
+    assert_eq!(out, StepOutcome::Conflict { current: 2 });
+    assert_eq!(seen.get().await.unwrap(), 2);
+    let mut read = receipts.get_in(c, "ann").await.unwrap().expect("written");
+    let out = receipts.write_in_place(&mut read, Receipt { upto: 9, ..r.clone() }, &Effects::new()).await.unwrap();
+    assert_eq!(out, StepOutcome::Written { version: 3, values: vec![] });
+    assert_eq!((read.version, read.doc.upto), (3, 9));
+    // No outbox: work entries and events are refused before anything is sent.
+    let work = Effects::new().incr(&seen, 1).work(microdcs_valkey::WorkEntry::new().field("a", 1));
+    let e = receipts.write(Some(&read), &Receipt { upto: 10, ..r.clone() }, &work).await.unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("no outbox")), "{e:?}");
+    let event = Effects::new().event(microdcs_valkey::Event::id("e-1"));
+    let e = receipts.write(Some(&read), &Receipt { upto: 10, ..r.clone() }, &event).await.unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(_)), "{e:?}");
+    assert_eq!(seen.get().await.unwrap(), 2);
+    assert_eq!(receipts.get_in(c, "ann").await.unwrap().unwrap().version, 3);
+    // A corrupt counter: refused in the script, nothing written.
+    let _: () = raw.set(seen.key(), "x").await.unwrap();
+    let e = receipts.write(Some(&read), &Receipt { upto: 11, ..r }, &Effects::new().incr(&seen, 1)).await;
+    assert!(matches!(&e, Err(Error::Corrupt { key, .. }) if key == seen.key()), "{e:?}");
+    assert_eq!(receipts.get_in(c, "ann").await.unwrap().unwrap().doc.upto, 9);
 }
 
 fn config(connection_string: String, prefix: &str) -> ValkeyConfig {

@@ -135,8 +135,9 @@ impl<'a> Call<'a> {
         Ok(call.put_body(l, valkey, body))
     }
 
-    /// A step call: a put's positions, then the outbox stream, the event
-    /// marker and the work entries (after the fixed positions).
+    /// A step call: a put's positions, then for a type with an outbox its
+    /// stream, the event marker and the work entries (after the fixed
+    /// positions), then the family effects.
     pub(super) fn step(
         plan: &'a Plan,
         valkey: &Valkey,
@@ -149,19 +150,21 @@ impl<'a> Call<'a> {
         let l = &sl.put;
         let call = Self::new(&l.common, (sl.num_keys, sl.num_args), plan, valkey, kind, t)?;
         let mut call = call.put_body(l, valkey, body);
-        call.set_key(sl.work_key, step.work_key.clone());
-        // No event: the marker position names the document key, unused.
-        call.set_key(sl.marker_key, step.marker_key.clone().unwrap_or_else(|| doc_key.to_owned()));
-        call.set_arg(sl.marker_flag, flag(step.marker_key.is_some()));
-        // Within what the server accepts, whatever a hand-built spec says.
-        let ttl = step.marker_ttl_ms.clamp(1, microdcs_schema::lua::MAX_LIFETIME_MS);
-        call.set_arg(sl.marker_ttl, Arg::Owned(ttl.to_string()));
-        call.set_arg(sl.entries, Arg::Owned(step.entries.len().to_string()));
-        for e in step.entries {
-            call.args.push(Arg::Owned(e.fields().len().to_string()));
-            for (name, value) in e.fields() {
-                call.args.push(Arg::Borrowed(name));
-                call.args.push(Arg::Borrowed(value));
+        if let (Some(o), Some(work_key)) = (sl.outbox, &step.work_key) {
+            call.set_key(o.work_key, work_key.clone());
+            // No event: the marker position names the document key, unused.
+            call.set_key(o.marker_key, step.marker_key.clone().unwrap_or_else(|| doc_key.to_owned()));
+            call.set_arg(o.marker_flag, flag(step.marker_key.is_some()));
+            // Within what the server accepts, whatever a hand-built spec says.
+            let ttl = step.marker_ttl_ms.clamp(1, microdcs_schema::lua::MAX_LIFETIME_MS);
+            call.set_arg(o.marker_ttl, Arg::Owned(ttl.to_string()));
+            call.set_arg(o.entries, Arg::Owned(step.entries.len().to_string()));
+            for e in step.entries {
+                call.args.push(Arg::Owned(e.fields().len().to_string()));
+                for (name, value) in e.fields() {
+                    call.args.push(Arg::Borrowed(name));
+                    call.args.push(Arg::Borrowed(value));
+                }
             }
         }
         // The family effects: KEYS after the fixed ones, four ARGV each.

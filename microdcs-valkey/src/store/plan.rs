@@ -29,10 +29,17 @@ pub(super) struct IndexPlan {
     pub(super) marker: Option<usize>,
 }
 
-/// The step of a type with an outbox: its script, layout and templates.
+/// The step of a type (its writes with family effects, and with an outbox
+/// its work entries and event marker): script, layout and templates.
 pub(super) struct StepPlan {
     pub(super) script: LuaScript,
     pub(super) layout: StepLayout,
+    /// The outbox, for a type with one.
+    pub(super) outbox: Option<OutboxPlan>,
+}
+
+/// The outbox of a type: its stream and markers.
+pub(super) struct OutboxPlan {
     /// The work stream (`{scope}`).
     pub(super) work: KeyTemplate,
     /// The applied-event markers, when the type declares them.
@@ -77,7 +84,7 @@ pub(super) struct Plan {
     pub(super) field_users: Vec<Vec<&'static str>>,
     pub(super) unique: Vec<IndexPlan>,
     pub(super) groups: Vec<IndexPlan>,
-    pub(super) step: Option<StepPlan>,
+    pub(super) step: StepPlan,
 }
 
 fn parse(t: &str) -> KeyTemplate {
@@ -157,13 +164,15 @@ impl Plan {
             groups: spec.groups.iter().map(index_plan).collect(),
             field_users: fields.iter().map(users_of).collect(),
             fields,
-            step: spec.outbox.map(|o| StepPlan {
+            step: StepPlan {
                 script: LuaScript::new(D::STEP_SCRIPT),
                 layout: StepLayout::new(spec),
-                work: parse(o.stream),
-                events: o.events.map(parse),
-                event_ttl_ms: o.event_ttl_ms,
-            }),
+                outbox: spec.outbox.map(|o| OutboxPlan {
+                    work: parse(o.stream),
+                    events: o.events.map(parse),
+                    event_ttl_ms: o.event_ttl_ms,
+                }),
+            },
         }
     }
 

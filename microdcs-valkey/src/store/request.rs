@@ -25,7 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use microdcs_schema::{Document, HasOutbox};
+use microdcs_schema::Document;
 
 use super::Store;
 use super::step::{Effects, StepOutcome};
@@ -242,11 +242,13 @@ impl<'a, D, C> StepCall<'a, D, C> {
     }
 }
 
-impl<'a, D: HasOutbox + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
+impl<'a, D: Document + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, StepOutcome> {
         let (store, what, effects, op) = (self.store, self.what.take(), self.effects, self.op.take());
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
-        Box::pin(observed("step", D::SPEC.kind, async move {
+        // A type without an outbox has no steps, only writes with effects.
+        let name = if D::SPEC.outbox.is_some() { "step" } else { "write" };
+        Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
             // The call's own id overrides the effects' id.
             let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
@@ -301,4 +303,4 @@ macro_rules! request_future {
 
 request_future!(PutCall, Document, PutOutcome);
 request_future!(DeleteCall, Document, DeleteOutcome);
-request_future!(StepCall, HasOutbox, StepOutcome);
+request_future!(StepCall, Document, StepOutcome);

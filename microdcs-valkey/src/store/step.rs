@@ -1,10 +1,11 @@
 //! The workflow step: a compare-and-set of a document that, in the same
 //! generated script, appends work entries to the type's outbox stream and
-//! applies an event at most once (an applied-event marker, checked and set).
+//! applies an event at most once (an applied-event marker, checked and set);
+//! and the write with family effects, the same script without the outbox.
 
 use serde::Serialize;
 
-use microdcs_schema::{HasOutbox, KeyTemplate};
+use microdcs_schema::{Document, HasOutbox, KeyTemplate};
 
 use super::render_err;
 use super::request::{StepCall, StepWhat};
@@ -255,7 +256,8 @@ pub enum StepOutcome {
 pub(super) struct StepArgs<'a> {
     /// The type's step: script, layout, templates.
     pub(super) plan: &'a super::plan::StepPlan,
-    pub(super) work_key: String,
+    /// The outbox stream, for a type with an outbox.
+    pub(super) work_key: Option<String>,
     pub(super) marker_key: Option<String>,
     pub(super) marker_ttl_ms: u64,
     pub(super) entries: &'a [WorkEntry],
@@ -289,6 +291,58 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         StepCall::new(self, StepWhat::Step(read, next), effects)
     }
 
+    /// Like [`Store::step`] from a document you read, moving `read` to the
+    /// new version and document when written, so an engine's loop of steps
+    /// needs no read between them (one round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::step`]; on an error or any other outcome `read` is
+    /// unchanged.
+    pub fn step_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::InPlace(read, next), effects)
+    }
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// A write with family effects, one round trip: compares the version
+    /// `read` has (`None`: the document must not exist yet), stores `next`
+    /// with its indexes and applies `effects`' family effects (counter and
+    /// hash increments, set and sorted-set adds and removes), all in one
+    /// script, so they happen exactly when the document is written: a write
+    /// retried by its operation id applies none of them again. What the
+    /// effects returned comes back in [`StepOutcome::Written`].
+    ///
+    /// Any document type has it; on a type with an outbox it is
+    /// [`Store::step`]. A type without an outbox refuses work entries and
+    /// an event ([`Error::InvalidArgument`], nothing sent).
+    ///
+    /// ```no_run
+    /// # use microdcs_valkey::{Document, Effects, Store, StepOutcome, families::CounterKey};
+    /// # async fn demo<D>(messages: &Store<D>, msg: &D, seq: &CounterKey) -> microdcs_valkey::Result<()>
+    /// # where D: Document + serde::Serialize + serde::de::DeserializeOwned {
+    /// let out = messages.write(None, msg, &Effects::new().incr(seq, 1)).await?;
+    /// if let StepOutcome::Written { values, .. } = out {
+    ///     println!("message number {}", values[0]);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Store::step`].
+    pub fn write<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::Step(read, next), effects)
+    }
+
+    /// Like [`Store::write`] from a document you read, moving `read` to the
+    /// new version and document when written.
+    ///
+    /// # Errors
+    /// See [`Store::write`]; on an error or any other outcome `read` is
+    /// unchanged.
+    pub fn write_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::InPlace(read, next), effects)
+    }
+
     /// The step as [`StepCall`] runs it; `op` overrides [`Effects::op`].
     pub(super) async fn step_inner(
         &self,
@@ -315,10 +369,19 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
         }
         let scope = next.scope();
         let prefix = self.valkey.prefix();
-        // Present for every type with an outbox (`HasOutbox`).
-        let step = self.plan.step.as_ref().ok_or_else(|| Error::InvalidArgument("the type has no outbox".into()))?;
-        let work_key = step.work.render(prefix, &[&scope]).map_err(render_err)?;
-        let marker_key = match (&effects.event, &step.events) {
+        let step = &self.plan.step;
+        let Some(outbox) = &step.outbox else {
+            if !effects.work.is_empty() || effects.event.is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "`{}` declares no outbox, so its writes carry family effects only, no work entries or event; \
+                     declare `outbox(stream = ...)` on it for those",
+                    D::SPEC.type_name
+                )));
+            }
+            return self.effects_write(read, next, effects, op, durability, None, None).await;
+        };
+        let work_key = outbox.work.render(prefix, &[&scope]).map_err(render_err)?;
+        let marker_key = match (&effects.event, &outbox.events) {
             (None, _) => None,
             (Some(_), None) => {
                 return Err(Error::InvalidArgument(format!(
@@ -328,6 +391,23 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             }
             (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
         };
+        self.effects_write(read, next, effects, op, durability, Some(work_key), marker_key).await
+    }
+
+    /// The write of a step or of [`Store::write`], its keys worked out.
+    #[allow(clippy::too_many_arguments, reason = "one private call site per kind of write")]
+    async fn effects_write(
+        &self,
+        read: Option<&Stored<D>>,
+        next: &D,
+        effects: &Effects,
+        op: &str,
+        durability: &crate::config::Durability,
+        work_key: Option<String>,
+        marker_key: Option<String>,
+    ) -> Result<StepOutcome> {
+        let prefix = self.valkey.prefix();
+        let step = &self.plan.step;
         // The document key for the effects' slot check; a step without
         // effects (the common one) does not compute its entries twice.
         if !effects.family.is_empty() {
@@ -338,7 +418,7 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             plan: step,
             work_key,
             marker_key,
-            marker_ttl_ms: step.event_ttl_ms,
+            marker_ttl_ms: step.outbox.as_ref().map_or(0, |o| o.event_ttl_ms),
             entries: &effects.work,
             effects: &effects.family,
         };
@@ -358,17 +438,6 @@ impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
             None => self.write_inner(next, Expect::Create, None, None, op, Some(&args), durability).await?,
         };
         Ok(Self::outcome(applied))
-    }
-
-    /// Like [`Store::step`] from a document you read, moving `read` to the
-    /// new version and document when written, so an engine's loop of steps
-    /// needs no read between them (one round trip each).
-    ///
-    /// # Errors
-    /// See [`Store::step`]; on an error or any other outcome `read` is
-    /// unchanged.
-    pub fn step_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
-        StepCall::new(self, StepWhat::InPlace(read, next), effects)
     }
 
     pub(super) fn outcome(applied: Applied) -> StepOutcome {

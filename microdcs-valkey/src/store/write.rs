@@ -197,7 +197,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             return Ok(Applied::Put(PutOutcome::Conflict { current: s.version }));
         }
         let (l, script, name) = match step {
-            Some(args) => (&args.plan.layout.put, &args.plan.script, "step"),
+            Some(args) if args.plan.outbox.is_some() => (&args.plan.layout.put, &args.plan.script, "step"),
+            Some(args) => (&args.plan.layout.put, &args.plan.script, "write"),
             None => (&plan.put_layout, &plan.put, "put"),
         };
         if plan.sharded {

@@ -59,7 +59,7 @@ fn script_keys<'a>(doc: &DocumentSpec<'a>) -> Vec<(Attr, String, &'a str, String
         out.push((Attr::Changes, "the change stream".to_owned(), c, format!("KEYS[{k}] of the `{ty}` put")));
     }
     if let Some(o) = doc.outbox {
-        let step = crate::lua::StepLayout::new(doc);
+        let step = crate::lua::StepLayout::new(doc).outbox.expect("a type with an outbox has its slots");
         let at = format!("KEYS[{}] of the `{ty}` step", step.work_key);
         out.push((Attr::Outbox, "the outbox stream".to_owned(), o.stream, at));
         if let Some(e) = o.events {

@@ -116,12 +116,28 @@ pub struct PutLayout {
     pub num_args: usize,
 }
 
-/// The KEYS/ARGV layout of a step script: a put's, then the outbox's. The
-/// work entries follow the fixed positions, as many as the step carries.
+/// The KEYS/ARGV layout of a step script: a put's, then, for a type with an
+/// outbox, the outbox's; then the variable part. A type without an outbox
+/// has a step script too, a put with family effects (`Store::write`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepLayout {
     /// Everything a put has, at the same positions.
     pub put: PutLayout,
+    /// The outbox's positions, for a type with an outbox.
+    pub outbox: Option<OutboxSlots>,
+    /// Number of fixed KEYS (the effects' keys come after them: effect `i`,
+    /// from 1, acts on `KEYS[num_keys + i]`).
+    pub num_keys: usize,
+    /// Number of fixed ARGV. After them, for a type with an outbox, the
+    /// work entries (see [`OutboxSlots::entries`]); then how many family
+    /// effects follow, and four ARGV per effect (operation, two operands,
+    /// the family's lifetime in milliseconds or empty).
+    pub num_args: usize,
+}
+
+/// The outbox's positions in a step script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxSlots {
     /// KEYS: the work stream.
     pub work_key: usize,
     /// KEYS: the applied-event marker (the document key when the step
@@ -131,16 +147,9 @@ pub struct StepLayout {
     pub marker_flag: usize,
     /// ARGV: the marker's lifetime in milliseconds.
     pub marker_ttl: usize,
-    /// ARGV: how many work entries follow. Each is its field count `n`,
-    /// then `n` name/value pairs. After them: how many family effects
-    /// follow, then four ARGV per effect (operation, two operands, the
-    /// family's lifetime in milliseconds or empty); effect `i` (from 1)
-    /// acts on `KEYS[num_keys + i]`.
+    /// ARGV: how many work entries follow (the last fixed position). Each
+    /// is its field count `n`, then `n` name/value pairs.
     pub entries: usize,
-    /// Number of fixed KEYS (the effects' keys come after them).
-    pub num_keys: usize,
-    /// Number of fixed ARGV (the work entries come after them).
-    pub num_args: usize,
 }
 
 impl StepLayout {
@@ -148,15 +157,20 @@ impl StepLayout {
     pub fn new(spec: &DocumentSpec<'_>) -> Self {
         let put = PutLayout::new(spec);
         let (k, a) = (put.num_keys, put.num_args);
-        StepLayout {
-            work_key: k + 1,
-            marker_key: k + 2,
-            marker_flag: a + 1,
-            marker_ttl: a + 2,
-            entries: a + 3,
-            num_keys: k + 2,
-            num_args: a + 3,
-            put,
+        match spec.outbox {
+            Some(_) => StepLayout {
+                outbox: Some(OutboxSlots {
+                    work_key: k + 1,
+                    marker_key: k + 2,
+                    marker_flag: a + 1,
+                    marker_ttl: a + 2,
+                    entries: a + 3,
+                }),
+                num_keys: k + 2,
+                num_args: a + 3,
+                put,
+            },
+            None => StepLayout { outbox: None, num_keys: k, num_args: a, put },
         }
     }
 }

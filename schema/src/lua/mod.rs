@@ -27,7 +27,7 @@ mod text;
 pub use delete::delete_script;
 pub use find::find_script;
 pub use layout::{
-    CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, PutIndexSlots, PutLayout, StepLayout,
+    CommonSlots, DeleteLayout, EntrySlots, IndexField, IndexSlots, OutboxSlots, PutIndexSlots, PutLayout, StepLayout,
     all_index_fields, index_fields,
 };
 pub use put::put_script;

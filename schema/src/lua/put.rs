@@ -96,11 +96,14 @@ pub(super) fn generate(spec: &DocumentSpec<'_>, l: &PutLayout, step: Option<&Ste
     let title = match step {
         Some(s) => {
             super::step::describe(spec, s, &mut keys, &mut argv);
-            "step"
+            if s.outbox.is_some() { "step" } else { "write" }
         }
         None => "put",
     };
     let returns = match step {
+        Some(s) if s.outbox.is_some() => {
+            format!("{PUT_RETURNS}{}{}", super::step::RETURNS, super::step::OUTBOX_RETURNS)
+        }
         Some(_) => format!("{PUT_RETURNS}{}", super::step::RETURNS),
         None => PUT_RETURNS.to_owned(),
     };

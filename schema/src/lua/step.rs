@@ -12,48 +12,57 @@ use crate::spec::DocumentSpec;
 
 pub(super) const RETURNS: &str = "\
 --   {1, version, values}  a step written now: `values` are what its family effects returned, in order
+";
+
+/// What a step of a type with an outbox may answer beside [`RETURNS`].
+pub(super) const OUTBOX_RETURNS: &str = "\
 --   {8, job}              the step's event was applied already, by the step of document `job`;
 --                         nothing written (checked after the operation id: a retry of the
 --                         step that set the marker reports {7, version})
 ";
 
-/// The step script of `spec` (a type with an `outbox`), with its layout:
-/// the put, plus the work entries appended to the outbox stream (no length
-/// cap: work leaves the stream only once acknowledged) and the event marker
-/// checked and set, all in the one script. `None` for a type without an
-/// outbox.
+/// The step script of `spec`, with its layout: the put, plus its family
+/// effects (counter and hash increments, set and sorted-set adds and
+/// removes on declared families) and, for a type with an outbox, the work
+/// entries appended to the outbox stream (no length cap: work leaves the
+/// stream only once acknowledged) and the event marker checked and set,
+/// all in the one script. A type without an outbox has one too: its
+/// writes with family effects.
 ///
 /// The marker is checked after the op-history lookup, so a retry of a step
 /// that applied (reply lost) reports its own write, not "event applied";
-/// the stream and the marker are validated by reads before the first
-/// write, like every other key.
-pub fn step_script(spec: &DocumentSpec<'_>) -> Option<(String, StepLayout)> {
-    spec.outbox?;
+/// the stream, the marker and every effect key are validated by reads
+/// before the first write, like every other key.
+pub fn step_script(spec: &DocumentSpec<'_>) -> (String, StepLayout) {
     let l = StepLayout::new(spec);
-    Some((super::put::generate(spec, &l.put, Some(&l)), l))
+    (super::put::generate(spec, &l.put, Some(&l)), l)
 }
 
 pub(super) fn describe(spec: &DocumentSpec<'_>, s: &StepLayout, keys: &mut Vec<Described>, argv: &mut Vec<Described>) {
-    let Some(o) = spec.outbox else { return };
-    keys.push((s.work_key, format!("work stream `{}` (XADD, no MAXLEN)", o.stream)));
+    const EFFECTS: &str = "the number of family effects m and per effect: `incr` n | `hincr` field n | \
+         `sadd`/`srem` member | `zadd` member score | `zrem` member, padded to three, and the family's lifetime \
+         in ms or ''; effect i acts on KEYS[fixed + i]";
+    let (Some(o), Some(slots)) = (spec.outbox, s.outbox) else {
+        argv.push((s.num_args + 1, EFFECTS.into()));
+        return;
+    };
+    keys.push((slots.work_key, format!("work stream `{}` (XADD, no MAXLEN)", o.stream)));
     keys.push((
-        s.marker_key,
+        slots.marker_key,
         format!("applied-event marker `{}` (KEYS[1] when the step carries no event)", o.events.unwrap_or("-")),
     ));
-    argv.push((s.marker_flag, "`1` if the step carries an event, else `0`".into()));
-    argv.push((s.marker_ttl, "the marker's lifetime in milliseconds".into()));
+    argv.push((slots.marker_flag, "`1` if the step carries an event, else `0`".into()));
+    argv.push((slots.marker_ttl, "the marker's lifetime in milliseconds".into()));
     argv.push((
-        s.entries,
-        "number of work entries; then per entry its field count n and n name/value pairs; then the number of \
-         family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | \
-         `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]"
-            .into(),
+        slots.entries,
+        format!("number of work entries; then per entry its field count n and n name/value pairs; then {EFFECTS}"),
     ));
 }
 
 /// Checks the step's event marker: one already set means the event was
 /// applied, by the step of the document it names.
 pub(super) fn event_check(out: &mut String, s: &StepLayout) {
+    let Some(s) = s.outbox else { return };
     let _ = write!(
         out,
         "\
@@ -71,7 +80,19 @@ end
 /// Walks the work entries once before any write: every count a whole
 /// number within its bound, the shape filling ARGV exactly, and the stream
 /// a stream (a read of it). A malformed call is refused before it writes.
-pub(super) fn entries_check(out: &mut String, s: &StepLayout) {
+pub(super) fn entries_check(out: &mut String, step: &StepLayout) {
+    let Some(s) = step.outbox else {
+        let _ = write!(
+            out,
+            "\
+local function whole(text, max) return text and string.find(text, '^%d+$') and #text <= 4 and tonumber(text) <= max end
+local last = {fixed}
+",
+            fixed = step.num_args,
+        );
+        effects_check(out, step);
+        return;
+    };
     let _ = write!(
         out,
         "\
@@ -90,7 +111,7 @@ if count > 0 then redis.call('XLEN', KEYS[{work}]) end
         max_entries = super::MAX_WORK_ENTRIES,
         max_fields = super::MAX_ENTRY_FIELDS,
     );
-    effects_check(out, s);
+    effects_check(out, step);
 }
 
 /// Walks the family effects before any write: the shape fills ARGV and
@@ -143,10 +164,11 @@ end
 
 /// Appends the work entries (each opens with the document id and its new
 /// version, so a consumer knows which write made it) and sets the marker.
-pub(super) fn writes(out: &mut String, s: &StepLayout) {
-    let _ = write!(
-        out,
-        "\
+pub(super) fn writes(out: &mut String, step: &StepLayout) {
+    if let Some(s) = step.outbox {
+        let _ = write!(
+            out,
+            "\
 local pos = {first}
 for _ = 1, count do
   local n = tonumber(ARGV[pos])
@@ -156,6 +178,16 @@ for _ = 1, count do
   pos = pos + 1 + 2 * n
 end
 if event then redis.call('SET', KEYS[{key}], id, 'PX', ARGV[{ttl}]) end
+",
+            first = s.entries + 1,
+            work = s.work_key,
+            key = s.marker_key,
+            ttl = s.marker_ttl,
+        );
+    }
+    let _ = write!(
+        out,
+        "\
 local fx_out = {{}}
 for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[{keys} + i]
@@ -171,11 +203,7 @@ for i = 1, fx_count do
   fx_out[i] = r
 end
 ",
-        keys = s.num_keys,
-        first = s.entries + 1,
-        work = s.work_key,
-        key = s.marker_key,
-        ttl = s.marker_ttl,
+        keys = step.num_keys,
     );
 }
 
@@ -189,7 +217,13 @@ mod tests {
     #[test]
     fn the_step_checks_its_event_after_the_op_id_and_validates_before_writing() {
         use crate::spec::{DEFAULT_EVENT_TTL_MS, OutboxSpec};
-        assert!(step_script(&SPEC).is_none(), "no outbox, no step");
+        // Without an outbox: the put with family effects only.
+        let (plain, l) = step_script(&SPEC);
+        assert_eq!((l.outbox, l.num_keys, l.num_args), (None, l.put.num_keys, l.put.num_args));
+        assert!(plain.starts_with("-- microdcs write script"), "{plain}");
+        assert!(!plain.contains("'XLEN'") && !plain.contains("{8,") && !plain.contains("work entries"));
+        assert!(plain.contains(&format!("local last = {}", l.num_args)));
+        assert!(plain.contains("redis.call('INCRBY', k, a)"));
         let spec = DocumentSpec {
             outbox: Some(OutboxSpec {
                 stream: "work:{scope}",
@@ -198,9 +232,10 @@ mod tests {
             }),
             ..SPEC
         };
-        let (text, l) = step_script(&spec).unwrap();
+        let (text, l) = step_script(&spec);
         assert_eq!(l.put, PutLayout::new(&spec), "a put's positions, unchanged");
-        assert_eq!((l.work_key, l.marker_key), (l.put.num_keys + 1, l.put.num_keys + 2));
+        let o = l.outbox.expect("an outbox");
+        assert_eq!((o.work_key, o.marker_key), (l.put.num_keys + 1, l.put.num_keys + 2));
         let op_lookup = text.find("return {7,").unwrap();
         let event = text.find("if applied then return {8, applied} end").unwrap();
         let expect = text.find("local expect = ARGV").unwrap();
@@ -209,10 +244,10 @@ mod tests {
         assert!(text.find("redis.call('XLEN', KEYS[").unwrap() < first_write, "the stream is read before any write");
         assert!(text.find("malformed work entries").unwrap() < first_write);
         let work =
-            text.find(&format!("redis.call('XADD', KEYS[{}], '*'", l.work_key)).expect("work entries, no MAXLEN");
+            text.find(&format!("redis.call('XADD', KEYS[{}], '*'", o.work_key)).expect("work entries, no MAXLEN");
         assert!(work > first_write);
         assert_eq!(text.matches("'MAXLEN'").count(), 1, "only the change stream is capped");
-        assert!(text.contains(&format!("redis.call('SET', KEYS[{}], id, 'PX', ARGV[{}])", l.marker_key, l.marker_ttl)));
+        assert!(text.contains(&format!("redis.call('SET', KEYS[{}], id, 'PX', ARGV[{}])", o.marker_key, o.marker_ttl)));
         assert!(text.starts_with("-- microdcs step script"));
         assert!(text.contains("string.find(text, '^%d+$')"), "counts are whole numbers");
         // The put of the same type has none of it.

@@ -1,0 +1,297 @@
+-- microdcs write script for `Job` (kind `job`). Generated; do not edit.
+-- KEYS[1] document hash `job:{id}`
+-- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
+-- KEYS[3] scope registry `scopes` (set)
+-- KEYS[4] list `job:list:{scope}` (sorted set)
+-- KEYS[5] group `by_status` `job:bystatus:{scope}:{status}`: new key (KEYS[1] when not indexed)
+-- KEYS[6] group `by_status`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[7] group `running` `job:running:{scope}`: new key (KEYS[1] when not indexed)
+-- KEYS[8] group `running`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[9] group `due` `job:due:{scope}`: new key (KEYS[1] when not indexed)
+-- KEYS[10] group `due`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[11] group `recent` `job:recent:{scope}`: new key (KEYS[1] when not indexed)
+-- KEYS[12] group `recent`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[13] tombstone `tomb:{kind}:{id}`, read when the document is missing
+-- ARGV[1] expected version: `create`, `any`, the version number, or `<version>:<op id>` (a revision: the version and the id of the write that produced it)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
+-- ARGV[3] document id
+-- ARGV[4] scope
+-- ARGV[5] document text, stored as is in `doc`
+-- ARGV[6] kind (change entries)
+-- ARGV[7] nudge channel (PUBLISH scope)
+-- ARGV[8] change stream approximate max length
+-- ARGV[9] list score
+-- ARGV[10] `by_status`: `1` if the new document is indexed, else `0`; then new values of: status
+-- ARGV[12] `by_status`: `1` if the caller read an indexed document, else `0`; then the values read of: status
+-- ARGV[14] `running`: `1` if the new document is indexed, else `0`; then new values of: running
+-- ARGV[16] `running`: `1` if the caller read an indexed document, else `0`; then the values read of: running
+-- ARGV[18] `due`: `1` if the new document is indexed, else `0`; then new values of: due
+-- ARGV[20] `due`: `1` if the caller read an indexed document, else `0`; then the values read of: due
+-- ARGV[22] `recent`: `1` if the new document is indexed, else `0`; then new values of: recent
+-- ARGV[24] `recent`: `1` if the caller read an indexed document, else `0`; then the values read of: recent
+-- ARGV[26] how many operation ids `ops` keeps (1 to 64)
+-- ARGV[27] the number of family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]
+-- Returns:
+--   {1, version}          written; `version` is the new version
+--   {0, current}          the expected version does not match (create of an existing document)
+--   {2}                   update of a missing document
+--   {3, stored_scope}     the id belongs to another scope; nothing written
+--   {4, index, holder}    unique index number `index` (1-based) holds another id; nothing written
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing)
+--   {6, 'v', 'limit'}     the version is at its limit and cannot grow; nothing written
+--   {6, 'tomb'}           corrupt tombstone; nothing written
+--   {7, version}          this operation id was already applied, producing `version`
+--                         (found in the history, or in the tombstone of a deleted document)
+--   {1, version, values}  a step written now: `values` are what its family effects returned, in order
+local doc_key = KEYS[1]
+local id = ARGV[3]
+local scope = ARGV[4]
+local op = ARGV[2]
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'status', 'running', 'due', 'recent')
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  -- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
+  if cur[2] == false then return {6, 'scope'} end
+  if cur[5] == false then return {6, 'doc'} end
+  if cur[2] ~= scope then return {3, cur[2]} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {6, 'v'}
+end
+local keep = ARGV[26] * 12
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
+local at = string.find(ops, op, 1, true)
+while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
+if at then
+  redis.call('HSET', doc_key, 'v', vs)
+  return {7, v - (#ops - at + 1) / 12 + 1}
+end
+if not exists then
+  local tomb = redis.call('GET', KEYS[13])
+  local tomb_v, tomb_op, tomb_ops
+  if tomb then
+    local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+    if not tv or #tv > 16 or tonumber(tv) > 9007199254740991 or #rest < 12 or #rest % 12 ~= 0 then return {6, 'tomb'} end
+    tomb_v = tonumber(tv)
+    tomb_op = string.sub(rest, 1, 12)
+    tomb_ops = string.sub(rest, 13)
+    if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
+  end
+  if tomb then
+    local at = string.find(tomb_ops, op, 1, true)
+    while at and at % 12 ~= 1 do at = string.find(tomb_ops, op, at + 1, true) end
+    if at then
+      redis.call('SET', KEYS[13], tomb, 'KEEPTTL')
+      return {7, tomb_v - (#tomb_ops - at + 1) / 12 + 1}
+    end
+    v = tomb_v
+  end
+end
+local expect = ARGV[1]
+if expect == 'create' then
+  if exists then return {0, v} end
+elseif expect ~= 'any' then
+  if not exists then return {2} end
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
+end
+if v >= 9007199254740991 then return {6, 'v', 'limit'} end
+-- index 1: group `by_status`
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_1 and (cur[6] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local new_1 = ARGV[10] == '1'
+local keep_1 = was_1 and new_1 and KEYS[5] == KEYS[6]
+-- index 2: group `running`
+local was_2 = exists and cur[7] ~= false
+if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_2 and (cur[7] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local new_2 = ARGV[14] == '1'
+local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
+-- index 3: group `due`
+local was_3 = exists and cur[8] ~= false
+if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_3 and (cur[8] ~= ARGV[21]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local new_3 = ARGV[18] == '1'
+local keep_3 = was_3 and new_3 and KEYS[9] == KEYS[10]
+-- index 4: group `recent`
+local was_4 = exists and cur[9] ~= false
+if was_4 ~= (ARGV[24] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_4 and (cur[9] ~= ARGV[25]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local new_4 = ARGV[22] == '1'
+local keep_4 = was_4 and new_4 and KEYS[11] == KEYS[12]
+-- validation reads (a wrong type aborts here, before any write)
+local lead = not keep_1 and (was_1 or new_1)
+if new_2 and not keep_2 then redis.call('SISMEMBER', KEYS[7], id) end
+if was_2 and not keep_2 then redis.call('SISMEMBER', KEYS[8], id) end
+if new_3 then redis.call('ZSCORE', KEYS[9], id) end
+if was_3 and not keep_3 then redis.call('ZSCORE', KEYS[10], id) end
+if new_4 then redis.call('ZSCORE', KEYS[11], id) end
+if was_4 and not keep_4 then redis.call('ZSCORE', KEYS[12], id) end
+local list_same = exists and cur[4] == ARGV[9]
+if not list_same then redis.call('ZSCORE', KEYS[4], id) end
+if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
+local function whole(text, max) return text and string.find(text, '^%d+$') and #text <= 4 and tonumber(text) <= max end
+local last = 26
+local function malformed() return redis.error_reply('ERR microdcs step: malformed effects') end
+local function integer(text) return (text == '0' or string.find(text, '^%-?[1-9]%d*$')) and #text <= 16 end
+local fx_at = last + 1
+if not whole(ARGV[fx_at], 64) then return malformed() end
+local fx_count = tonumber(ARGV[fx_at])
+if fx_at + 4 * fx_count ~= #ARGV or 13 + fx_count ~= #KEYS then return malformed() end
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[13 + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  if ttl ~= '' and not (string.find(ttl, '^[1-9]%d*$') and #ttl <= 13) then return malformed() end
+  if fx == 'incr' then
+    if not integer(a) then return malformed() end
+    local cur = redis.call('GET', k)
+    if cur and not integer(cur) then return {6, 'effect', k} end
+  elseif fx == 'hincr' then
+    if not integer(b) then return malformed() end
+    local cur = redis.call('HGET', k, a)
+    if cur and not integer(cur) then return {6, 'effect', k} end
+  elseif fx == 'sadd' or fx == 'srem' then
+    redis.call('SCARD', k)
+  elseif fx == 'zadd' then
+    if not string.find(b, '^%-?%d+%.?%d*$') then return malformed() end
+    redis.call('ZCARD', k)
+  elseif fx == 'zrem' then
+    redis.call('ZCARD', k)
+  else
+    return malformed()
+  end
+end
+-- writes
+local newv = v + 1
+local newv_s = string.format('%d', newv)
+local change = 'updated'
+if not exists then change = 'created' end
+local moved = 0
+if lead then
+  if not was_1 then
+    if redis.call('SADD', KEYS[5], id) == 1 then moved = 2 end
+  elseif not new_1 then
+    if redis.call('SREM', KEYS[6], id) == 1 then moved = 3 end
+  elseif redis.call('SMOVE', KEYS[6], KEYS[5], id) == 1 then
+    moved = 1
+  elseif redis.call('SADD', KEYS[5], id) == 1 then
+    moved = 2
+  end
+end
+local added = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
+if type(added) == 'table' and added.err then
+  if moved == 1 then
+    redis.call('SMOVE', KEYS[5], KEYS[6], id)
+  elseif moved == 2 then
+    redis.call('SREM', KEYS[5], id)
+  elseif moved == 3 then
+    redis.call('SADD', KEYS[6], id)
+  end
+  return added
+end
+if was_2 and not keep_2 then redis.call('SREM', KEYS[8], id) end
+if new_2 and not keep_2 then redis.call('SADD', KEYS[7], id) end
+if was_3 and not keep_3 then redis.call('ZREM', KEYS[10], id) end
+if new_3 and (not keep_3 or cur[8] ~= ARGV[19]) then
+  redis.call('ZADD', KEYS[9], ARGV[19], id)
+end
+if was_4 and not keep_4 then redis.call('ZREM', KEYS[12], id) end
+if new_4 and (not keep_4 or cur[9] ~= ARGV[23]) then
+  redis.call('ZADD', KEYS[11], ARGV[23], id)
+  local over = redis.call('ZCARD', KEYS[11]) - 3
+  if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, over - 1) end
+end
+if not list_same then redis.call('ZADD', KEYS[4], ARGV[9], id) end
+local fx_out = {}
+for i = 1, fx_count do
+  local at, k = fx_at + 4 * (i - 1), KEYS[13 + i]
+  local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local r
+  if fx == 'incr' then r = redis.call('INCRBY', k, a)
+  elseif fx == 'hincr' then r = redis.call('HINCRBY', k, a, b)
+  elseif fx == 'sadd' then r = redis.call('SADD', k, a)
+  elseif fx == 'srem' then r = redis.call('SREM', k, a)
+  elseif fx == 'zadd' then r = redis.call('ZADD', k, b, a)
+  else r = redis.call('ZREM', k, a) end
+  if ttl ~= '' then redis.call('PEXPIRE', k, ttl) end
+  fx_out[i] = r
+end
+ops = ops .. op
+if #ops > keep then ops = string.sub(ops, -keep) end
+if new_1 and new_2 and new_3 and new_4 then
+  redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope, 'score', ARGV[9], 'status', ARGV[11], 'running', ARGV[15], 'due', ARGV[19], 'recent', ARGV[23])
+else
+  local h = {'v', newv_s, 'ops', ops, 'doc', ARGV[5]}
+  if not exists then
+    h[#h + 1] = 'scope'
+    h[#h + 1] = scope
+  end
+  if not list_same then
+    h[#h + 1] = 'score'
+    h[#h + 1] = ARGV[9]
+  end
+  local drop = nil
+  if new_1 then
+    if cur[6] ~= ARGV[11] then
+      h[#h + 1] = 'status'
+      h[#h + 1] = ARGV[11]
+    end
+  elseif cur[6] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'status'
+  end
+  if new_2 then
+    if cur[7] ~= ARGV[15] then
+      h[#h + 1] = 'running'
+      h[#h + 1] = ARGV[15]
+    end
+  elseif cur[7] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'running'
+  end
+  if new_3 then
+    if cur[8] ~= ARGV[19] then
+      h[#h + 1] = 'due'
+      h[#h + 1] = ARGV[19]
+    end
+  elseif cur[8] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'due'
+  end
+  if new_4 then
+    if cur[9] ~= ARGV[23] then
+      h[#h + 1] = 'recent'
+      h[#h + 1] = ARGV[23]
+    end
+  elseif cur[9] ~= false then
+    drop = drop or {}
+    drop[#drop + 1] = 'recent'
+  end
+  if drop then redis.call('HDEL', doc_key, unpack(drop)) end
+  redis.call('HSET', doc_key, unpack(h))
+end
+if not exists then redis.call('SADD', KEYS[3], scope) end
+redis.call('PUBLISH', ARGV[7], scope)
+return {1, newv, fx_out}
