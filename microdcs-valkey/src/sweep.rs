@@ -112,7 +112,7 @@ where
     /// sorted, and the first callback error (the other scopes still run).
     pub async fn sweep(&self) -> Result<u64> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
-        let (mut fired, mut first_err) = (0u64, None);
+        let (mut fired, mut first_err, mut walk_failed) = (0u64, None, false);
         // The registry, read once for both passes of the run.
         let scopes = all_scopes(&self.store).await?;
         if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
@@ -129,10 +129,11 @@ where
                 if ids.is_empty() {
                     continue;
                 }
-                if let Err(e) = (outage.walk)(scope.clone(), ids).await
-                    && first_err.is_none()
-                {
-                    first_err = Some(Error::Callback { what: "outage", scope: scope.clone(), source: e });
+                if let Err(e) = (outage.walk)(scope.clone(), ids).await {
+                    walk_failed = true;
+                    if first_err.is_none() {
+                        first_err = Some(Error::Callback { what: "outage", scope: scope.clone(), source: e });
+                    }
                 }
             }
         }
@@ -148,7 +149,11 @@ where
                 first_err = Some(Error::Callback { what: "due", scope: scope.clone(), source: e });
             }
         }
-        if let Some(beat) = &self.heartbeat {
+        // A failed outage walk leaves the heartbeat old, so the next run
+        // walks the running jobs again.
+        if let Some(beat) = &self.heartbeat
+            && !walk_failed
+        {
             beat.set_now(None).await?;
         }
         match first_err {
@@ -209,9 +214,17 @@ pub struct ExpirySweep<D, C, Q> {
 pub struct Expired {
     /// Documents deleted.
     pub deleted: u64,
-    /// Ids whose document was gone already, no longer expired, or written
-    /// between its read and its delete: left for the next run to judge.
+    /// Ids whose document is no longer expired (by its own score) or was
+    /// written between its read and its delete: left in place.
     pub kept: u64,
+    /// Index entries whose document was gone: damage (every write keeps
+    /// the index exact), removed by the sweep while the document is still
+    /// absent.
+    pub orphans: u64,
+    /// Documents that could not be judged (a corrupt hash, a text the codec
+    /// rejects, a score that is not a number): left in place and logged;
+    /// `verify` names them.
+    pub damaged: u64,
 }
 
 impl<D, C, Q> ExpirySweep<D, C, Q>
@@ -221,61 +234,125 @@ where
     Q: Fn(&str) -> GroupQuery<D> + Send + Sync + 'static,
 {
     /// A sweep every `interval` of the sorted index `query(scope)` names
-    /// (`|scope| Message::expiry(scope)`); at most 1,000 documents per scope
-    /// and run (the rest come next run).
+    /// (`|scope| Message::expiry(scope)`); per scope and run at most 1,000
+    /// documents deleted and 1,000 entries left in place (the rest come
+    /// next run).
     pub fn new(store: Store<D, C>, query: Q, interval: Duration) -> Self {
         ExpirySweep { store, query, interval, batch: 1000 }
     }
 
-    /// At most this many documents per scope and run (1 to [`Page::MAX`]).
+    /// Per scope and run, at most this many documents deleted and this many
+    /// entries left in place (1 to [`Page::MAX`]).
     #[must_use]
     pub fn batch(mut self, batch: usize) -> Self {
         self.batch = batch.clamp(1, Page::MAX);
         self
     }
 
-    /// One run over every scope of the registry.
+    /// One run over every scope of the registry. Entries left in place
+    /// (kept or damaged) are stepped over within the run, so they never
+    /// hide the expired documents behind them.
     ///
     /// # Errors
-    /// An index that is not sorted ([`Error::InvalidArgument`]), connection
-    /// errors, a key of another type, a corrupt document: the first error
-    /// ends the run (what it deleted stays deleted; the next run goes on).
+    /// An index that is not sorted, or not the index of the scope it is
+    /// given ([`Error::InvalidArgument`]), connection errors, an index key
+    /// of another type: the run ends there (what it deleted stays deleted).
+    /// A damaged document does not end it: it is counted in
+    /// [`Expired::damaged`] and logged.
     pub async fn sweep(&self) -> Result<Expired> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
-        let prefix = self.store.valkey().prefix().clone();
         let mut done = Expired::default();
         for scope in all_scopes(&self.store).await? {
             let query = (self.query)(&scope);
-            let index = query.index();
-            let due = self.store.range(query, f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+            if self.store.index_scope(&query) != Some(scope.as_str()) {
+                return Err(Error::InvalidArgument(format!(
+                    "the expiry index of `{}` for scope `{scope}` must be that scope's own index (its key \
+                     holds `{{scope}}`, given the scope)",
+                    D::SPEC.type_name
+                )));
+            }
+            self.sweep_scope(&scope, &query, now, &mut done).await?;
+        }
+        Ok(done)
+    }
+
+    /// One scope: pages of expired entries, each judged by its document,
+    /// stepping over the entries left in place.
+    async fn sweep_scope(&self, scope: &str, query: &GroupQuery<D>, now: u64, done: &mut Expired) -> Result<()> {
+        let prefix = self.store.valkey().prefix();
+        let (mut deleted, mut left) = (0usize, 0usize);
+        while deleted < self.batch && left < self.batch {
+            // The entries left so far are still at the head: start past them.
+            let due = self.store.range_at(query, f64::NEG_INFINITY, now as f64, false, left, self.batch).await?;
+            let full = due.len() == self.batch;
             for entry in due {
-                let Some(read) = self.store.get_in(&scope, &entry.member).await? else {
-                    done.kept += 1;
-                    continue;
+                if deleted >= self.batch || left >= self.batch {
+                    return Ok(());
+                }
+                let read = match self.store.get_in(scope, &entry.member).await {
+                    Ok(Some(read)) => read,
+                    Ok(None) => {
+                        if self.store.drop_orphan_entry(query, scope, &entry.member).await? {
+                            done.orphans += 1;
+                        } else {
+                            // Created again meanwhile: judged next run.
+                            done.kept += 1;
+                            left += 1;
+                        }
+                        continue;
+                    }
+                    Err(e) if e.is_corrupt() || e.is_invalid_input() => {
+                        tracing::warn!(scope, id = %entry.member, error = %e, "expiry sweep: a damaged document is left in place");
+                        done.damaged += 1;
+                        left += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 };
                 // The document's own expiry, not the index's: a write may
                 // have moved it since the range was read.
-                if !expired_at(&read.doc, &prefix, index, now)? {
-                    done.kept += 1;
-                    continue;
+                match expired_at(&read.doc, prefix, query.index(), now) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        done.kept += 1;
+                        left += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(scope, id = %entry.member, error = %e, "expiry sweep: a document whose expiry cannot be read is left in place");
+                        done.damaged += 1;
+                        left += 1;
+                        continue;
+                    }
                 }
                 match self.store.delete(&read).await? {
-                    crate::DeleteOutcome::Deleted { .. } => done.deleted += 1,
-                    _ => done.kept += 1,
+                    crate::DeleteOutcome::Deleted { .. } => {
+                        done.deleted += 1;
+                        deleted += 1;
+                    }
+                    _ => {
+                        done.kept += 1;
+                        left += 1;
+                    }
                 }
             }
+            if !full {
+                break;
+            }
         }
-        Ok(done)
+        Ok(())
     }
 }
 
 /// Every scope of the type's registry, page by page.
 async fn all_scopes<D: Document, C: Codec<D>>(store: &Store<D, C>) -> Result<Vec<String>> {
     let mut scopes = Vec::new();
+    // A set scan may name a member twice across its pages: each scope runs once.
+    let mut seen = std::collections::HashSet::new();
     let mut page = Some(Page::first(1000));
     while let Some(p) = page {
         let got = store.scopes(p).await?;
-        scopes.extend(got.ids);
+        scopes.extend(got.ids.into_iter().filter(|s| seen.insert(s.clone())));
         page = got.next;
     }
     Ok(scopes)

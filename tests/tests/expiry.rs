@@ -80,7 +80,7 @@ async fn expired_messages_are_deleted_through_the_delete_script() {
     let _: () = raw.zadd(&key, "m-4", 0).await.unwrap();
 
     let sweep = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600));
-    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 3, kept: 1 });
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 3, kept: 1, ..Expired::default() });
     for (c, id) in [("c1", "m-1"), ("c1", "m-2"), ("c2", "m-3")] {
         assert_eq!(store.get_in(c, id).await.unwrap(), None, "{id} expired");
     }
@@ -104,7 +104,7 @@ async fn expired_messages_are_deleted_through_the_delete_script() {
     let _ = store.rebuild(&opts).await.unwrap();
     assert!(store.verify(&opts).await.unwrap().differences.is_empty());
     // Nothing left to expire: a second run deletes nothing.
-    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 0, kept: 0 });
+    assert_eq!(sweep.sweep().await.unwrap(), Expired::default());
 
     // As a poller task: a message that expires comes and goes.
     let fast = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_millis(100)).batch(10);
@@ -120,4 +120,57 @@ async fn expired_messages_are_deleted_through_the_delete_script() {
     assert!(store.get_in("c2", "m-5").await.unwrap().is_some(), "not yet expired");
     poller.shutdown().await;
     assert!(store.verify(&opts).await.unwrap().differences.is_empty());
+}
+
+/// Damage at the head of a scope's expired entries (index entries without
+/// their document, a corrupt document, an entry the document contradicts)
+/// never hides the expired documents behind it: orphans are removed, the
+/// rest is stepped over and counted, and the run goes on. Strays removed
+/// only while their document is absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damage_at_the_head_does_not_stop_the_sweep() {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("expiry-damage"), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(microdcs_valkey::redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let store = Chat::open(valkey.clone()).store::<Message>();
+    let p = valkey.prefix().clone();
+    let key = Message::SPEC.groups[Message::expiry("c1").index()].key;
+    let index = microdcs_valkey::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
+    // Behind everything: two expired messages.
+    for m in [message("m-1", "c1", 31), message("m-2", "c1", 32)] {
+        assert_eq!(store.create(&m).await.unwrap(), PutOutcome::Written { version: 1 });
+    }
+    // At the head: three entries without documents, a corrupt document,
+    // and a fresh message the index wrongly calls expired.
+    for (i, ghost) in ["ghost-1", "ghost-2", "ghost-3"].iter().enumerate() {
+        let _: () = raw.zadd(&index, *ghost, i).await.unwrap();
+    }
+    assert_eq!(store.create(&message("m-bad", "c1", 50)).await.unwrap(), PutOutcome::Written { version: 1 });
+    let bad = Message::key(&p, "m-bad").unwrap();
+    let _: () = raw.hset(&bad, "v", "not-a-version").await.unwrap();
+    assert_eq!(store.create(&message("m-new", "c1", 1)).await.unwrap(), PutOutcome::Written { version: 1 });
+    let _: () = raw.zadd(&index, "m-new", 5).await.unwrap();
+
+    // A batch of 3: the orphans do not count against it, the corrupt and
+    // the contradicted entries are stepped over, and both expired
+    // messages behind them are deleted in this one run.
+    let sweep = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600)).batch(3);
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 2, kept: 1, orphans: 3, damaged: 1 });
+    assert_eq!(store.get_in("c1", "m-1").await.unwrap(), None);
+    assert_eq!(store.get_in("c1", "m-2").await.unwrap(), None);
+    let left: Vec<String> = raw.zrange(&index, 0, -1).await.unwrap();
+    assert_eq!(left, vec!["m-new".to_owned(), "m-bad".to_owned()], "orphans removed, the rest left in place");
+    let fields: std::collections::HashMap<String, String> = raw.hgetall(&bad).await.unwrap();
+    assert_eq!(fields.get("v").map(String::as_str), Some("not-a-version"), "a damaged document is not touched");
+    // The next run finds the same two and nothing else.
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { kept: 1, damaged: 1, ..Expired::default() });
+
+    // With a batch of 1, one entry left in place ends the scope's run:
+    // the bound holds whatever the head holds.
+    let one = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600)).batch(1);
+    assert_eq!(one.sweep().await.unwrap(), Expired { kept: 1, ..Expired::default() });
+
+    // An index of another scope than the one given is refused.
+    let wrong = ExpirySweep::new(store.clone(), |_: &str| Message::expiry("c9"), Duration::from_secs(3600));
+    assert!(matches!(wrong.sweep().await, Err(microdcs_valkey::Error::InvalidArgument(_))));
 }

@@ -134,9 +134,25 @@ async fn everything(connection_string: String, name: &str) {
     let _: () = raw.del(members.key()).await.unwrap();
     let _: () = raw.hset(members.key(), "f", "v").await.unwrap();
     let e = store.step(None, &message("m-6", c, "cy"), &Effects::new().incr(&seq, 1).add(&members, "cy")).await;
-    assert!(e.is_err(), "a set that is a hash: {e:?}");
+    assert!(matches!(&e, Err(Error::WrongType { key, .. }) if key == members.key()), "names the set: {e:?}");
     assert_eq!(store.get_in(c, "m-6").await.unwrap(), None);
     assert_eq!(seq.get().await.unwrap(), 3, "the increment before it was not applied either");
+
+    // Counts past 2^53 come back exact (a Lua number would round them).
+    let _: () = raw.set(seq.key(), "9007199254740992").await.unwrap();
+    let out = store.step(None, &message("m-big", c, "cy"), &Effects::new().incr(&seq, 1)).await.unwrap();
+    assert_eq!(out, StepOutcome::Written { version: 1, values: vec![9_007_199_254_740_993] });
+    // A valid count beyond 16 digits is out of an increment's range: the
+    // caller's argument error, not damage; nothing written.
+    let _: () = raw.set(seq.key(), "12345678901234567").await.unwrap();
+    let e = store.step(None, &message("m-6", c, "cy"), &Effects::new().incr(&seq, 1)).await.unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains(seq.key())), "{e:?}");
+    assert_eq!(store.get_in(c, "m-6").await.unwrap(), None);
+    // Beyond a 64-bit integer it is damage.
+    let _: () = raw.set(seq.key(), "99999999999999999999").await.unwrap();
+    let e = store.step(None, &message("m-6", c, "cy"), &Effects::new().incr(&seq, 1)).await.unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+    let _: () = raw.set(seq.key(), "3").await.unwrap();
 
     // Bounds, before anything is sent: an increment too large to be
     // checked for overflow, a score that is not finite, too many effects.

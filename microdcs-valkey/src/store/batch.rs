@@ -324,6 +324,37 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     /// The scope a group query names, for a type with ids per scope.
+    /// Removes `id` from the sorted index `query` names, but only while
+    /// its document (in `scope`) does not exist: an entry without its
+    /// document is damage (every write keeps the index exact), and a
+    /// document created meanwhile wrote its entry in the same script as
+    /// itself, so the check and the removal in one script cannot take a
+    /// live entry. Returns whether the entry was removed.
+    pub(crate) async fn drop_orphan_entry(&self, query: &GroupQuery<D>, scope: &str, id: &str) -> Result<bool> {
+        let index_key = self.group_key(query)?;
+        let doc_key = self.plan.doc_key(self.valkey.prefix(), Some(scope), id)?;
+        let call = ORPHAN_SCRIPT.call().key(&doc_key).key(&index_key).arg(id.as_bytes());
+        let call = &call;
+        let v = crate::retry::repeatable(&self.valkey, "orphan entry", &index_key, |mut con| async move {
+            call.run(&mut con).await
+        })
+        .await
+        .map_err(|f| f.into_error(&index_key))?;
+        let removed: i64 = crate::retry::reply(v).map_err(|e| Error::from_redis(e, &index_key))?;
+        Ok(removed == 1)
+    }
+
+    /// The value a group query gives the index's `{scope}` placeholder;
+    /// `None` for an index without one (one key for all scopes).
+    pub(crate) fn index_scope<'q>(&self, query: &'q GroupQuery<D>) -> Option<&'q str> {
+        let ix = self.plan.groups.get(query.index())?;
+        ix.placeholders
+            .iter()
+            .zip(query.values())
+            .find(|(ph, _)| matches!(ph, super::plan::Ph::Scope))
+            .map(|(_, v)| v.as_str())
+    }
+
     pub(super) fn group_scope<'q>(&self, query: &'q GroupQuery<D>) -> Option<&'q str> {
         self.plan.groups.get(query.index()).and_then(|ix| self.plan.query_scope(ix, query.values()))
     }
@@ -336,3 +367,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         ix.template.render(self.valkey.prefix(), &values).map_err(render_err)
     }
 }
+
+/// Removes a sorted-index entry whose document is absent.
+const ORPHAN_ENTRY: &str = "\
+-- KEYS[1] document hash; KEYS[2] sorted index; ARGV[1] the id.
+-- Returns 1 if the entry was removed, 0 if the document exists or the entry is gone.
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+return redis.call('ZREM', KEYS[2], ARGV[1])
+";
+
+static ORPHAN_SCRIPT: std::sync::LazyLock<crate::retry::LuaScript> =
+    std::sync::LazyLock::new(|| crate::retry::LuaScript::new(ORPHAN_ENTRY));

@@ -402,14 +402,31 @@ pub(super) fn texts(script: &'static str, rest: &[Value]) -> Result<Vec<Option<S
 /// (version at its limit) reply.
 pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> Error {
     let field = str_at(script, rest, 0).unwrap_or_default();
-    if field == "effect" {
-        return Error::Corrupt {
-            key: str_at(script, rest, 1).unwrap_or_default(),
-            reason: format!(
-                "a step's increment found no integer of at most {} characters there; nothing was written",
+    let effect_key = || str_at(script, rest, 1).unwrap_or_default();
+    match field.as_str() {
+        "effect" => {
+            return Error::Corrupt {
+                key: effect_key(),
+                reason: "an increment effect found no 64-bit integer there; nothing was written".to_owned(),
+            };
+        }
+        // A valid count, too large for the bound that keeps every sum of
+        // the write's increments from overflowing: the caller's to handle.
+        "effect-range" => {
+            return Error::InvalidArgument(format!(
+                "`{}` holds an integer of more than {} characters, beyond what an increment effect adds to (so \
+                 that no sum can overflow halfway through the write); nothing was written",
+                effect_key(),
                 microdcs_schema::lua::MAX_EFFECT_INTEGER_LEN
-            ),
-        };
+            ));
+        }
+        "effect-type" => {
+            return Error::WrongType {
+                key: effect_key(),
+                detail: "an effect's family key holds another Valkey type; nothing was written".to_owned(),
+            };
+        }
+        _ => {}
     }
     let limit = str_at(script, rest, 1).is_ok_and(|s| s == "limit");
     let reason = match field.as_str() {

@@ -331,7 +331,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if min.is_nan() || max.is_nan() {
             return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
         }
-        let key = self.group_key(&query)?;
+        self.range_at(&query, min, max, reverse, 0, limit).await
+    }
+
+    /// [`Store::range`] from `offset` entries in (checked by the caller).
+    pub(crate) async fn range_at(
+        &self,
+        query: &GroupQuery<D>,
+        min: f64,
+        max: f64,
+        reverse: bool,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Scored>> {
+        let key = self.group_key(query)?;
         let bound = crate::page::score_bound;
         let (from, to) = if reverse { (bound(max), bound(min)) } else { (bound(min), bound(max)) };
         let limit = limit.clamp(1, Page::MAX);
@@ -341,7 +354,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             if reverse {
                 cmd.arg("REV");
             }
-            cmd.arg("LIMIT").arg(0).arg(limit).arg("WITHSCORES");
+            cmd.arg("LIMIT").arg(offset).arg(limit).arg("WITHSCORES");
             let mut con = self.valkey.connection();
             cmd.query_async(&mut con).await.map(Scored::pairs).map_err(|e| Error::from_redis(e, &key))
         })

@@ -506,6 +506,11 @@ fn effect_values(script: &'static str, rest: &[redis::Value]) -> Result<Vec<i64>
             .iter()
             .map(|v| match v {
                 redis::Value::Int(n) => Ok(*n),
+                // An increment's result, as the stored text (exact past 2^53).
+                redis::Value::BulkString(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                    .ok_or_else(|| Error::Protocol { script, reply: short(v) }),
                 other => Err(Error::Protocol { script, reply: short(other) }),
             })
             .collect(),

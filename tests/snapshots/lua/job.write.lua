@@ -155,7 +155,26 @@ if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
 local function whole(text, max) return text and string.find(text, '^%d+$') and #text <= 4 and tonumber(text) <= max end
 local last = 26
 local function malformed() return redis.error_reply('ERR microdcs step: malformed effects') end
-local function integer(text) return (text == '0' or string.find(text, '^%-?[1-9]%d*$')) and #text <= 16 end
+local function canonical(text) return text == '0' or string.find(text, '^%-?[1-9]%d*$') ~= nil end
+local function int64(text)
+  if not canonical(text) then return false end
+  local digits = string.match(text, '%d+')
+  return #digits < 19 or (#digits == 19 and digits <= '9223372036854775807')
+end
+local function typed(cmd, k, f)
+  local r
+  if f then r = redis.pcall(cmd, k, f) else r = redis.pcall(cmd, k) end
+  if type(r) == 'table' and r.err then
+    if string.sub(r.err, 1, 10) == 'WRONGTYPE ' then return nil, {6, 'effect-type', k} end
+    return nil, r
+  end
+  return r
+end
+local function counted(cur, k)
+  if not cur then return nil end
+  if not int64(cur) then return {6, 'effect', k} end
+  if #cur > 16 then return {6, 'effect-range', k} end
+end
 local fx_at = last + 1
 if not whole(ARGV[fx_at], 64) then return malformed() end
 local fx_count = tonumber(ARGV[fx_at])
@@ -164,24 +183,27 @@ for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[13 + i]
   local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   if ttl ~= '' and not (string.find(ttl, '^[1-9]%d*$') and #ttl <= 13) then return malformed() end
+  local got, bad
   if fx == 'incr' then
-    if not integer(a) then return malformed() end
-    local cur = redis.call('GET', k)
-    if cur and not integer(cur) then return {6, 'effect', k} end
+    if not (canonical(a) and #a <= 16) then return malformed() end
+    got, bad = typed('GET', k)
+    bad = bad or counted(got, k)
   elseif fx == 'hincr' then
-    if not integer(b) then return malformed() end
-    local cur = redis.call('HGET', k, a)
-    if cur and not integer(cur) then return {6, 'effect', k} end
+    if not (canonical(b) and #b <= 16) then return malformed() end
+    got, bad = typed('HGET', k, a)
+    bad = bad or counted(got, k)
   elseif fx == 'sadd' or fx == 'srem' then
-    redis.call('SCARD', k)
+    got, bad = typed('SCARD', k)
   elseif fx == 'zadd' then
-    if not string.find(b, '^%-?%d+%.?%d*$') then return malformed() end
-    redis.call('ZCARD', k)
+    local x = string.find(b, '^%-?%d+%.?%d*$') and tonumber(b)
+    if not x or x ~= x or x == math.huge or x == -math.huge then return malformed() end
+    got, bad = typed('ZCARD', k)
   elseif fx == 'zrem' then
-    redis.call('ZCARD', k)
+    got, bad = typed('ZCARD', k)
   else
     return malformed()
   end
+  if bad then return bad end
 end
 -- writes
 local newv = v + 1
@@ -229,8 +251,14 @@ for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[13 + i]
   local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local r
-  if fx == 'incr' then r = redis.call('INCRBY', k, a)
-  elseif fx == 'hincr' then r = redis.call('HINCRBY', k, a, b)
+  -- An increment answers the stored text: a Lua number holds integers
+  -- exactly only up to 2^53, a counter up to 2^63.
+  if fx == 'incr' then
+    redis.call('INCRBY', k, a)
+    r = redis.call('GET', k)
+  elseif fx == 'hincr' then
+    redis.call('HINCRBY', k, a, b)
+    r = redis.call('HGET', k, a)
   elseif fx == 'sadd' then r = redis.call('SADD', k, a)
   elseif fx == 'srem' then r = redis.call('SREM', k, a)
   elseif fx == 'zadd' then r = redis.call('ZADD', k, b, a)
