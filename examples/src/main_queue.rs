@@ -56,8 +56,12 @@ async fn run() -> Res<()> {
         let (q2, stop2) = (q.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             while !stop2.load(Ordering::Relaxed) {
-                let _ = q2.promote().await;
-                let _ = q2.recover_stalled().await;
+                if let Err(e) = q2.promote().await {
+                    eprintln!("queue: promote in {}: {e}", q2.name());
+                }
+                if let Err(e) = q2.recover_stalled().await {
+                    eprintln!("queue: stall sweep in {}: {e}", q2.name());
+                }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }));
@@ -66,36 +70,47 @@ async fn run() -> Res<()> {
             tasks.push(tokio::spawn(async move {
                 let me = format!("{}-w{w}", q.name());
                 while !stop.load(Ordering::Relaxed) {
-                    let Ok(Some(mut job)) = q.claim(&me, lease).await else {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
+                    let mut job = match q.claim(&me, lease).await {
+                        Ok(Some(job)) => job,
+                        Ok(None) => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                        Err(e) => {
+                            eprintln!("queue: {me}: claim: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
                     };
                     if q.progress(&mut job, 50).await.ok() != Some(Settled::Done) {
                         continue;
                     }
                     // One attempt in seven fails.
                     let roll = job.doc.id.bytes().map(u64::from).sum::<u64>() + u64::from(job.doc.attempts) * 3;
-                    if roll.is_multiple_of(7) {
-                        let _ = q.fail(&mut job, "flaky downstream").await;
+                    let settled = if roll.is_multiple_of(7) {
+                        q.fail(&mut job, "flaky downstream").await
                     } else {
-                        let _ = q.complete(&mut job).await;
+                        q.complete(&mut job).await
+                    };
+                    if let Err(e) = settled {
+                        eprintln!("queue: {me}: settling {}: {e}", job.doc.id);
                     }
                 }
             }));
         }
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let settled = loop {
         let mut settled = 0;
         for q in &queues {
             let s = q.stats().await?;
             settled += s["completed"].parse::<usize>()? + s["dead"].parse::<usize>()?;
         }
         if settled == 402 || tokio::time::Instant::now() > deadline {
-            break;
+            break settled;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await?;
@@ -114,5 +129,11 @@ async fn run() -> Res<()> {
     // One store per type: verify walks every queue's jobs.
     let report = queues[0].store().verify(&MaintenanceOptions::default()).await?;
     println!("verify jobs of every queue: {} documents, {} differences", report.documents, report.differences.len());
+    if settled != 402 {
+        return Err(format!("only {settled} of 402 jobs settled within 60 s").into());
+    }
+    if !report.differences.is_empty() {
+        return Err("verify found differences".into());
+    }
     Ok(())
 }

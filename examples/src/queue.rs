@@ -221,7 +221,8 @@ impl Queue {
     }
 
     /// At most `limit` claims per `window` for the whole queue (all
-    /// workers), counted in the server.
+    /// workers), counted in the server. A claim counts when a job is ready
+    /// (one may still go to another worker first).
     #[must_use]
     pub fn rate_limit(mut self, limit: u64, window: Duration) -> Self {
         self.rate = Some((limit, window));
@@ -282,6 +283,10 @@ impl Queue {
     /// Store errors.
     pub async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Stored<Job>>, Error> {
         if let Some((limit, window)) = self.rate {
+            // Idle polls of an empty queue must not use up the limit.
+            if self.store.range(Job::ready(&self.name), f64::NEG_INFINITY, f64::INFINITY, false, 1).await?.is_empty() {
+                return Ok(None);
+            }
             let limiter = Queues::limiter(&self.handle, &self.name)?;
             if matches!(limiter.attempt(limit, window).await?, microdcs_valkey::RateDecision::Limited { .. }) {
                 return Ok(None);
@@ -301,7 +306,27 @@ impl Queue {
             .await
     }
 
-    /// Reports progress (0 to 100): a change entry consumers see.
+    /// Renews the lease of a job this worker holds: it now ends `lease`
+    /// from now. A job that runs longer than its lease must be renewed
+    /// before the lease ends, or `recover_stalled` takes it back (and this
+    /// worker can no longer settle it: `Lost`).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn extend(&self, job: &mut Stored<Job>, lease: Duration) -> Result<Settled, Error> {
+        if !job.doc.is("active") {
+            return Ok(Settled::Lost);
+        }
+        let lease = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let next = Job { lease_until: Some(now_ms().saturating_add(lease)), ..job.doc.clone() };
+        Ok(match self.store.update_in_place(job, next).await? {
+            PutOutcome::Written { .. } => Settled::Done,
+            _ => Settled::Lost,
+        })
+    }
+
+    /// Reports progress (0 to 100): a change entry consumers see. It does
+    /// not renew the lease ([`Queue::extend`] does).
     ///
     /// # Errors
     /// Store errors.
@@ -338,7 +363,8 @@ impl Queue {
 
     /// Fails the attempt of a job this worker holds: again after its
     /// backoff, or dead after the last attempt (counted as `retried` or
-    /// `dead`, with a `failed` or `dead` event).
+    /// `dead`, with a `retried` or `dead` event; a stall taken back by
+    /// `recover_stalled` is reported the same way).
     ///
     /// # Errors
     /// Store errors.
@@ -367,13 +393,18 @@ impl Queue {
     /// Store errors.
     pub async fn promote(&self) -> Result<u64, Error> {
         let mut n = 0;
-        let now = now_ms();
         #[allow(clippy::cast_precision_loss)]
-        while let Some(_job) = self
-            .store
-            .claim_due(Job::delayed(&self.name), now as f64, |j| Some(Job { state: "ready".into(), ..j.clone() }))
-            .await?
-        {
+        let now = now_ms() as f64;
+        // Claims only while a delayed job is due: a claim finding none
+        // walks the whole index before it says so.
+        while !self.store.range(Job::delayed(&self.name), f64::NEG_INFINITY, now, false, 1).await?.is_empty() {
+            let promoted = self
+                .store
+                .claim_due(Job::delayed(&self.name), now, |j| Some(Job { state: "ready".into(), ..j.clone() }))
+                .await?;
+            if promoted.is_none() {
+                break;
+            }
             n += 1;
         }
         Ok(n)

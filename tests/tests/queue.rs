@@ -152,7 +152,8 @@ async fn fifty_workers_settle_five_thousand_jobs_exactly_once() {
         // Every retry waited its backoff after the failure before it.
         let claims = seen.claimed_at.get(&id).cloned().unwrap_or_default();
         for &(n, failed) in seen.failed_at.get(&id).map_or(&[][..], Vec::as_slice) {
-            let wait = i64::try_from(job.doc.backoff_after(n)).unwrap();
+            // Computed here, not by the queue: 20 ms, doubled after each failure.
+            let wait = i64::try_from(BACKOFF.as_millis()).unwrap() << (n - 1);
             if let Some(&(_, next)) = claims.iter().find(|(m, _)| *m == n + 1) {
                 assert!(
                     next - failed >= wait,
@@ -208,8 +209,12 @@ async fn enqueue_is_idempotent_and_claims_follow_priority_delay_and_the_rate_lim
     assert_eq!(c.doc.id, "later");
     // Events: progress is a change entry; completion an outbox event.
     assert_eq!(queue.progress(&mut a, 30).await.unwrap(), Settled::Done);
+    // A copy of the active job, as a second holder would have it.
+    let mut stale = a.clone();
     assert_eq!(queue.complete(&mut a).await.unwrap(), Settled::Done);
     assert_eq!(queue.complete(&mut a).await.unwrap(), Settled::Lost, "completed once");
+    // The stale copy still says `active`: the server refuses it.
+    assert_eq!(queue.complete(&mut stale).await.unwrap(), Settled::Lost, "completed once, by the server");
     let p = valkey.prefix().clone();
     let events =
         stream_entries(&mut raw, &microdcs_examples::queue::Queues::events_key(&p, queue.name()).unwrap()).await;
@@ -238,4 +243,36 @@ async fn enqueue_is_idempotent_and_claims_follow_priority_delay_and_the_rate_lim
         }
     }
     assert_eq!(got, 3);
+}
+
+/// A worker whose lease ran out and was taken back cannot settle the job
+/// (its copy still says `active`: the server refuses it), and a worker
+/// that renews its lease keeps its job through the stall sweep.
+#[tokio::test]
+async fn a_lease_taken_back_cannot_settle_and_a_renewed_one_is_kept() {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("queue-lease"), WriteOptions::default()).await.unwrap();
+    let queue = Queue::new(&valkey, "tenant-c:mail");
+    let opts = JobOptions { attempts: 3, ..JobOptions::default() };
+    assert_eq!(queue.enqueue("slow", "r", "{}", &opts).await.unwrap(), Enqueued::Added);
+    assert_eq!(queue.enqueue("long", "r", "{}", &opts).await.unwrap(), Enqueued::Added);
+    let mut slow = queue.claim("w1", Duration::from_millis(50)).await.unwrap().unwrap();
+    let mut long = queue.claim("w2", Duration::from_millis(150)).await.unwrap().unwrap();
+    assert_eq!((slow.doc.id.as_str(), long.doc.id.as_str()), ("slow", "long"));
+    tokio::time::sleep(Duration::from_millis(90)).await;
+    // w2 renews before its lease ends; w1 does not.
+    assert_eq!(queue.extend(&mut long, Duration::from_secs(30)).await.unwrap(), Settled::Done);
+    assert_eq!(queue.recover_stalled().await.unwrap(), 1, "only the lapsed lease");
+    for (id, settle) in [("slow", queue.complete(&mut slow).await), ("slow", queue.progress(&mut slow, 5).await)] {
+        assert_eq!(settle.unwrap(), Settled::Lost, "{id}: taken back");
+    }
+    assert_eq!(queue.extend(&mut slow, Duration::from_secs(1)).await.unwrap(), Settled::Lost);
+    let taken = queue.store().get_in(queue.name(), "slow").await.unwrap().unwrap();
+    assert_eq!((taken.doc.state.as_str(), taken.doc.attempts), ("delayed", 1), "a stall is a failed attempt");
+    assert_eq!(queue.stats().await.unwrap()["completed"], "0");
+    // The renewed job is still w2's, and completes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(queue.recover_stalled().await.unwrap(), 0);
+    assert_eq!(queue.complete(&mut long).await.unwrap(), Settled::Done);
+    assert_eq!(queue.stats().await.unwrap()["completed"], "1");
 }
