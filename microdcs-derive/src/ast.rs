@@ -118,6 +118,8 @@ pub(crate) struct Index {
     /// A sorted index's score, and its bound.
     pub(crate) score: Option<Value>,
     pub(crate) max: Option<u64>,
+    /// `each(...)`: its one value placeholder takes each value of a collection.
+    pub(crate) each: bool,
 }
 
 impl Document {
@@ -302,7 +304,8 @@ impl Resolver<'_> {
             let when = ix.when.as_ref().map(|(_, b)| self.value(b));
             let score = ix.score.as_ref().map(|(_, b)| self.value(b));
             let max = ix.max.map(|(_, m)| m);
-            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written, when, score, max });
+            let each = ix.each;
+            return Some(Index { key, key_text, name, name_span: ix.span, bindings, written, when, score, max, each });
         };
         let explicit = bindings.len();
         for p in template.placeholders() {
@@ -352,6 +355,7 @@ impl Resolver<'_> {
             }),
             score: ix.score.as_ref().map(|(_, b)| self.value(b)),
             max: ix.max.map(|(_, m)| m),
+            each: ix.each,
         })
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct IndexAttr {
     pub(crate) score: Option<(Span, Bind)>,
     /// `sorted(..., max = 100)`: the bound, with its span.
     pub(crate) max: Option<(Span, u64)>,
+    /// `each(...)`: a multi-valued index.
+    pub(crate) each: bool,
 }
 
 /// What kind of index an attribute declares.
@@ -44,6 +46,7 @@ pub(crate) enum IndexKind {
     Group,
     Member,
     Sorted,
+    Each,
 }
 
 /// `changes = "template"` or `changes = none`.
@@ -133,8 +136,8 @@ pub(crate) struct Container {
 }
 
 const CONTAINER_KEYS: &[&str] = &[
-    "kind", "key", "list", "unique", "group", "member", "sorted", "changes", "nudge", "registry", "ttl", "outbox",
-    "unscoped",
+    "kind", "key", "list", "unique", "group", "member", "sorted", "each", "changes", "nudge", "registry", "ttl",
+    "outbox", "unscoped",
 ];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
@@ -225,6 +228,8 @@ impl Container {
                     c.groups.push(parse_index(cx, &meta, span, IndexKind::Member)?);
                 } else if p.is_ident("sorted") {
                     c.groups.push(parse_index(cx, &meta, span, IndexKind::Sorted)?);
+                } else if p.is_ident("each") {
+                    c.groups.push(parse_index(cx, &meta, span, IndexKind::Each)?);
                 } else if p.is_ident("id") || p.is_ident("scope") {
                     cx.error_spanned_by(
                         p,
@@ -317,6 +322,15 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, kind: Inde
         };
         if ident == "name" {
             name.set(cx, ident.span(), lit(&inner)?);
+        } else if kind == IndexKind::Each && (ident == "when" || ident == "score" || ident == "max") {
+            cx.error_at(
+                ident.span(),
+                format_args!(
+                    "`each(...)` takes no `{ident}`: it keeps the id in one plain set per value; use `member(...)` \
+                     or `sorted(...)` for a single value"
+                ),
+            );
+            skip_rest(&inner)?;
         } else if (member || sorted) && ident == "when" {
             let b = bind(&inner)?;
             when.set(cx, ident.span(), (ident.span(), b));
@@ -364,6 +378,7 @@ fn parse_index(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, span: Span, kind: Inde
         when: when.take(),
         score: score.take(),
         max: max.take(),
+        each: kind == IndexKind::Each,
     })
 }
 

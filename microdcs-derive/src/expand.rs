@@ -48,9 +48,9 @@ struct Checked<'a> {
 }
 
 /// An index with the source of each placeholder, in template order.
-struct Entry<'a> {
-    index: &'a Index,
-    slots: Vec<(&'a str, &'a Source)>,
+pub(crate) struct Entry<'a> {
+    pub(crate) index: &'a Index,
+    pub(crate) slots: Vec<(&'a str, &'a Source)>,
 }
 
 impl<'a> Checked<'a> {
@@ -147,8 +147,9 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
         Some(m) => quote!(::core::option::Option::Some(#m)),
         None => quote!(::core::option::Option::None),
     };
+    let each = ix.each;
     quote!(::microdcs_valkey::__private::IndexSpec {
-        name: #name, key: #key, bindings: &[#(#bindings),*], when: #when, score: #score, max: #max
+        name: #name, key: #key, bindings: &[#(#bindings),*], when: #when, score: #score, max: #max, each: #each
     })
 }
 
@@ -299,6 +300,9 @@ fn key_segment_expr(f: &Field) -> TokenStream {
 /// The index entry of one index: its key, and the values stored in the hash;
 /// `None` when a value is absent (the document is not in that index).
 fn index_entry(e: &Entry<'_>, type_name: &str) -> TokenStream {
+    if e.index.each {
+        return crate::each::each_entry(e, type_name);
+    }
     let p = private();
     let f = format_ident!("{}_key", e.index.name);
     let mut lets = Vec::new();
@@ -394,6 +398,7 @@ fn index_entry(e: &Entry<'_>, type_name: &str) -> TokenStream {
             ::core::option::Option::Some(#p::IndexEntry {
                 key: Self::#f(prefix, #(#args),*)?,
                 fields: ::std::vec![#(#fields),*],
+                more: ::std::vec::Vec::new(),
             })
         }
     }

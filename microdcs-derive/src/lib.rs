@@ -15,6 +15,7 @@ mod ast;
 mod attr;
 mod check;
 mod ctxt;
+mod each;
 mod expand;
 mod fallback;
 mod field_shape;

@@ -104,6 +104,7 @@ fn index_specs<'a>(indexes: &'a [Index], bindings: &'a [Vec<Binding<'a>>]) -> Ve
             when: ix.when.as_ref().map(value_source),
             score: ix.score.as_ref().map(value_source),
             max: ix.max,
+            each: ix.each,
         })
         .collect()
 }

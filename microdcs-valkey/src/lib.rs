@@ -88,8 +88,9 @@ pub use microdcs_schema::lua::stored_op_id;
 #[doc(hidden)]
 pub use microdcs_schema::{
     DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace,
-    IndexEntries, IndexEntry, IndexError, IndexValue, KeyError, KeyTemplate, KeyType, Keyspace, KeyspaceSpec,
-    ListEntry, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery, check_keyspace,
+    IndexEntries, IndexEntry, IndexError, IndexValue, IndexValues, KeyError, KeyTemplate, KeyType, Keyspace,
+    KeyspaceSpec, ListEntry, MAX_EACH_VALUES, PrefixError, Role, SchemaError, Score, UNSCOPED, UniqueQuery,
+    check_keyspace,
 };
 #[doc(hidden)]
 pub use poller::{
@@ -116,8 +117,8 @@ pub mod __private {
     pub use microdcs_schema::encode::push_segment;
     pub use microdcs_schema::{
         Binding, ConstMessage, Document, DocumentSpec, FamilyKind, FamilySpec, GroupQuery, IndexEntries, IndexEntry,
-        IndexError, IndexScore, IndexSpec, IndexValue, KeyError, KeyPrefix, KeySegment, KeyType, KeyspaceSpec,
-        ListEntry, ListSpec, OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
+        IndexError, IndexScore, IndexSpec, IndexValue, IndexValues, KeyError, KeyPrefix, KeySegment, KeyType,
+        KeyspaceSpec, ListEntry, ListSpec, OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
     pub use std::borrow::Cow;

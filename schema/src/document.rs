@@ -108,6 +108,61 @@ impl<T: KeySegment> IndexValue for Option<T> {
     }
 }
 
+/// The values of a multi-valued index (`each(...)`): a collection of
+/// [`IndexValue`]s (`Vec`, slice, `BTreeSet`, `HashSet`, an `Option` of one),
+/// whose empty and `None` items are left out. An empty collection means
+/// "in no set of the index".
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot give the values of an `each` index",
+    label = "bound to the value placeholder of an `each(...)` index",
+    note = "an `each` index takes a collection of index values: `Vec<T>`, `[T]`, `BTreeSet<T>`, `HashSet<T>` (or an `Option` of one) where `T` is text, an integer or an enum with `#[derive(KeySegment)]`",
+    note = "for a single value, declare a `group(...)` instead"
+)]
+pub trait IndexValues {
+    /// Every value, in any order, possibly repeated; empties left out.
+    fn index_values(&self) -> Vec<Cow<'_, str>>;
+}
+
+impl<T: IndexValue> IndexValues for [T] {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.iter().filter_map(IndexValue::index_value).collect()
+    }
+}
+impl<T: IndexValue> IndexValues for Vec<T> {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.as_slice().index_values()
+    }
+}
+impl<T: IndexValue, const N: usize> IndexValues for [T; N] {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.as_slice().index_values()
+    }
+}
+impl<T: IndexValue> IndexValues for std::collections::BTreeSet<T> {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.iter().filter_map(IndexValue::index_value).collect()
+    }
+}
+impl<T: IndexValue, S> IndexValues for std::collections::HashSet<T, S> {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.iter().filter_map(IndexValue::index_value).collect()
+    }
+}
+impl<C: IndexValues> IndexValues for Option<C> {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        self.as_ref().map(IndexValues::index_values).unwrap_or_default()
+    }
+}
+impl<C: IndexValues + ?Sized> IndexValues for &C {
+    fn index_values(&self) -> Vec<Cow<'_, str>> {
+        (**self).index_values()
+    }
+}
+
+/// The most values one document gives one multi-valued index: each is a
+/// key of the write script, which the server holds while it runs.
+pub const MAX_EACH_VALUES: usize = 256;
+
 /// A numeric list score (sorted-set scores are `f64`; integers beyond 2^53
 /// lose precision).
 #[diagnostic::on_unimplemented(
@@ -189,16 +244,72 @@ pub enum IndexError {
         /// The score.
         score: f64,
     },
+    /// A multi-valued index was given more distinct values than
+    /// [`MAX_EACH_VALUES`]; nothing is written.
+    #[error(
+        "`{type_name}` gives its index `{index}` {count} values; at most {MAX_EACH_VALUES} are indexed per document"
+    )]
+    TooManyValues {
+        /// Document type.
+        type_name: &'static str,
+        /// The index.
+        index: &'static str,
+        /// The distinct values given.
+        count: usize,
+    },
 }
 
 /// One entry of a unique or group index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
-    /// The index key.
+    /// The index key (for a multi-valued index, the key of its first value).
     pub key: String,
     /// Hash fields stored with the document for this index (placeholder name,
     /// raw value) so the next write knows which entry to remove.
     pub fields: Vec<(&'static str, String)>,
+    /// For a multi-valued index (`each(...)`): the keys of its other values,
+    /// in the order of their encoded values; empty for any other index.
+    pub more: Vec<String>,
+}
+
+impl IndexEntry {
+    /// Every key of the entry: one, or one per value of a multi-valued index.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.key.as_str()).chain(self.more.iter().map(String::as_str))
+    }
+
+    /// The entry of multi-valued index `index` (whose hash field is named
+    /// after it) for `values`: their keys by `key` (given each raw value),
+    /// in the order of their encoded values, repeats merged; `None` for no
+    /// values. The hash field keeps the encoded values joined by `|`, which
+    /// an encoded value never holds, so the keys follow from it alone.
+    ///
+    /// # Errors
+    /// A value that cannot be a key segment; more than [`MAX_EACH_VALUES`]
+    /// distinct values.
+    pub fn each(
+        type_name: &'static str,
+        index: &'static str,
+        values: Vec<Cow<'_, str>>,
+        key: impl Fn(&str) -> Result<String, KeyError>,
+    ) -> Result<Option<IndexEntry>, IndexError> {
+        // Each value's key first: rendering it checks the value.
+        let mut pairs: Vec<(String, String)> = Vec::with_capacity(values.len());
+        for v in values {
+            let k = key(&v)?;
+            let e = crate::encode::encode(&v).map_or_else(|_| v.clone().into_owned(), Cow::into_owned);
+            pairs.push((e, k));
+        }
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        pairs.dedup_by(|a, b| a.0 == b.0);
+        if pairs.len() > MAX_EACH_VALUES {
+            return Err(IndexError::TooManyValues { type_name, index, count: pairs.len() });
+        }
+        let text = pairs.iter().map(|(e, _)| e.as_str()).collect::<Vec<_>>().join("|");
+        let mut keys = pairs.into_iter().map(|(_, k)| k);
+        let Some(first) = keys.next() else { return Ok(None) };
+        Ok(Some(IndexEntry { key: first, fields: vec![(index, text)], more: keys.collect() }))
+    }
 }
 
 /// The list entry of a document.

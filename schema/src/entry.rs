@@ -46,6 +46,43 @@ pub fn stored_entry_key<'v>(
     template.render(prefix, &values).map(Some)
 }
 
+/// Every key of the entry of index `ix` that document `id` of `scope`
+/// holds according to its stored fields: none or one, as
+/// [`stored_entry_key`] says, or for a multi-valued index one per value its
+/// hash field keeps (encoded values joined by `|`).
+///
+/// # Errors
+/// As [`stored_entry_key`]; a multi-valued index's field that is not a list
+/// of encoded values.
+pub fn stored_entry_keys<'v>(
+    ix: &IndexSpec<'_>,
+    template: &KeyTemplate,
+    prefix: &KeyPrefix,
+    id: &'v str,
+    scope: &'v str,
+    stored: impl Fn(&str) -> Option<&'v str>,
+) -> Result<Vec<String>, RenderError> {
+    if !ix.kind().is_each() {
+        return Ok(stored_entry_key(ix, template, prefix, id, scope, stored)?.into_iter().collect());
+    }
+    let Some(text) = stored(ix.name) else { return Ok(Vec::new()) };
+    let bad = || RenderError::StoredValues { template: ix.key.to_owned(), text: text.to_owned() };
+    let mut keys = Vec::new();
+    for part in text.split('|') {
+        let value = crate::encode::decode(part).ok_or_else(bad)?;
+        let values: Vec<&str> = template
+            .placeholders()
+            .map(|p| match ix.binding(p).map(|b| b.source) {
+                Some(Source::Scope) => scope,
+                Some(Source::Id) => id,
+                _ => &*value,
+            })
+            .collect();
+        keys.push(template.render(prefix, &values)?);
+    }
+    Ok(keys)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,13 +95,58 @@ mod tests {
     ];
 
     fn ix(when: Option<Source<'static>>, score: Option<Source<'static>>) -> IndexSpec<'static> {
-        IndexSpec { name: "ix", key: "t:by:{scope}:{state}", bindings: BY_STATE, when, score, max: None }
+        IndexSpec { name: "ix", key: "t:by:{scope}:{state}", bindings: BY_STATE, when, score, max: None, each: false }
     }
 
     fn entry(ix: &IndexSpec<'_>, fields: &[(&'static str, &'static str)]) -> Option<String> {
         let t = KeyTemplate::parse(ix.key).unwrap();
         let p = KeyPrefix::new("p").unwrap();
         stored_entry_key(ix, &t, &p, "d1", "s1", |n| fields.iter().find(|(f, _)| *f == n).map(|(_, v)| *v)).unwrap()
+    }
+
+    #[test]
+    fn a_multi_valued_entry_has_a_key_per_stored_value() {
+        const BY_TAG: &[Binding<'static>] = &[
+            Binding { placeholder: "scope", source: Source::Scope },
+            Binding { placeholder: "tag", source: Source::Field("tags") },
+        ];
+        let ix = IndexSpec {
+            name: "by_tag",
+            key: "t:tag:{scope}:{tag}",
+            bindings: BY_TAG,
+            when: None,
+            score: None,
+            max: None,
+            each: true,
+        };
+        let t = KeyTemplate::parse(ix.key).unwrap();
+        let p = KeyPrefix::new("p").unwrap();
+        let keys = |text: Option<&'static str>| {
+            stored_entry_keys(&ix, &t, &p, "d1", "s1", |n| if n == "by_tag" { text } else { None })
+        };
+        assert_eq!(keys(None).unwrap(), Vec::<String>::new());
+        assert_eq!(keys(Some("a|b%3Ac")).unwrap(), ["p:t:tag:s1:a", "p:t:tag:s1:b%3Ac"]);
+        for corrupt in ["", "a||b", "b:c", "a|%zz"] {
+            assert!(matches!(keys(Some(corrupt)), Err(RenderError::StoredValues { .. })), "{corrupt}");
+        }
+        // The entry a write makes: encoded, sorted, repeats merged, and its
+        // keys are what the stored text gives back.
+        let key = |v: &str| {
+            t.render(&p, &["s1", v]).map_err(|e| match e {
+                RenderError::Value(k) => k,
+                other => panic!("{other}"),
+            })
+        };
+        let e =
+            crate::IndexEntry::each("T", "by_tag", vec!["b:c".into(), "a".into(), "a".into()], key).unwrap().unwrap();
+        assert_eq!(e.fields, [("by_tag", "a|b%3Ac".to_owned())]);
+        assert_eq!(e.keys().collect::<Vec<_>>(), keys(Some("a|b%3Ac")).unwrap());
+        assert_eq!(crate::IndexEntry::each("T", "by_tag", vec![], key).unwrap(), None);
+        let many = (0..=crate::MAX_EACH_VALUES).map(|i| i.to_string().into()).collect();
+        assert!(matches!(
+            crate::IndexEntry::each("T", "by_tag", many, key),
+            Err(crate::IndexError::TooManyValues { .. })
+        ));
     }
 
     #[test]

@@ -15,6 +15,7 @@ const UNIQUE: [IndexSpec<'static>; 1] = [IndexSpec {
     when: None,
     score: None,
     max: None,
+    each: false,
 }];
 const GROUPS: [IndexSpec<'static>; 1] = [IndexSpec {
     name: "by_state",
@@ -23,6 +24,7 @@ const GROUPS: [IndexSpec<'static>; 1] = [IndexSpec {
     when: None,
     score: None,
     max: None,
+    each: false,
 }];
 
 /// A document type with the derive's defaults and nothing else.

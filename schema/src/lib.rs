@@ -44,10 +44,10 @@ pub use check::{Attr, Origin, SchemaError, SchemaErrorKind, check_document, chec
 pub use check::{ConstMessage, keyspace_problem};
 pub use document::{
     Document, GroupQuery, HasChanges, HasList, HasOutbox, InKeyspace, IndexEntries, IndexEntry, IndexError, IndexScore,
-    IndexValue, KeySegment, Keyspace, ListEntry, Score, UniqueQuery, suggest,
+    IndexValue, IndexValues, KeySegment, Keyspace, ListEntry, MAX_EACH_VALUES, Score, UniqueQuery, suggest,
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
-pub use entry::stored_entry_key;
+pub use entry::{stored_entry_key, stored_entry_keys};
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupKind, IndexLayout,

@@ -71,6 +71,11 @@ pub struct IndexSpec<'a> {
     /// highest scores, trimmed by the write that adds one. An entry evicted
     /// so is not a difference for verify.
     pub max: Option<u64>,
+    /// A multi-valued index (`each(...)`): its one field or method
+    /// placeholder takes each value of a collection, so the document is in
+    /// one set per value. The hash keeps the values, encoded and joined by
+    /// `|`, in a field named after the index.
+    pub each: bool,
 }
 
 /// What kind of group index a spec describes: the one reading of its
@@ -86,6 +91,8 @@ pub enum GroupKind<'a> {
         /// The `bool` source.
         when: Source<'a>,
     },
+    /// `each(...)`: one set per value of a collection.
+    Each,
     /// `sorted(..., score = ...)`: a sorted set scored by `score`.
     Sorted {
         /// The score's source.
@@ -97,9 +104,15 @@ pub enum GroupKind<'a> {
 
 impl GroupKind<'_> {
     /// Whether the hash keeps a marker field named after the index (the
-    /// membership of a member index, the score of a sorted one).
+    /// membership of a member index, the score of a sorted one, the values
+    /// of a multi-valued one).
     pub const fn has_marker(&self) -> bool {
         !matches!(self, GroupKind::Set)
+    }
+
+    /// Whether it is multi-valued (`each(...)`): one set per value.
+    pub const fn is_each(&self) -> bool {
+        matches!(self, GroupKind::Each)
     }
 
     /// Whether its keys hold sorted sets.
@@ -115,6 +128,7 @@ impl<'a> IndexSpec<'a> {
         match (self.score, self.when) {
             (Some(score), _) => GroupKind::Sorted { score, max: self.max },
             (None, Some(when)) => GroupKind::Member { when },
+            (None, None) if self.each => GroupKind::Each,
             (None, None) => GroupKind::Set,
         }
     }

@@ -122,6 +122,15 @@ pub enum RenderError {
     /// A value was rejected.
     #[error(transparent)]
     Value(#[from] KeyError),
+    /// The values a multi-valued index keeps in its hash field are not
+    /// encoded values joined by `|` (a write never stores such a text).
+    #[error("`{text}` is not a list of encoded values for `{template}`")]
+    StoredValues {
+        /// The template.
+        template: String,
+        /// The stored text.
+        text: String,
+    },
     /// Wrong number of values.
     #[error("`{template}` has {expected} placeholder(s), {given} value(s) were given")]
     Arity {

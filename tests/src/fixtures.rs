@@ -97,10 +97,24 @@ pub struct Ticket {
     pub opened: i64,
 }
 
+/// An article, in one set per tag: a multi-valued index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "article", each(key = "article:bytag:{scope}:{tag}", tag = tags, name = "by_tag"))]
+pub struct Article {
+    /// Article id.
+    pub id: String,
+    /// The tenant.
+    pub scope: String,
+    /// Its title.
+    pub title: String,
+    /// Its tags: the article is in the set of each.
+    pub tags: Vec<String>,
+}
+
 microdcs_valkey::keyspace! {
     /// Document shapes beside the plant keyspace.
     pub Extras {
-        documents: [Session, Idempotency, Job, Ticket],
+        documents: [Session, Idempotency, Job, Ticket, Article],
         // Families the plant does not use.
         overflow: list("cdc:overflow:{scope}"),
         canary_runs: zset("canary:runs:{scope}:{kind}"),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_tests::fixtures::{
-    Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, Ticket, WorkMaster,
+    Article, Extras, Idempotency, Job, JobOrder, JobResponse, Plant, Session, SfcState, Ticket, WorkMaster,
 };
 use microdcs_valkey::Document;
 
@@ -45,6 +45,7 @@ fn generated_lua_matches_the_committed_snapshots() {
         scripts::<Idempotency>(),
         scripts::<Job>(),
         scripts::<Ticket>(),
+        scripts::<Article>(),
         scripts::<sharded::JobOrder>(),
         scripts::<sharded::JobResponse>(),
         scripts::<sharded::WorkMaster>(),

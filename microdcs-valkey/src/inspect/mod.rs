@@ -274,7 +274,11 @@ impl<K: Keyspace> Inspector<K> {
             entries.push(self.index_entry(ix, true, id, scope.as_deref(), &field).await?);
         }
         for ix in spec.groups {
-            entries.push(self.index_entry(ix, false, id, scope.as_deref(), &field).await?);
+            if ix.kind().is_each() {
+                entries.extend(self.each_entries(ix, id, scope.as_deref(), &field).await?);
+            } else {
+                entries.push(self.index_entry(ix, false, id, scope.as_deref(), &field).await?);
+            }
         }
         let ttl_ms = self.ttl(&key).await?;
         Ok(Some(DocumentView {
@@ -330,6 +334,32 @@ impl<K: Keyspace> Inspector<K> {
             Err(Error::WrongType { detail, .. }) => EntryState::Unreadable { reason: detail },
             Err(e) => return Err(e),
         })
+    }
+
+    /// The entries of a multi-valued index: one per value its hash field
+    /// keeps (the store's rule), each with its membership.
+    async fn each_entries<'v>(
+        &self,
+        ix: &IndexSpec<'_>,
+        id: &'v str,
+        scope: Option<&'v str>,
+        stored: &impl Fn(&str) -> Option<&'v str>,
+    ) -> Result<Vec<EntryView>> {
+        let t = parse(ix.key)?;
+        let keys =
+            match microdcs_schema::stored_entry_keys(ix, &t, self.valkey.prefix(), id, scope.unwrap_or(""), stored) {
+                Ok(keys) if keys.is_empty() => {
+                    return Ok(vec![EntryView { index: ix.name.into(), key: None, state: EntryState::NotIndexed }]);
+                }
+                Ok(keys) => keys,
+                Err(e) => return Ok(vec![unreadable(ix.name, None, e.to_string())]),
+            };
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let state = self.membership(&key, id).await?;
+            out.push(EntryView { index: ix.name.into(), key: Some(key), state });
+        }
+        Ok(out)
     }
 
     async fn index_entry<'v>(

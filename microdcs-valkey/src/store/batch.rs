@@ -181,7 +181,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         max: Option<f64>,
         read: &Stored<D>,
     ) -> Result<Claimable> {
-        if self.plan.old_key(ix, &self.valkey, &read.id, &read.state)?.as_deref() != Some(key) {
+        if !self.plan.old_keys(ix, &self.valkey, &read.id, &read.state)?.iter().any(|k| k == key) {
             return Ok(Claimable::No);
         }
         let (Some(max), Some(m)) = (max, ix.marker) else { return Ok(Claimable::Yes) };
@@ -203,7 +203,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// document, so each is claimed once where it was.
     fn check_leaves(&self, index: usize, key: &str, max: Option<f64>, read_score: Option<f64>, next: &D) -> Result<()> {
         let entries = next.index_entries(self.valkey.prefix())?;
-        let Some(entry) = entries.groups.get(index).and_then(Option::as_ref).filter(|e| e.key == key) else {
+        let Some(entry) = entries.groups.get(index).and_then(Option::as_ref).filter(|e| e.keys().any(|k| k == key))
+        else {
             return Ok(());
         };
         let name = D::SPEC.groups[index].name;

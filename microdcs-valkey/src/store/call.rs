@@ -71,6 +71,18 @@ pub(super) struct PutBody<'a> {
 pub(super) struct Call<'a> {
     keys: Vec<String>,
     args: Vec<Arg<'a>>,
+    /// The keys of the multi-valued indexes, by index position: appended
+    /// after every other key by [`Call::seal`].
+    each: std::collections::BTreeMap<usize, EachKeys>,
+}
+
+/// The keys of one multi-valued index in a call, and where its counts go.
+#[derive(Default)]
+struct EachKeys {
+    old_count: usize,
+    new_count: Option<usize>,
+    old: Vec<String>,
+    new: Vec<String>,
 }
 
 impl<'a> Call<'a> {
@@ -86,8 +98,11 @@ impl<'a> Call<'a> {
         plan.check_slots(valkey)?;
         // A key the call does not name is the document key, which the
         // script never writes in that role.
-        let mut call =
-            Call { keys: vec![t.key.to_owned(); num_keys], args: (0..num_args).map(|_| Arg::Static("")).collect() };
+        let mut call = Call {
+            keys: vec![t.key.to_owned(); num_keys],
+            args: (0..num_args).map(|_| Arg::Static("")).collect(),
+            each: std::collections::BTreeMap::new(),
+        };
         // A delete of a missing document has no scope: the script only
         // reads the hash and the tombstone then.
         if let Some(changes) = plan.changes.as_ref().filter(|_| !t.scope.is_empty()) {
@@ -249,15 +264,48 @@ impl<'a> Call<'a> {
         entries: impl Iterator<Item = &'e Option<IndexEntry>>,
         doc_key: &str,
     ) {
-        for (s, new) in slots.iter().zip(entries) {
+        for (i, (s, new)) in slots.iter().zip(entries).enumerate() {
             let new = new.as_ref();
-            let values = s
+            let values: Vec<Option<String>> = s
                 .index
                 .fields
                 .iter()
                 .map(|f| new.and_then(|e| e.fields.iter().find(|(n, _)| *n == f.name)).map(|(_, v)| v.clone()))
                 .collect();
+            if let (Some(old_count), Some(new_count)) = (s.index.old_count, s.new_count) {
+                // A multi-valued index: its keys go after all others.
+                let each = self.each.entry(i).or_default();
+                (each.old_count, each.new_count) = (old_count, Some(new_count));
+                each.new = new.map(|e| e.keys().map(str::to_owned).collect()).unwrap_or_default();
+                self.entry_args(&s.new, new.is_some(), values);
+                continue;
+            }
             self.entry(&s.new, new.map(|e| e.key.clone()), values, doc_key);
+        }
+    }
+
+    /// An entry's flag and values, without its key.
+    fn entry_args(&mut self, slots: &EntrySlots, present: bool, values: Vec<Option<String>>) {
+        self.set_arg(slots.flag, flag(present));
+        for (k, v) in values.into_iter().enumerate() {
+            self.set_arg(slots.value(k), v.map_or(Arg::Static(""), Arg::Owned));
+        }
+    }
+
+    /// Appends the keys of the multi-valued indexes after every other key
+    /// (the step's effects included): per index, those read, then the new
+    /// ones; with their counts and where they start (`tail`). Last, before
+    /// the call is sent.
+    pub(super) fn seal(&mut self, tail: Option<usize>) {
+        let Some(tail) = tail else { return };
+        self.set_arg(tail, Arg::Owned((self.keys.len() + 1).to_string()));
+        for each in std::mem::take(&mut self.each).into_values() {
+            self.set_arg(each.old_count, Arg::Owned(each.old.len().to_string()));
+            if let Some(pos) = each.new_count {
+                self.set_arg(pos, Arg::Owned(each.new.len().to_string()));
+            }
+            self.keys.extend(each.old);
+            self.keys.extend(each.new);
         }
     }
 
@@ -272,17 +320,25 @@ impl<'a> Call<'a> {
         state: Option<&ReadState>,
         doc_key: &str,
     ) -> Result<()> {
-        for (s, ix) in slots.zip(plan.indexes()) {
-            let old_key = match state {
-                Some(st) => plan.old_key(ix, valkey, id, st)?,
-                None => None,
+        for (i, (s, ix)) in slots.zip(plan.indexes()).enumerate() {
+            let mut old_keys = match state {
+                Some(st) => plan.old_keys(ix, valkey, id, st)?,
+                None => Vec::new(),
             };
             let values = s
                 .fields
                 .iter()
-                .map(|f| state.and_then(|st| st.fields.get(f.at).cloned().flatten()).filter(|_| old_key.is_some()))
+                .map(|f| state.and_then(|st| st.fields.get(f.at).cloned().flatten()).filter(|_| !old_keys.is_empty()))
                 .collect();
-            self.entry(&s.old, old_key, values, doc_key);
+            if let Some(old_count) = s.old_count {
+                let present = !old_keys.is_empty();
+                let each = self.each.entry(i).or_default();
+                each.old_count = old_count;
+                each.old = old_keys;
+                self.entry_args(&s.old, present, values);
+                continue;
+            }
+            self.entry(&s.old, old_keys.pop(), values, doc_key);
         }
         Ok(())
     }

@@ -16,6 +16,9 @@ pub(super) enum Ph {
     Scope,
     /// Position in `Plan::fields`.
     Field(usize),
+    /// The value placeholder of a multi-valued index: its values are kept
+    /// together in the index's own field.
+    Each,
 }
 
 #[derive(Debug)]
@@ -122,6 +125,7 @@ impl Plan {
                 .map(|p| match ix.binding(p).map(|b| b.source) {
                     Some(Source::Id) => Ph::Id,
                     Some(Source::Scope) => Ph::Scope,
+                    _ if ix.kind().is_each() => Ph::Each,
                     _ => Ph::Field(fields.iter().position(|f| f == p).expect("index field listed")),
                 })
                 .collect();
@@ -269,18 +273,19 @@ impl Plan {
         self.unique.iter().chain(&self.groups)
     }
 
-    /// The old key of an index from a read state, or `None` if not indexed
-    /// (the schema's one rule for "the entry these stored fields call for").
-    pub(super) fn old_key(&self, ix: &IndexPlan, valkey: &Valkey, id: &str, st: &ReadState) -> Result<Option<String>> {
+    /// The old keys of an index from a read state: none if not indexed,
+    /// else one, or one per value of a multi-valued index (the schema's one
+    /// rule for "the entry these stored fields call for").
+    pub(super) fn old_keys(&self, ix: &IndexPlan, valkey: &Valkey, id: &str, st: &ReadState) -> Result<Vec<String>> {
         if !st.exists {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let scope = st.scope.as_deref().unwrap_or_default();
         let stored = |name: &str| {
             let at = self.fields.iter().position(|f| f == name)?;
             st.fields.get(at).and_then(Option::as_deref)
         };
-        match microdcs_schema::stored_entry_key(ix.spec, &ix.template, valkey.prefix(), id, scope, stored) {
+        match microdcs_schema::stored_entry_keys(ix.spec, &ix.template, valkey.prefix(), id, scope, stored) {
             Ok(k) => Ok(k),
             // We never store a value that cannot be a key segment.
             Err(e) => Err(Error::Corrupt {

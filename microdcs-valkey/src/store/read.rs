@@ -283,6 +283,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Ph::Id => stored.id == *want,
             Ph::Scope => stored.scope == *want,
             Ph::Field(i) => stored.state.fields.get(*i).and_then(Option::as_deref) == Some(want.as_str()),
+            // A unique index is never multi-valued (the schema refuses it).
+            Ph::Each => false,
         });
         if !matches {
             tracing::warn!(index_key = %ukey, id, "unique index entry is stale: the document has other values");

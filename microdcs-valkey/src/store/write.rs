@@ -230,6 +230,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             call.new_entries(&l.indexes, entries.unique.iter().chain(&entries.groups), key);
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
+            call.seal(l.tail);
             let (reply, wait) = call.invoke(&self.valkey, script, key, durability).await?;
             let (code, rest) = split_reply(name, &reply.value)?;
             match code {
@@ -462,6 +463,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 return Ok(DeleteOutcome::Conflict { current: state.version });
             }
             call.reads(l.indexes.iter(), plan, &self.valkey, id, Some(&state), &key)?;
+            call.seal(l.tail);
             let (reply, wait) = call.invoke(&self.valkey, &plan.delete, &key, durability).await?;
             let (code, rest) = split_reply("delete", &reply.value)?;
             match code {

@@ -336,11 +336,31 @@ mod tests {
         ];
         let unique: Vec<[IndexSpec<'_>; 1]> = texts
             .iter()
-            .map(|t| [IndexSpec { name: "by_code", key: &t[2], bindings: &CODE, when: None, score: None, max: None }])
+            .map(|t| {
+                [IndexSpec {
+                    name: "by_code",
+                    key: &t[2],
+                    bindings: &CODE,
+                    when: None,
+                    score: None,
+                    max: None,
+                    each: false,
+                }]
+            })
             .collect();
         let groups: Vec<[IndexSpec<'_>; 1]> = texts
             .iter()
-            .map(|t| [IndexSpec { name: "by_state", key: &t[3], bindings: &STATE, when: None, score: None, max: None }])
+            .map(|t| {
+                [IndexSpec {
+                    name: "by_state",
+                    key: &t[3],
+                    bindings: &STATE,
+                    when: None,
+                    score: None,
+                    max: None,
+                    each: false,
+                }]
+            })
             .collect();
         let docs: Vec<DocumentSpec<'_>> = texts
             .iter()

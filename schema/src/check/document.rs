@@ -254,6 +254,7 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
             }
         }
     }
+    check_each(doc, errors);
     // A conditional group keeps its membership marker in the hash field
     // named after the index: it must not be a reserved field or another
     // index's value field.
@@ -267,6 +268,59 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
         }
         if let Some((_, _, other)) = fields.iter().find(|(f, _, _)| *f == ix.name) {
             errors.push(err(SchemaErrorKind::FieldClash { field: ix.name.to_owned(), other: (*other).to_owned() }));
+        }
+    }
+}
+
+/// A multi-valued index has exactly one value placeholder (a field or a
+/// method, which gives the collection), besides at most `{scope}`: its
+/// hash field keeps the values, from which every key follows. It holds no
+/// `{id}` (a set per id would hold one id), and it is a group, never
+/// unique (one key per value cannot name one holder).
+fn check_each(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
+    for (i, ix) in doc.unique.iter().enumerate().filter(|(_, ix)| ix.each) {
+        errors.push(SchemaError {
+            origin: origin(doc.type_name, Attr::Unique(i), None),
+            kind: SchemaErrorKind::EachMisuse(format!(
+                "unique index `{}` cannot be multi-valued: declare it with `each(...)`, a group",
+                ix.name
+            )),
+        });
+    }
+    for (i, ix) in doc.groups.iter().enumerate().filter(|(_, ix)| ix.each) {
+        let err = |why: String, p: Option<&str>| SchemaError {
+            origin: origin(doc.type_name, Attr::Group(i), p),
+            kind: SchemaErrorKind::EachMisuse(why),
+        };
+        if ix.when.is_some() || ix.score.is_some() {
+            errors.push(err(format!("`each` index `{}` takes no `when` or `score`", ix.name), None));
+        }
+        let Ok(t) = KeyTemplate::parse(ix.key) else { continue };
+        let values: Vec<&str> = t
+            .placeholders()
+            .filter(|p| matches!(ix.binding(p).map(|b| b.source), Some(Source::Field(_) | Source::Method(_))))
+            .collect();
+        if t.has_placeholder("id") {
+            errors.push(err(
+                format!(
+                    "`each` index `{}` cannot hold `{{id}}`: it keeps one set per value, holding the ids of the \
+                     documents that have it",
+                    ix.name
+                ),
+                Some("id"),
+            ));
+        }
+        if values.len() != 1 {
+            errors.push(err(
+                format!(
+                    "`each` index `{}` takes exactly one value placeholder, bound to a collection field or method \
+                     (`tag = tags`), besides `{{scope}}`; `{}` has {}",
+                    ix.name,
+                    ix.key,
+                    values.len()
+                ),
+                values.get(1).copied(),
+            ));
         }
     }
 }

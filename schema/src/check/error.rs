@@ -143,6 +143,9 @@ pub enum SchemaErrorKind {
     /// An outbox that cannot work (its stream is the change stream, its
     /// marker lifetime too long); says why.
     OutboxMisuse(String),
+    /// A multi-valued index (`each(...)`) that cannot work (not exactly
+    /// one value placeholder, an `{id}`, unique); says why.
+    EachMisuse(String),
     /// The event marker template uses a placeholder other than `{scope}`,
     /// `{source}` and `{id}` (`Some`), or lacks `{id}` (`None`).
     EventPlaceholder(Option<String>),
@@ -246,6 +249,7 @@ impl fmt::Display for SchemaError {
             ),
             K::ZeroTtl => write!(f, "`ttl` must be longer than zero"),
             K::OutboxMisuse(why) => write!(f, "{why}"),
+            K::EachMisuse(why) => write!(f, "{why}"),
             K::IndexWithoutScope => write!(
                 f,
                 "the document key holds `{{scope}}` (ids unique per scope), so this index key needs `{{scope}}` \

@@ -43,7 +43,7 @@ fn document_rules() {
 #[test]
 fn index_rules() {
     const UNBOUND: [IndexSpec<'static>; 1] =
-        [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[], when: None, score: None, max: None }];
+        [IndexSpec { name: "by_x", key: "a:byx:{x}", bindings: &[], when: None, score: None, max: None, each: false }];
     const RESERVED: [IndexSpec<'static>; 1] = [IndexSpec {
         name: "by_v",
         key: "a:byv:{v}",
@@ -51,6 +51,7 @@ fn index_rules() {
         when: None,
         score: None,
         max: None,
+        each: false,
     }];
     const CLASH: [IndexSpec<'static>; 2] = [
         IndexSpec {
@@ -60,6 +61,7 @@ fn index_rules() {
             when: None,
             score: None,
             max: None,
+            each: false,
         },
         IndexSpec {
             name: "two",
@@ -68,6 +70,7 @@ fn index_rules() {
             when: None,
             score: None,
             max: None,
+            each: false,
         },
     ];
     let d = DocumentSpec { unique: &UNBOUND, ..doc("A", "a", "a:{id}") };

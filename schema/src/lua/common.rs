@@ -5,6 +5,8 @@
 use super::ret::{ALREADY_APPLIED, CONFLICT, CORRUPT, RETRY, WRONG_SCOPE};
 use std::fmt::Write as _;
 
+use crate::document::MAX_EACH_VALUES;
+
 use super::layout::{CommonSlots, IndexSlots};
 use super::text::{Described, lua_str};
 use super::{MAX_VERSION, OP_ID_LEN};
@@ -284,17 +286,74 @@ pub(super) fn describe_common_argv(spec: &DocumentSpec<'_>, c: &CommonSlots, exp
 }
 
 /// The KEYS and ARGV of the caller's read of one index.
-pub(super) fn describe_read(ix: &IndexSlots) -> (Described, Described) {
+pub(super) fn describe_read(ix: &IndexSlots) -> (Vec<Described>, Vec<Described>) {
     let what = if ix.unique { "unique" } else { "group" };
     let fields = ix.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-    (
-        (ix.old.key, format!("{what} `{}`: old key as the caller read it (KEYS[1] when not indexed)", ix.name)),
-        (
-            ix.old.flag,
-            format!(
-                "`{}`: `1` if the caller read an indexed document, else `0`; then the values read of: {fields}",
-                ix.name
-            ),
+    let flag = (
+        ix.old.flag,
+        format!(
+            "`{}`: `1` if the caller read an indexed document, else `0`; then the values read of: {fields}",
+            ix.name
         ),
-    )
+    );
+    match ix.old_count {
+        Some(count) => (
+            Vec::new(),
+            vec![
+                flag,
+                (count, format!("`{}`: how many keys of the values read follow in the multi-valued keys", ix.name)),
+            ],
+        ),
+        None => (
+            vec![(
+                ix.old.key,
+                format!("{what} `{}`: old key as the caller read it (KEYS[1] when not indexed)", ix.name),
+            )],
+            vec![flag],
+        ),
+    }
+}
+
+/// The KEYS ranges of the multi-valued indexes (`each`), from the KEYS
+/// position in ARGV `tail`: per such index `n` the keys read start at
+/// `each_n_o` (`each_n_on` of them) and, in a put, the new ones at
+/// `each_n_n` (`each_n_nn`). The counts must be whole numbers within the
+/// bound and fill KEYS exactly to its end, or nothing is written.
+/// `indexes`: `(n, old count position, new count position)`.
+pub(super) fn each_ranges(out: &mut String, tail: usize, fixed_keys: usize, indexes: &[(usize, usize, Option<usize>)]) {
+    let _ = write!(
+        out,
+        "\
+local function each_count(t, max) return t and string.find(t, '^%d+$') and #t <= 5 and tonumber(t) <= max and tonumber(t) end
+local function each_malformed() return redis.error_reply('ERR microdcs: malformed multi-valued index keys') end
+local cursor = each_count(ARGV[{tail}], 99999)
+if not cursor or cursor <= {fixed_keys} then return each_malformed() end
+",
+    );
+    for (n, old, new) in indexes {
+        let _ = writeln!(
+            out,
+            "local each_{n}_o, each_{n}_on = cursor, each_count(ARGV[{old}], {MAX_EACH_VALUES})\nif not each_{n}_on then return each_malformed() end\ncursor = cursor + each_{n}_on"
+        );
+        if let Some(new) = new {
+            let _ = writeln!(
+                out,
+                "local each_{n}_n, each_{n}_nn = cursor, each_count(ARGV[{new}], {MAX_EACH_VALUES})\nif not each_{n}_nn then return each_malformed() end\ncursor = cursor + each_{n}_nn"
+            );
+        }
+    }
+    out.push_str("if cursor - 1 ~= #KEYS then return each_malformed() end\n");
+}
+
+/// Type-checks (a read of each) the keys of multi-valued index `n` that a
+/// write will touch: those read and, in a put, the new ones.
+pub(super) fn each_reads(out: &mut String, n: usize, put: bool) {
+    let _ =
+        writeln!(out, "for i = each_{n}_o, each_{n}_o + each_{n}_on - 1 do redis.call('SISMEMBER', KEYS[i], id) end");
+    if put {
+        let _ = writeln!(
+            out,
+            "for i = each_{n}_n, each_{n}_n + each_{n}_nn - 1 do redis.call('SISMEMBER', KEYS[i], id) end"
+        );
+    }
 }

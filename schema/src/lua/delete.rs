@@ -4,8 +4,8 @@ use super::ret::{ALREADY_APPLIED, NOT_FOUND, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, nudge_line, prologue,
-    revision_check, tomb_read, tomb_rewrite,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, each_ranges, each_reads, history,
+    nudge_line, prologue, revision_check, tomb_read, tomb_rewrite,
 };
 use super::layout::DeleteLayout;
 use super::text::header;
@@ -40,9 +40,12 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         "expected version: `any`, the version number, or `<version>:<op id>` (a revision)",
     );
     for ix in &l.indexes {
-        let (key, arg) = describe_read(ix);
-        keys.push(key);
-        argv.push(arg);
+        let (k, a) = describe_read(ix);
+        keys.extend(k);
+        argv.extend(a);
+    }
+    if let Some(t) = l.tail {
+        argv.push((t, "KEYS position of the multi-valued keys: per such index, the keys of the values read".into()));
     }
     keys.push((l.tomb_key, format!("tombstone `{}`", spec.tombstones().key)));
     argv.push((l.tomb_ttl, "how long the tombstone is kept, in milliseconds".into()));
@@ -68,13 +71,20 @@ if expect ~= 'any' then
     );
     revision_check(&mut out, "  ");
     out.push_str("end\n");
+    if let Some(t) = l.tail {
+        let each: Vec<_> =
+            l.indexes.iter().enumerate().filter_map(|(i, ix)| Some((i + 1, ix.old_count?, None))).collect();
+        each_ranges(&mut out, t, l.num_keys, &each);
+    }
     for (i, ix) in l.indexes.iter().enumerate() {
         check_read(&mut out, &slots, i + 1, ix);
     }
     out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
     for (i, ix) in l.indexes.iter().enumerate() {
         let (n, old_key) = (i + 1, ix.old.key);
-        if ix.unique {
+        if ix.old_count.is_some() {
+            each_reads(&mut out, n, false);
+        } else if ix.unique {
             let _ = writeln!(out, "local drop_{n} = was_{n} and redis.call('GET', KEYS[{old_key}]) == id");
         } else if ix.sorted.is_some() {
             let _ = writeln!(out, "if was_{n} then redis.call('ZSCORE', KEYS[{old_key}], id) end");
@@ -103,7 +113,12 @@ if expect ~= 'any' then
     }
     for (i, ix) in l.indexes.iter().enumerate() {
         let (n, old_key) = (i + 1, ix.old.key);
-        if ix.unique {
+        if ix.old_count.is_some() {
+            let _ = writeln!(
+                out,
+                "for i = each_{n}_o, each_{n}_o + each_{n}_on - 1 do redis.call('SREM', KEYS[i], id) end"
+            );
+        } else if ix.unique {
             let _ = writeln!(out, "if drop_{n} then redis.call('DEL', KEYS[{old_key}]) end");
         } else if ix.sorted.is_some() {
             let _ = writeln!(out, "if was_{n} then redis.call('ZREM', KEYS[{old_key}], id) end");

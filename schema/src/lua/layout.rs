@@ -36,12 +36,21 @@ pub struct IndexField {
 
 /// One index as both write scripts see it: its fields and the entry the
 /// caller read.
+///
+/// A multi-valued index (`each`) has no fixed KEYS: its entry's `key`
+/// positions name the document key, and its keys follow the fixed ones
+/// (from the position in ARGV `tail` of the layout), for each such index
+/// in order the keys read, then (a put) the new ones, as many as its counts
+/// say. Its one field is the index's own: the encoded values joined by `|`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSlots {
     /// Index name.
     pub name: String,
     /// Unique (string key -> id) or group (set of ids).
     pub unique: bool,
+    /// ARGV: for a multi-valued index, how many keys of the values the
+    /// caller read follow in KEYS.
+    pub old_count: Option<usize>,
     /// A sorted index (a sorted set scored by its last field), with its
     /// bound when it keeps only the highest scores.
     pub sorted: Option<Option<u64>>,
@@ -58,6 +67,9 @@ pub struct PutIndexSlots {
     pub index: IndexSlots,
     /// The new entry (new key, new flag and values).
     pub new: EntrySlots,
+    /// ARGV: for a multi-valued index, how many keys of the new values
+    /// follow in KEYS (after those read).
+    pub new_count: Option<usize>,
 }
 
 /// The positions both write scripts of a type share.
@@ -110,6 +122,10 @@ pub struct PutLayout {
     /// ARGV: the document's lifetime in milliseconds, for a type with a
     /// `ttl` (a write option over the type's default).
     pub ttl: Option<usize>,
+    /// ARGV: for a type with a multi-valued index, the KEYS position of
+    /// the first key of those indexes (after every other key, the step's
+    /// effects included).
+    pub tail: Option<usize>,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -188,6 +204,9 @@ pub struct DeleteLayout {
     pub tomb_key: usize,
     /// ARGV: how long the tombstone is kept, in milliseconds.
     pub tomb_ttl: usize,
+    /// ARGV: for a type with a multi-valued index, the KEYS position of
+    /// the first key of those indexes.
+    pub tail: Option<usize>,
     /// Number of KEYS.
     pub num_keys: usize,
     /// Number of ARGV.
@@ -199,6 +218,10 @@ pub struct DeleteLayout {
 /// conditional group its membership marker, for a sorted index its score
 /// (both in the field named after the index).
 pub fn index_fields(ix: &IndexSpec<'_>) -> Vec<String> {
+    // A multi-valued index keeps its values in its own field only.
+    if ix.kind().is_each() {
+        return vec![ix.name.to_owned()];
+    }
     let Ok(t) = KeyTemplate::parse(ix.key) else { return Vec::new() };
     let mut fields: Vec<String> = t
         .placeholders()
@@ -234,8 +257,8 @@ fn intern(all: &mut Vec<String>, f: String) -> usize {
 }
 
 /// One index as the layout needs it: name, unique or not, sorted (with its
-/// bound) or not, and its fields.
-type IndexShape<'a> = (&'a str, bool, Option<Option<u64>>, Vec<IndexField>);
+/// bound) or not, multi-valued or not, and its fields.
+type IndexShape<'a> = (&'a str, bool, Option<Option<u64>>, bool, Vec<IndexField>);
 
 /// Hands out KEYS and ARGV positions in order.
 #[derive(Default)]
@@ -286,7 +309,7 @@ impl Positions {
                 .into_iter()
                 .map(|name| IndexField { at: intern(&mut self.fields, name.clone()), name })
                 .collect();
-            (ix.name, unique, ix.score.map(|_| ix.max), fields)
+            (ix.name, unique, ix.score.map(|_| ix.max), ix.kind().is_each(), fields)
         })
         .collect()
     }
@@ -298,22 +321,25 @@ impl PutLayout {
         let mut p = Positions::default();
         let (common, doc) = p.common(spec, Positions::arg);
         let score = spec.list.and_then(|l| l.score).map(|_| p.arg());
-        let indexes = p
+        let mut indexes: Vec<PutIndexSlots> = p
             .indexes(spec)
             .into_iter()
-            .map(|(name, unique, sorted, fields)| {
-                let (new_key, old_key) = (p.key(), p.key());
+            .map(|(name, unique, sorted, each, fields)| {
+                // A multi-valued index's keys follow the fixed ones.
+                let (new_key, old_key) = if each { (common.doc_key, common.doc_key) } else { (p.key(), p.key()) };
                 let new_flag = p.entry_args(fields.len());
                 let old_flag = p.entry_args(fields.len());
                 PutIndexSlots {
                     index: IndexSlots {
                         name: name.to_owned(),
                         unique,
+                        old_count: None,
                         sorted,
                         fields,
                         old: EntrySlots { key: old_key, flag: old_flag },
                     },
                     new: EntrySlots { key: new_key, flag: new_flag },
+                    new_count: None,
                 }
             })
             .collect();
@@ -321,6 +347,12 @@ impl PutLayout {
         let history = p.arg();
         let tomb_key = p.key();
         let ttl = spec.ttl_ms.map(|_| p.arg());
+        let mut tail = None;
+        for ix in indexes.iter_mut().filter(|ix| spec.groups.iter().any(|g| g.name == ix.index.name && g.each)) {
+            ix.index.old_count = Some(p.arg());
+            ix.new_count = Some(p.arg());
+            tail.get_or_insert_with(|| p.arg());
+        }
         PutLayout {
             fields: p.fields,
             common,
@@ -330,6 +362,7 @@ impl PutLayout {
             history,
             tomb_key,
             ttl,
+            tail,
             num_keys: p.keys,
             num_args: p.args,
         }
@@ -341,17 +374,29 @@ impl DeleteLayout {
     pub fn new(spec: &DocumentSpec<'_>) -> Self {
         let mut p = Positions::default();
         let (common, ()) = p.common(spec, |_| ());
-        let indexes = p
+        let mut indexes: Vec<IndexSlots> = p
             .indexes(spec)
             .into_iter()
-            .map(|(name, unique, sorted, fields)| {
-                let key = p.key();
+            .map(|(name, unique, sorted, each, fields)| {
+                let key = if each { common.doc_key } else { p.key() };
                 let flag = p.entry_args(fields.len());
-                IndexSlots { name: name.to_owned(), unique, sorted, fields, old: EntrySlots { key, flag } }
+                IndexSlots {
+                    name: name.to_owned(),
+                    unique,
+                    old_count: None,
+                    sorted,
+                    fields,
+                    old: EntrySlots { key, flag },
+                }
             })
             .collect();
         let (tomb_key, tomb_ttl) = (p.key(), p.arg());
-        DeleteLayout { fields: p.fields, common, indexes, tomb_key, tomb_ttl, num_keys: p.keys, num_args: p.args }
+        let mut tail = None;
+        for ix in indexes.iter_mut().filter(|ix| spec.groups.iter().any(|g| g.name == ix.name && g.each)) {
+            ix.old_count = Some(p.arg());
+            tail.get_or_insert_with(|| p.arg());
+        }
+        DeleteLayout { fields: p.fields, common, indexes, tomb_key, tomb_ttl, tail, num_keys: p.keys, num_args: p.args }
     }
 }
 

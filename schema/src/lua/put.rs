@@ -4,8 +4,8 @@ use super::ret::{CONFLICT, CORRUPT, NOT_FOUND, UNIQUE_VIOLATION, WRITTEN};
 use std::fmt::Write as _;
 
 use super::common::{
-    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, history, lookup, nudge_line,
-    prologue, revision_check, tomb_read, tomb_rewrite,
+    Slots, check_read, describe_common_argv, describe_common_keys, describe_read, each_ranges, each_reads, history,
+    lookup, nudge_line, prologue, revision_check, tomb_read, tomb_rewrite,
 };
 use super::layout::{PutLayout, StepLayout};
 use super::text::{Described, header, lua_str};
@@ -57,17 +57,34 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
         let read = &ix.index;
         let what = if read.unique { "unique" } else { "group" };
         let fields = read.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-        keys.push((
-            ix.new.key,
-            format!("{what} `{}` `{}`: new key (KEYS[1] when not indexed)", read.name, spec_ix.key),
-        ));
+        match ix.new_count {
+            Some(count) => argv.push((
+                count,
+                format!(
+                    "`{}` `{}`: how many keys of the new values follow those read in the multi-valued keys",
+                    read.name, spec_ix.key
+                ),
+            )),
+            None => keys.push((
+                ix.new.key,
+                format!("{what} `{}` `{}`: new key (KEYS[1] when not indexed)", read.name, spec_ix.key),
+            )),
+        }
         argv.push((
             ix.new.flag,
             format!("`{}`: `1` if the new document is indexed, else `0`; then new values of: {fields}", read.name),
         ));
-        let (key, arg) = describe_read(read);
-        keys.push(key);
-        argv.push(arg);
+        let (k, a) = describe_read(read);
+        keys.extend(k);
+        argv.extend(a);
+    }
+    if let Some(t) = l.tail {
+        argv.push((
+            t,
+            "KEYS position of the multi-valued keys: per such index, the keys of the values read, then of the new \
+             ones (the last KEYS)"
+                .into(),
+        ));
     }
     (keys, argv)
 }
@@ -138,22 +155,50 @@ elseif expect ~= 'any' then
     );
     revision_check(&mut out, "  ");
     let _ = write!(out, "end\nif v >= {max} then return {{{CORRUPT}, 'v', 'limit'}} end\n", max = MAX_VERSION);
+    if let Some(t) = l.tail {
+        let each: Vec<_> = l
+            .indexes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ix)| Some((i + 1, ix.index.old_count?, ix.new_count)))
+            .collect();
+        let fixed = step.map_or(l.num_keys, |s| s.num_keys);
+        each_ranges(&mut out, t, fixed, &each);
+    }
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
         check_read(&mut out, &slots, n, &ix.index);
         let _ = writeln!(out, "local new_{n} = ARGV[{}] == '1'", ix.new.flag);
-        let _ = writeln!(
-            out,
-            "local keep_{n} = was_{n} and new_{n} and KEYS[{}] == KEYS[{}]",
-            ix.new.key, ix.index.old.key
-        );
+        if ix.index.old_count.is_some() {
+            // The same values text: the same keys.
+            let _ = writeln!(
+                out,
+                "local keep_{n} = was_{n} and new_{n} and ARGV[{}] == ARGV[{}]",
+                ix.new.value(0),
+                ix.index.old.value(0)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "local keep_{n} = was_{n} and new_{n} and KEYS[{}] == KEYS[{}]",
+                ix.new.key, ix.index.old.key
+            );
+        }
     }
     // Validate, before any write, every key a write will touch.
     out.push_str("-- validation reads (a wrong type aborts here, before any write)\n");
     for (i, ix) in l.indexes.iter().enumerate() {
         let n = i + 1;
         let (new_key, old_key) = (ix.new.key, ix.index.old.key);
-        if ix.index.unique {
+        if ix.index.old_count.is_some() {
+            out.push_str(&format!("if not keep_{n} then\n"));
+            let mut reads = String::new();
+            each_reads(&mut reads, n, true);
+            for line in reads.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+            out.push_str("end\n");
+        } else if ix.index.unique {
             let _ = writeln!(
                 out,
                 "if new_{n} and not keep_{n} then\n  local holder = redis.call('GET', KEYS[{new_key}])\n  if holder and holder ~= id then return {{{UNIQUE_VIOLATION}, {n}, holder}} end\nend",
@@ -201,7 +246,7 @@ elseif expect ~= 'any' then
 /// The group index whose entry move is the first write, if any: the first
 /// group index. Its old and new sets are checked by the move itself.
 fn lead(l: &PutLayout) -> Option<usize> {
-    l.indexes.iter().position(|ix| !ix.index.unique && ix.index.sorted.is_none())
+    l.indexes.iter().position(|ix| !ix.index.unique && ix.index.sorted.is_none() && ix.index.old_count.is_none())
 }
 
 /// The move of the lead group entry: SMOVE when it changes sets (SADD when
@@ -285,6 +330,27 @@ if not exists then change = 'created' end
         let n = i + 1;
         let (new_key, old_key) = (ix.new.key, ix.index.old.key);
         if Some(i) == lead(l) {
+            continue;
+        }
+        if ix.index.old_count.is_some() {
+            // Out of the sets of the values gone, into those of the values
+            // new; a value kept is not touched.
+            let _ = write!(
+                out,
+                "\
+if not keep_{n} then
+  local was_in, now_in = {{}}, {{}}
+  for i = each_{n}_o, each_{n}_o + each_{n}_on - 1 do was_in[KEYS[i]] = true end
+  for i = each_{n}_n, each_{n}_n + each_{n}_nn - 1 do now_in[KEYS[i]] = true end
+  for i = each_{n}_o, each_{n}_o + each_{n}_on - 1 do
+    if not now_in[KEYS[i]] then redis.call('SREM', KEYS[i], id) end
+  end
+  for i = each_{n}_n, each_{n}_n + each_{n}_nn - 1 do
+    if not was_in[KEYS[i]] then redis.call('SADD', KEYS[i], id) end
+  end
+end
+"
+            );
             continue;
         }
         if let Some(max) = ix.index.sorted {

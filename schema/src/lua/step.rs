@@ -150,7 +150,7 @@ end
 local fx_at = last + 1
 if not whole(ARGV[fx_at], {max_effects}) then return malformed() end
 local fx_count = tonumber(ARGV[fx_at])
-if fx_at + 4 * fx_count ~= #ARGV or {keys} + fx_count ~= #KEYS then return malformed() end
+if fx_at + 4 * fx_count ~= #ARGV or {keys} + fx_count ~= {keys_end} then return malformed() end
 for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[{keys} + i]
   local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
@@ -179,6 +179,8 @@ for i = 1, fx_count do
 end
 ",
         keys = s.num_keys,
+        // The multi-valued index keys, when the type has any, come last.
+        keys_end = s.put.tail.map_or_else(|| "#KEYS".to_owned(), |t| format!("tonumber(ARGV[{t}]) - 1")),
         max_effects = super::MAX_STEP_EFFECTS,
         int_len = super::MAX_EFFECT_INTEGER_LEN,
         ttl_len = super::MAX_LIFETIME_MS.to_string().len(),

@@ -3,7 +3,8 @@ use crate::fixtures::JOB_RESPONSE;
 #[test]
 fn an_index_reads_as_one_kind() {
     use super::{GroupKind, IndexSpec, Source};
-    let base = IndexSpec { name: "ix", key: "t:{scope}", bindings: &[], when: None, score: None, max: None };
+    let base =
+        IndexSpec { name: "ix", key: "t:{scope}", bindings: &[], when: None, score: None, max: None, each: false };
     assert_eq!(base.kind(), GroupKind::Set);
     let when = Source::Method("running");
     assert_eq!(IndexSpec { when: Some(when), ..base }.kind(), GroupKind::Member { when });

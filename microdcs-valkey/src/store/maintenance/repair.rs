@@ -11,7 +11,7 @@ use crate::retry::{LuaScript, reply};
 
 use microdcs_schema::{Document, IndexEntries};
 
-use super::diagnose::{entry_key, group_score};
+use super::diagnose::{group_score, holds_entry};
 use super::{DiffKind, Finding, IndexRef};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -79,7 +79,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     // documents say belongs there. Documents of later batches
                     // then find their entry missing and add it.
                     repairs.push(Repair::Delete { key: key.clone() });
-                    for (id, entries) in documents.iter().filter(|(_, e)| entry_key(e, family) == Some(key.as_str())) {
+                    for (id, entries) in documents.iter().filter(|(_, e)| holds_entry(e, family, &key)) {
                         let (key, id) = (key.clone(), id.clone());
                         repairs.push(match family {
                             IndexRef::List => match entries.list.as_ref().and_then(|l| l.score) {

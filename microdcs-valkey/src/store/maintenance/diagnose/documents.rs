@@ -102,7 +102,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ) -> Result<(Vec<Finding>, Vec<(String, IndexEntries)>)> {
         let mut found = Vec::new();
         let mut damaged: Vec<(Option<IndexRef>, String, String)> = Vec::new();
-        let mut pending: Vec<(usize, IndexRef)> = Vec::new();
+        // Per check: the document, the family and which of its keys (a
+        // multi-valued index has one per value).
+        let mut pending: Vec<(usize, IndexRef, usize)> = Vec::new();
         let mut documents: Vec<(String, IndexEntries)> = Vec::new();
         for ((key, id), reply) in docs.into_iter().zip(replies) {
             let map: HashMap<String, Vec<u8>> = match answer(&reply)? {
@@ -126,33 +128,35 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             self.check_fields(pass, &key, &id, &stored_fields, &entries, &mut found);
             // One check per entry the document should have.
             if entries.list.is_some() && pass.filter.wants("list") {
-                pending.push((documents.len(), IndexRef::List));
+                pending.push((documents.len(), IndexRef::List, 0));
             }
             for (n, e) in entries.unique.iter().enumerate() {
                 if e.is_some() && pass.filter.wants(D::SPEC.unique[n].name) {
-                    pending.push((documents.len(), IndexRef::Unique(n)));
+                    pending.push((documents.len(), IndexRef::Unique(n), 0));
                 }
             }
             for (n, e) in entries.groups.iter().enumerate() {
-                if e.is_some() && pass.filter.wants(D::SPEC.groups[n].name) {
-                    pending.push((documents.len(), IndexRef::Group(n)));
+                if let Some(e) = e.as_ref().filter(|_| pass.filter.wants(D::SPEC.groups[n].name)) {
+                    for k in 0..e.keys().count() {
+                        pending.push((documents.len(), IndexRef::Group(n), k));
+                    }
                 }
             }
             documents.push((id, entries));
         }
         if !pending.is_empty() {
             let answers = self.entry_answers(&pending, &documents).await?;
-            for ((doc, family), reply) in pending.iter().zip(&answers) {
+            for ((doc, family, k), reply) in pending.iter().zip(&answers) {
                 let (id, entries) = &documents[*doc];
                 match answer(reply)? {
                     Answer::WrongType => {
-                        let key = entry_key(entries, *family).unwrap_or_default();
+                        let key = entry_key(entries, *family, *k).unwrap_or_default();
                         if pass.wrong_type_keys.insert(key.to_owned()) {
                             damaged.push((Some(*family), key.to_owned(), id.clone()));
                         }
                     }
                     Answer::Reply(reply) => {
-                        if let Some((key, kind)) = self.judge_entry(pass, id, entries, *family, reply) {
+                        if let Some((key, kind)) = self.judge_entry(pass, id, entries, (*family, *k), reply) {
                             found.push(Finding::new(Some(*family), self.family_name(*family), key, id, kind));
                         }
                     }
@@ -172,16 +176,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// with `GET`, which tells the two apart (a clean keyspace has none).
     async fn entry_answers(
         &self,
-        pending: &[(usize, IndexRef)],
+        pending: &[(usize, IndexRef, usize)],
         documents: &[(String, IndexEntries)],
     ) -> Result<Vec<Value>> {
         // Per key: the command, and the pending checks it answers.
         let mut keyed: Vec<(&'static str, &str, Vec<usize>)> = Vec::new();
         let mut at: HashMap<&str, usize> = HashMap::new();
         let mut unique: Vec<(usize, &str)> = Vec::new();
-        for (i, (doc, family)) in pending.iter().enumerate() {
+        for (i, (doc, family, k)) in pending.iter().enumerate() {
             let entries = &documents[*doc].1;
-            let key = entry_key(entries, *family).unwrap_or_default();
+            let key = entry_key(entries, *family, *k).unwrap_or_default();
             let cmd = match family {
                 IndexRef::Unique(_) => {
                     unique.push((i, key));
@@ -346,7 +350,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         pass: &mut Pass<'_>,
         id: &str,
         entries: &'e IndexEntries,
-        family: IndexRef,
+        (family, k): (IndexRef, usize),
         answer: &Value,
     ) -> Option<(&'e str, DiffKind)> {
         match family {
@@ -397,26 +401,32 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 };
                 kind.map(|k| (e.key.as_str(), k))
             }
-            IndexRef::Group(n) => {
-                let e = entries.groups[n].as_ref().expect("checked");
+            IndexRef::Group(_) => {
+                let key = entry_key(entries, family, k).expect("checked");
                 if as_bool(answer) {
-                    pass.shortcuts.present(&e.key);
+                    pass.shortcuts.present(key);
                     None
                 } else {
-                    Some((e.key.as_str(), DiffKind::Missing))
+                    Some((key, DiffKind::Missing))
                 }
             }
         }
     }
 }
 
-/// The key of a document's entry in one family, if it has one.
-pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: IndexRef) -> Option<&str> {
+/// Key `k` of a document's entry in one family, if it has one (`k` is 0
+/// but for a multi-valued index, which has a key per value).
+pub(in crate::store::maintenance) fn entry_key(entries: &IndexEntries, family: IndexRef, k: usize) -> Option<&str> {
     match family {
-        IndexRef::List => entries.list.as_ref().map(|l| l.key.as_str()),
-        IndexRef::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()),
-        IndexRef::Group(n) => entries.groups.get(n)?.as_ref().map(|e| e.key.as_str()),
+        IndexRef::List => entries.list.as_ref().map(|l| l.key.as_str()).filter(|_| k == 0),
+        IndexRef::Unique(n) => entries.unique.get(n)?.as_ref().map(|e| e.key.as_str()).filter(|_| k == 0),
+        IndexRef::Group(n) => entries.groups.get(n)?.as_ref()?.keys().nth(k),
     }
+}
+
+/// Whether a document's entry in one family is at `key`.
+pub(in crate::store::maintenance) fn holds_entry(entries: &IndexEntries, family: IndexRef, key: &str) -> bool {
+    (0..).map_while(|k| entry_key(entries, family, k)).any(|k| k == key)
 }
 
 /// The score of a document's entry in sorted group index `n` (its last

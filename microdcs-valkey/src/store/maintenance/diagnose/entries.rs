@@ -25,8 +25,9 @@ enum Claim {
     Unjudged,
     /// The document is not indexed in this family.
     NotIndexed,
-    /// The key of this family that should hold the document.
-    Key(String),
+    /// The keys of this family that should hold the document: one, or one
+    /// per value of a multi-valued index.
+    Keys(Vec<String>),
     /// The document key holds something other than a hash: reported once as
     /// the document's difference; its entries are left alone, as for a
     /// corrupt document (the value may be restored, and it is not the
@@ -246,11 +247,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
                 None | Some(Claim::NoDocument) => DiffKind::Orphan,
                 Some(Claim::Unjudged) => continue,
-                Some(Claim::Key(k)) if k == key => continue,
+                Some(Claim::Keys(ks)) if ks.iter().any(|k| k == key) => continue,
                 Some(claim) => match family {
                     IndexRef::Group(_) => DiffKind::WrongGroup {
                         expected: match claim {
-                            Claim::Key(k) => Some(k.clone()),
+                            // A multi-valued document's sets are several:
+                            // none of them is "the" right one.
+                            Claim::Keys(ks) if ks.len() == 1 => Some(ks[0].clone()),
                             _ => None,
                         },
                     },
@@ -324,14 +327,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             let state =
                 ReadState { exists: true, version: 0, scope: scope.clone(), fields: it.collect(), ops: String::new() };
-            let claim_by = |ix| match self.plan.old_key(ix, &self.valkey, id, &state) {
-                Ok(Some(k)) => Claim::Key(k),
-                Ok(None) => Claim::NotIndexed,
+            let claim_by = |ix| match self.plan.old_keys(ix, &self.valkey, id, &state) {
+                Ok(ks) if ks.is_empty() => Claim::NotIndexed,
+                Ok(ks) => Claim::Keys(ks),
                 Err(_) => Claim::Unjudged,
             };
             claims.push(match family {
                 IndexRef::List => match self.plan.list_key(prefix, scope.as_deref().unwrap_or_default()) {
-                    Some(Ok(k)) => Claim::Key(k),
+                    Some(Ok(k)) => Claim::Keys(vec![k]),
                     _ => Claim::Unjudged,
                 },
                 IndexRef::Unique(n) => claim_by(&self.plan.unique[n]),

@@ -14,7 +14,7 @@ use crate::store::Store;
 mod documents;
 mod entries;
 
-pub(super) use documents::{entry_key, group_score};
+pub(super) use documents::{group_score, holds_entry};
 
 /// Counts from the document pass that let the entry pass skip reads: a key
 /// that holds no more entries than the documents were found in has no
