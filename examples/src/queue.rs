@@ -43,6 +43,7 @@ pub const MAX_PRIORITY: u32 = 100;
     sorted(key = "q:active:{scope}", score = lease_end(), name = "active"),
     sorted(key = "q:dead:{scope}", score = died_at(), name = "dead"),
     sorted(key = "q:retention:{scope}", score = remove_at(), name = "retention"),
+    each(key = "q:bytag:{scope}:{tag}", tag = tags, name = "by_tag"),
     outbox(stream = "q:events:{scope}")
 )]
 pub struct Job {
@@ -80,6 +81,10 @@ pub struct Job {
     pub keep_ms: u64,
     /// The last failure's message.
     pub error: Option<String>,
+    /// Labels (a customer, a batch): the job is in the `by_tag` set of
+    /// each, in every state, so a queue's jobs are found by label.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 impl Job {
@@ -167,6 +172,8 @@ pub struct JobOptions {
     pub backoff: Duration,
     /// How long a completed job is kept.
     pub keep_completed: Duration,
+    /// Labels to find the job by (`Job::by_tag`).
+    pub tags: Vec<String>,
 }
 
 impl Default for JobOptions {
@@ -177,6 +184,7 @@ impl Default for JobOptions {
             attempts: 3,
             backoff: Duration::from_millis(100),
             keep_completed: Duration::from_secs(24 * 3600),
+            tags: Vec::new(),
         }
     }
 }
@@ -268,6 +276,7 @@ impl Queue {
             finished_at: None,
             keep_ms: u64::try_from(o.keep_completed.as_millis()).unwrap_or(u64::MAX),
             error: None,
+            tags: o.tags.clone(),
         };
         Ok(match self.store.create(&job).await? {
             PutOutcome::Written { .. } => Enqueued::Added,

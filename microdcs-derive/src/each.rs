@@ -5,20 +5,19 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::ast::{Source, Value};
-use crate::expand::Entry;
+use crate::ast::{Index, Source, Value};
 
 /// The entry of a multi-valued index (`each`): the collection's values,
 /// each rendered into the key by the index's key builder, and the values
 /// kept in the hash field named after the index. The collection is read
 /// through `IndexValues` at its type, so another type is reported there.
-pub(crate) fn each_entry(e: &Entry<'_>, type_name: &str) -> TokenStream {
+pub(crate) fn each_entry(index: &Index, slots: &[(&str, &Source)], type_name: &str) -> TokenStream {
     let p = quote!(::microdcs_valkey::__private);
-    let f = format_ident!("{}_key", e.index.name);
-    let name = &e.index.name;
+    let f = format_ident!("{}_key", index.name);
+    let name = &index.name;
     let mut values = quote!(::std::vec::Vec::new());
     let mut args = Vec::new();
-    for (_, src) in &e.slots {
+    for (_, src) in slots {
         match src {
             Source::Id => args.push(quote!(&*__id)),
             Source::Scope => args.push(quote!(&*__scope)),

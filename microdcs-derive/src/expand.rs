@@ -48,9 +48,9 @@ struct Checked<'a> {
 }
 
 /// An index with the source of each placeholder, in template order.
-pub(crate) struct Entry<'a> {
-    pub(crate) index: &'a Index,
-    pub(crate) slots: Vec<(&'a str, &'a Source)>,
+struct Entry<'a> {
+    index: &'a Index,
+    slots: Vec<(&'a str, &'a Source)>,
 }
 
 impl<'a> Checked<'a> {
@@ -301,7 +301,7 @@ fn key_segment_expr(f: &Field) -> TokenStream {
 /// `None` when a value is absent (the document is not in that index).
 fn index_entry(e: &Entry<'_>, type_name: &str) -> TokenStream {
     if e.index.each {
-        return crate::each::each_entry(e, type_name);
+        return crate::each::each_entry(e.index, &e.slots, type_name);
     }
     let p = private();
     let f = format_ident!("{}_key", e.index.name);

@@ -537,6 +537,43 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_valued_entry_keeps_its_values_encoded_sorted_and_once() {
+        use crate::entry::stored_entry_keys;
+        use crate::spec::{Binding, IndexSpec, Source};
+        use crate::template::{KeyTemplate, RenderError};
+        const BY_TAG: &[Binding<'static>] = &[
+            Binding { placeholder: "scope", source: Source::Scope },
+            Binding { placeholder: "tag", source: Source::Field("tags") },
+        ];
+        let ix = IndexSpec {
+            name: "by_tag",
+            key: "t:tag:{scope}:{tag}",
+            bindings: BY_TAG,
+            when: None,
+            score: None,
+            max: None,
+            each: true,
+        };
+        let t = KeyTemplate::parse(ix.key).unwrap();
+        let p = KeyPrefix::new("p").unwrap();
+        let key = |v: &str| {
+            t.render(&p, &["s1", v]).map_err(|e| match e {
+                RenderError::Value(k) => k,
+                other => panic!("{other}"),
+            })
+        };
+        let e = IndexEntry::each("T", "by_tag", vec!["b:c".into(), "a".into(), "a".into()], key).unwrap().unwrap();
+        assert_eq!(e.fields, [("by_tag", "a|b%3Ac".to_owned())]);
+        // Its keys are what the stored text gives back.
+        let stored = stored_entry_keys(&ix, &t, &p, "d1", "s1", |n| (n == "by_tag").then_some("a|b%3Ac")).unwrap();
+        assert_eq!(e.keys().collect::<Vec<_>>(), stored);
+        assert_eq!(stored, ["p:t:tag:s1:a", "p:t:tag:s1:b%3Ac"]);
+        assert_eq!(IndexEntry::each("T", "by_tag", vec![], key).unwrap(), None);
+        let many = (0..=MAX_EACH_VALUES).map(|i| i.to_string().into()).collect();
+        assert!(matches!(IndexEntry::each("T", "by_tag", many, key), Err(IndexError::TooManyValues { .. })));
+    }
+
+    #[test]
     fn suggestions() {
         assert_eq!(suggest("stat", ["state", "scope", "order"]), Some("state"));
         assert_eq!(suggest("xyz", ["state", "scope"]), None);

@@ -129,24 +129,6 @@ mod tests {
         for corrupt in ["", "a||b", "b:c", "a|%zz"] {
             assert!(matches!(keys(Some(corrupt)), Err(RenderError::StoredValues { .. })), "{corrupt}");
         }
-        // The entry a write makes: encoded, sorted, repeats merged, and its
-        // keys are what the stored text gives back.
-        let key = |v: &str| {
-            t.render(&p, &["s1", v]).map_err(|e| match e {
-                RenderError::Value(k) => k,
-                other => panic!("{other}"),
-            })
-        };
-        let e =
-            crate::IndexEntry::each("T", "by_tag", vec!["b:c".into(), "a".into(), "a".into()], key).unwrap().unwrap();
-        assert_eq!(e.fields, [("by_tag", "a|b%3Ac".to_owned())]);
-        assert_eq!(e.keys().collect::<Vec<_>>(), keys(Some("a|b%3Ac")).unwrap());
-        assert_eq!(crate::IndexEntry::each("T", "by_tag", vec![], key).unwrap(), None);
-        let many = (0..=crate::MAX_EACH_VALUES).map(|i| i.to_string().into()).collect();
-        assert!(matches!(
-            crate::IndexEntry::each("T", "by_tag", many, key),
-            Err(crate::IndexError::TooManyValues { .. })
-        ));
     }
 
     #[test]

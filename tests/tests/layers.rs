@@ -53,8 +53,20 @@ const SCHEMA: &[&str] = &[
 ];
 
 /// The derive's modules, lowest first.
-const DERIVE: &[&str] =
-    &["ctxt", "fallback", "keys", "attr", "field_shape", "segment", "ast", "spec", "check", "expand", "keyspace"];
+const DERIVE: &[&str] = &[
+    "ctxt",
+    "fallback",
+    "keys",
+    "attr",
+    "field_shape",
+    "segment",
+    "ast",
+    "each",
+    "spec",
+    "check",
+    "expand",
+    "keyspace",
+];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {

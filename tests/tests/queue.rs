@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use microdcs_examples::queue::{Enqueued, JobOptions, Queue, Settled, now_ms};
+use microdcs_examples::queue::{Enqueued, Job, JobOptions, Queue, Settled, now_ms};
 use microdcs_tests::{server, stream_entries};
 use microdcs_valkey::redis::aio::ConnectionManager;
 use microdcs_valkey::testing::unique_prefix;
@@ -190,7 +190,8 @@ async fn enqueue_is_idempotent_and_claims_follow_priority_delay_and_the_rate_lim
         keep_completed: Duration::from_millis(200),
         ..JobOptions::default()
     };
-    assert_eq!(queue.enqueue("low", "r", "{}", &o(5, 0)).await.unwrap(), Enqueued::Added);
+    let tagged = JobOptions { tags: vec!["customer-7".into(), "monthly".into()], ..o(5, 0) };
+    assert_eq!(queue.enqueue("low", "r", "{}", &tagged).await.unwrap(), Enqueued::Added);
     assert_eq!(queue.enqueue("later", "r", "{}", &o(0, 400)).await.unwrap(), Enqueued::Added);
     assert_eq!(queue.enqueue("high", "r", "{}", &o(1, 0)).await.unwrap(), Enqueued::Added);
     // The same key again: a duplicate, and the job is unchanged.
@@ -224,6 +225,11 @@ async fn enqueue_is_idempotent_and_claims_follow_priority_delay_and_the_rate_lim
     assert!(changes.iter().filter(|e| e.get("id").map(String::as_str) == Some("high")).count() >= 4);
     // A failed job waits its backoff in `delayed`.
     assert_eq!(queue.fail(&mut b, "boom").await.unwrap(), Settled::Done);
+    // Found by its labels in any state (a multi-valued index).
+    for tag in ["customer-7", "monthly"] {
+        let ids = queue.store().ids(Job::by_tag(queue.name(), tag), microdcs_valkey::Page::first(10)).await.unwrap();
+        assert_eq!(ids.ids, vec!["low".to_owned()], "{tag}");
+    }
     let failed = queue.store().get_in(queue.name(), "low").await.unwrap().unwrap();
     assert_eq!((failed.doc.state.as_str(), failed.doc.error.as_deref()), ("delayed", Some("boom")));
     // Retention: the completed job is removed after `keep_completed`.
