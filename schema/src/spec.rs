@@ -368,11 +368,14 @@ impl<'a> DocumentSpec<'a> {
                 let bindings: Vec<String> =
                     ix.bindings.iter().map(|b| format!("{}={}", b.placeholder, source_text(Some(b.source)))).collect();
                 let max = ix.max.map_or_else(|| "-".to_owned(), |m| m.to_string());
+                // Named only when set, so the texts of the other kinds stay
+                // as they were recorded.
+                let each = if ix.each { "|each" } else { "" };
                 out.push(IndexLayout {
                     index: ix.name,
                     field: format!("{}:{}", self.kind, ix.name),
                     text: format!(
-                        "{LAYOUT_VERSION}|{what}|{}|{}|when={}|score={}|max={max}|doc={}",
+                        "{LAYOUT_VERSION}|{what}|{}|{}|when={}|score={}|max={max}|doc={}{each}",
                         ix.key,
                         bindings.join(","),
                         source_text(ix.when),

@@ -138,6 +138,21 @@ async fn everything(connection_string: String, name: &str) {
     assert_eq!(tagged(&store, "urgent").await, set(&["t-1", "t-4"]));
     assert_eq!(tagged(&store, "new").await, set(&["t-4"]));
 
+    // A claim by tag takes a ticket out of that tag's set; a change that
+    // keeps it there is refused (it would be claimed again at once).
+    let keeps = store.claim(Ticket::by_tag("s1", "new"), |t| Some(Ticket { state: "taken".into(), ..t.clone() })).await;
+    assert!(matches!(keeps, Err(Error::InvalidArgument(_))), "{keeps:?}");
+    let taken = store
+        .claim(Ticket::by_tag("s1", "new"), |t| {
+            Some(Ticket { tags: t.tags.iter().filter(|x| *x != "new").cloned().collect(), ..t.clone() })
+        })
+        .await
+        .unwrap()
+        .expect("t-4 is tagged new");
+    assert_eq!(taken.doc.id, "t-4");
+    assert_eq!(tagged(&store, "new").await, set(&[]));
+    assert_eq!(tagged(&store, "urgent").await, set(&["t-1", "t-4"]), "its other tag stays");
+
     // Deleted: out of every set.
     let read = store.get_in("s1", "t-1").await.unwrap().unwrap();
     assert!(matches!(store.delete(&read).await.unwrap(), microdcs_valkey::DeleteOutcome::Deleted { .. }));

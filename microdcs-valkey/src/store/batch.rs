@@ -156,8 +156,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     Claimable::AboveBound => continue,
                 }
                 let Some(next) = change(&read.doc) else { continue };
+                // Only a sorted index's marker is a score (a member's is `1`,
+                // a multi-valued index's its values).
                 let read_score = ix
                     .marker
+                    .filter(|_| ix.spec.kind().is_sorted())
                     .and_then(|m| read.state.fields.get(m).and_then(Option::as_deref))
                     .and_then(|t| t.parse::<f64>().ok());
                 self.check_leaves(query.index(), &key, max, read_score, &next)?;
@@ -208,7 +211,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             return Ok(());
         };
         let name = D::SPEC.groups[index].name;
-        let score = entry.fields.iter().find(|(f, _)| *f == name).and_then(|(_, v)| v.parse::<f64>().ok());
+        let score = entry
+            .fields
+            .iter()
+            .filter(|_| D::SPEC.groups[index].kind().is_sorted())
+            .find(|(f, _)| *f == name)
+            .and_then(|(_, v)| v.parse::<f64>().ok());
         match (max, score) {
             // Bounded: pushed past the bound (a retry queue's next attempt).
             (Some(max), Some(score)) if score > max => return Ok(()),

@@ -52,7 +52,11 @@ fn script_keys<'a>(doc: &DocumentSpec<'a>) -> Vec<(Attr, String, &'a str, String
     let all = all.chain(doc.groups.iter().enumerate().map(|(i, x)| (Attr::Group(i), x)));
     for ((attr, ix), slots) in all.zip(&put.indexes) {
         let what = format!("the {} index `{}`", if slots.index.unique { "unique" } else { "group" }, ix.name);
-        out.push((attr, what, ix.key, format!("KEYS[{}] of the `{ty}` put", slots.new.key)));
+        let at = match slots.new_count {
+            Some(_) => format!("one of the multi-valued KEYS of the `{ty}` put"),
+            None => format!("KEYS[{}] of the `{ty}` put", slots.new.key),
+        };
+        out.push((attr, what, ix.key, at));
     }
     if let Some(c) = doc.changes {
         let k = put.common.changes_key;
@@ -238,7 +242,9 @@ fn check_indexes(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
                 errors.push(err(SchemaErrorKind::UnusedBinding(b.placeholder.to_owned()), Some(b.placeholder)));
                 continue;
             }
-            if matches!(b.source, Source::Id | Source::Scope) {
+            // A multi-valued index stores its values in its own field (the
+            // marker check below), never under its placeholder's name.
+            if matches!(b.source, Source::Id | Source::Scope) || ix.each {
                 continue;
             }
             if RESERVED_FIELDS.contains(&b.placeholder) {

@@ -13,6 +13,8 @@ fn an_index_reads_as_one_kind() {
     assert_eq!(sorted, GroupKind::Sorted { score, max: Some(3) });
     assert!(sorted.is_sorted() && sorted.has_marker());
     assert!(!GroupKind::Set.has_marker());
+    let each = IndexSpec { each: true, ..base }.kind();
+    assert!(each.is_each() && each.has_marker() && !each.is_sorted());
 }
 
 #[test]
@@ -27,5 +29,31 @@ fn layout_texts_are_an_explicit_versioned_encoding() {
             "layout-v1|unique|jobresponse:byorder:{order}|order=field:job_order_id|when=-|score=-|max=-|doc=jobresponse:{id}",
             "layout-v1|group|jobresponse:bystate:{scope}:{state}|scope=scope,state=method:normalized_state|when=-|score=-|max=-|doc=jobresponse:{id}",
         ]
+    );
+}
+
+#[test]
+fn a_multi_valued_index_names_itself_in_its_layout_text() {
+    // Pinned: a group that becomes multi-valued keeps its key and bindings,
+    // so only this mark tells the fingerprint that its entries changed.
+    use super::{Binding, IndexSpec, Source};
+    const TAGS: [Binding<'static>; 2] = [
+        Binding { placeholder: "scope", source: Source::Scope },
+        Binding { placeholder: "tag", source: Source::Field("tags") },
+    ];
+    let ix = [IndexSpec {
+        name: "by_tag",
+        key: "t:bytag:{scope}:{tag}",
+        bindings: &TAGS,
+        when: None,
+        score: None,
+        max: None,
+        each: true,
+    }];
+    let spec = super::DocumentSpec { groups: &ix, ..super::DocumentSpec::new("T", "t", "t:{id}") };
+    let texts: Vec<String> = spec.index_layouts().into_iter().map(|l| l.text).collect();
+    assert_eq!(
+        texts,
+        ["layout-v1|group|t:bytag:{scope}:{tag}|scope=scope,tag=field:tags|when=-|score=-|max=-|doc=t:{id}|each"]
     );
 }

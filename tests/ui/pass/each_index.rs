@@ -17,12 +17,16 @@ enum Label {
 #[microdcs(
     kind = "issue",
     each(key = "issue:bytag:{scope}:{tag}", tag = tags, name = "by_tag"),
-    each(key = "issue:bylabel:{scope}:{label}", label = labels(), name = "by_label")
+    each(key = "issue:bylabel:{scope}:{label}", label = labels(), name = "by_label"),
+    // The same placeholder name on a single-valued index: the multi-valued
+    // one stores its values under its own name, so the two do not clash.
+    group(key = "issue:bymain:{scope}:{tag}", tag = main_tag, name = "by_main")
 )]
 struct Issue {
     id: String,
     scope: String,
     tags: BTreeSet<String>,
+    main_tag: String,
     flags: u8,
 }
 
@@ -41,7 +45,7 @@ impl Issue {
 
 fn main() {
     let p = KeyPrefix::new("p").unwrap();
-    let issue = Issue { id: "i-1".into(), scope: "s".into(), tags: ["ui".into(), "a b".into()].into(), flags: 3 };
+    let issue = Issue { id: "i-1".into(), scope: "s".into(), tags: ["ui".into(), "a b".into()].into(), main_tag: "ui".into(), flags: 3 };
     let e = issue.index_entries(&p).unwrap();
     let tags = e.groups[0].as_ref().unwrap();
     assert_eq!(tags.keys().collect::<Vec<_>>(), ["p:issue:bytag:s:a%20b", "p:issue:bytag:s:ui"]);
