@@ -14,7 +14,8 @@
 //! history, the version grammar, the scope and doc checks, the caller-read
 //! checks). `--docs N` sets the number of documents (default 10000).
 //! `-- --network` only the throughput at 0.5, 1 and 2 ms each way
-//! against ideal pipelining and WATCH.
+//! against ideal pipelining and WATCH; `-- --each` the server time of an
+//! update with a multi-valued index by how many values change.
 //! `-- --server-time` prints only the server time; `-- --batch` the
 //! many-at-a-time figures (`put_many`, `get_many`, `claim`); `-- --step`
 //! the workflow step (`Store::step` of the SFC state with one work entry)
@@ -754,6 +755,10 @@ async fn pin(con: &mut Connection) {
 #[path = "store/network.rs"]
 mod network;
 
+// The multi-valued index table (`--each`).
+#[path = "store/each.rs"]
+mod each;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -781,6 +786,11 @@ async fn main() {
             Connection::from(ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap());
         pin(&mut con).await;
         step_bench(&server, args.iter().any(|a| a == "--quick")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--each") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        each::each(&server, args.iter().any(|a| a == "--quick")).await;
         return;
     }
     if args.iter().any(|a| a == "--network") {

@@ -220,14 +220,14 @@ for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[9 + i]
   local fx, a, b, ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
   local r
-  -- An increment answers the stored text: a Lua number holds integers
-  -- exactly only up to 2^53, a counter up to 2^63.
+  -- A Lua number holds integers exactly only below 2^53 (a counter goes
+  -- to 2^63): past it an increment answers the stored text instead.
   if fx == 'incr' then
-    redis.call('INCRBY', k, a)
-    r = redis.call('GET', k)
+    r = redis.call('INCRBY', k, a)
+    if r >= 9007199254740992 or r <= -9007199254740992 then r = redis.call('GET', k) end
   elseif fx == 'hincr' then
-    redis.call('HINCRBY', k, a, b)
-    r = redis.call('HGET', k, a)
+    r = redis.call('HINCRBY', k, a, b)
+    if r >= 9007199254740992 or r <= -9007199254740992 then r = redis.call('HGET', k, a) end
   elseif fx == 'sadd' then r = redis.call('SADD', k, a)
   elseif fx == 'srem' then r = redis.call('SREM', k, a)
   elseif fx == 'zadd' then r = redis.call('ZADD', k, b, a)
