@@ -120,8 +120,9 @@ impl Event {
     }
 }
 
-/// What a step does beside storing the document: the work entries it
-/// appends, the event it applies, and its operation id.
+/// What a step (or a [`Store::write`]) does beside storing the document:
+/// the work entries it appends and the event it applies (a type with an
+/// outbox only), the family effects it applies, and its operation id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Effects {
     work: Vec<WorkEntry>,
@@ -167,9 +168,13 @@ impl Effects {
     /// script: exactly when the step writes, never twice for one step.
     /// The new count is in [`StepOutcome::Written`]'s `values`.
     ///
-    /// The counter and `n` are at most 16 characters of integer (checked:
-    /// a longer stored value is [`Error::Corrupt`], a larger `n`
-    /// [`Error::InvalidArgument`]), so no sum overflows halfway through.
+    /// The counter and `n` are at most 16 characters of integer, so no sum
+    /// overflows halfway through (checked before the first write, nothing
+    /// written otherwise: a larger `n` or a stored count of more than 16
+    /// characters is [`Error::InvalidArgument`], a stored value that is no
+    /// 64-bit integer [`Error::Corrupt`], a key of another type
+    /// [`Error::WrongType`] naming it). The count comes back exact, past
+    /// 2^53 too.
     #[must_use]
     pub fn incr(mut self, counter: &crate::families::CounterKey, n: i64) -> Self {
         self.family.push(super::effects::FamilyEffect::incr(counter, n));
