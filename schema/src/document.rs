@@ -159,9 +159,7 @@ impl<C: IndexValues + ?Sized> IndexValues for &C {
     }
 }
 
-/// The most values one document gives one multi-valued index: each is a
-/// key of the write script, which the server holds while it runs.
-pub const MAX_EACH_VALUES: usize = 256;
+pub use crate::spec::MAX_EACH_VALUES;
 
 /// A numeric list score (sorted-set scores are `f64`; integers beyond 2^53
 /// lose precision).

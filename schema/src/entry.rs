@@ -68,7 +68,7 @@ pub fn stored_entry_keys<'v>(
     let Some(text) = stored(ix.name) else { return Ok(Vec::new()) };
     let bad = || RenderError::StoredValues { template: ix.key.to_owned(), text: text.to_owned() };
     // A write never stores more values than it indexes.
-    if text.split('|').count() > crate::document::MAX_EACH_VALUES {
+    if text.split('|').count() > crate::spec::MAX_EACH_VALUES {
         return Err(bad());
     }
     let mut keys = Vec::new();

@@ -20,6 +20,10 @@ pub enum Source<'a> {
     Method(&'a str),
 }
 
+/// The most values one document gives one multi-valued index: each is a
+/// key of the write script, which the server holds while it runs.
+pub const MAX_EACH_VALUES: usize = 256;
+
 /// The version of the layout text [`DocumentSpec::index_layouts`] writes:
 /// an explicit encoding of our own (never a derived `Debug`, which may
 /// change with the compiler), so a fingerprint changes only when a layout

@@ -5,7 +5,7 @@
 use super::ret::{ALREADY_APPLIED, CONFLICT, CORRUPT, RETRY, WRONG_SCOPE};
 use std::fmt::Write as _;
 
-use crate::document::MAX_EACH_VALUES;
+use crate::spec::MAX_EACH_VALUES;
 
 use super::layout::{CommonSlots, IndexSlots};
 use super::text::{Described, lua_str};
