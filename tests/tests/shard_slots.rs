@@ -1,7 +1,8 @@
 //! The co-location a sharded keyspace promises, checked on rendered keys:
 //! every key every script of every document type of `ShardedPlant` touches
 //! (document, list, indexes, change stream, tombstone, work stream, event
-//! marker) lands in the slot of its scope, for any scope, id and index
+//! marker), and every key of a multi-valued index, lands in the slot of its
+//! scope, for any scope, id and index
 //! values. Each slot is computed twice, by our CRC16 and by redis-rs's
 //! `Slot::for_key`, so neither can drift from the cluster's rule alone.
 //! No server: the rule is pure. `PROPTEST_CASES` deepens it.
@@ -11,6 +12,16 @@ use microdcs_schema::slot::key_slot;
 use microdcs_schema::{Document, DocumentSpec, KeyPrefix, KeyTemplate};
 use microdcs_valkey::redis::cluster_routing::Slot;
 use proptest::prelude::*;
+
+/// A sharded type with a multi-valued index: its keys are many per
+/// document, and each must land in the scope's slot too.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, microdcs_valkey::Document)]
+#[microdcs(kind = "tagged", key = "tagged:{#scope}:{id}", each(key = "tagged:bytag:{#scope}:{tag}", tag = tags, name = "by_tag"))]
+struct Tagged {
+    id: String,
+    scope: String,
+    tags: Vec<String>,
+}
 
 /// Any text a value may be: encoded on the way into a key, braces too.
 fn value() -> impl Strategy<Value = String> {
@@ -89,8 +100,10 @@ proptest! {
         order in value(),
         state in proptest::collection::vec("[A-Za-z]{1,8}", 0..3),
         wait in proptest::option::of(value()),
+        tags in proptest::collection::vec(value(), 0..6),
     ) {
         let prefix = KeyPrefix::default();
+        let tagged = Tagged { id: id.clone(), scope: scope.clone(), tags: tags.clone() }.index_entries(&prefix).unwrap();
         let r = JobResponse { id: id.clone(), scope: scope.clone(), job_order_id: order, start_time: 1, state };
         let s = SfcState {
             job_id: id,
@@ -101,10 +114,15 @@ proptest! {
             wait_type: wait,
             wait_start: Some(7),
         };
-        for entries in [r.index_entries(&prefix).unwrap(), s.index_entries(&prefix).unwrap()] {
+
+        let each = tagged.groups[0].as_ref().map_or(0, |e| e.keys().count());
+        prop_assert_eq!(each, tags.iter().collect::<std::collections::BTreeSet<_>>().len(), "one key per distinct tag");
+        for entries in [r.index_entries(&prefix).unwrap(), s.index_entries(&prefix).unwrap(), tagged] {
             let mut keys = vec![entries.key.clone()];
             keys.extend(entries.list.iter().map(|l| l.key.clone()));
-            keys.extend(entries.unique.iter().chain(&entries.groups).flatten().map(|e| e.key.clone()));
+            keys.extend(
+                entries.unique.iter().chain(&entries.groups).flatten().flat_map(|e| e.keys().map(str::to_owned)),
+            );
             let slots = slots_of(&keys);
             for ((ours, theirs), key) in slots.iter().zip(&keys) {
                 prop_assert_eq!(*ours, slots[0].0, "{} is not in the document's slot", key);
