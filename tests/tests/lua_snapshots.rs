@@ -21,6 +21,11 @@ fn scripts<D: Document>() -> Vec<(String, &'static str, &'static str)> {
     // A sharded type's files are named apart: the sharded plant reuses the
     // plant's kinds.
     let kind = if D::SPEC.is_sharded() { format!("sharded-{}", D::SPEC.kind) } else { D::SPEC.kind.to_owned() };
+    named::<D>(kind)
+}
+
+/// The scripts of `D`, filed under `kind`.
+fn named<D: Document>(kind: String) -> Vec<(String, &'static str, &'static str)> {
     let mut out = vec![
         (kind.clone(), "put", D::PUT_SCRIPT),
         (kind.clone(), "delete", D::DELETE_SCRIPT),
@@ -50,6 +55,9 @@ fn generated_lua_matches_the_committed_snapshots() {
         scripts::<sharded::JobResponse>(),
         scripts::<sharded::WorkMaster>(),
         scripts::<sharded::SfcState>(),
+        // The queue program's job: an outbox and a multi-valued index in
+        // one script (its kind is the fixtures' too, so it is filed apart).
+        named::<microdcs_examples::queue::Job>("queue-job".to_owned()),
     ]
     .into_iter()
     .flatten()
@@ -66,6 +74,7 @@ fn generated_lua_matches_the_committed_snapshots() {
         .chain(Extras::SPEC.documents)
         .map(|d| d.kind)
         .chain(sharded_kinds.iter().map(String::as_str))
+        .chain(microdcs_examples::queue::Queues::SPEC.documents.iter().map(|_| "queue-job"))
         .collect();
     declared.sort_unstable();
     covered.sort_unstable();

@@ -1,0 +1,142 @@
+-- microdcs delete script for `Job` (kind `job`). Generated; do not edit.
+-- KEYS[1] document hash `job:{scope}:{id}`
+-- KEYS[2] change stream `changes:{scope}` (XADD MAXLEN ~)
+-- KEYS[3] scope registry `scopes` (set)
+-- KEYS[4] group `delayed`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[5] group `ready`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[6] group `active`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[7] group `dead`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[8] group `retention`: old key as the caller read it (KEYS[1] when not indexed)
+-- KEYS[9] tombstone `tomb:{kind}:{id}`
+-- ARGV[1] expected version: `any`, the version number, or `<version>:<op id>` (a revision)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
+-- ARGV[3] document id
+-- ARGV[4] scope
+-- ARGV[5] kind (change entries)
+-- ARGV[6] nudge channel (PUBLISH scope)
+-- ARGV[7] change stream approximate max length
+-- ARGV[8] `delayed`: `1` if the caller read an indexed document, else `0`; then the values read of: delayed
+-- ARGV[10] `ready`: `1` if the caller read an indexed document, else `0`; then the values read of: ready
+-- ARGV[12] `active`: `1` if the caller read an indexed document, else `0`; then the values read of: active
+-- ARGV[14] `dead`: `1` if the caller read an indexed document, else `0`; then the values read of: dead
+-- ARGV[16] `retention`: `1` if the caller read an indexed document, else `0`; then the values read of: retention
+-- ARGV[18] `by_tag`: `1` if the caller read an indexed document, else `0`; then the values read of: by_tag
+-- ARGV[20] how long the tombstone is kept, in milliseconds
+-- ARGV[21] `by_tag`: how many keys of the values read follow in the multi-valued keys
+-- ARGV[22] KEYS position of the multi-valued keys: per such index, the keys of the values read
+-- Returns:
+--   {1, version}          deleted; `version` was the last version
+--   {0, current}          the expected version does not match
+--   {2}                   no such document
+--   {3, stored_scope}     the id belongs to another scope; nothing deleted
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
+--                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
+--   {7, version}          this operation id already deleted the document at `version`
+local doc_key = KEYS[1]
+local id = ARGV[3]
+local scope = ARGV[4]
+local op = ARGV[2]
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'delayed', 'ready', 'active', 'dead', 'retention', 'by_tag')
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  -- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
+  if cur[2] == false then return {6, 'scope'} end
+  if cur[4] == false then return {6, 'doc'} end
+  if cur[2] ~= scope then return {3, cur[2]} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {6, 'v'}
+end
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
+local tomb = redis.call('GET', KEYS[9])
+local tomb_v, tomb_op, tomb_ops
+if tomb then
+  local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+  if not tv or #tv > 16 or tonumber(tv) > 9007199254740991 or #rest < 12 or #rest % 12 ~= 0 then return {6, 'tomb'} end
+  tomb_v = tonumber(tv)
+  tomb_op = string.sub(rest, 1, 12)
+  tomb_ops = string.sub(rest, 13)
+  if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
+end
+if tomb and tomb_op == op then
+  redis.call('SET', KEYS[9], tomb, 'KEEPTTL')
+  return {7, tomb_v}
+end
+if not exists then return {2} end
+local expect = ARGV[1]
+if expect ~= 'any' then
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
+end
+local function each_count(t, max) return t and string.find(t, '^%d+$') and #t <= 5 and tonumber(t) <= max and tonumber(t) end
+local function each_malformed() return redis.error_reply('ERR microdcs: malformed multi-valued index keys') end
+local cursor = each_count(ARGV[22], 99999)
+if not cursor or cursor <= 9 then return each_malformed() end
+local each_6_o, each_6_on = cursor, each_count(ARGV[21], 256)
+if not each_6_on then return each_malformed() end
+cursor = cursor + each_6_on
+if cursor - 1 ~= #KEYS then return each_malformed() end
+-- index 1: group `delayed`
+local was_1 = exists and cur[5] ~= false
+if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_1 and (cur[5] ~= ARGV[9]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- index 2: group `ready`
+local was_2 = exists and cur[6] ~= false
+if was_2 ~= (ARGV[10] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_2 and (cur[6] ~= ARGV[11]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- index 3: group `active`
+local was_3 = exists and cur[7] ~= false
+if was_3 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_3 and (cur[7] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- index 4: group `dead`
+local was_4 = exists and cur[8] ~= false
+if was_4 ~= (ARGV[14] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_4 and (cur[8] ~= ARGV[15]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- index 5: group `retention`
+local was_5 = exists and cur[9] ~= false
+if was_5 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_5 and (cur[9] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- index 6: group `by_tag`
+local was_6 = exists and cur[10] ~= false
+if was_6 ~= (ARGV[18] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+if was_6 and (cur[10] ~= ARGV[19]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+-- validation reads (a wrong type aborts here, before any write)
+if was_1 then redis.call('ZSCORE', KEYS[4], id) end
+if was_2 then redis.call('ZSCORE', KEYS[5], id) end
+if was_3 then redis.call('ZSCORE', KEYS[6], id) end
+if was_4 then redis.call('ZSCORE', KEYS[7], id) end
+if was_5 then redis.call('ZSCORE', KEYS[8], id) end
+for i = each_6_o, each_6_o + each_6_on - 1 do redis.call('SISMEMBER', KEYS[i], id) end
+-- writes
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'id', id, 'v', string.format('%d', v), 'op', op, 'change', 'deleted', 'kind', ARGV[5])
+if was_1 then redis.call('ZREM', KEYS[4], id) end
+if was_2 then redis.call('ZREM', KEYS[5], id) end
+if was_3 then redis.call('ZREM', KEYS[6], id) end
+if was_4 then redis.call('ZREM', KEYS[7], id) end
+if was_5 then redis.call('ZREM', KEYS[8], id) end
+for i = each_6_o, each_6_o + each_6_on - 1 do redis.call('SREM', KEYS[i], id) end
+redis.call('DEL', doc_key)
+redis.call('SET', KEYS[9], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[20])
+redis.call('PUBLISH', ARGV[6], scope)
+return {1, v}
