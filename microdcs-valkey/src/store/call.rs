@@ -250,11 +250,8 @@ impl<'a> Call<'a> {
     /// One index entry: its key (the document key when absent), its flag
     /// and its field values (empty when absent).
     fn entry(&mut self, slots: &EntrySlots, key: Option<String>, values: Vec<Option<String>>, doc_key: &str) {
-        self.set_arg(slots.flag, flag(key.is_some()));
+        self.entry_args(slots, key.is_some(), values);
         self.set_key(slots.key, key.unwrap_or_else(|| doc_key.to_owned()));
-        for (k, v) in values.into_iter().enumerate() {
-            self.set_arg(slots.value(k), v.map_or(Arg::Static(""), Arg::Owned));
-        }
     }
 
     /// The entries the put writes, one per index (`None`: not indexed).
