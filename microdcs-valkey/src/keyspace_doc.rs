@@ -56,7 +56,12 @@ fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String,
                     fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
                 )
             };
-            (format!("`{}` document", d.type_name), format!("`v`, `scope`, `ops`, `doc`{extra}"), doc_ttl(d), writes(d))
+            (
+                format!("`{}` document", d.type_name),
+                format!("`v`, {}`ops`, `doc`{extra}", if d.stores_scope() { "`scope`, " } else { "" }),
+                doc_ttl(d),
+                writes(d),
+            )
         }
         (Role::List, Some(d)) => {
             let content = match d.list.and_then(|l| l.score) {

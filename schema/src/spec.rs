@@ -306,6 +306,22 @@ impl<'a> DocumentSpec<'a> {
         !self.unscoped && contains(self.key, SCOPE_TAG)
     }
 
+    /// Whether a document's hash holds its scope in the `scope` field. An
+    /// unscoped type's documents all have [`UNSCOPED`]: its hashes leave the
+    /// field out, which on a small document is the difference between the
+    /// server's compact hash and a larger one.
+    pub const fn stores_scope(&self) -> bool {
+        !self.unscoped
+    }
+
+    /// The scope of a stored document from its hash's `scope` field
+    /// (`None`: absent): [`UNSCOPED`] for an unscoped type, whose hashes
+    /// hold no scope (or, written by an earlier release, `_`). Whether a
+    /// hash exists is told by its fields before this.
+    pub fn stored_scope<'s>(&self, field: Option<&'s str>) -> Option<&'s str> {
+        if self.stores_scope() { field } else { field.or(Some(UNSCOPED)) }
+    }
+
     /// The tombstones this type's deletes leave: a sharded type's carry the
     /// scope as their tag ([`crate::builtin::SHARDED_TOMBSTONES`]), others'
     /// are [`crate::builtin::TOMBSTONES`].

@@ -58,6 +58,9 @@ fn generated_lua_matches_the_committed_snapshots() {
         // The queue program's job: an outbox and a multi-valued index in
         // one script (its kind is the fixtures' too, so it is filed apart).
         named::<microdcs_examples::queue::Job>("queue-job".to_owned()),
+        // An unscoped type with a lifetime (miroir's idempotency entries):
+        // its hash holds no scope.
+        named::<microdcs_examples::miroir::Idempotency>("miroir-idemp".to_owned()),
     ]
     .into_iter()
     .flatten()
@@ -75,6 +78,7 @@ fn generated_lua_matches_the_committed_snapshots() {
         .map(|d| d.kind)
         .chain(sharded_kinds.iter().map(String::as_str))
         .chain(microdcs_examples::queue::Queues::SPEC.documents.iter().map(|_| "queue-job"))
+        .chain(["miroir-idemp"])
         .collect();
     declared.sort_unstable();
     covered.sort_unstable();

@@ -255,7 +255,7 @@ impl<K: Keyspace> Inspector<K> {
             map.iter().map(|(k, v)| (k.as_str(), String::from_utf8_lossy(v).into_owned())).collect();
         let field = |f: &str| texts.get(f).map(String::as_str);
         let text = |f: &str| field(f).map(str::to_owned);
-        let scope = text("scope");
+        let scope = spec.stored_scope(field("scope")).map(str::to_owned);
         let ops_text = text("ops").unwrap_or_default();
         let ops = if ops_text.is_ascii() && ops_text.len() % 12 == 0 {
             ops_text.as_bytes().chunks(12).map(|c| String::from_utf8_lossy(c).into_owned()).collect()
@@ -265,7 +265,8 @@ impl<K: Keyspace> Inspector<K> {
         let field_names = microdcs_schema::lua::all_index_fields(spec);
         let fields: Vec<(String, Option<String>)> = field_names.iter().map(|f| (f.clone(), text(f))).collect();
         let doc_text = text("doc");
-        let document = doc_text.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        let document =
+            doc_text.as_deref().and_then(|t| serde_json::from_str(&crate::codec::with_id(t, spec.id_field, id)).ok());
         let mut entries = Vec::new();
         if let Some(list) = spec.list {
             entries.push(self.list_entry(list, id, scope.as_deref(), text("score")).await?);

@@ -164,17 +164,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         };
         let version = parse_version(text(&mut map, "v")?.as_deref()).ok_or_else(|| corrupt(VERSION_REASON))?;
-        let scope = text(&mut map, "scope")?.ok_or_else(|| corrupt("`scope` is missing"))?;
+        let scope = text(&mut map, "scope")?;
+        let scope = D::SPEC.stored_scope(scope.as_deref()).ok_or_else(|| corrupt("`scope` is missing"))?.to_owned();
         let doc_text = text(&mut map, "doc")?.ok_or_else(|| corrupt("`doc` is missing"))?;
         let ops = text(&mut map, "ops")?.unwrap_or_default();
         let mut fields = Vec::with_capacity(self.plan.fields.len());
         for f in &self.plan.fields {
             fields.push(text(&mut map, f)?);
         }
-        let doc = self.codec.decode(&doc_text).map_err(|e| Error::codec("decode", D::SPEC.kind, id)(Box::new(e)))?;
-        // A hash copied to another key, or a scope field edited apart from
-        // the text, would otherwise be handed out (and written back) as the
-        // document its key names.
+        let doc = self
+            .codec
+            .decode_stored(&doc_text, id)
+            .map_err(|e| Error::codec("decode", D::SPEC.kind, id)(Box::new(e)))?;
+        // A whole text copied to another key, or a scope field edited apart
+        // from the text, would otherwise be handed out (and written back) as
+        // the document its key names. A text stored without its id takes
+        // the id from its key.
         if doc.id() != id {
             return Err(corrupt(&format!("the document's id is `{}`, not the `{id}` of its key", doc.id())));
         }
@@ -225,6 +230,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if v.is_none() && scope.is_none() {
             return Ok(ReadState::missing(self.plan.fields.len()));
         }
+        let scope = D::SPEC.stored_scope(scope.as_deref()).map(str::to_owned);
         let version = parse_version(v.as_deref())
             .ok_or_else(|| Error::Corrupt { key: key.to_owned(), reason: VERSION_REASON.into() })?;
         // Without its scope a document's list and change stream cannot be

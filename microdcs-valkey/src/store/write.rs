@@ -167,8 +167,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if let Some(read_id) = read_id {
             read_id.check(&entries.id, &entries.scope)?;
         }
-        let text =
-            self.codec.encode(doc).map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
+        let text = self
+            .codec
+            .encode_stored(doc, &entries.id)
+            .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {

@@ -27,6 +27,8 @@ pub(super) struct Slots {
     fields: usize,
     /// Whether `ops` is read (at position 3).
     ops: bool,
+    /// Whether the hash holds the scope (not for an unscoped type).
+    pub(super) stores_scope: bool,
 }
 
 impl Slots {
@@ -34,7 +36,9 @@ impl Slots {
     /// history), `score` (when it compares the list score), `doc`, then
     /// `fields`. The document text comes along in the one read the script
     /// makes anyway: cheaper than a second command to see that it exists.
-    pub(super) fn new(fields: &[String], with_ops: bool, with_score: bool) -> Self {
+    /// `scope` is read for every type: an unscoped type's hash written by
+    /// an earlier release holds `_`, and any other value is damage.
+    pub(super) fn new(fields: &[String], with_ops: bool, with_score: bool, stores_scope: bool) -> Self {
         let mut names = vec!["v", "scope"];
         if with_ops {
             names.push("ops");
@@ -47,7 +51,7 @@ impl Slots {
         let doc = names.len();
         let first_field = names.len() + 1;
         let hmget = names.into_iter().chain(fields.iter().map(String::as_str)).map(lua_str).collect::<Vec<_>>();
-        Slots { first_field, score, doc, hmget: hmget.join(", "), fields: fields.len(), ops: with_ops }
+        Slots { first_field, score, doc, hmget: hmget.join(", "), fields: fields.len(), ops: with_ops, stores_scope }
     }
 
     /// The reply that sends the caller back to read again, carrying what
@@ -97,7 +101,7 @@ if exists then
     end
   end
   v = tonumber(vs)
-  if cur[2] == false then return {{{CORRUPT}, 'scope'}} end
+  {scope_check}
   if cur[{doc}] == false then return {{{CORRUPT}, 'doc'}} end
   if cur[2] ~= scope then return {{{WRONG_SCOPE}, cur[2]}} end
 elseif redis.call('EXISTS', doc_key) == 1 then
@@ -110,6 +114,13 @@ end
         op = c.op,
         hmget = slots.hmget,
         doc = slots.doc,
+        scope_check = if slots.stores_scope {
+            format!("if cur[2] == false then return {{{CORRUPT}, 'scope'}} end")
+        } else {
+            // An unscoped type's hash holds no scope: its documents all have
+            // the one the caller passes.
+            "if cur[2] == false then cur[2] = scope end".to_owned()
+        },
         max = MAX_VERSION,
         max_len = MAX_VERSION.to_string().len(),
     );

@@ -31,7 +31,7 @@ const DELETE_RETURNS: &str = "\
 pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
     let l = DeleteLayout::new(spec);
     let c = &l.common;
-    let slots = Slots::new(&l.fields, true, false);
+    let slots = Slots::new(&l.fields, true, false, spec.stores_scope());
     let mut out = String::new();
     let mut keys = describe_common_keys(spec, c);
     let mut argv = describe_common_argv(

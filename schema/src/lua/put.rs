@@ -107,7 +107,7 @@ pub fn put_script(spec: &DocumentSpec<'_>) -> (String, PutLayout) {
 /// The put text, with the step's parts when `step` is given.
 pub(super) fn generate(spec: &DocumentSpec<'_>, l: &PutLayout, step: Option<&StepLayout>) -> String {
     let c = &l.common;
-    let slots = Slots::new(&l.fields, true, l.score.is_some());
+    let slots = Slots::new(&l.fields, true, l.score.is_some(), spec.stores_scope());
     let mut out = String::new();
     let (mut keys, mut argv) = describe(spec, l);
     let title = match step {
@@ -412,7 +412,10 @@ end
     // written here (no table to build). `scope` is written again unchanged
     // (another scope was refused), which costs less than deciding not to.
     let all_new: Vec<String> = (1..=l.indexes.len()).map(|n| format!("new_{n}")).collect();
-    let mut direct = format!("'v', newv_s, 'ops', ops, 'doc', ARGV[{}], 'scope', scope", l.doc);
+    let mut direct = format!("'v', newv_s, 'ops', ops, 'doc', ARGV[{}]", l.doc);
+    if slots.stores_scope {
+        direct.push_str(", 'scope', scope");
+    }
     if let Some(a) = l.score {
         let _ = write!(direct, ", 'score', ARGV[{a}]");
     }
@@ -456,7 +459,9 @@ end
 fn partial_hash_write(out: &mut String, l: &PutLayout, slots: &Slots) {
     // `scope` never changes once written (another scope is refused).
     let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
-    out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
+    if slots.stores_scope {
+        out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
+    }
     if let Some(a) = l.score {
         // An unchanged score is neither moved in the list nor written.
         let _ = writeln!(out, "if not list_same then\n  h[#h + 1] = 'score'\n  h[#h + 1] = ARGV[{a}]\nend");
@@ -544,5 +549,19 @@ mod tests {
             assert!(text.contains(&MAX_VERSION.to_string()));
         }
         assert!(put_script(&SPEC).0.contains(&format!("if v >= {MAX_VERSION} then return {{6, 'v', 'limit'}} end")));
+    }
+
+    #[test]
+    fn only_a_scoped_type_stores_its_scope() {
+        let scoped = put_script(&SPEC).0;
+        assert!(scoped.contains("'scope', scope"), "{scoped}");
+        assert!(scoped.contains("if cur[2] == false then return {6, 'scope'} end"), "{scoped}");
+        let unscoped = DocumentSpec { unscoped: true, ..DocumentSpec::new("U", "u", "u:{id}") };
+        for text in [put_script(&unscoped).0, delete_script(&unscoped).0] {
+            assert!(!text.contains("= 'scope'") && !text.contains("'scope', scope"), "scope written:\n{text}");
+            // Still read: a hash of an earlier release holds `_`, and another value is damage.
+            assert!(text.contains("if cur[2] == false then cur[2] = scope end"), "{text}");
+            assert!(text.contains("if cur[2] ~= scope then return {3, cur[2]} end"), "{text}");
+        }
     }
 }

@@ -283,7 +283,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         // that does not decode: skipping it would make a damaged document
         // of the scope asked for look clean. A hash whose scope is missing
         // or unreadable belongs to no scope we can tell, so it is reported.
-        let raw_scope = map.get("scope").and_then(|v| std::str::from_utf8(v).ok()).map(str::to_owned);
+        let raw_scope =
+            D::SPEC.stored_scope(map.get("scope").and_then(|v| std::str::from_utf8(v).ok())).map(str::to_owned);
         let stored = match self.decode_hash(key, id, map) {
             Ok(s) => s,
             Err(_) if pass.scope.is_some() && raw_scope.is_some() && raw_scope.as_deref() != pass.scope => {

@@ -318,6 +318,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 claims.push(Claim::NoDocument);
                 continue;
             }
+            let scope = D::SPEC.stored_scope(scope.as_deref()).map(str::to_owned);
             if parse_version(v.as_deref()).is_none()
                 || scope.is_none()
                 || scope_filter.is_some_and(|s| scope.as_deref() != Some(s))

@@ -1,0 +1,83 @@
+-- microdcs delete script for `Idempotency` (kind `idemp`). Generated; do not edit.
+-- KEYS[1] document hash `idemp:{id}`
+-- KEYS[2] unused (`changes = none`: no change entry)
+-- KEYS[3] scope registry `scopes` (set)
+-- KEYS[4] tombstone `tomb:{kind}:{id}`
+-- ARGV[1] expected version: `any`, the version number, or `<version>:<op id>` (a revision)
+-- ARGV[2] operation id, exactly 12 characters (kept in the `ops` history)
+-- ARGV[3] document id
+-- ARGV[4] scope
+-- ARGV[5] kind (change entries)
+-- ARGV[6] nudge channel (PUBLISH scope)
+-- ARGV[7] change stream approximate max length
+-- ARGV[8] how long the tombstone is kept, in milliseconds
+-- Returns:
+--   {1, version}          deleted; `version` was the last version
+--   {0, current}          the expected version does not match
+--   {2}                   no such document
+--   {3, stored_scope}     the id belongs to another scope; nothing deleted
+--   {5, v, scope, ops, ...} stored index fields differ from the caller's read: what is
+--                         stored (`v`, `scope`, `ops`, then every index field) to try again with
+--   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
+--                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
+--   {7, version}          this operation id already deleted the document at `version`
+local doc_key = KEYS[1]
+local id = ARGV[3]
+local scope = ARGV[4]
+local op = ARGV[2]
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
+local vs = cur[1]
+local exists = vs ~= false or cur[2] ~= false
+local v = 0
+if exists then
+  -- A version: decimal digits without sign or leading zero, at most 9007199254740991.
+  -- Checked as text (bytes, not the locale's collation) before it is
+  -- converted, so nothing is rounded before it is known to be exact; only
+  -- a text as long as the limit needs the comparison byte by byte.
+  if not vs or #vs > 16 or not string.find(vs, '^[1-9][0-9]*$') then return {6, 'v'} end
+  if #vs == 16 then
+    for i = 1, 16 do
+      local a, b = string.byte(vs, i), string.byte('9007199254740991', i)
+      if a ~= b then
+        if a > b then return {6, 'v'} end
+        break
+      end
+    end
+  end
+  v = tonumber(vs)
+  if cur[2] == false then cur[2] = scope end
+  if cur[4] == false then return {6, 'doc'} end
+  if cur[2] ~= scope then return {3, cur[2]} end
+elseif redis.call('EXISTS', doc_key) == 1 then
+  return {6, 'v'}
+end
+local ops = cur[3] or ''
+if string.find(ops, '=', 1, true) then ops = '' end
+if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
+local tomb = redis.call('GET', KEYS[4])
+local tomb_v, tomb_op, tomb_ops
+if tomb then
+  local tv, rest = string.match(tomb, '^([1-9][0-9]*):(.*)$')
+  if not tv or #tv > 16 or tonumber(tv) > 9007199254740991 or #rest < 12 or #rest % 12 ~= 0 then return {6, 'tomb'} end
+  tomb_v = tonumber(tv)
+  tomb_op = string.sub(rest, 1, 12)
+  tomb_ops = string.sub(rest, 13)
+  if #tomb_ops / 12 > tomb_v then return {6, 'tomb'} end
+end
+if tomb and tomb_op == op then
+  redis.call('SET', KEYS[4], tomb, 'KEEPTTL')
+  return {7, tomb_v}
+end
+if not exists then return {2} end
+local expect = ARGV[1]
+if expect ~= 'any' then
+  local want_v, want_op = expect, nil
+  local at = string.find(expect, ':', 1, true)
+  if at then want_v, want_op = string.sub(expect, 1, at - 1), string.sub(expect, at + 1) end
+  if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
+end
+-- validation reads (a wrong type aborts here, before any write)
+-- writes
+redis.call('DEL', doc_key)
+redis.call('SET', KEYS[4], string.format('%d', v) .. ':' .. op .. ops, 'PX', ARGV[8])
+return {1, v}
