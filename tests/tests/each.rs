@@ -125,6 +125,11 @@ async fn everything(connection_string: String, name: &str) {
     // claim. Verify finds both; rebuild repairs them.
     let _: () = raw.srem(Ticket::by_tag_key(&p, "s1", "urgent").unwrap(), "t-1").await.unwrap();
     let _: () = raw.sadd(Ticket::by_tag_key(&p, "s1", "new").unwrap(), "t-2").await.unwrap();
+    // The inspector sees it too, value by value (one pipelined read).
+    let view = inspector.document_in("ticket", "s1", "t-1").await.unwrap().unwrap();
+    let states: Vec<_> = view.entries.iter().filter(|e| e.index == "by_tag").map(|e| e.state.clone()).collect();
+    assert_eq!(states.iter().filter(|s| **s == EntryState::Missing).count(), 1, "{states:?}");
+    assert_eq!(states.iter().filter(|s| **s == EntryState::Present).count(), 2, "{states:?}");
     let report = store.verify(&opts).await.unwrap();
     let mut kinds: Vec<_> = report.differences.iter().map(|d| (d.id.clone(), d.kind.clone())).collect();
     kinds.sort_by(|a, b| a.0.cmp(&b.0));
@@ -152,6 +157,20 @@ async fn everything(connection_string: String, name: &str) {
     assert_eq!(taken.doc.id, "t-4");
     assert_eq!(tagged(&store, "new").await, set(&[]));
     assert_eq!(tagged(&store, "urgent").await, set(&["t-1", "t-4"]), "its other tag stays");
+
+    // A value's key of another type is unreadable, the others still seen.
+    let odd_key = Ticket::by_tag_key(&p, "s1", "a:b").unwrap();
+    let _: () = raw.del(&odd_key).await.unwrap();
+    let _: () = raw.set(&odd_key, "not a set").await.unwrap();
+    let view = inspector.document_in("ticket", "s1", "t-1").await.unwrap().unwrap();
+    let tags: Vec<_> = view.entries.iter().filter(|e| e.index == "by_tag").collect();
+    assert_eq!(tags.len(), 3, "{tags:?}");
+    for e in &tags {
+        let unreadable = matches!(e.state, EntryState::Unreadable { .. });
+        assert_eq!(unreadable, e.key.as_deref() == Some(odd_key.as_str()), "{e:?}");
+    }
+    let _: () = raw.del(&odd_key).await.unwrap();
+    let _: () = raw.sadd(&odd_key, "t-1").await.unwrap();
 
     // Deleted: out of every set.
     let read = store.get_in("s1", "t-1").await.unwrap().unwrap();

@@ -15,7 +15,7 @@ use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::handle::KeyspaceHandle;
 use crate::retry;
-use crate::store::{render_err, render_list};
+use crate::store::{Answer, answer, read_pipe, render_err, render_list};
 
 // The views as Model Context Protocol tools.
 mod mcp;
@@ -355,9 +355,26 @@ impl<K: Keyspace> Inspector<K> {
                 Ok(keys) => keys,
                 Err(e) => return Ok(vec![unreadable(ix.name, None, e.to_string())]),
             };
+        // Every value's set in one pipeline (split by slot on a cluster):
+        // a document may have up to `MAX_EACH_VALUES` of them.
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        for key in &keys {
+            p.cmd("SISMEMBER").arg(key).arg(id);
+        }
+        let replies: Vec<Value> = read_pipe(&self.valkey, &p, &keys[0]).await?;
         let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let state = self.membership(&key, id).await?;
+        for (key, reply) in keys.into_iter().zip(replies) {
+            let state = match answer(&reply)? {
+                Answer::WrongType => EntryState::Unreadable { reason: format!("`{key}` is not a set") },
+                Answer::Reply(v) => {
+                    if redis::from_redis_value_ref::<bool>(v).map_err(|e| Error::from_redis(e.into(), &key))? {
+                        EntryState::Present
+                    } else {
+                        EntryState::Missing
+                    }
+                }
+            };
             out.push(EntryView { index: ix.name.into(), key: Some(key), state });
         }
         Ok(out)

@@ -27,6 +27,7 @@ mod write;
 pub use crate::codec::{Codec, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
+pub(crate) use maintenance::{Answer, answer, read_pipe};
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub use request::{DeleteCall, PutCall, StepCall, WriteFuture};
 pub use step::{

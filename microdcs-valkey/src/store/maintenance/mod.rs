@@ -341,7 +341,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 }
 
 /// What one answer of a pipeline run with `ignore_errors` says about its key.
-enum Answer<'v> {
+pub(crate) enum Answer<'v> {
     /// The command ran; its reply.
     Reply(&'v Value),
     /// The server refused because the key holds another type: a difference
@@ -351,7 +351,7 @@ enum Answer<'v> {
 
 /// Sorts one pipeline answer: the server's wrong-type refusal (matched by
 /// its error code) is a damaged key; any other server error ends the run.
-fn answer(v: &Value) -> Result<Answer<'_>> {
+pub(crate) fn answer(v: &Value) -> Result<Answer<'_>> {
     match v {
         Value::ServerError(e) if e.code() == "WRONGTYPE" => Ok(Answer::WrongType),
         Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
@@ -396,7 +396,7 @@ async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count
 use crate::retry::read_cmd;
 
 /// A pipeline of reads, bounded like [`read_cmd`].
-async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
+pub(crate) async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
     // Split by slot, a command's error is its answer (`answer` sorts them
     // for the pipelines that ask for that); where a pipeline did not, the
     // error still fails the read, as the conversion of its answer.
