@@ -378,13 +378,16 @@ fn ablations() -> Vec<(&'static str, String)> {
 if #ops % 12 ~= 0 or #ops / 12 > v then return {6, 'ops'} end
 local at = string.find(ops, op, 1, true)
 while at and at % 12 ~= 1 do at = string.find(ops, op, at + 1, true) end
-if at then return {7, v - (#ops - at + 1) / 12 + 1} end
+if at then
+  redis.call('HSET', doc_key, 'v', vs)
+  return {7, v - (#ops - at + 1) / 12 + 1}
+end
 ";
     let reads = [
-        ("if was_1 ~= (ARGV[12] == '1') then return {5} end\n", ""),
-        ("if was_1 and (cur[6] ~= ARGV[13]) then return {5} end\n", ""),
-        ("if was_2 ~= (ARGV[16] == '1') then return {5} end\n", ""),
-        ("if was_2 and (cur[7] ~= ARGV[17]) then return {5} end\n", ""),
+        ("if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end\n", ""),
+        ("if was_1 and (cur[6] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end\n", ""),
+        ("if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end\n", ""),
+        ("if was_2 and (cur[7] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end\n", ""),
     ];
     vec![
         ("without the op history lookup", without(put, &[(lookup, "")])),
