@@ -60,6 +60,21 @@ async fn a_small_unscoped_document_is_a_compact_hash_of_three_fields() {
 }
 
 #[tokio::test]
+async fn ids_that_need_escaping_leave_the_text_and_come_back() {
+    let (_s, valkey, mut raw) = setup("compact-escaping").await;
+    let store = TaskStore::new(valkey.clone()).unwrap().table::<Idempotency>();
+    for id in ["a:b \"q\" \\ ü", "tab\there", "{\"id\":\"x\"}", "\u{2028}line"] {
+        let doc = entry(id);
+        assert_eq!(created(&store, &doc).await, 1, "{id:?}");
+        let text: String =
+            redis::cmd("HGET").arg(store.key(id).unwrap()).arg("doc").query_async(&mut raw).await.unwrap();
+        assert!(text.starts_with(" {\"status\":200,"), "{id:?}: {text}");
+        let back = store.get(id).await.unwrap().expect("stored");
+        assert_eq!((back.doc, back.id.as_str()), (doc, id));
+    }
+}
+
+#[tokio::test]
 async fn hashes_written_the_earlier_way_read_and_write_as_before() {
     let (_s, valkey, mut raw) = setup("compact-earlier").await;
     let store = TaskStore::new(valkey.clone()).unwrap().table::<Idempotency>();
