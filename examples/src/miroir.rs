@@ -213,7 +213,9 @@ pub struct TaskStore {
     tasks: microdcs_valkey::Store<Task>,
     jobs: microdcs_valkey::Store<Job>,
     sessions: microdcs_valkey::Store<Session>,
-    idempotency: microdcs_valkey::Store<Idempotency>,
+    // Many tiny entries: stored by position (see `CompactJson`); the
+    // type's fields only ever grow at the end.
+    idempotency: microdcs_valkey::Store<Idempotency, microdcs_valkey::CompactJson>,
     admins: microdcs_valkey::Store<AdminSession>,
 }
 
@@ -237,7 +239,7 @@ impl TaskStore {
             tasks: ks.store(),
             jobs: ks.store(),
             sessions: ks.store(),
-            idempotency: ks.store(),
+            idempotency: ks.store_with(microdcs_valkey::CompactJson),
             admins: ks.store(),
             ks,
             valkey,
@@ -251,6 +253,13 @@ impl TaskStore {
         D: microdcs_valkey::InKeyspace<Miroir> + Serialize + serde::de::DeserializeOwned,
     {
         self.ks.store::<D>()
+    }
+
+    /// The idempotency entries' store: fields stored by position
+    /// ([`microdcs_valkey::CompactJson`]), which keeps these many tiny
+    /// hashes in the server's compact encoding.
+    pub fn idempotency(&self) -> &microdcs_valkey::Store<Idempotency, microdcs_valkey::CompactJson> {
+        &self.idempotency
     }
 
     /// Inserts a task with its index entry (one script).

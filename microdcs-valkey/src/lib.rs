@@ -99,7 +99,7 @@ pub use poller::{
 #[doc(hidden)]
 pub use start_lease::{MemoryStartLease, StartLease, ValkeyStartLease};
 #[doc(hidden)]
-pub use store::{Codec, Json};
+pub use store::{Codec, CompactJson, Json};
 #[doc(hidden)]
 pub use store::{
     DeleteExpect, DeleteOutcome, DiffKind, Difference, DocPage, Effects, Event, IdPage, MAX_ENTRY_FIELDS,

@@ -46,7 +46,7 @@ async fn main() {
             .unwrap();
     let store = TaskStore::new(valkey.clone()).unwrap();
     let before = used_memory(&mut con).await;
-    let idem = store.table::<Idempotency>();
+    let idem = store.idempotency();
     let batch: Vec<Idempotency> = (0..entries).map(entry).collect();
     for chunk in batch.chunks(1000) {
         for out in idem.put_many(chunk, Expect::Create).await {

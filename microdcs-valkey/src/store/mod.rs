@@ -24,7 +24,7 @@ mod step;
 mod types;
 mod write;
 
-pub use crate::codec::{Codec, Json};
+pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
 pub(crate) use maintenance::{Answer, answer, read_pipe};

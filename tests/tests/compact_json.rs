@@ -1,0 +1,142 @@
+//! `CompactJson`: a document stored as the array of its field values,
+//! without the id. It must make the miroir idempotency entry smaller than
+//! the JSON codec does, read what either codec wrote (and be read by
+//! `Json`), keep a document that would not read back by position in the
+//! named form, and let a type grow new trailing fields.
+
+use microdcs_examples::miroir::{Idempotency, Miroir, TaskStore};
+use microdcs_tests::{created, server, unique_prefix};
+use microdcs_valkey::redis::{self, aio::ConnectionManager};
+use microdcs_valkey::{Codec, CompactJson, Document, Expect, Inspector, PutOutcome, Valkey, WriteOptions};
+use serde::{Deserialize, Serialize};
+
+/// A note whose title is left out when it has none: by position, the
+/// body would shift into the title's place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "note", key = "note:{id}")]
+pub struct Note {
+    /// Note id.
+    pub id: String,
+    /// Title, left out when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Text.
+    pub body: String,
+}
+
+/// [`Note`] a release later: one field added last, with a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "note2", key = "note2:{id}")]
+pub struct NoteLater {
+    /// Note id.
+    pub id: String,
+    /// Title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Text.
+    pub body: String,
+    /// Added later.
+    #[serde(default)]
+    pub pinned: bool,
+}
+
+microdcs_valkey::keyspace! {
+    /// Notes, for the codec's fallback.
+    pub Notes {
+        documents: [Note, NoteLater],
+    }
+}
+
+async fn setup(name: &str) -> (microdcs_valkey::testing::ValkeyServer, Valkey, ConnectionManager) {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix(name), WriteOptions::default()).await.unwrap();
+    let raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    (s, valkey, raw)
+}
+
+async fn text(raw: &mut ConnectionManager, key: &str) -> String {
+    redis::cmd("HGET").arg(key).arg("doc").query_async(raw).await.unwrap()
+}
+
+async fn usage(raw: &mut ConnectionManager, key: &str) -> u64 {
+    redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(raw).await.unwrap()
+}
+
+fn entry(id: &str) -> Idempotency {
+    Idempotency { id: id.into(), status: 200, body: "{\"ok\":true,\"task\":42}".into() }
+}
+
+#[tokio::test]
+async fn the_entry_by_position_is_smaller_and_both_codecs_read_both_forms() {
+    let (_s, valkey, mut raw) = setup("compactjson-entry").await;
+    let tasks = TaskStore::new(valkey.clone()).unwrap();
+    let (compact, json) = (tasks.idempotency(), tasks.table::<Idempotency>());
+    let a = entry("req-00000001-7f3c9a2e");
+    let b = entry("req-00000002-7f3c9a2e");
+    assert_eq!(created(compact, &a).await, 1);
+    assert_eq!(created(&json, &b).await, 1);
+    let (key_a, key_b) = (compact.key(&a.id).unwrap(), json.key(&b.id).unwrap());
+    // The stored texts, pinned: they cross releases. One leading space:
+    // the id goes back first.
+    assert_eq!(text(&mut raw, &key_a).await, r#" [200,"{\"ok\":true,\"task\":42}"]"#);
+    assert_eq!(text(&mut raw, &key_b).await, r#" {"status":200,"body":"{\"ok\":true,\"task\":42}"}"#);
+    let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg(&key_a).query_async(&mut raw).await.unwrap();
+    assert_eq!(encoding, "listpack");
+    let (small, named) = (usage(&mut raw, &key_a).await, usage(&mut raw, &key_b).await);
+    assert!(small < named, "by position {small} B, by name {named} B");
+
+    // Each codec reads what the other wrote.
+    assert_eq!(json.get(&a.id).await.unwrap().expect("stored").doc, a);
+    assert_eq!(compact.get(&b.id).await.unwrap().expect("stored").doc, b);
+    // A write through the compact store stores by position from then on,
+    // with the version and history as any write.
+    let next = Idempotency { status: 201, ..b.clone() };
+    assert!(matches!(compact.put(&next, Expect::Version(1)).await, Ok(PutOutcome::Written { version: 2 })));
+    assert_eq!(text(&mut raw, &key_b).await, r#" [201,"{\"ok\":true,\"task\":42}"]"#);
+    let got = json.get(&b.id).await.unwrap().expect("stored");
+    assert_eq!((got.doc, got.version), (next, 2));
+    // The README's idiom: a second answer under the same key is refused.
+    assert!(tasks.remember("req-r", 202, "accepted").await.unwrap());
+    assert!(!tasks.remember("req-r", 500, "other").await.unwrap());
+    assert_eq!(compact.get("req-r").await.unwrap().unwrap().doc.status, 202);
+
+    // The inspector shows the values with the id back in its place.
+    let view = Inspector::new(&Miroir::open(valkey.clone())).document("idemp", &a.id).await.unwrap().expect("seen");
+    let shown = view.document.expect("decoded");
+    assert_eq!(shown, serde_json::json!([a.id, 200, a.body]));
+}
+
+#[tokio::test]
+async fn a_document_that_would_shift_keeps_its_names() {
+    let (_s, valkey, mut raw) = setup("compactjson-shift").await;
+    let notes = Notes::open(valkey.clone()).store_with::<Note, _>(CompactJson);
+    let titled = Note { id: "n-1".into(), title: Some("t".into()), body: "x".into() };
+    let bare = Note { id: "n-2".into(), title: None, body: "x".into() };
+    created(&notes, &titled).await;
+    created(&notes, &bare).await;
+    assert_eq!(text(&mut raw, &notes.key("n-1").unwrap()).await, r#" ["t","x"]"#);
+    // Without its title the body would land in the title's place: the
+    // named form is stored instead.
+    assert_eq!(text(&mut raw, &notes.key("n-2").unwrap()).await, r#" {"body":"x"}"#);
+    assert_eq!(notes.get("n-1").await.unwrap().unwrap().doc, titled);
+    assert_eq!(notes.get("n-2").await.unwrap().unwrap().doc, bare);
+
+    // A damaged array is a decode error on read, and nothing is written.
+    let key = notes.key("n-1").unwrap();
+    let () = redis::cmd("HSET").arg(&key).arg("doc").arg(r#"   ["t","x"]"#).query_async(&mut raw).await.unwrap();
+    let err = notes.get("n-1").await.unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    assert_eq!(text(&mut raw, &key).await, r#"   ["t","x"]"#);
+}
+
+#[test]
+fn a_field_added_last_with_a_default_reads_earlier_texts() {
+    let old = Note { id: "n-1".into(), title: Some("t".into()), body: "x".into() };
+    let stored = CompactJson.encode_stored(&old, "n-1").unwrap();
+    assert_eq!(stored, r#" ["t","x"]"#);
+    let later: NoteLater = CompactJson.decode_stored(&stored, "n-1").unwrap();
+    assert_eq!(later, NoteLater { id: "n-1".into(), title: Some("t".into()), body: "x".into(), pinned: false });
+    // The plain forms stay plain JSON objects.
+    assert_eq!(Codec::<Note>::encode(&CompactJson, &old).unwrap(), r#"{"id":"n-1","title":"t","body":"x"}"#);
+    assert_eq!(NoteLater::SPEC.id_field, "id");
+}
