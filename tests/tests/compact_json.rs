@@ -40,10 +40,25 @@ pub struct NoteLater {
     pub pinned: bool,
 }
 
+/// A count with a field that is read but never written: by position the
+/// count would land in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "tally", key = "tally:{id}")]
+pub struct Tally {
+    /// Tally id.
+    pub id: String,
+    /// Filled by the reader, never stored.
+    #[serde(skip_serializing, default)]
+    pub cached: Option<u32>,
+    /// The count.
+    #[serde(default)]
+    pub n: u32,
+}
+
 microdcs_valkey::keyspace! {
     /// Notes, for the codec's fallback.
     pub Notes {
-        documents: [Note, NoteLater],
+        documents: [Note, NoteLater, Tally],
     }
 }
 
@@ -127,6 +142,20 @@ async fn a_document_that_would_shift_keeps_its_names() {
     let err = notes.get("n-1").await.unwrap_err();
     assert!(err.is_corrupt(), "{err:?}");
     assert_eq!(text(&mut raw, &key).await, r#"   ["t","x"]"#);
+}
+
+#[test]
+fn a_field_read_but_never_written_keeps_the_names() {
+    // By position ` [0]` would read back as `cached: Some(0), n: 0`, which
+    // writes the same text: the count of values read is what tells.
+    let t = Tally { id: "k".into(), cached: None, n: 0 };
+    let stored = CompactJson.encode_stored(&t, "k").unwrap();
+    assert_eq!(stored, r#" {"n":0}"#);
+    let back: Tally = CompactJson.decode_stored(&stored, "k").unwrap();
+    assert_eq!(back, t);
+    let t = Tally { n: 7, ..t };
+    let back: Tally = CompactJson.decode_stored(&CompactJson.encode_stored(&t, "k").unwrap(), "k").unwrap();
+    assert_eq!(back, t);
 }
 
 #[test]

@@ -168,6 +168,10 @@ async fn everything(connection_string: String, name: &str) {
     for e in &tags {
         let unreadable = matches!(e.state, EntryState::Unreadable { .. });
         assert_eq!(unreadable, e.key.as_deref() == Some(odd_key.as_str()), "{e:?}");
+        // The reason is the server's refusal, as for a single-valued entry.
+        if let EntryState::Unreadable { reason } = &e.state {
+            assert!(reason.contains("WRONGTYPE"), "{reason}");
+        }
     }
     let _: () = raw.del(&odd_key).await.unwrap();
     let _: () = raw.sadd(&odd_key, "t-1").await.unwrap();

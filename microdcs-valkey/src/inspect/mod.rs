@@ -265,8 +265,10 @@ impl<K: Keyspace> Inspector<K> {
         let field_names = microdcs_schema::lua::all_index_fields(spec);
         let fields: Vec<(String, Option<String>)> = field_names.iter().map(|f| (f.clone(), text(f))).collect();
         let doc_text = text("doc");
-        let document =
-            doc_text.as_deref().and_then(|t| serde_json::from_str(&crate::codec::with_id(t, spec.id_field, id)).ok());
+        let document = doc_text
+            .as_deref()
+            .and_then(|t| crate::codec::with_id(t, spec.id_field, id))
+            .and_then(|t| serde_json::from_str(&t).ok());
         let mut entries = Vec::new();
         if let Some(list) = spec.list {
             entries.push(self.list_entry(list, id, scope.as_deref(), text("score")).await?);
@@ -366,7 +368,8 @@ impl<K: Keyspace> Inspector<K> {
         let mut out = Vec::with_capacity(keys.len());
         for (key, reply) in keys.into_iter().zip(replies) {
             let state = match answer(&reply)? {
-                Answer::WrongType => EntryState::Unreadable { reason: format!("`{key}` is not a set") },
+                // The server's own refusal, as a single-valued entry reports it.
+                Answer::WrongType(reason) => EntryState::Unreadable { reason },
                 Answer::Reply(v) => {
                     if redis::from_redis_value_ref::<bool>(v).map_err(|e| Error::from_redis(e.into(), &key))? {
                         EntryState::Present

@@ -345,15 +345,17 @@ pub(crate) enum Answer<'v> {
     /// The command ran; its reply.
     Reply(&'v Value),
     /// The server refused because the key holds another type: a difference
-    /// to report, not a reason to stop.
-    WrongType,
+    /// to report, not a reason to stop. The server's error, as text.
+    WrongType(String),
 }
 
 /// Sorts one pipeline answer: the server's wrong-type refusal (matched by
 /// its error code) is a damaged key; any other server error ends the run.
 pub(crate) fn answer(v: &Value) -> Result<Answer<'_>> {
     match v {
-        Value::ServerError(e) if e.code() == "WRONGTYPE" => Ok(Answer::WrongType),
+        Value::ServerError(e) if e.code() == "WRONGTYPE" => {
+            Ok(Answer::WrongType(redis::RedisError::from(e.clone()).to_string()))
+        }
         Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
         v => Ok(Answer::Reply(v)),
     }

@@ -109,7 +109,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         for ((key, id), reply) in docs.into_iter().zip(replies) {
             let map: HashMap<String, Vec<u8>> = match answer(&reply)? {
                 // The scan saw a hash; the key was overwritten since.
-                Answer::WrongType => {
+                Answer::WrongType(_) => {
                     if pass.wrong_type_keys.insert(key.clone()) {
                         damaged.push((None, key, id));
                     }
@@ -149,7 +149,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             for ((doc, family, k), reply) in pending.iter().zip(&answers) {
                 let (id, entries) = &documents[*doc];
                 match answer(reply)? {
-                    Answer::WrongType => {
+                    Answer::WrongType(_) => {
                         let key = entry_key(entries, *family, *k).unwrap_or_default();
                         if pass.wrong_type_keys.insert(key.to_owned()) {
                             damaged.push((Some(*family), key.to_owned(), id.clone()));

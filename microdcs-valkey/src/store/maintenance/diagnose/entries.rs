@@ -306,7 +306,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut claims = Vec::with_capacity(replies.len());
         for ((_, id), reply) in targets.iter().zip(replies) {
             let row: Vec<Option<String>> = match answer(&reply)? {
-                Answer::WrongType => {
+                Answer::WrongType(_) => {
                     claims.push(Claim::Foreign);
                     continue;
                 }
