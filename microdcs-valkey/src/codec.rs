@@ -95,8 +95,8 @@ impl<D: Document + serde::Serialize + serde::de::DeserializeOwned> Codec<D> for 
 /// A document is stored this way only when serde reads exactly one value
 /// of the array per field it fills and the document read writes the same
 /// JSON again; one that does not (a field left out by
-/// `skip_serializing_if` or `skip_serializing`, a map, a tagged or
-/// flattened struct) is stored as [`Json`] stores it. The check costs a
+/// `skip_serializing_if` or `skip_serializing`, flattened fields, an
+/// internally tagged struct) is stored as [`Json`] stores it. The check costs a
 /// second decode and encode per write. Both codecs read both forms, so a
 /// type can move between them without rewriting what is stored; a text
 /// marked as stored without its id that cannot take it back is a decode

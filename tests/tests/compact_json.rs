@@ -58,7 +58,7 @@ pub struct Tally {
 microdcs_valkey::keyspace! {
     /// Notes, for the codec's fallback.
     pub Notes {
-        documents: [Note, NoteLater, Tally],
+        documents: [Note, NoteLater, Tally, Tagged, Flat, Nested],
     }
 }
 
@@ -168,4 +168,65 @@ fn a_field_added_last_with_a_default_reads_earlier_texts() {
     // The plain forms stay plain JSON objects.
     assert_eq!(Codec::<Note>::encode(&CompactJson, &old).unwrap(), r#"{"id":"n-1","title":"t","body":"x"}"#);
     assert_eq!(NoteLater::SPEC.id_field, "id");
+}
+
+/// A struct with an internal tag: serde reads it from an array only
+/// through the tag's own handling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "tagged", key = "tagged:{id}")]
+#[serde(tag = "type")]
+pub struct Tagged {
+    /// Id.
+    pub id: String,
+    /// A value.
+    pub n: u32,
+}
+
+/// Fields of [`Flat`] and [`Nested`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inner {
+    /// A value.
+    pub a: u32,
+}
+
+/// A struct with flattened fields: written as a map, not a struct.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "flat", key = "flat:{id}")]
+pub struct Flat {
+    /// Id.
+    pub id: String,
+    /// Flattened.
+    #[serde(flatten)]
+    pub inner: Inner,
+}
+
+/// Maps and structs below the top level keep their names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(unscoped, kind = "nested", key = "nested:{id}")]
+pub struct Nested {
+    /// Id.
+    pub id: String,
+    /// A map.
+    pub m: std::collections::BTreeMap<String, u32>,
+    /// A struct.
+    pub o: Option<Inner>,
+}
+
+fn round_trip<D>(doc: &D) -> String
+where
+    D: Document + Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let id = doc.id();
+    let stored = CompactJson.encode_stored(doc, &id).unwrap();
+    let back: D = CompactJson.decode_stored(&stored, &id).unwrap();
+    assert_eq!(&back, doc, "{stored}");
+    stored
+}
+
+#[test]
+fn tagged_and_flattened_structs_keep_their_names_nested_values_go_by_position() {
+    assert_eq!(round_trip(&Tagged { id: "k".into(), n: 1 }), r#" {"type":"Tagged","n":1}"#);
+    assert_eq!(round_trip(&Flat { id: "k".into(), inner: Inner { a: 1 } }), r#" {"a":1}"#);
+    let nested = Nested { id: "k".into(), m: [("x".to_owned(), 1)].into(), o: Some(Inner { a: 2 }) };
+    assert_eq!(round_trip(&nested), r#" [{"x":1},{"a":2}]"#);
 }
