@@ -32,7 +32,7 @@ async fn run() -> Res<()> {
     for (tenant, rate) in [("acme:emails", None), ("globex:reports", Some(50))] {
         let mut q = Queue::new(&valkey, tenant);
         if let Some(per_second) = rate {
-            q = q.rate_limit(per_second, Duration::from_secs(1));
+            q = q.rate_limit(per_second, Duration::from_secs(1))?;
         }
         let opts = JobOptions { attempts: 3, backoff: Duration::from_millis(50), ..JobOptions::default() };
         for i in 0..200 {

@@ -154,6 +154,22 @@ keyspace! {
 /// The retention sweep of completed jobs ([`Queue::retention`]).
 pub type Retention = ExpirySweep<Job, microdcs_valkey::Json, fn(&str) -> microdcs_valkey::GroupQuery<Job>>;
 
+/// The longest delay, backoff, lease, retention or rate window a queue
+/// takes: 30 days, the library's own bound for leases. A longer one would
+/// park a job beyond every sweep, never completed and never dead.
+pub const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Refuses a wait longer than [`MAX_WAIT`], or shorter than a millisecond
+/// unless it may be zero.
+fn check_wait(what: &str, d: Duration, zero_ok: bool) -> Result<(), Error> {
+    let too_short = if zero_ok { false } else { d < Duration::from_millis(1) };
+    if too_short || d > MAX_WAIT {
+        let low = if zero_ok { "0" } else { "1 ms" };
+        return Err(Error::InvalidArgument(format!("{what} {d:?} must be between {low} and 30 days")));
+    }
+    Ok(())
+}
+
 /// Unix time in milliseconds by this process's clock.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -231,10 +247,17 @@ impl Queue {
     /// At most `limit` claims per `window` for the whole queue (all
     /// workers), counted in the server. A claim counts when a job is ready
     /// (one may still go to another worker first).
-    #[must_use]
-    pub fn rate_limit(mut self, limit: u64, window: Duration) -> Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a `limit` of 0 or a `window` outside
+    /// 1 ms to [`MAX_WAIT`].
+    pub fn rate_limit(mut self, limit: u64, window: Duration) -> Result<Self, Error> {
+        if limit == 0 {
+            return Err(Error::InvalidArgument("a rate limit of 0 claims would stop the queue".into()));
+        }
+        check_wait("rate window", window, false)?;
         self.rate = Some((limit, window));
-        self
+        Ok(self)
     }
 
     /// The job store.
@@ -250,12 +273,19 @@ impl Queue {
     /// Adds job `key`, unless a job with that key is there already.
     ///
     /// # Errors
-    /// Store errors; a priority above [`MAX_PRIORITY`] is
-    /// [`Error::InvalidArgument`].
+    /// Store errors; [`Error::InvalidArgument`], before anything is
+    /// written, for a priority above [`MAX_PRIORITY`], no attempts, or a
+    /// delay, backoff or `keep_completed` beyond [`MAX_WAIT`].
     pub async fn enqueue(&self, key: &str, name: &str, payload: &str, o: &JobOptions) -> Result<Enqueued, Error> {
         if o.priority > MAX_PRIORITY {
             return Err(Error::InvalidArgument(format!("priority {} is above {MAX_PRIORITY}", o.priority)));
         }
+        if o.attempts == 0 {
+            return Err(Error::InvalidArgument("a job needs at least 1 attempt".into()));
+        }
+        check_wait("delay", o.delay, true)?;
+        check_wait("backoff", o.backoff, true)?;
+        check_wait("keep_completed", o.keep_completed, true)?;
         let now = now_ms();
         let delay = i64::try_from(o.delay.as_millis()).unwrap_or(i64::MAX);
         let job = Job {
@@ -268,7 +298,7 @@ impl Queue {
             enqueued_at: now,
             run_at: now.saturating_add(delay),
             attempts: 0,
-            max_attempts: o.attempts.max(1),
+            max_attempts: o.attempts,
             backoff_ms: u64::try_from(o.backoff.as_millis()).unwrap_or(u64::MAX),
             worker: None,
             lease_until: None,
@@ -289,8 +319,10 @@ impl Queue {
     /// the rate limit holds. Each job is claimed by one worker.
     ///
     /// # Errors
-    /// Store errors.
+    /// Store errors; a `lease` outside 1 ms to [`MAX_WAIT`] is
+    /// [`Error::InvalidArgument`].
     pub async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Stored<Job>>, Error> {
+        check_wait("lease", lease, false)?;
         if let Some((limit, window)) = self.rate {
             // Idle polls of an empty queue must not use up the limit.
             if self.store.range(Job::ready(&self.name), f64::NEG_INFINITY, f64::INFINITY, false, 1).await?.is_empty() {
@@ -321,8 +353,10 @@ impl Queue {
     /// worker can no longer settle it: `Lost`).
     ///
     /// # Errors
-    /// Store errors.
+    /// Store errors; a `lease` outside 1 ms to [`MAX_WAIT`] is
+    /// [`Error::InvalidArgument`].
     pub async fn extend(&self, job: &mut Stored<Job>, lease: Duration) -> Result<Settled, Error> {
+        check_wait("lease", lease, false)?;
         if !job.doc.is("active") {
             return Ok(Settled::Lost);
         }

@@ -73,8 +73,20 @@ async fn fifty_workers_settle_five_thousand_jobs_exactly_once() {
             }
         })
     };
-    // One worker claims a job and dies holding it.
-    let dead_worker_job = queue.claim("doomed", LEASE).await.unwrap().expect("a ready job").doc.id;
+    // One worker claims a job, reports progress, and is killed mid-job.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let doomed = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let mut job = queue.claim("doomed", LEASE).await.unwrap().expect("a ready job");
+            assert_eq!(queue.progress(&mut job, 10).await.unwrap(), Settled::Done);
+            tx.send(job.doc.id.clone()).unwrap();
+            std::future::pending::<()>().await;
+        })
+    };
+    let dead_worker_job = rx.await.unwrap();
+    doomed.abort();
+    assert!(doomed.await.unwrap_err().is_cancelled());
 
     let mut workers = Vec::new();
     for w in 0..WORKERS {
@@ -87,15 +99,27 @@ async fn fifty_workers_settle_five_thousand_jobs_exactly_once() {
                     continue;
                 };
                 let (id, n) = (job.doc.id.clone(), job.doc.attempts);
-                seen.lock().unwrap().claimed_at.entry(id.clone()).or_default().push((n, now_ms()));
+                // The claim's own clock reading: its lease ends `LEASE` after it.
+                let claimed = job.doc.lease_until.unwrap() - i64::try_from(LEASE.as_millis()).unwrap();
+                seen.lock().unwrap().claimed_at.entry(id.clone()).or_default().push((n, claimed));
                 if queue.progress(&mut job, 50).await.unwrap() == Settled::Lost {
                     continue;
                 }
                 if fails(&id, n) {
-                    let at = now_ms();
+                    let before = now_ms();
                     if queue.fail(&mut job, "random failure").await.unwrap() == Settled::Done {
+                        let after = now_ms();
                         let mut seen = seen.lock().unwrap();
-                        seen.failed_at.entry(id.clone()).or_default().push((n, at));
+                        // The retry's time, set by the failing step.
+                        let wait = i64::try_from(BACKOFF.as_millis()).unwrap() << (n - 1);
+                        if job.doc.state == "delayed" {
+                            let failed = job.doc.run_at - wait;
+                            assert!(
+                                (before..=after).contains(&failed),
+                                "{id}: failed at {failed}, not in {before}..={after}"
+                            );
+                        }
+                        seen.failed_at.entry(id.clone()).or_default().push((n, job.doc.run_at - wait));
                         if job.doc.state == "dead" {
                             *seen.died.entry(id).or_default() += 1;
                         }
@@ -149,8 +173,15 @@ async fn fifty_workers_settle_five_thousand_jobs_exactly_once() {
             }
             other => panic!("{id} ended {other}"),
         }
-        // Every retry waited its backoff after the failure before it.
+        // Each attempt was claimed by one worker: a second claim of the
+        // same attempt would be a double claim, even if it lost later.
         let claims = seen.claimed_at.get(&id).cloned().unwrap_or_default();
+        let mut attempts: Vec<u32> = claims.iter().map(|&(n, _)| n).collect();
+        attempts.sort_unstable();
+        let all = attempts.len();
+        attempts.dedup();
+        assert_eq!(attempts.len(), all, "{id}: an attempt claimed twice: {claims:?}");
+        // Every retry waited its backoff after the failure before it.
         for &(n, failed) in seen.failed_at.get(&id).map_or(&[][..], Vec::as_slice) {
             // Computed here, not by the queue: 20 ms, doubled after each failure.
             let wait = i64::try_from(BACKOFF.as_millis()).unwrap() << (n - 1);
@@ -238,7 +269,7 @@ async fn enqueue_is_idempotent_and_claims_follow_priority_delay_and_the_rate_lim
     assert_eq!(removed.deleted, 1);
     assert!(queue.store().get_in(queue.name(), "high").await.unwrap().is_none());
     // The rate limit: at most 3 claims per second for the queue.
-    let limited = Queue::new(&valkey, "tenant-b:sms").rate_limit(3, Duration::from_secs(1));
+    let limited = Queue::new(&valkey, "tenant-b:sms").rate_limit(3, Duration::from_secs(1)).unwrap();
     for i in 0..5 {
         let _ = limited.enqueue(&format!("s-{i}"), "sms", "{}", &JobOptions::default()).await.unwrap();
     }
@@ -281,4 +312,40 @@ async fn a_lease_taken_back_cannot_settle_and_a_renewed_one_is_kept() {
     assert_eq!(queue.recover_stalled().await.unwrap(), 0);
     assert_eq!(queue.complete(&mut long).await.unwrap(), Settled::Done);
     assert_eq!(queue.stats().await.unwrap()["completed"], "1");
+}
+
+#[tokio::test]
+async fn bad_options_leases_and_limits_are_refused_before_anything_is_written() {
+    let s = server();
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("queue-bad"), WriteOptions::default()).await.unwrap();
+    let queue = Queue::new(&valkey, "tenant-c:bad");
+    let month = Duration::from_secs(31 * 24 * 3600);
+    let refused = |r: Result<(), microdcs_valkey::Error>| matches!(r, Err(microdcs_valkey::Error::InvalidArgument(_)));
+    for o in [
+        JobOptions { attempts: 0, ..JobOptions::default() },
+        JobOptions { delay: month, ..JobOptions::default() },
+        JobOptions { backoff: Duration::MAX, ..JobOptions::default() },
+        JobOptions { keep_completed: month, ..JobOptions::default() },
+        JobOptions { priority: 101, ..JobOptions::default() },
+    ] {
+        assert!(refused(queue.enqueue("j", "x", "{}", &o).await.map(|_| ())), "{o:?}");
+    }
+    assert!(queue.store().get_in(queue.name(), "j").await.unwrap().is_none(), "nothing written");
+
+    assert_eq!(queue.enqueue("j", "x", "{}", &JobOptions::default()).await.unwrap(), Enqueued::Added);
+    for lease in [Duration::ZERO, Duration::from_micros(500), month, Duration::MAX] {
+        assert!(refused(queue.claim("w", lease).await.map(|_| ())), "{lease:?}");
+    }
+    // Still ready: the refused claims took nothing.
+    let mut job = queue.claim("w", LEASE).await.unwrap().expect("ready");
+    assert_eq!(job.doc.attempts, 1);
+    assert!(refused(queue.extend(&mut job, Duration::MAX).await.map(|_| ())));
+    assert_eq!(queue.complete(&mut job).await.unwrap(), Settled::Done);
+
+    for (limit, window) in [(0, Duration::from_secs(1)), (1, Duration::ZERO), (1, month)] {
+        assert!(
+            refused(Queue::new(&valkey, "tenant-c:rl").rate_limit(limit, window).map(|_| ())),
+            "{limit} {window:?}"
+        );
+    }
 }
