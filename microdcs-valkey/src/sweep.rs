@@ -207,6 +207,12 @@ pub struct ExpirySweep<D, C, Q> {
     query: Q,
     interval: Duration,
     batch: usize,
+    /// Per scope, where the next run starts among the due entries: past
+    /// the ones the last run left in place when it stopped at its cap, so
+    /// a head of damaged or kept entries as long as a run cannot hide the
+    /// expired documents behind it. A run that reaches the end of the due
+    /// entries starts the next one at the head again.
+    resume: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// What one expiry run did.
@@ -238,7 +244,7 @@ where
     /// documents deleted and 1,000 entries left in place (the rest come
     /// next run).
     pub fn new(store: Store<D, C>, query: Q, interval: Duration) -> Self {
-        ExpirySweep { store, query, interval, batch: 1000 }
+        ExpirySweep { store, query, interval, batch: 1000, resume: std::sync::Mutex::default() }
     }
 
     /// Per scope and run, at most this many documents deleted and this many
@@ -250,8 +256,9 @@ where
     }
 
     /// One run over every scope of the registry. Entries left in place
-    /// (kept or damaged) are stepped over within the run, so they never
-    /// hide the expired documents behind them.
+    /// (kept or damaged) are stepped over within the run, and a run that
+    /// stops at its cap of entries left in place makes the next run start
+    /// past them, so they never hide the expired documents behind them.
     ///
     /// # Errors
     /// An index that is not sorted, or not the index of the scope it is
@@ -264,6 +271,7 @@ where
         let mut done = Expired::default();
         for scope in all_scopes(&self.store).await? {
             let query = (self.query)(&scope);
+            Store::<D, C>::check_sorted(&query)?;
             if self.store.index_scope(&query) != Some(scope.as_str()) {
                 return Err(Error::InvalidArgument(format!(
                     "the expiry index of `{}` for scope `{scope}` must be that scope's own index (its key \
@@ -279,15 +287,38 @@ where
     /// One scope: pages of expired entries, each judged by its document,
     /// stepping over the entries left in place.
     async fn sweep_scope(&self, scope: &str, query: &GroupQuery<D>, now: u64, done: &mut Expired) -> Result<()> {
+        let start = self.resume.lock().map_or(0, |r| r.get(scope).copied().unwrap_or(0));
+        let (left, at_end) = self.sweep_from(scope, query, now, start, done).await?;
+        if let Ok(mut resume) = self.resume.lock() {
+            if at_end {
+                resume.remove(scope);
+            } else if left >= self.batch {
+                resume.insert(scope.to_owned(), start + left);
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries due from `start` (past the ones an earlier run left in
+    /// place); how many it left in place, and whether it reached the end.
+    async fn sweep_from(
+        &self,
+        scope: &str,
+        query: &GroupQuery<D>,
+        now: u64,
+        start: usize,
+        done: &mut Expired,
+    ) -> Result<(usize, bool)> {
         let prefix = self.store.valkey().prefix();
         let (mut deleted, mut left) = (0usize, 0usize);
         while deleted < self.batch && left < self.batch {
             // The entries left so far are still at the head: start past them.
-            let due = self.store.range_at(query, f64::NEG_INFINITY, now as f64, false, left, self.batch).await?;
+            let due =
+                self.store.range_at(query, f64::NEG_INFINITY, now as f64, false, start + left, self.batch).await?;
             let full = due.len() == self.batch;
             for entry in due {
                 if deleted >= self.batch || left >= self.batch {
-                    return Ok(());
+                    return Ok((left, false));
                 }
                 let read = match self.store.get_in(scope, &entry.member).await {
                     Ok(Some(read)) => read,
@@ -337,10 +368,10 @@ where
                 }
             }
             if !full {
-                break;
+                return Ok((left, true));
             }
         }
-        Ok(())
+        Ok((left, false))
     }
 }
 

@@ -21,7 +21,8 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 #[microdcs(
     kind = "message",
     list(key = "msg:list:{scope}", score = sent_at),
-    sorted(key = "msg:expiry:{scope}", score = expires_at(), name = "expiry")
+    sorted(key = "msg:expiry:{scope}", score = expires_at(), name = "expiry"),
+    group(key = "msg:bytext:{scope}:{text}", name = "by_text")
 )]
 struct Message {
     id: String,
@@ -169,7 +170,19 @@ async fn damage_at_the_head_does_not_stop_the_sweep() {
     // the bound holds whatever the head holds.
     let one = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600)).batch(1);
     assert_eq!(one.sweep().await.unwrap(), Expired { kept: 1, ..Expired::default() });
+    // And the next runs start past what it left: a head of damage as long
+    // as a run still lets the expired message behind it go, then the runs
+    // start over at the head.
+    assert_eq!(store.create(&message("m-3", "c1", 40)).await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(one.sweep().await.unwrap(), Expired { damaged: 1, ..Expired::default() });
+    assert_eq!(one.sweep().await.unwrap(), Expired { deleted: 1, ..Expired::default() });
+    assert_eq!(store.get_in("c1", "m-3").await.unwrap(), None);
+    assert_eq!(one.sweep().await.unwrap(), Expired::default());
+    assert_eq!(one.sweep().await.unwrap(), Expired { kept: 1, ..Expired::default() });
 
+    // An index that is not sorted has no expiry order: refused.
+    let unsorted = ExpirySweep::new(store.clone(), |c: &str| Message::by_text(c, "x"), Duration::from_secs(3600));
+    assert!(matches!(unsorted.sweep().await, Err(microdcs_valkey::Error::InvalidArgument(_))));
     // An index of another scope than the one given is refused.
     let wrong = ExpirySweep::new(store.clone(), |_: &str| Message::expiry("c9"), Duration::from_secs(3600));
     assert!(matches!(wrong.sweep().await, Err(microdcs_valkey::Error::InvalidArgument(_))));

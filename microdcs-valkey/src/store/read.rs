@@ -329,6 +329,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<Scored>> {
+        Self::check_sorted(&query)?;
+        if min.is_nan() || max.is_nan() {
+            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+        }
+        self.range_at(&query, min, max, reverse, 0, limit).await
+    }
+
+    /// Refuses a query of an index that is not sorted: only a sorted
+    /// index has scores to range over.
+    pub(crate) fn check_sorted(query: &GroupQuery<D>) -> Result<()> {
         if D::SPEC.groups.get(query.index()).is_none_or(|g| !g.kind().is_sorted()) {
             return Err(Error::InvalidArgument(format!(
                 "index {} of {} is not a sorted index",
@@ -336,13 +346,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 D::SPEC.type_name
             )));
         }
-        if min.is_nan() || max.is_nan() {
-            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
-        }
-        self.range_at(&query, min, max, reverse, 0, limit).await
+        Ok(())
     }
 
-    /// [`Store::range`] from `offset` entries in (checked by the caller).
+    /// [`Store::range`] from `offset` entries in (checked by the caller
+    /// with [`Store::check_sorted`]).
     pub(crate) async fn range_at(
         &self,
         query: &GroupQuery<D>,
