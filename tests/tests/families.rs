@@ -351,6 +351,19 @@ async fn sorted_set_family() {
     }
     assert_eq!(runs.count().await.unwrap(), 4);
     assert_eq!(names(runs.range_by_rank(0, -1, false).await.unwrap()), ["r-6", "r-7", "r-8", "r-9"]);
+    assert_eq!(names(runs.range_by_rank(0, -2, false).await.unwrap()), ["r-6", "r-7", "r-8"]);
+    assert_eq!(names(runs.range_by_rank(-2, -1, true).await.unwrap()), ["r-7", "r-6"]);
+    assert_eq!(names(runs.range_by_rank(i64::MIN, i64::MAX, true).await.unwrap()), ["r-9", "r-8", "r-7", "r-6"]);
+    // At most a page, whatever the signs.
+    let big = microdcs_tests::fixtures::Extras::canary_runs(&extras, "s1", "big").unwrap();
+    let mut raw = e.raw.clone();
+    let members: Vec<(f64, String)> = (0..Page::MAX + 10).map(|i| (i as f64, format!("m-{i}"))).collect();
+    let _: () = redis::cmd("ZADD").arg(big.key()).arg(&members).query_async(&mut raw).await.unwrap();
+    for (start, stop) in [(0, -1), (-1_000_000, 1_000_000), (-500_000, -1)] {
+        let got = big.range_by_rank(start, stop, false).await.unwrap();
+        assert_eq!((got.len(), got[0].member.as_str()), (Page::MAX, "m-0"), "{start}..{stop}");
+    }
+    let _: () = raw.del(big.key()).await.unwrap();
     assert_eq!(runs.add_bounded("r-0", 0.5, 4).await.unwrap(), 1, "a low score is evicted at once");
     assert!(matches!(runs.add_bounded("r-x", 1.0, 0).await, Err(Error::InvalidArgument(_))));
 }
@@ -385,6 +398,28 @@ async fn list_family() {
     assert_eq!(overflow.range_from_oldest(0, 1).await.unwrap(), ["e-6", "e-7"]);
     assert_eq!(overflow.range_from_oldest(-1, -1).await.unwrap(), ["e-9"], "-1 from the tail is the newest");
     assert_eq!(overflow.range_from_oldest(2, 10).await.unwrap(), ["e-8", "e-9"]);
+    // Windows of mixed signs are made whole against the length: "all but
+    // the oldest" on a list far shorter than a page.
+    assert_eq!(overflow.range(0, -2).await.unwrap(), ["e-9", "e-8", "e-7"]);
+    assert_eq!(overflow.range(1, -2).await.unwrap(), ["e-8", "e-7"]);
+    assert_eq!(overflow.range(-2, -1).await.unwrap(), ["e-7", "e-6"]);
+    assert_eq!(overflow.range(-100, 1).await.unwrap(), ["e-9", "e-8"]);
+    assert_eq!(overflow.range(3, 1).await.unwrap(), Vec::<String>::new());
+    assert_eq!(overflow.range(i64::MIN, i64::MAX).await.unwrap().len(), 4);
+    assert_eq!(overflow.range_from_oldest(0, -2).await.unwrap(), ["e-6", "e-7", "e-8"]);
+    assert_eq!(overflow.range_from_oldest(-3, -2).await.unwrap(), ["e-7", "e-8"]);
+    // At most a page, whatever the signs: the first `Page::MAX` from the start.
+    let big = Extras::overflow(&extras, "big").unwrap();
+    let values: Vec<String> = (0..Page::MAX + 10).map(|i| format!("b-{i}")).collect();
+    let mut raw = e.raw.clone();
+    let _: () = raw.rpush(big.key(), &values).await.unwrap();
+    for (start, stop) in [(0, -1), (-500_000, -1), (-1_000_000, 1_000_000), (i64::MIN, i64::MAX)] {
+        let got = big.range(start, stop).await.unwrap();
+        assert_eq!((got.len(), got[0].as_str()), (Page::MAX, "b-0"), "{start}..{stop}");
+        let got = big.range_from_oldest(start, stop).await.unwrap();
+        assert_eq!((got.len(), got[0].as_str()), (Page::MAX, values[Page::MAX + 9].as_str()), "{start}..{stop}");
+    }
+    let _: () = raw.del(big.key()).await.unwrap();
     assert!(matches!(overflow.push_bounded("x", 0).await, Err(Error::InvalidArgument(_))));
     let other = Extras::overflow(&extras, "s2").unwrap();
     let mut raw = e.raw.clone();

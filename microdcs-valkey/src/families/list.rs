@@ -88,36 +88,29 @@ impl ListKey {
     }
 
     /// Values `start..=stop` from the head (0 is the newest; negative
-    /// counts from the oldest), at most [`Page::MAX`](crate::page::Page::MAX).
+    /// counts from the oldest, -1 the oldest), at most
+    /// [`Page::MAX`](crate::page::Page::MAX): a wider window keeps its first
+    /// `Page::MAX` from `start`. The window is made whole against the
+    /// length in the server, so `range(0, -2)` is every value but the
+    /// oldest on any length.
     ///
     /// # Errors
     /// A key of another type, values that are not UTF-8, connection errors.
     pub async fn range(&self, start: i64, stop: i64) -> Result<Vec<String>> {
-        self.t
-            .observed("range", async {
-                let stop = capped(start, stop);
-                self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(start).arg(stop).clone()).await
-            })
-            .await
+        self.t.observed("range", self.t.ranks(true, start, stop, false)).await
     }
 
     /// Values `start..=stop` from the tail, oldest first (0 is the oldest;
-    /// negative counts from the newest), at most [`Page::MAX`](crate::page::Page::MAX):
-    /// [`ListKey::range`] in reverse order, `range_from_oldest(0, 9)` the ten
-    /// oldest values still kept.
+    /// negative counts from the newest), at most [`Page::MAX`](crate::page::Page::MAX)
+    /// as [`ListKey::range`]: [`ListKey::range`] in reverse order,
+    /// `range_from_oldest(0, 9)` the ten oldest values still kept.
     ///
     /// # Errors
     /// A key of another type, values that are not UTF-8, connection errors.
     pub async fn range_from_oldest(&self, start: i64, stop: i64) -> Result<Vec<String>> {
         self.t
             .observed("range_from_oldest", async {
-                let stop = capped(start, stop);
-                // Index i from the tail is index -i-1 from the head, for
-                // negative i too, so the range maps over whole.
-                let (head_start, head_stop) =
-                    (stop.saturating_neg().saturating_sub(1), start.saturating_neg().saturating_sub(1));
-                let mut values: Vec<String> =
-                    self.t.read(redis::cmd("LRANGE").arg(&self.t.key).arg(head_start).arg(head_stop).clone()).await?;
+                let mut values: Vec<String> = self.t.ranks(true, start, stop, true).await?;
                 values.reverse();
                 Ok(values)
             })
@@ -131,12 +124,6 @@ impl ListKey {
     pub async fn len(&self) -> Result<u64> {
         self.t.observed("len", async { self.t.read(redis::cmd("LLEN").arg(&self.t.key).clone()).await }).await
     }
-}
-
-/// The `stop` of a range from `start` that reads at most a page.
-fn capped(start: i64, stop: i64) -> i64 {
-    let max = crate::page::Page::MAX as i64;
-    if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) { start.saturating_add(max - 1) } else { stop }
 }
 
 static PUSH_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(PUSH));

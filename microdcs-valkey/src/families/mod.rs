@@ -132,6 +132,31 @@ impl KeyHandle {
         Ok(u64::try_from(ms).ok().map(Duration::from_millis))
     }
 
+    /// Ranks `start..=stop` of the key, a list (`list`) or a sorted set
+    /// (negative ranks count from the other end; `from_end` counts them
+    /// from the tail of a list or the highest score of a set): made whole
+    /// against the length in the server, then cut to the first
+    /// [`Page::MAX`](crate::page::Page::MAX) from `start`. A list from its
+    /// tail comes back in head order (newest first) for the caller to turn.
+    async fn ranks<T: FromRedisValue>(&self, list: bool, start: i64, stop: i64, from_end: bool) -> Result<T> {
+        let (start, stop, max) = (start.to_string(), stop.to_string(), crate::page::Page::MAX.to_string());
+        let call = RANKS_SCRIPT
+            .call()
+            .key(&self.key)
+            .arg(if list { &b"list"[..] } else { b"zset" })
+            .arg(start.as_bytes())
+            .arg(stop.as_bytes())
+            .arg(if from_end { &b"end"[..] } else { b"" })
+            .arg(max.as_bytes());
+        let v = retry::read(&self.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| Error::from_redis(e, &self.key))?;
+        retry::reply(v).map_err(|e| Error::from_redis(e, &self.key))
+    }
+
     /// A write whose effect does not change when it runs twice: an unknown
     /// outcome is retried under `WriteAttempts`.
     async fn repeatable<T: FromRedisValue>(&self, what: &'static str, cmd: Cmd) -> Result<T> {
@@ -172,6 +197,34 @@ impl KeyHandle {
         .map_err(|e| once_error(e, &self.key))
     }
 }
+
+/// A rank window read whole in the server: with the length known, "all
+/// but the last" stays that on a list shorter than a page, and a window of
+/// mixed signs is cut to a page like any other.
+static RANKS_SCRIPT: std::sync::LazyLock<retry::LuaScript> = std::sync::LazyLock::new(|| retry::LuaScript::new(RANKS));
+
+const RANKS: &str = "\
+-- KEYS[1] a list or a sorted set. ARGV[1] 'list' or 'zset'; ARGV[2], ARGV[3]
+-- the first and last rank (negative: from the other end); ARGV[4] 'end' to
+-- count from the tail of a list or the highest score of a set, else '';
+-- ARGV[5] the most to return. Returns the list's values (head order) or
+-- the set's members and scores; a key of another type fails the first call.
+local n
+if ARGV[1] == 'list' then n = redis.call('LLEN', KEYS[1]) else n = redis.call('ZCARD', KEYS[1]) end
+local s, e, most = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
+if s < 0 then s = n + s end
+if e < 0 then e = n + e end
+if s < 0 then s = 0 end
+if e > n - 1 then e = n - 1 end
+if e - s + 1 > most then e = s + most - 1 end
+if s > e then return {} end
+if ARGV[1] == 'list' then
+  if ARGV[4] == 'end' then s, e = n - 1 - e, n - 1 - s end
+  return redis.call('LRANGE', KEYS[1], s, e)
+end
+if ARGV[4] == 'end' then return redis.call('ZRANGE', KEYS[1], s, e, 'REV', 'WITHSCORES') end
+return redis.call('ZRANGE', KEYS[1], s, e, 'WITHSCORES')
+";
 
 /// A write and the family's lifetime in one script: the command (a name
 /// and its arguments after the key) on `KEYS[1]`, then `PEXPIRE`. A

@@ -178,31 +178,14 @@ impl SortedSetKey {
     /// Members of ranks `start..=stop` (0 is the lowest score; the highest
     /// when `reverse`; negative ranks count from the other end), with
     /// scores; at most [`Page::MAX`](crate::page::Page::MAX) of them (a wider
-    /// range is cut).
+    /// window keeps its first `Page::MAX` from `start`; the window is made
+    /// whole against the set's size in the server).
     ///
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn range_by_rank(&self, start: i64, stop: i64, reverse: bool) -> Result<Vec<Scored>> {
         self.t
-            .observed("range_by_rank", async {
-                // At most `Page::MAX` members in one answer, like every read here:
-                // a wider range is cut at its start.
-                let max = crate::page::Page::MAX as i64;
-                let stop = if start >= 0 && (stop < 0 || stop.saturating_sub(start) >= max) {
-                    start.saturating_add(max - 1)
-                } else {
-                    stop
-                };
-                let start =
-                    if start < 0 && stop < 0 && stop.saturating_sub(start) >= max { stop - (max - 1) } else { start };
-                let mut cmd = redis::cmd("ZRANGE");
-                cmd.arg(&self.t.key).arg(start).arg(stop);
-                if reverse {
-                    cmd.arg("REV");
-                }
-                cmd.arg("WITHSCORES");
-                self.t.read(cmd).await.map(Scored::pairs)
-            })
+            .observed("range_by_rank", async { self.t.ranks(false, start, stop, reverse).await.map(Scored::pairs) })
             .await
     }
 }
