@@ -570,13 +570,24 @@ async fn hash_increments_ranged_removals_and_counter_set() {
     use microdcs_tests::fixtures::Extras;
     let e = env("fam-more-ops").await;
     let extras = Extras::open(e.plant.valkey().clone());
-    // HINCRBY: a missing field counts from 0; text is refused by the server.
+    // HINCRBY: a missing field counts from 0; a field the server cannot
+    // count from is corrupt, an overflow the caller's argument, and
+    // neither changes anything.
     let cursors = Plant::publisher_cursors(&e.plant).unwrap();
     assert_eq!(cursors.increment("unread:ada", 3).await.unwrap(), 3);
     assert_eq!(cursors.increment("unread:ada", -1).await.unwrap(), 2);
-    cursors.set("name", "not a number").await.unwrap();
-    assert!(cursors.increment("name", 1).await.is_err());
-    assert_eq!(cursors.get("name").await.unwrap().as_deref(), Some("not a number"), "nothing changed");
+    for text in ["not a number", "007", "+5", "99999999999999999999"] {
+        cursors.set("name", text).await.unwrap();
+        let err = cursors.increment("name", 1).await.unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{text}: {err:?}");
+        assert_eq!(cursors.get("name").await.unwrap().as_deref(), Some(text), "nothing changed");
+    }
+    cursors.set("big", &i64::MAX.to_string()).await.unwrap();
+    assert!(matches!(cursors.increment("big", 1).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(cursors.increment("fresh", i64::MIN).await, Ok(i64::MIN)));
+    assert!(matches!(cursors.increment("fresh", -1).await, Err(Error::InvalidArgument(_))));
+    assert_eq!(cursors.get("big").await.unwrap(), Some(i64::MAX.to_string()));
+    assert_eq!(cursors.get("fresh").await.unwrap(), Some(i64::MIN.to_string()));
     // Sorted sets: remove a score range, then by rank.
     let runs = Extras::canary_runs(&extras, "s1", "more").unwrap();
     for (m, s) in [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 4.0), ("e", 5.0)] {

@@ -78,16 +78,12 @@ impl HashKey {
     /// twice.
     ///
     /// # Errors
-    /// A field holding something that is not a 64-bit integer, or a sum
-    /// that would overflow (the server's refusal, nothing changed: a server
-    /// error), a key of another type, and after a lost answer
-    /// [`Error::UnknownOutcome`].
+    /// A field holding something that is not a 64-bit integer
+    /// ([`Error::Corrupt`]), a sum that would overflow
+    /// ([`Error::InvalidArgument`]; nothing changed either way), a key of
+    /// another type, and after a lost answer [`Error::UnknownOutcome`].
     pub async fn increment(&self, field: &str, n: i64) -> Result<i64> {
-        self.t
-            .observed("increment", async {
-                self.t.once(redis::cmd("HINCRBY").arg(&self.t.key).arg(field).arg(n).clone()).await
-            })
-            .await
+        self.t.observed("increment", self.t.increment(Some(field), n)).await
     }
 
     /// Removes `field` (`HDEL`); whether it was there. Safe to repeat.

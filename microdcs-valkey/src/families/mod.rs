@@ -157,6 +157,43 @@ impl KeyHandle {
         retry::reply(v).map_err(|e| Error::from_redis(e, &self.key))
     }
 
+    /// Adds `n` to the integer of a string key (`field` `None`) or of a
+    /// hash field, in one script that tells a stored value the server
+    /// cannot count from ([`Error::Corrupt`]) from a sum that would
+    /// overflow ([`Error::InvalidArgument`]), by which call refused, never
+    /// by its message; nothing changes in either case. One attempt, as
+    /// [`KeyHandle::once`].
+    async fn increment(&self, field: Option<&str>, n: i64) -> Result<i64> {
+        let (n_arg, px) = (n.to_string(), self.px(None));
+        let call = INCR_SCRIPT
+            .call()
+            .key(&self.key)
+            .arg(if field.is_some() { &b"hash"[..] } else { b"string" })
+            .arg(field.unwrap_or("").as_bytes())
+            .arg(n_arg.as_bytes())
+            .arg(px.as_bytes());
+        let v = retry::once(&self.valkey, |mut con| {
+            let call = &call;
+            async move { call.run(&mut con).await }
+        })
+        .await
+        .map_err(|e| once_error(e, &self.key))?;
+        let (status, value): (u8, String) = retry::reply(v).map_err(|e| Error::from_redis(e, &self.key))?;
+        let what = field.map_or_else(String::new, |f| format!("field `{}` ", crate::error::short(&f)));
+        match status {
+            2 => parse_text(&self.key, &what, &value),
+            0 => Err(Error::Corrupt {
+                key: self.key.clone(),
+                reason: format!("{what}`{}` is not a 64-bit integer", crate::error::short(&value)),
+            }),
+            _ => Err(Error::InvalidArgument(format!(
+                "adding {n} to {what}`{}` of `{}` would overflow a 64-bit integer",
+                crate::error::short(&value),
+                self.key
+            ))),
+        }
+    }
+
     /// A write whose effect does not change when it runs twice: an unknown
     /// outcome is retried under `WriteAttempts`.
     async fn repeatable<T: FromRedisValue>(&self, what: &'static str, cmd: Cmd) -> Result<T> {
@@ -197,6 +234,38 @@ impl KeyHandle {
         .map_err(|e| once_error(e, &self.key))
     }
 }
+
+/// An increment that says why it was refused: the server answers a stored
+/// value that is not an integer and an overflow with the same code, so the
+/// script first counts by 0 (which fails only on the former; a missing
+/// value is not probed, so nothing is created) and then by `n` (which can
+/// then fail only on the latter).
+static INCR_SCRIPT: std::sync::LazyLock<retry::LuaScript> = std::sync::LazyLock::new(|| retry::LuaScript::new(INCR));
+
+const INCR: &str = "\
+-- KEYS[1] a string key or a hash. ARGV[1] 'string' or 'hash'; ARGV[2] the
+-- hash field; ARGV[3] what to add; ARGV[4] the family's lifetime in
+-- milliseconds, or ''. Returns {2, sum as stored}; {0, stored}: the stored value is
+-- not an integer; {1, stored}: the sum would overflow. Nothing changes in
+-- either refusal; a key of another type fails the first read.
+local hash = ARGV[1] == 'hash'
+local function add(by)
+  if hash then return redis.pcall('HINCRBY', KEYS[1], ARGV[2], by) end
+  return redis.pcall('INCRBY', KEYS[1], by)
+end
+local cur
+if hash then cur = redis.call('HGET', KEYS[1], ARGV[2]) else cur = redis.call('GET', KEYS[1]) end
+if cur then
+  local probe = add(0)
+  if type(probe) == 'table' and probe.err then return {0, cur} end
+end
+local sum = add(ARGV[3])
+if type(sum) == 'table' and sum.err then return {1, cur or '0'} end
+if ARGV[4] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+-- The sum as stored: a Lua number is exact only up to 2^53.
+if hash then return {2, redis.call('HGET', KEYS[1], ARGV[2])} end
+return {2, redis.call('GET', KEYS[1])}
+";
 
 /// A rank window read whole in the server: with the length known, "all
 /// but the last" stays that on a list shorter than a page, and a window of

@@ -217,24 +217,7 @@ impl CounterKey {
     /// changed either way), a key of another type, and after a lost answer
     /// [`Error::UnknownOutcome`].
     pub async fn increment(&self, n: i64) -> Result<i64> {
-        self.t
-            .observed("increment", async {
-                match self.t.once(redis::cmd("INCRBY").arg(&self.t.key).arg(n).clone()).await {
-                    // The server refuses a stored value that is not an integer, or
-                    // an overflow, with `ERR` and changes nothing; which one it was
-                    // decides whose fault it is.
-                    Err(Error::Redis(e)) if e.code() == Some("ERR") => match self.count().await {
-                        Ok(count) => Err(Error::InvalidArgument(format!(
-                            "adding {n} to the count {count} of `{}` would overflow a 64-bit integer",
-                            self.t.key
-                        ))),
-                        Err(corrupt @ Error::Corrupt { .. }) => Err(corrupt),
-                        Err(other) => Err(other),
-                    },
-                    other => other,
-                }
-            })
-            .await
+        self.t.observed("increment", self.t.increment(None, n)).await
     }
 
     /// Sets the count to `n` (`SET`; safe to repeat).
