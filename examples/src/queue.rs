@@ -249,11 +249,15 @@ impl Queue {
     /// (one may still go to another worker first).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a `limit` of 0 or a `window` outside
+    /// [`Error::InvalidArgument`] for a `limit` of 0 or above
+    /// [`microdcs_valkey::RateLimitKey::MAX_LIMIT`], or a `window` outside
     /// 1 ms to [`MAX_WAIT`].
     pub fn rate_limit(mut self, limit: u64, window: Duration) -> Result<Self, Error> {
-        if limit == 0 {
-            return Err(Error::InvalidArgument("a rate limit of 0 claims would stop the queue".into()));
+        if limit == 0 || limit > microdcs_valkey::RateLimitKey::MAX_LIMIT {
+            return Err(Error::InvalidArgument(format!(
+                "a rate limit allows 1 to {} claims per window, not {limit}",
+                microdcs_valkey::RateLimitKey::MAX_LIMIT
+            )));
         }
         check_wait("rate window", window, false)?;
         self.rate = Some((limit, window));

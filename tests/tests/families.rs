@@ -432,7 +432,7 @@ async fn list_family() {
 #[tokio::test]
 async fn rate_limit_family() {
     use microdcs_tests::fixtures::Extras;
-    use microdcs_valkey::RateDecision;
+    use microdcs_valkey::{RateDecision, RateLimitKey};
     let e = env("fam-rate").await;
     let extras = Extras::open(e.plant.valkey().clone());
     let logins = Extras::logins(&extras, "s1", "ada").unwrap();
@@ -462,7 +462,22 @@ async fn rate_limit_family() {
     assert!(matches!(other.attempt(3, window).await, Err(Error::Corrupt { .. })));
     let n: String = raw.hget(other.key(), "n").await.unwrap();
     assert_eq!(n, "lots");
+    // Numbers past what the script counts exactly are damage too, for
+    // every mode, and nothing is written.
+    for (field, huge) in [("w", "99999999999999999999"), ("b", "1000000000000000"), ("n", "18446744073709551616")] {
+        let _: () = raw.del(other.key()).await.unwrap();
+        let _: () = raw.hset(other.key(), field, huge).await.unwrap();
+        assert!(matches!(other.attempt(3, window).await, Err(Error::Corrupt { .. })), "{field}");
+        assert!(matches!(other.peek(3, window).await, Err(Error::Corrupt { .. })), "{field}");
+        assert!(matches!(other.fail(base, max).await, Err(Error::Corrupt { .. })), "{field}");
+        let left: std::collections::HashMap<String, String> = raw.hgetall(other.key()).await.unwrap();
+        assert_eq!(left, [(field.to_owned(), huge.to_owned())].into(), "nothing written");
+    }
     assert!(matches!(logins.attempt(0, window).await, Err(Error::InvalidArgument(_))));
+    let over = RateLimitKey::MAX_LIMIT + 1;
+    assert!(matches!(logins.attempt(over, window).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(logins.peek(u64::MAX, window).await, Err(Error::InvalidArgument(_))));
+    assert!(logins.peek(RateLimitKey::MAX_LIMIT, window).await.is_ok());
 }
 
 #[tokio::test]

@@ -342,7 +342,9 @@ async fn bad_options_leases_and_limits_are_refused_before_anything_is_written() 
     assert!(refused(queue.extend(&mut job, Duration::MAX).await.map(|_| ())));
     assert_eq!(queue.complete(&mut job).await.unwrap(), Settled::Done);
 
-    for (limit, window) in [(0, Duration::from_secs(1)), (1, Duration::ZERO), (1, month)] {
+    for (limit, window) in
+        [(0, Duration::from_secs(1)), (u64::MAX, Duration::from_secs(1)), (1, Duration::ZERO), (1, month)]
+    {
         assert!(
             refused(Queue::new(&valkey, "tenant-c:rl").rate_limit(limit, window).map(|_| ())),
             "{limit} {window:?}"

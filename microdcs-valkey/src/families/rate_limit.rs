@@ -32,6 +32,10 @@ pub enum RateDecision {
 }
 
 impl RateLimitKey {
+    /// The largest limit per window: the script counts in Lua numbers,
+    /// exact only up to 2^53, and keeps every stored number to 15 digits.
+    pub const MAX_LIMIT: u64 = 999_999_999_999_999;
+
     /// The key.
     pub fn key(&self) -> &str {
         &self.t.key
@@ -42,15 +46,14 @@ impl RateLimitKey {
     /// lost answer is [`Error::UnknownOutcome`].
     ///
     /// # Errors
-    /// A `limit` of 0 or a window outside 1 ms to 100 years, a stored
+    /// A `limit` of 0 or above [`RateLimitKey::MAX_LIMIT`], a window
+    /// outside 1 ms to 100 years, a stored
     /// state that is not numbers ([`Error::Corrupt`], nothing changed), a
     /// key of another type, connection errors.
     pub async fn attempt(&self, limit: u64, window: Duration) -> Result<RateDecision> {
         self.t
             .observed("attempt", async {
-                if limit == 0 {
-                    return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
-                }
+                check_limit(limit)?;
                 let window = ttl_ms(window)?;
                 let (status, value) = self.run("attempt", limit, window).await?;
                 Ok(if status == 1 {
@@ -73,9 +76,7 @@ impl RateLimitKey {
     pub async fn peek(&self, limit: u64, window: Duration) -> Result<RateDecision> {
         self.t
             .observed("peek", async {
-                if limit == 0 {
-                    return Err(Error::InvalidArgument("a rate limit allows at least one attempt".into()));
-                }
+                check_limit(limit)?;
                 let window = ttl_ms(window)?;
                 let (limit, window) = (limit.to_string(), window.to_string());
                 let call =
@@ -139,17 +140,28 @@ impl RateLimitKey {
         self.decode(v)
     }
 
-    /// A reply `{status, value}`; a negative status is a corrupt state.
+    /// A reply `{status, value}`; a negative status is a corrupt state,
+    /// and so is a negative value (no count or wait is).
     fn decode(&self, v: redis::Value) -> Result<(i64, u64)> {
         let (status, value): (i64, i64) = retry::reply(v).map_err(|e| Error::from_redis(e, &self.t.key))?;
-        if status < 0 {
-            return Err(Error::Corrupt {
+        match u64::try_from(value) {
+            Ok(value) if status >= 0 => Ok((status, value)),
+            _ => Err(Error::Corrupt {
                 key: self.t.key.clone(),
-                reason: "the rate-limit state is not whole numbers".into(),
-            });
+                reason: "the rate-limit state is not whole numbers of at most 15 digits".into(),
+            }),
         }
-        Ok((status, u64::try_from(value).unwrap_or(0)))
     }
+}
+
+fn check_limit(limit: u64) -> Result<()> {
+    if limit == 0 || limit > RateLimitKey::MAX_LIMIT {
+        return Err(Error::InvalidArgument(format!(
+            "a rate limit allows 1 to {} attempts per window, not {limit}",
+            RateLimitKey::MAX_LIMIT
+        )));
+    }
+    Ok(())
 }
 
 static RATE_SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(RATE));
@@ -163,13 +175,16 @@ const RATE: &str = "\
 -- answers as `attempt` would, with the attempts still open, and writes
 -- nothing.
 -- Returns {1, remaining} allowed, {0, retry after ms} limited, {1, block
--- ms} after a failure, {-1, 0} corrupt state (nothing written). Time is
+-- ms} after a failure, {-1, 0} corrupt state (a field that is not a whole
+-- number of at most 15 digits; nothing written). Time is
 -- the server's (TIME), so clients' clocks do not matter.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local s = redis.call('HMGET', KEYS[1], 'w', 'n', 'f', 'b', 'fe')
+-- Whole numbers of at most 15 digits: exact as Lua numbers, and far past
+-- any time or count this state holds.
 for i = 1, 5 do
-  if s[i] and not string.find(s[i], '^%d+$') then return {-1, 0} end
+  if s[i] and (#s[i] > 15 or not string.find(s[i], '^%d+$')) then return {-1, 0} end
 end
 local w, n, f, b = tonumber(s[1] or '0'), tonumber(s[2] or '0'), tonumber(s[3] or '0'), tonumber(s[4] or '0')
 local fe = tonumber(s[5] or '0')
