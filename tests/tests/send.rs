@@ -87,6 +87,48 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
             let _ = sub.next(Duration::from_secs(1)).await;
         }
     });
+    // The operations added with effects, expiry, rank reads and the
+    // compact codec.
+    let more = plant.clone();
+    send(async move {
+        use microdcs_tests::fixtures::{Extras, Plant, SfcState};
+        let p = &more;
+        let receipts = p.store::<JobResponse>();
+        let r = JobResponse::new("r-1", "s1", "o-1", &[]);
+        let effects = microdcs_valkey::Effects::new();
+        let _ = receipts.write(None, &r, &effects).await;
+        if let Ok(Some(mut read)) = receipts.get("r-1").await {
+            let _ = receipts.write_in_place(&mut read, r.clone(), &effects).await;
+        }
+        let compact = p.store_with::<JobResponse, _>(microdcs_valkey::CompactJson);
+        let _ = compact.get("r-1").await;
+        let _ = compact.put(&r, Expect::Any).await;
+        let states = p.store::<SfcState>();
+        let _ = states.range(SfcState::due("s1"), 0.0, 1.0, false, 10).await;
+        let expiry =
+            microdcs_valkey::ExpirySweep::new(states, |scope: &str| SfcState::due(scope), Duration::from_secs(1));
+        let _ = expiry.sweep().await;
+        let _ = microdcs_valkey::Inspector::new(p).document("jobresponse", "r-1").await;
+        let x = Extras::open(p.valkey().clone());
+        let runs = Extras::canary_runs(&x, "s1", "web").expect("compile-time only");
+        let _ = runs.remove_by_rank(0, 1).await;
+        let _ = runs.remove_by_score(0.0, 1.0).await;
+        let _ = runs.range_by_rank(0, 1, false).await;
+        let list = Extras::overflow(&x, "s1").expect("compile-time only");
+        let _ = list.range(0, 1).await;
+        let _ = list.range_from_oldest(0, 1).await;
+        let limit = Extras::logins(&x, "s1", "u").expect("compile-time only");
+        let _ = limit.peek(3, Duration::from_secs(1)).await;
+        let _ = limit.succeed().await;
+        let seq = Plant::pubseq(p, "s1").expect("compile-time only");
+        let _ = seq.set(1).await;
+        let _ = seq.reset().await;
+        let _ = seq.get().await;
+        let _ = Plant::publisher_cursors(p).expect("compile-time only").increment("f", 1).await;
+        let tallies = Extras::tallies(&x, "s1").expect("compile-time only");
+        let _ = tallies.set(&"a".to_owned(), &1).await;
+        let _ = tallies.entries(0, 10).await;
+    });
     send(async move {
         let mut read = responses.get("r-1").await.ok().flatten().expect("compile-time only");
         let _ = responses.update(&read, &r).await;
