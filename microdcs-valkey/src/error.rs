@@ -372,6 +372,16 @@ pub(crate) fn short(v: &impl fmt::Debug) -> String {
 /// Result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The error of a write sent once: a lost answer is an unknown outcome
+/// (it may have run), anything else is mapped by its code.
+pub(crate) fn once_error(e: redis::RedisError, key: &str) -> Error {
+    if is_unknown_outcome(&e) {
+        Error::UnknownOutcome { key: key.to_owned(), attempts: 1, source: e }
+    } else {
+        Error::from_redis(e, key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -234,8 +234,8 @@ impl Streams {
     /// Appends an entry with no length limit (work and outbox streams).
     ///
     /// Sent once (a second `XADD` would add a second entry): ends within
-    /// `ResponseTimeout`; no answer in time is a connection error
-    /// ([`Error::is_connection`]) and the entry may or may not be there. On
+    /// `ResponseTimeout`; no answer in time is [`Error::UnknownOutcome`]
+    /// (also [`Error::is_connection`]): the entry may or may not be there. On
     /// a cluster, an answer proving it did not run (a slot moved, a
     /// failover in progress) sends it again, for at most `WriteAttempts x
     /// (ResponseTimeout + WriteRetryDelay)`.
@@ -270,7 +270,7 @@ impl Streams {
     async fn append_once(&self, stream: &str, cmd: &redis::Cmd) -> Result<String> {
         retry::once(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
             .await
-            .map_err(|e| Error::from_redis(e, stream))
+            .map_err(|e| crate::error::once_error(e, stream))
     }
 
     /// Reads up to `count` (at most [`Streams::MAX_COUNT`]) new entries for

@@ -59,6 +59,19 @@ impl fmt::Debug for Endpoint {
 }
 
 /// StackExchange.Redis options that change nothing here (accepted, ignored).
+/// The options of the `host:port,name=value` form this parser takes (in
+/// lower case; [`IGNORED_OPTIONS`] besides): the names that can end a
+/// password when masking it.
+const OPTIONS: &[&str] =
+    &["user", "password", "ssl", "defaultdatabase", "connecttimeout", "synctimeout", "asynctimeout", "servicename"];
+
+/// Whether `name` (any case) is an option of the `name=value` form, taken
+/// or ignored.
+pub(super) fn is_option(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    OPTIONS.contains(&name.as_str()) || IGNORED_OPTIONS.contains(&name.as_str())
+}
+
 const IGNORED_OPTIONS: &[&str] = &[
     "abortconnect",
     "allowadmin",

@@ -78,6 +78,9 @@ fn secret_option_values(cs: &str) -> Vec<(usize, usize)> {
     let bytes = cs.as_bytes();
     let mut found = Vec::new();
     let mut key_start = 0;
+    // Options after a `?` are a URL's query, whose separator is `&`; the
+    // others are the `host:port,name=value` form's, separated by `,`.
+    let mut in_query = false;
     for i in 0..=bytes.len() {
         if i < bytes.len() && !matches!(bytes[i], b',' | b'?' | b'&' | b';') {
             continue;
@@ -87,23 +90,30 @@ fn secret_option_values(cs: &str) -> Vec<(usize, usize)> {
             let key = cs[key_start..key_start + eq].trim();
             if key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("pass") {
                 let value_start = key_start + eq + 1;
-                found.push((value_start, option_end(cs, value_start)));
+                found.push((value_start, option_end(cs, value_start, in_query)));
             }
         }
+        in_query |= bytes.get(i) == Some(&b'?');
         key_start = i + 1;
     }
     found
 }
 
-/// Where the value starting at `from` ends: at the next `,` or `&` followed
-/// by an option name and `=`, or at the end (a password may hold `,` or `&`,
-/// so a separator alone does not end it).
-fn option_end(cs: &str, from: usize) -> usize {
+/// Where the value starting at `from` ends, or the end of the text. In a
+/// URL's query: at the next `&` followed by a name and `=` (a password
+/// there holds `&` only encoded). In the `name=value` form the parser
+/// splits at every `,`, so a password written with a `,` reaches the next
+/// part that names one of its options: only such a part ends the value;
+/// anything else may be a piece of the password and stays hidden.
+fn option_end(cs: &str, from: usize, in_query: bool) -> usize {
+    let separator = if in_query { b'&' } else { b',' };
     for (i, b) in cs.bytes().enumerate().skip(from) {
-        if matches!(b, b',' | b'&') {
+        if b == separator {
             let rest = &cs[i + 1..];
             let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
-            if name_len > 0 && rest[name_len..].trim_start().starts_with('=') {
+            let named = rest[name_len..].trim_start().starts_with('=');
+            let name = rest[..name_len].trim();
+            if name_len > 0 && named && (in_query || super::connection_string::is_option(name)) {
                 return i;
             }
         }
@@ -134,6 +144,10 @@ mod tests {
             ("redis://h:1/0?password=x", "redis://h:1/0?password=***"),
             ("redis://h:1/0?PassWord=x&protocol=3", "redis://h:1/0?PassWord=***&protocol=3"),
             ("h:1,password=a,b,ssl=true", "h:1,password=***,ssl=true"),
+            // A `&` or a `,name=` that is no option may be part of the password.
+            ("h:1,password=s3&k=9", "h:1,password=***"),
+            ("h:1,password=s3,k=9,ssl=true", "h:1,password=***,ssl=true"),
+            ("h:1,password=s3&user=x,user=u", "h:1,password=***,user=u"),
             ("h:1, Password = x", "h:1, Password =***"),
             ("password=x", "password=***"),
             ("user:secret@host:6379", "user:***@host:6379"),

@@ -3,7 +3,8 @@
 
 use std::sync::LazyLock;
 
-use super::{KeyHandle, once_error};
+use super::KeyHandle;
+use crate::error::once_error;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 

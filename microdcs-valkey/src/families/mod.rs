@@ -24,6 +24,7 @@ use std::time::Duration;
 use redis::{Cmd, FromRedisValue};
 
 use crate::client::Valkey;
+use crate::error::once_error;
 use crate::error::{Error, Result};
 use crate::retry;
 
@@ -330,16 +331,6 @@ fn ttl_call<'a>(key: &'a str, ms: &'a str, args: &'a [Vec<u8>]) -> retry::Script
         call = call.arg(a);
     }
     call
-}
-
-/// The error of a write sent once: a lost answer is an unknown outcome
-/// (it may have run), anything else is mapped by its code.
-fn once_error(e: redis::RedisError, key: &str) -> Error {
-    if crate::error::is_unknown_outcome(&e) {
-        Error::UnknownOutcome { key: key.to_owned(), attempts: 1, source: e }
-    } else {
-        Error::from_redis(e, key)
-    }
 }
 
 /// A stored text as a `T` (`FromStr`); one that does not parse is

@@ -21,8 +21,15 @@ impl ConnectPlan {
     /// every call also ends within the response timeout, resends included.
     /// Waits between resends start at the reconnect delay instead of the
     /// client's default 1.28 s, which would double the time a failover
-    /// takes to heal.
-    fn cluster_client(&self, protocol: redis::ProtocolVersion, retries: u32) -> Result<ClusterClient, ConnectError> {
+    /// takes to heal. `overall` bounds a call with its resends: the
+    /// response timeout, or longer for a connection whose calls wait for
+    /// replicas.
+    fn cluster_client(
+        &self,
+        protocol: redis::ProtocolVersion,
+        retries: u32,
+        overall: Duration,
+    ) -> Result<ClusterClient, ConnectError> {
         if self.roots.is_some() {
             return Err(ConnectError::Tls(
                 "TlsCaFile is not supported on a cluster: the TLS backend trusts only the system's CA store there \
@@ -42,7 +49,7 @@ impl ConnectPlan {
             .tcp_settings(super::tcp_settings())
             .connection_timeout(self.connect_timeout)
             .response_timeout(self.response_timeout)
-            .overall_response_timeout(Some(self.response_timeout))
+            .overall_response_timeout(Some(overall))
             .retries(retries)
             .min_retry_wait(millis(defaults::RECONNECT_MIN_DELAY))
             .max_retry_wait(millis(CLUSTER_MAX_RETRY_WAIT))
@@ -91,9 +98,15 @@ impl ConnectPlan {
         }
         let fail =
             |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
-        let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES)?;
-        let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0)?;
-        let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES)?;
+        let timeout = self.response_timeout;
+        let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES, timeout)?;
+        let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0, timeout)?;
+        let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, timeout)?;
+        // A `WAIT` may take the longest durability timeout: a client whose
+        // whole call (not only each attempt) may last that much longer, or
+        // the wait would be cut and resent behind itself.
+        let longest = timeout.saturating_add(crate::config::Durability::MAX_TIMEOUT);
+        let durable = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, longest)?;
         let mut con: Connection = client.get_async_connection().await.map_err(fail)?.into();
         let start = Instant::now();
         let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
@@ -104,6 +117,7 @@ impl ConnectPlan {
             once: once.into(),
             pubsub: PubSub::Cluster {
                 client: resp3,
+                durable: Box::new(durable),
                 connect_timeout: self.connect_timeout,
                 response_timeout: self.response_timeout,
             },
@@ -133,8 +147,14 @@ pub(crate) enum PubSub {
     Single { client: redis::Client, config: ConnectionManagerConfig },
     /// The primary Sentinel names: a follower, moved by a switch.
     Sentinel { sentinels: std::sync::Arc<Sentinels>, config: ConnectionManagerConfig },
-    /// A cluster.
-    Cluster { client: ClusterClient, connect_timeout: Duration, response_timeout: Duration },
+    /// A cluster; `durable` is the client of the connections that wait
+    /// for replicas.
+    Cluster {
+        client: ClusterClient,
+        durable: Box<ClusterClient>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    },
 }
 
 impl PubSub {
@@ -166,7 +186,7 @@ impl PubSub {
                 let protocol = redis::ProtocolVersion::RESP3;
                 Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, Some(on_switch))).await?.into())
             }
-            PubSub::Cluster { client, connect_timeout, response_timeout } => {
+            PubSub::Cluster { client, connect_timeout, response_timeout, .. } => {
                 let config = ClusterConfig::new()
                     .set_connection_timeout(*connect_timeout)
                     .set_response_timeout(*response_timeout)
@@ -197,11 +217,11 @@ impl PubSub {
                 let protocol = redis::ProtocolVersion::RESP2;
                 Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, None)).await?.into())
             }
-            PubSub::Cluster { client, connect_timeout, response_timeout } => {
+            PubSub::Cluster { durable, connect_timeout, response_timeout, .. } => {
                 let config = ClusterConfig::new()
                     .set_connection_timeout(*connect_timeout)
                     .set_response_timeout(response_timeout.saturating_add(longest));
-                Ok(bounded(*connect_timeout, client.get_async_connection_with_config(config)).await?.into())
+                Ok(bounded(*connect_timeout, durable.get_async_connection_with_config(config)).await?.into())
             }
         }
     }
