@@ -149,8 +149,9 @@ pub trait LeaseBackend: Send + Sync {
     /// warning), so it cannot block the lease for good.
     fn release(&self, lease: &Lease, request_id: &str) -> impl Future<Output = Result<()>> + Send;
     /// Writes `value` as the protected data of `name` unless a newer token
-    /// was issued ([`Error::Fenced`]). A token above 2^53-1 was never issued
-    /// ([`Error::InvalidArgument`]). After an attempt with an unknown outcome
+    /// was issued ([`Error::Fenced`]). A token this lease never issued (0,
+    /// above its latest, above 2^53-1: another lease's, or made up) is
+    /// refused with [`Error::InvalidArgument`], nothing written. After an attempt with an unknown outcome
     /// the write runs again, so a `Fenced` answer then may follow a write
     /// that did land before the newer token.
     fn fenced_write(&self, name: &str, token: u64, value: &[u8]) -> impl Future<Output = Result<()>> + Send;
@@ -255,14 +256,28 @@ impl LeaseStore {
     /// # Errors
     /// [`Error::InvalidArgument`] when a family has the wrong type or
     /// placeholders: every family needs the hash tag `{#name}` (all keys of
-    /// one lease in one slot), the request family also `{request}`.
+    /// one lease in one slot), the request family also `{request}`; and
+    /// when two of them are the same key.
     pub fn with_families(mut self, families: LeaseFamilies) -> Result<Self> {
         use microdcs_schema::KeyType;
         self.record = FamilyKey::checked("lease record", families.record, KeyType::Hash, &["name"])?;
         self.fence_t = FamilyKey::checked("lease fence", families.fence, KeyType::String, &["name"])?;
         self.request = FamilyKey::checked("lease request", families.request, KeyType::Hash, &["name", "request"])?;
         self.data = FamilyKey::checked("lease data", families.data, KeyType::String, &["name"])?;
-        for f in [&self.record, &self.fence_t, &self.request, &self.data] {
+        let all = [&self.record, &self.fence_t, &self.request, &self.data];
+        // One key for two roles would let a protected write overwrite the
+        // fence counter (or a record hold the data): each role its own.
+        for (i, f) in all.iter().enumerate() {
+            if let Some(g) = all[i + 1..].iter().find(|g| g.spec().key == f.spec().key) {
+                return Err(Error::InvalidArgument(format!(
+                    "families `{}` and `{}` share the key `{}`: each lease key needs a family of its own",
+                    f.spec().name,
+                    g.spec().name,
+                    f.spec().key
+                )));
+            }
+        }
+        for f in all {
             if !f.spec().key.contains("{#name}") {
                 return Err(Error::InvalidArgument(format!(
                     "family `{}` (`{}`): a lease key needs the hash tag `{{#name}}`",
@@ -366,6 +381,14 @@ fn common(name: &str, r: &[String], keys: &[(&str, &str)]) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// A fencing token the lease `name` never issued.
+pub(crate) fn unissued(name: &str, token: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "fencing token {token} was never issued for this lease (`{}`): a write needs the token of its latest grant",
+        crate::error::short(&name)
+    ))
 }
 
 fn millis_field(script: &'static str, r: &[String], i: usize) -> Result<Duration> {
@@ -479,6 +502,7 @@ impl LeaseBackend for LeaseStore {
                     highest: parse_counter(field(&r, 1)).ok_or_else(|| protocol("fenced write", &r))?,
                 }),
                 "corrupt" => Err(counter_corrupt(name)),
+                "unissued" => Err(unissued(name, token)),
                 _ => {
                     common(name, &r, &[("fence", &fence), ("data", &data)])?;
                     Err(protocol("fenced write", &r))

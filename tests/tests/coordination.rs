@@ -146,8 +146,21 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     let a = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());
     assert_eq!(a.owner, "alice");
     assert_eq!(b.fence(name).await.unwrap(), a.token);
-    // Idempotent by request id; a different call with the same id conflicts.
-    assert_eq!(acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap()), a);
+    // Idempotent by request id (the lease as it is now: the same grant,
+    // its time left); a different call with the same id conflicts.
+    let again = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());
+    assert_eq!(Lease { ttl: a.ttl, ..again.clone() }, a);
+    assert!(again.ttl <= a.ttl, "{again:?}");
+    // Only the token of the latest grant writes: none was issued yet above
+    // it, and 0 never is.
+    for token in [a.token + 1, a.token + 100] {
+        assert!(matches!(b.fenced_write(name, token, b"x").await, Err(Error::InvalidArgument(_))), "{token}");
+    }
+    assert!(matches!(b.fenced_write(name, 0, b"x").await, Err(Error::Fenced { .. })));
+    let never = format!("{name}-never-leased");
+    assert!(matches!(b.fenced_write(&never, 0, b"x").await, Err(Error::InvalidArgument(_))));
+    assert_eq!(b.read_protected(&never).await.unwrap(), None);
+    assert_eq!(b.read_protected(name).await.unwrap(), None, "nothing written");
     let conflict = b.acquire(name, "mallory", ttl, "req-a1").await.unwrap_err();
     assert!(matches!(conflict, Error::RequestConflict { .. }), "{conflict:?}");
     // Owners, lease ids and request ids are lease metadata: never in Debug or error texts.
@@ -175,6 +188,13 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     tokio::time::sleep(ttl + Duration::from_millis(100)).await;
     let c = acquired(b.acquire(name, "carol", ttl, "req-c1").await.unwrap());
     assert!(c.token > a.token);
+    // Replays that arrive after the lease ended promise nothing: the
+    // renewal is lost, the acquire says who holds the lease now.
+    assert!(matches!(b.renew(&a, ttl, "req-a2").await, Err(Error::LeaseLost { .. })), "a late replayed renewal");
+    match b.acquire(name, "alice", ttl, "req-a1").await.unwrap() {
+        Acquire::Held { owner, .. } => assert_eq!(owner, "carol"),
+        other => panic!("a late replayed acquire promised {other:?}"),
+    }
     assert!(matches!(b.renew(&a, ttl, "req-a3").await, Err(Error::LeaseLost { .. })), "no revival");
     assert!(matches!(b.release(&a, "req-a4").await, Err(Error::LeaseNotHeld { .. })));
     match b.fenced_write(name, a.token, b"stale").await {
@@ -185,6 +205,9 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     b.fenced_write(name, c.token, b"v2").await.unwrap();
     b.release(&c, "req-c2").await.unwrap();
     b.release(&c, "req-c2").await.unwrap();
+    // Released, nobody holding it: carol's acquire replayed has no time left.
+    let late = acquired(b.acquire(name, "carol", ttl, "req-c1").await.unwrap());
+    assert_eq!((late.id.as_str(), late.token, late.ttl), (c.id.as_str(), c.token, Duration::ZERO));
     let d = acquired(b.acquire(name, "dave", ttl, "req-d1").await.unwrap());
     assert!(d.token > c.token);
     // The granted lifetime is what the backend holds: whole milliseconds.
@@ -309,7 +332,8 @@ async fn acquire_cut_after_sending_is_retried_by_request_id() {
     assert_eq!(through.metrics().write_retries(), 1);
     // Another explicit retry with the same request id: the same lease.
     let again = acquired(direct.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
-    assert_eq!(again, first);
+    assert_eq!(Lease { ttl: first.ttl, ..again.clone() }, first, "the same grant");
+    assert!(again.ttl <= first.ttl, "with the time it has left: {again:?}");
     assert_eq!(direct.fence("press").await.unwrap(), 1, "the fence moved by exactly one");
 }
 
@@ -388,6 +412,10 @@ async fn lease_keys_come_from_the_declared_keyspace() {
     let wrong = LeaseFamilies { request: family("lease_fence"), ..families };
     let err = LeaseStore::new(v.clone()).with_families(wrong).unwrap_err();
     assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lease_fence")), "{err}");
+    // One key for two roles: a protected write would overwrite the counter.
+    let shared = LeaseFamilies { data: family("lease_fence"), ..families };
+    let err = LeaseStore::new(v.clone()).with_families(shared).unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("share the key")), "{err}");
 }
 
 async fn raw(s: &ValkeyServer) -> ConnectionManager {

@@ -14,13 +14,24 @@
 --   {'wrongtype', key role, '', ''}        'record', 'fence' or 'request' has another type; nothing changed
 --   {'conflict', '', '', ''}               the request id was used with other arguments
 -- A repeated request id with the same fingerprint returns the cached result
--- (a damaged cached result is 'corrupt', never replayed).
+-- (a damaged cached result is 'corrupt', never replayed); a lease it took is
+-- answered with the time it has left now: none once it has ended (its first
+-- answer lost, the request sent again later), or 'held' when another holds
+-- it since, so a late answer never promises a lifetime that is over.
 if not type_ok(KEYS[3], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[3], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[3] then return {'conflict', '', '', ''} end
   if not cached_ok(cached, {acquired = {4, 5}, held = {4}}) then return {'corrupt', CACHED_DAMAGED, '', ''} end
-  return {cached[2], cached[3], cached[4], cached[5]}
+  if cached[2] ~= 'acquired' then return {cached[2], cached[3], cached[4], cached[5]} end
+  if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
+  local now = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
+  local left = redis.call('PTTL', KEYS[1])
+  if left >= 0 and now[1] == cached[3] and now[3] == cached[4] then
+    return {'acquired', cached[3], cached[4], tostring(left)}
+  end
+  if left >= 0 and now[2] then return {'held', now[2], tostring(left), ''} end
+  return {'acquired', cached[3], cached[4], '0'}
 end
 if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
 if not type_ok(KEYS[2], 'string') then return {'wrongtype', 'fence', '', ''} end

@@ -87,6 +87,14 @@ impl LeaseBackend for MemoryLeases {
         check_ttl(ttl)?;
         let fp = fingerprint("acquire", &[owner, &ms(ttl).to_string()]);
         let r = match self.cached(&mut st, name, request_id, &fp, now) {
+            // A lease this request took, as it is now (as the script does).
+            Some(Ok(r)) if r[0] == "acquired" => match Self::live(&st, name, now) {
+                Some(rec) if rec.id == r[1] && rec.token.to_string() == r[2] => {
+                    vec![r[0].clone(), r[1].clone(), r[2].clone(), (rec.until - now).as_millis().to_string()]
+                }
+                Some(rec) => vec!["held".into(), rec.owner, (rec.until - now).as_millis().to_string()],
+                None => vec![r[0].clone(), r[1].clone(), r[2].clone(), "0".into()],
+            },
             Some(r) => r?,
             None => {
                 let r = match Self::live(&st, name, now) {
@@ -132,6 +140,13 @@ impl LeaseBackend for MemoryLeases {
         check_ttl(ttl)?;
         let fp = fingerprint("renew", &[&lease.id, &lease.owner, &lease.token.to_string(), &ms(ttl).to_string()]);
         let r = match self.cached(&mut st, &lease.name, request_id, &fp, now) {
+            // A renewal, answered as the lease is now (as the script does).
+            Some(Ok(r)) if r[0] == "renewed" => match Self::live(&st, &lease.name, now) {
+                Some(rec) if rec.id == lease.id && rec.owner == lease.owner && rec.token == lease.token => {
+                    vec![r[0].clone(), (rec.until - now).as_millis().to_string()]
+                }
+                _ => vec!["lost".to_owned()],
+            },
             Some(r) => r?,
             None => {
                 let r = match Self::live(&st, &lease.name, now) {
@@ -188,6 +203,9 @@ impl LeaseBackend for MemoryLeases {
         let highest = st.fences.get(name).copied().unwrap_or(0);
         if token < highest {
             return Err(Error::Fenced { name: name.to_owned(), token, highest });
+        }
+        if token != highest || highest == 0 {
+            return Err(unissued(name, token));
         }
         st.data.insert(name.to_owned(), value.to_vec());
         Ok(())

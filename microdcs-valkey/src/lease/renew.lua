@@ -14,13 +14,22 @@
 --   {'wrongtype', key role, '', ''}  'record' or 'request' has another type; nothing changed
 --   {'conflict', '', '', ''}         the request id was used with other arguments
 -- A repeated request id with the same fingerprint returns the cached result
--- (a damaged cached result is 'corrupt', never replayed).
+-- (a damaged cached result is 'corrupt', never replayed); a renewal is
+-- answered as the lease is now: one that ended since the first answer (lost
+-- on its way, the request sent again later) is 'lost', never renewed again.
 if not type_ok(KEYS[2], 'hash') then return {'wrongtype', 'request', '', ''} end
 local cached = redis.call('HMGET', KEYS[2], 'fp', 'r1', 'r2', 'r3', 'r4')
 if cached[1] then
   if cached[1] ~= ARGV[5] then return {'conflict', '', '', ''} end
   if not cached_ok(cached, {renewed = {3}, lost = {}}) then return {'corrupt', CACHED_DAMAGED, '', ''} end
-  return {cached[2], cached[3], cached[4], cached[5]}
+  if cached[2] ~= 'renewed' then return {cached[2], cached[3], cached[4], cached[5]} end
+  if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
+  local now = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
+  local left = redis.call('PTTL', KEYS[1])
+  if left >= 0 and now[1] == ARGV[1] and now[2] == ARGV[2] and now[3] == ARGV[3] then
+    return {'renewed', tostring(left), '', ''}
+  end
+  return {'lost', '', '', ''}
 end
 if not type_ok(KEYS[1], 'hash') then return {'wrongtype', 'record', '', ''} end
 local rec = redis.call('HMGET', KEYS[1], 'id', 'owner', 'token')
