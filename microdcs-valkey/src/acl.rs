@@ -22,8 +22,10 @@ pub enum AclRole {
 /// Commands every role sends to connect (`CLIENT SETINFO` from the client
 /// library), to check the server, and to learn a cluster's topology
 /// (`CLUSTER SLOTS`: at connect, and whenever a slot has moved), and
-/// `ASKING`, which a cluster client sends to follow a slot in migration.
-const CONNECT: &[&str] = &["asking", "client|setinfo", "cluster|slots", "ping"];
+/// `ASKING`, which a cluster client sends to follow a slot in migration,
+/// and `ROLE`, which a handle through Sentinel asks the node it was named
+/// before it sends it anything.
+const CONNECT: &[&str] = &["asking", "client|setinfo", "cluster|slots", "ping", "role"];
 
 /// The application's commands, including those its scripts call (the
 /// server checks a script's commands against the ACL too).
@@ -58,6 +60,7 @@ const APP: &[&str] = &[
     "set",
     "sismember",
     "smembers",
+    "smismember",
     "smove",
     "spublish",
     "srandmember",
@@ -72,6 +75,8 @@ const APP: &[&str] = &[
     "zrank",
     "zrem",
     "zremrangebyrank",
+    "zremrangebyscore",
+    "zrevrank",
     "zscore",
     // Streams and the poller (its pub/sub connection speaks RESP3: `HELLO`).
     "hello",

@@ -59,6 +59,14 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
             .await?;
         let _ = responses.list("s1", first.next.expect("more than two")).await?;
     }
+    // Newest first, second page (the anchor's rank from the top: ZREVRANK),
+    // and a set's second page (its token's ids checked: SMISMEMBER).
+    let newest = responses.list("s1", Page::first_descending(2)).await?;
+    let _ = responses.list("s1", newest.next.expect("more than two")).await?;
+    let queued = responses.ids(JobResponse::by_state("s1", "Queued"), Page::first(1)).await?;
+    // Handed over as a token (to another process, say), its ids are checked.
+    let token = queued.next.expect("more than one").to_token();
+    let _ = responses.ids(JobResponse::by_state("s1", "Queued"), Page::from_token(&token)?).await?;
     let _ = responses.docs(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
     let _ = responses
         .claim(JobResponse::by_state("s1", "Queued"), |d| {
@@ -112,6 +120,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let _ = due.range_by_score(0.0, 10.0, false, 10).await?;
     let _ = due.range_by_rank(0, -1, true).await?;
     let _ = due.remove("j-1").await?;
+    let _ = due.remove_by_score(0.0, 1.5).await?;
     let _ = Plant::nudge(&plant, "flow")?.publish("s1").await?;
     let extras = crate::fixtures::Extras::open(valkey.clone());
     let overflow = crate::fixtures::Extras::overflow(&extras, "s1")?;
