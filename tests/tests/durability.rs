@@ -78,6 +78,9 @@ async fn a_read_of_a_lost_write_matches_no_later_document() {
     assert_eq!(store.update(&v1, &lost).await.unwrap(), PutOutcome::Written { version: 2 });
     let stale = store.get("r-1").await.unwrap().unwrap();
     assert_eq!((stale.version, stale.revision().version()), (2, 2));
+    // Found by a unique index: the same read, its revision included.
+    let stale_found = store.find(JobResponse::by_order("o-1")).await.unwrap().expect("found");
+    assert_eq!(stale_found.revision(), stale.revision());
     e.lose_writes_since(&before).await;
 
     // Another writer makes a different version 2.
@@ -91,6 +94,8 @@ async fn a_read_of_a_lost_write_matches_no_later_document() {
     // Every write that takes the stale read is refused, and nothing moves.
     let mine = JobResponse { state: vec!["MINE".into()], ..doc.clone() };
     assert_eq!(store.update(&stale, &mine).await.unwrap(), PutOutcome::Conflict { current: 2 });
+    assert_eq!(store.update(&stale_found, &mine).await.unwrap(), PutOutcome::Conflict { current: 2 });
+    assert_eq!(store.delete(&stale_found).await.unwrap(), DeleteOutcome::Conflict { current: 2 });
     let mut in_place = stale.clone();
     assert_eq!(store.update_in_place(&mut in_place, mine.clone()).await.unwrap(), PutOutcome::Conflict { current: 2 });
     assert_eq!(in_place, stale, "a refused in-place update leaves the read");

@@ -272,7 +272,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let id = it.next().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
         let mut map = HashMap::new();
         for (name, v) in
-            ["v", "scope", "doc"].into_iter().map(str::to_owned).chain(self.plan.fields.iter().cloned()).zip(it)
+            ["v", "scope", "ops", "doc"].into_iter().map(str::to_owned).chain(self.plan.fields.iter().cloned()).zip(it)
         {
             if let Some(v) = v {
                 map.insert(name, v);

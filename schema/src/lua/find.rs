@@ -24,11 +24,12 @@ pub fn find_script(spec: &DocumentSpec<'_>) -> String {
 -- KEYS[1] the unique index key (string holding a document id)
 -- ARGV[1] the key prefix{scope_doc}
 -- Returns: nil when the index key is absent, else
---   {{id, v, scope, doc{fields_doc}}} of the document (fields false when absent)
+--   {{id, v, scope, ops, doc{fields_doc}}} of the document (fields false when absent;
+--   `ops` so a read found here carries its revision like any other read)
 local id = redis.call('GET', KEYS[1])
 if not id then return nil end
 local function enc(v) return (string.gsub(v, '{class}', function(c) return string.format('%%%02X', string.byte(c)) end)) end
-local r = redis.call('HMGET', ARGV[1] .. {key}, 'v', 'scope', 'doc'{extra})
+local r = redis.call('HMGET', ARGV[1] .. {key}, 'v', 'scope', 'ops', 'doc'{extra})
 table.insert(r, 1, id)
 return r
 ",
