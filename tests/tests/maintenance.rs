@@ -236,6 +236,27 @@ async fn group_index_damage() {
     .await;
 }
 
+/// Bytes that are not text in a document's hash (a field name, an index
+/// field's value) are that document's damage, reported: the run goes on
+/// over the others.
+#[tokio::test]
+async fn bytes_that_are_not_text_are_a_difference_not_the_end_of_the_run() {
+    let s = server();
+    for (name, field, value) in [("bin-name", &b"\xff"[..], &b"x"[..]), ("bin-value", &b"state"[..], &b"\xff\xfe"[..])]
+    {
+        let mut e = env(&s, name).await;
+        let key = format!("{}:jobresponse:r-1", e.p);
+        let _: () = redis::cmd("HSET").arg(&key).arg(field).arg(value).query_async(&mut e.raw).await.unwrap();
+        let store = Space::open(e.valkey.clone()).store::<JobResponse>();
+        let opts = MaintenanceOptions { batch: 3, ..MaintenanceOptions::default() };
+        let report = store.verify(&opts).await.unwrap_or_else(|err| panic!("{name}: verify ended: {err}"));
+        assert!(report.differences.iter().any(|d| d.id == "r-1"), "{name}: {:#?}", report.differences);
+        assert!(report.differences.iter().all(|d| d.id == "r-1"), "{name}: only r-1: {:#?}", report.differences);
+        assert!(report.documents >= 6, "{name}: the others were verified: {}", report.documents);
+        let _ = store.rebuild(&opts).await.unwrap_or_else(|err| panic!("{name}: rebuild ended: {err}"));
+    }
+}
+
 #[tokio::test]
 async fn corrupt_documents_are_reported_and_their_entries_kept() {
     let s = server();

@@ -514,3 +514,50 @@ async fn a_request_polled_after_it_completed_is_an_error_and_a_requeue_is_a_clai
     let got = store.claim(Job::due("s1"), |d| Some(Job { due: d.due.map(|t| t + 1_000), ..d.clone() })).await;
     assert_eq!(got.unwrap().map(|s| s.doc.due), Some(Some(1_010)));
 }
+
+/// Damage in an index is refused or passed over, never claimed past or
+/// allowed to stop a walk: a corrupt stored score (even without a bound),
+/// a group member that is no valid id.
+#[tokio::test]
+async fn damage_in_an_index_is_refused_or_passed_over() {
+    use microdcs_valkey::redis::{self, AsyncCommands};
+    let server = server();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("claim-damage"), WriteOptions::default()).await.unwrap();
+    let mut raw = redis::aio::ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Extras::open(valkey.clone()).store::<Job>();
+    let _ = store.create(&job("bad", "queued", Some(100))).await.unwrap();
+    let key = store.key("bad").unwrap();
+    let fields: std::collections::HashMap<String, String> = raw.hgetall(&key).await.unwrap();
+    let (score_field, _) =
+        fields.iter().find(|(f, v)| *v == "100" && f.as_str() != "doc").expect("the due score is stored");
+    let _: () = raw.hset(&key, score_field, "soon").await.unwrap();
+    let before: std::collections::HashMap<String, String> = raw.hgetall(&key).await.unwrap();
+    let take = |d: &Job| Some(Job { status: "running".into(), due: None, ..d.clone() });
+    let err = store.claim(Job::due("s1"), take).await.unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    let after: std::collections::HashMap<String, String> = raw.hgetall(&key).await.unwrap();
+    assert_eq!(after, before, "nothing written");
+
+    // A group member that is no valid id: a page lists it as damage and
+    // goes on; a claim passes it over and takes a real job.
+    let _ = store.create(&job("good", "queued", None)).await.unwrap();
+    let group = Job::by_status_key(valkey.prefix(), "s1", "queued").unwrap();
+    let _: () = raw.sadd(&group, "").await.unwrap();
+    let page = store.docs(Job::by_status("s1", "queued"), Page::first(10)).await.unwrap();
+    assert_eq!(page.damaged.len(), 1, "{:?}", page.damaged);
+    assert!(page.damaged.iter().all(Error::is_corrupt), "{:?}", page.damaged);
+    let mut ids: Vec<&str> = page.documents.iter().map(|d| d.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["bad", "good"]);
+    for _ in 0..10 {
+        let got = store.claim(Job::by_status("s1", "queued"), |d| {
+            (d.id == "good").then(|| Job { status: "running".into(), ..d.clone() })
+        });
+        if let Some(got) = got.await.unwrap() {
+            assert_eq!(got.id, "good");
+            return;
+        }
+    }
+    panic!("the claim never reached the real job past the damaged member");
+}

@@ -147,6 +147,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 return Ok(None);
             }
             for id in ids {
+                // A member that is no valid id names no document: passed
+                // over (verify reports it), never the end of the claim.
+                if self.plan.doc_key(self.valkey.prefix(), scope, &id).is_err() {
+                    tracing::warn!(index = %key, "claim: an index member that is not a valid id is passed over");
+                    continue;
+                }
                 let Some(mut read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
                 match self.claimable(ix, &key, max, &read)? {
                     Claimable::Yes => {}
@@ -187,10 +193,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if !self.plan.old_keys(ix, &self.valkey, &read.id, &read.state)?.iter().any(|k| k == key) {
             return Ok(Claimable::No);
         }
-        let (Some(max), Some(m)) = (max, ix.marker) else { return Ok(Claimable::Yes) };
+        // A sorted index's score is checked even without a bound: a
+        // corrupt one is refused, not claimed past.
+        let m = match (max, ix.marker) {
+            (Some(_), Some(m)) => m,
+            (None, Some(m)) if ix.spec.kind().is_sorted() => m,
+            _ => return Ok(Claimable::Yes),
+        };
         let text = read.state.fields.get(m).and_then(Option::as_deref).unwrap_or_default();
         match text.parse::<f64>() {
-            Ok(score) if score.is_finite() && score <= max => Ok(Claimable::Yes),
+            Ok(score) if score.is_finite() && max.is_none_or(|max| score <= max) => Ok(Claimable::Yes),
             Ok(score) if score.is_finite() => Ok(Claimable::AboveBound),
             _ => Err(Error::Corrupt {
                 key: self.plan.doc_key(self.valkey.prefix(), Some(&read.scope), &read.id)?,
@@ -276,10 +288,26 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// [`DocPage::damaged`], not an error of the call.
     pub async fn docs(&self, query: GroupQuery<D>, page: Page) -> Result<DocPage<D, Page>> {
         let scope = self.group_scope(&query).map(str::to_owned);
+        let index_key = self.group_key(&query)?;
         let IdPage { ids, next } = self.ids(query, page).await?;
         let prefix = self.valkey.prefix();
-        let keys = ids.iter().map(|id| self.plan.doc_key(prefix, scope.as_deref(), id)).collect::<Result<Vec<_>>>()?;
-        let (documents, damaged) = self.read_each(&ids, &keys).await?;
+        // A member that is no valid id is damage of this page, listed with
+        // the rest: the page and its token go on.
+        let (mut good, mut keys, mut bad) = (Vec::new(), Vec::new(), Vec::new());
+        for id in ids {
+            match self.plan.doc_key(prefix, scope.as_deref(), &id) {
+                Ok(key) => {
+                    keys.push(key);
+                    good.push(id);
+                }
+                Err(e) => bad.push(Error::Corrupt {
+                    key: index_key.clone(),
+                    reason: format!("an index member is not a valid id: {e}"),
+                }),
+            }
+        }
+        let (documents, mut damaged) = self.read_each(&good, &keys).await?;
+        damaged.extend(bad);
         Ok(DocPage { documents, damaged, next })
     }
 

@@ -115,7 +115,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     }
                     continue;
                 }
-                Answer::Reply(_) => redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?,
+                Answer::Reply(_) => match redis::from_redis_value(reply) {
+                    Ok(map) => map,
+                    // A field name that is not text: damage to report, not
+                    // a reason to end the run.
+                    Err(e) => {
+                        let reason = format!("the hash cannot be read as fields: {e}");
+                        found.push(Finding::new(None, "document", &key, &id, DiffKind::Corrupt { reason }));
+                        continue;
+                    }
+                },
             };
             let (stored_fields, entries) = match self.examine(pass, &key, &id, map) {
                 Examined::Skipped => continue,

@@ -11,7 +11,7 @@ use super::super::{
     Answer, DiffKind, Finding, IndexFilter, IndexRef, Pass, answer, as_str, read_cmd, read_pipe, scan_batch,
 };
 use crate::codec::Codec;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::{ReadState, Store, parse_version, render_err};
 
 /// What the document an index entry names says about that entry.
@@ -310,7 +310,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     claims.push(Claim::Foreign);
                     continue;
                 }
-                Answer::Reply(_) => redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?,
+                Answer::Reply(_) => match redis::from_redis_value(reply) {
+                    Ok(row) => row,
+                    // Fields that are not text: the document pass reports
+                    // the damage; its entries cannot be judged by them.
+                    Err(_) => {
+                        claims.push(Claim::Unjudged);
+                        continue;
+                    }
+                },
             };
             let mut it = row.into_iter();
             let (v, scope) = (it.next().flatten(), it.next().flatten());
