@@ -157,4 +157,17 @@ async fn verify_and_rebuild_keep_tenants_apart() {
     let _ = s.rebuild(&opts).await.unwrap();
     assert!(s.verify(&opts).await.unwrap().is_clean());
     assert!(s.get_in("blue", "t-7").await.unwrap().is_some());
+
+    // The same id in both tenants, in one batch: acme's missing list entry
+    // is put back with acme's score, not blue's.
+    let mut t9 = s.get_in("acme", "t-9").await.unwrap().unwrap();
+    let moved = Ticket { opened: 900, ..t9.doc.clone() };
+    let _ = s.update_in_place(&mut t9, moved).await.unwrap();
+    let () = redis::cmd("ZREM").arg(&list).arg("t-9").query_async(&mut e.raw).await.unwrap();
+    let _ = s.rebuild(&opts).await.unwrap();
+    let acme: Option<f64> = redis::cmd("ZSCORE").arg(&list).arg("t-9").query_async(&mut e.raw).await.unwrap();
+    let blue_list = Ticket::list_key(&p, "blue").unwrap();
+    let blue: Option<f64> = redis::cmd("ZSCORE").arg(&blue_list).arg("t-9").query_async(&mut e.raw).await.unwrap();
+    assert_eq!((acme, blue), (Some(900.0), Some(9.0)));
+    assert!(s.verify(&opts).await.unwrap().is_clean());
 }

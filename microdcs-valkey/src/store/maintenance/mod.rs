@@ -262,7 +262,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             Mode::Verify => {
                 let drifted = findings.iter().filter(|f| matches!(f.diff.kind, DiffKind::Field { .. }));
-                pass.drifted.extend(drifted.map(|f| f.diff.id.clone()));
+                // By document key: ids unique per scope repeat across scopes.
+                pass.drifted.extend(drifted.map(|f| f.diff.key.clone()));
             }
         }
         for f in findings {

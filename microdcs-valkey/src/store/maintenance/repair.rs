@@ -5,8 +5,6 @@
 //! compare-and-delete script call per released unique key) before the next
 //! batch is read.
 
-use std::collections::HashMap;
-
 use crate::retry::{LuaScript, reply};
 
 use microdcs_schema::{Document, IndexEntries};
@@ -67,7 +65,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         findings: &[Finding],
         documents: &[(String, IndexEntries)],
     ) -> Result<Vec<Repair>> {
-        let by_id: HashMap<&str, &IndexEntries> = documents.iter().map(|(id, e)| (id.as_str(), e)).collect();
+        // The document whose entry a finding is about: by its id and the
+        // entry's key, since ids unique per scope repeat across scopes.
+        let entries_for = |id: &str, family: IndexRef, key: &str| {
+            documents.iter().find(|(d, e)| d == id && holds_entry(e, family, key)).map(|(_, e)| e)
+        };
+        // A score nobody can vouch for is never guessed as a set member: a
+        // sorted key would refuse it, or an absent one become a set.
+        let sorted_list = self.plan.sorted_list;
+        let sorted_group = |n: usize| D::SPEC.groups.get(n).is_some_and(|g| g.kind().is_sorted());
         let mut repairs = Vec::with_capacity(findings.len());
         let mut conflicts: Vec<(usize, &str, &str)> = Vec::new();
         for Finding { family, diff } in findings {
@@ -84,12 +90,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                         repairs.push(match family {
                             IndexRef::List => match entries.list.as_ref().and_then(|l| l.score) {
                                 Some(score) => Repair::SortedAdd { key, id, score },
-                                None => Repair::SetAdd { key, id },
+                                None if !sorted_list => Repair::SetAdd { key, id },
+                                None => continue,
                             },
                             IndexRef::Unique(_) => Repair::UniqueClaim { key, id },
                             IndexRef::Group(n) => match group_score::<D>(entries, n) {
                                 Some(score) => Repair::SortedAdd { key, id, score },
-                                None => Repair::SetAdd { key, id },
+                                None if !sorted_group(n) => Repair::SetAdd { key, id },
+                                None => continue,
                             },
                         });
                     }
@@ -99,18 +107,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     Repair::SetField { key, field: field.clone(), value: expected.clone() }
                 }
                 (Some(IndexRef::List), DiffKind::Missing) => {
-                    match by_id.get(id.as_str()).and_then(|e| e.list.as_ref()).and_then(|l| l.score) {
+                    let Some(entries) = entries_for(&id, IndexRef::List, &key) else { continue };
+                    match entries.list.as_ref().and_then(|l| l.score) {
                         Some(score) => Repair::SortedAdd { key, id, score },
-                        None => Repair::SetAdd { key, id },
+                        None if !sorted_list => Repair::SetAdd { key, id },
+                        None => continue,
                     }
                 }
                 (Some(IndexRef::List), DiffKind::WrongScore { expected, .. }) => {
                     Repair::SortedAdd { key, id, score: *expected }
                 }
                 (Some(IndexRef::Group(n)), DiffKind::Missing) => {
-                    match by_id.get(id.as_str()).and_then(|e| group_score::<D>(e, n)) {
+                    let Some(entries) = entries_for(&id, IndexRef::Group(n), &key) else { continue };
+                    match group_score::<D>(entries, n) {
                         Some(score) => Repair::SortedAdd { key, id, score },
-                        None => Repair::SetAdd { key, id },
+                        None if !sorted_group(n) => Repair::SetAdd { key, id },
+                        None => continue,
                     }
                 }
                 (Some(IndexRef::Group(_)), DiffKind::WrongScore { expected, .. }) => {

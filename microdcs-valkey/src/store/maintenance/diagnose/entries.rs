@@ -230,7 +230,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut found = Vec::new();
         let mut damaged = Vec::new();
         for ((key, id), doc_key) in pairs.iter().zip(&doc_keys) {
-            if pass.drifted.contains(id) {
+            if pass.drifted.contains(doc_key) {
                 continue;
             }
             let kind = match claims.get(doc_key.as_str()) {
