@@ -170,4 +170,23 @@ async fn verify_and_rebuild_keep_tenants_apart() {
     let blue: Option<f64> = redis::cmd("ZSCORE").arg(&blue_list).arg("t-9").query_async(&mut e.raw).await.unwrap();
     assert_eq!((acme, blue), (Some(900.0), Some(9.0)));
     assert!(s.verify(&opts).await.unwrap().is_clean());
+
+    // A hash under acme's key that says it is blue's: damage, named, never
+    // "not there" (a write of it would go to blue's key).
+    let acme_t5 = s.key_in("acme", "t-5").unwrap();
+    let () = redis::cmd("DEL").arg(&acme_t5).query_async(&mut e.raw).await.unwrap();
+    let copied: i64 =
+        redis::cmd("COPY").arg(s.key_in("blue", "t-5").unwrap()).arg(&acme_t5).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(copied, 1);
+    let err = s.get_in("acme", "t-5").await.unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    let many = s.get_many_in("acme", &["t-5", "t-6"]).await;
+    assert!(matches!(&many, Err(e) if e.is_corrupt()), "{many:?}");
+    let report = s.verify(&opts).await.unwrap();
+    assert!(
+        report.differences.iter().any(|d| d.key == acme_t5 && d.kind.name() == "corrupt"),
+        "{:#?}",
+        report.differences
+    );
+    assert!(s.get_in("blue", "t-5").await.unwrap().is_some());
 }

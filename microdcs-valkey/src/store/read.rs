@@ -189,6 +189,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 doc.scope()
             )));
         }
+        // Ids unique per scope: the key names the scope too, and a hash whose
+        // scope is another is damage (a write of it would go to another key).
+        if D::SPEC.ids_per_scope()
+            && self.plan.doc_key(self.valkey.prefix(), Some(&scope), id).ok().as_deref() != Some(key)
+        {
+            return Err(corrupt(&format!("the hash's `scope` is `{scope}`, not the scope its key names")));
+        }
         Ok(Stored {
             doc,
             version,
