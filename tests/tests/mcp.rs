@@ -127,6 +127,20 @@ async fn an_mcp_session_reads_the_keyspace_as_the_inspector_user() {
     let pong = s.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
 
+    // A line longer than the server holds, and one that is not UTF-8:
+    // parse errors, and the session goes on.
+    let huge = format!("{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\",\"p\":\"{}\"}}\n", "x".repeat(2 << 20));
+    s.to_server.write_all(huge.as_bytes()).await.unwrap();
+    let line = s.from_server.next_line().await.unwrap().expect("a reply");
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    s.to_server.write_all(b"\xff\xfe{}\n").await.unwrap();
+    let line = s.from_server.next_line().await.unwrap().expect("a reply");
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let pong = s.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+
     // The end of input ends the server.
     drop(s);
     serving.await.unwrap().unwrap();

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 use serde_json::{Value as Json, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use microdcs_schema::Keyspace;
 
@@ -29,6 +29,29 @@ type RpcError = (i64, String);
 
 /// JSON-RPC's codes for what a client got wrong.
 const PARSE_ERROR: i64 = -32700;
+
+/// The longest message (one line) the server reads: a client's requests
+/// are small, and a line without end must not grow without bound.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// Reads past the rest of an overlong line, a bounded piece at a time.
+async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()> {
+    let mut piece = Vec::new();
+    loop {
+        piece.clear();
+        let n = (&mut *input).take(64 * 1024).read_until(b'\n', &mut piece).await?;
+        if n == 0 || piece.last() == Some(&b'\n') {
+            return Ok(());
+        }
+    }
+}
+
+async fn write_reply<W: AsyncWrite + Unpin>(output: &mut W, reply: &Json) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(reply).map_err(std::io::Error::other)?;
+    text.push('\n');
+    output.write_all(text.as_bytes()).await?;
+    output.flush().await
+}
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
@@ -73,28 +96,42 @@ fn view(v: &impl Serialize) -> Json {
 impl<K: Keyspace> Inspector<K> {
     /// Serves MCP on `input`/`output` (one JSON-RPC message per line, as
     /// on stdio) until `input` ends. Requests are answered in order;
-    /// notifications get no answer. Ends early only when writing fails.
+    /// notifications get no answer. A line longer than 1 MiB is answered
+    /// with a parse error and skipped, never held whole.
+    /// Ends early only when writing fails.
     ///
     /// # Errors
     /// Reading `input` or writing `output` failed.
-    pub async fn serve_mcp<R, W>(&self, input: R, mut output: W) -> std::io::Result<()>
+    pub async fn serve_mcp<R, W>(&self, mut input: R, mut output: W) -> std::io::Result<()>
     where
         R: AsyncBufRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut lines = input.lines();
-        while let Some(line) = lines.next_line().await? {
-            if line.trim().is_empty() {
-                continue;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let limit = MAX_MESSAGE as u64 + 1;
+            if (&mut input).take(limit).read_until(b'\n', &mut buf).await? == 0 {
+                return Ok(());
             }
-            if let Some(reply) = self.mcp_message(&line).await {
-                let mut text = serde_json::to_string(&reply).map_err(std::io::Error::other)?;
-                text.push('\n');
-                output.write_all(text.as_bytes()).await?;
-                output.flush().await?;
+            let reply = if buf.len() > MAX_MESSAGE && buf.last() != Some(&b'\n') {
+                skip_line(&mut input).await?;
+                Some(rpc_error(Json::Null, (PARSE_ERROR, format!("a message longer than {MAX_MESSAGE} bytes"))))
+            } else {
+                let Ok(line) = std::str::from_utf8(&buf) else {
+                    let reply = rpc_error(Json::Null, (PARSE_ERROR, "a message that is not UTF-8".into()));
+                    write_reply(&mut output, &reply).await?;
+                    continue;
+                };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                self.mcp_message(line.trim_end_matches(['\n', '\r'])).await
+            };
+            if let Some(reply) = reply {
+                write_reply(&mut output, &reply).await?;
             }
         }
-        Ok(())
     }
 
     /// The answer to one message, `None` for a notification or a reply.

@@ -53,6 +53,14 @@ impl<K> std::fmt::Debug for Inspector<K> {
 }
 
 impl<K: Keyspace> Inspector<K> {
+    /// The most scopes [`Inspector::scopes`] lists; a type with more is an
+    /// error that points to the paged walk.
+    pub const MAX_SCOPES: usize = 10_000;
+
+    /// The consumer groups of a stream whose oldest pending entry a stream
+    /// view asks for (one round trip each); later groups show none.
+    pub const MAX_GROUP_DETAILS: usize = 100;
+
     /// The inspector of a keyspace on its connection.
     pub fn new(handle: &KeyspaceHandle<K>) -> Self {
         Inspector { valkey: handle.valkey().clone(), _keyspace: PhantomData }
@@ -120,7 +128,8 @@ impl<K: Keyspace> Inspector<K> {
     /// scopes may hold documents of other kinds only.
     ///
     /// # Errors
-    /// An unknown kind, connection errors, a key of another type.
+    /// An unknown kind, connection errors, a key of another type; more
+    /// than [`Inspector::MAX_SCOPES`] scopes ([`Error::InvalidArgument`]).
     pub async fn scopes(&self, kind: &str) -> Result<Vec<String>> {
         let spec = self.doc_spec(kind)?;
         let key = parse(spec.registry)?.render(self.valkey.prefix(), &[]).map_err(render_err)?;
@@ -131,6 +140,13 @@ impl<K: Keyspace> Inspector<K> {
             out.extend(batch);
             if next == 0 {
                 break;
+            }
+            // A view, not a walk: past this many, the paged walk is the tool.
+            if out.len() > Self::MAX_SCOPES {
+                return Err(Error::InvalidArgument(format!(
+                    "`{kind}` has more than {} scopes: walk them a page at a time with `Store::scopes`",
+                    Self::MAX_SCOPES
+                )));
             }
             cursor = next;
         }
@@ -497,10 +513,17 @@ impl<K: Keyspace> Inspector<K> {
         };
         let now = self.now_ms().await?;
         let mut out = Vec::new();
-        for g in groups {
+        for (n, g) in groups.into_iter().enumerate() {
             let info = crate::streams::GroupInfo::from_reply(g);
             let name = info.name;
-            let summary: Vec<Value> = self.read(redis::cmd("XPENDING").arg(&key).arg(&name).clone(), &key).await?;
+            // The oldest pending entry costs a round trip per group: asked
+            // for the first groups only, so a stream with thousands of
+            // groups is still one bounded view.
+            let summary: Vec<Value> = if n < Self::MAX_GROUP_DETAILS {
+                self.read(redis::cmd("XPENDING").arg(&key).arg(&name).clone(), &key).await?
+            } else {
+                Vec::new()
+            };
             let oldest = summary.get(1).and_then(text);
             let oldest_pending_age_ms = oldest
                 .as_deref()

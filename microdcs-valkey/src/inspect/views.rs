@@ -152,7 +152,9 @@ pub struct GroupView {
     pub pending: u64,
     /// Entries not yet delivered to the group (when the server knows).
     pub lag: Option<u64>,
-    /// Age in milliseconds of the oldest pending entry (server clock).
+    /// Age in milliseconds of the oldest pending entry (server clock);
+    /// `None` with nothing pending, or past the first
+    /// [`Inspector::MAX_GROUP_DETAILS`](crate::Inspector::MAX_GROUP_DETAILS) groups.
     pub oldest_pending_age_ms: Option<u64>,
 }
 
