@@ -60,15 +60,25 @@ const DONE: &str = "done";
 /// (negative: no expiry). A value of no known shape, or a claim that would
 /// never expire (busy for ever), is corrupt: reported, never guessed.
 fn decide(key: &str, held: &str, pttl_ms: i64, token: &str) -> Result<Claim> {
+    Ok(match judge(key, held, pttl_ms)? {
+        None => Claim::Done,
+        Some(holder) if holder == token => Claim::Claimed,
+        Some(_) => Claim::Busy,
+    })
+}
+
+/// What a stored dedupe value says: `done` (`None`) or a claim by the
+/// holder it names; anything else, or a claim without an expiry (busy
+/// forever), is damage. The one rule for claim, mark_done and the time left.
+fn judge<'h>(key: &str, held: &'h str, pttl_ms: i64) -> Result<Option<&'h str>> {
     let corrupt = |reason: &str| Err(Error::Corrupt { key: key.to_owned(), reason: reason.to_owned() });
     if held == DONE {
-        return Ok(Claim::Done);
+        return Ok(None);
     }
     match held.strip_prefix(PROCESSING) {
         Some("") | None => corrupt("the dedupe value is neither `done` nor `processing:<token>`"),
         Some(_) if pttl_ms < 0 => corrupt("a dedupe claim without an expiry would be busy forever"),
-        Some(holder) if holder == token => Ok(Claim::Claimed),
-        Some(_) => Ok(Claim::Busy),
+        Some(holder) => Ok(Some(holder)),
     }
 }
 
@@ -169,10 +179,17 @@ impl DedupeStore for ValkeyDedupe {
             let key = self.key(source, id)?;
             let retention = ms(self.retention).to_string();
             let call = self.done.call().key(&key).arg(retention.as_bytes());
-            crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
+            let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
                 .await
                 .map_err(|e| Error::from_redis(e, &key))?;
-            Ok(())
+            // Written, or what is held instead: damage, left as it was.
+            match crate::retry::reply::<Option<(String, i64)>>(reply).map_err(|e| Error::from_redis(e, &key))? {
+                None => Ok(()),
+                Some((held, pttl)) => judge(&key, &held, pttl).and(Err(Error::Corrupt {
+                    key: key.clone(),
+                    reason: "the dedupe value cannot be marked done".into(),
+                })),
+            }
         })
         .await
     }
@@ -184,8 +201,14 @@ impl DedupeStore for ValkeyDedupe {
             let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
                 .await
                 .map_err(|e| Error::from_redis(e, &key))?;
-            let pttl: i64 = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
-            Ok(Duration::from_millis(u64::try_from(pttl).unwrap_or(0)))
+            let held: Option<(String, i64)> = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
+            let Some((held, pttl)) = held else { return Ok(Duration::ZERO) };
+            judge(&key, &held, pttl)?;
+            // `done` is kept with an expiry too: none is damage.
+            match u64::try_from(pttl) {
+                Ok(ms) => Ok(Duration::from_millis(ms)),
+                Err(_) => Err(Error::Corrupt { key, reason: "a dedupe value without an expiry".into() }),
+            }
         })
         .await
     }
@@ -244,6 +267,9 @@ impl DedupeStore for MemoryDedupe {
         check_lifetime("dedupe retention", self.retention)?;
         let key = dedupe_hash(source, id);
         self.with(|map, now| {
+            if let Some(e) = map.get(&key) {
+                judge(&key, &e.value, 0)?;
+            }
             let expires = expiry(now, "dedupe retention", self.retention)?;
             map.insert(key, Entry { value: DONE.into(), expires });
             Ok(())
@@ -252,7 +278,10 @@ impl DedupeStore for MemoryDedupe {
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
         let key = dedupe_hash(source, id);
-        Ok(self.with(|map, now| map.get(&key).map_or(Duration::ZERO, |e| e.expires.saturating_duration_since(now))))
+        self.with(|map, now| match map.get(&key) {
+            None => Ok(Duration::ZERO),
+            Some(e) => judge(&key, &e.value, 0).map(|_| e.expires.saturating_duration_since(now)),
+        })
     }
 }
 

@@ -614,6 +614,15 @@ async fn damaged_dedupe_and_start_lease_keys_are_typed_errors() {
             Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key),
             other => panic!("{bad:?}: {other:?}"),
         }
+        // Neither marked done over it, nor given a time left.
+        match d.mark_done("urn:c", &id).await {
+            Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key),
+            other => panic!("mark_done over {bad:?}: {other:?}"),
+        }
+        match d.lease_remaining("urn:c", &id).await {
+            Err(Error::Corrupt { key: k, .. }) => assert_eq!(k, key),
+            other => panic!("time left of {bad:?}: {other:?}"),
+        }
         let held: String = redis::cmd("GET").arg(&key).query_async(&mut raw).await.unwrap();
         assert_eq!(held, bad, "nothing written");
         let pttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut raw).await.unwrap();
