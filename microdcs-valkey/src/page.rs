@@ -197,7 +197,8 @@ impl Page {
             }
             Some("a" | "b") => {
                 let score = text(f.next())?;
-                if score.parse::<f64>().is_err() {
+                // A score the server keeps: a number or an infinity, never NaN.
+                if !score.parse::<f64>().is_ok_and(|x| !x.is_nan()) {
                     return Err(bad("score"));
                 }
                 PageAt::After { score, id: text(f.next())? }
@@ -373,6 +374,18 @@ mod tests {
             assert_eq!((back.count, &back.at, &back.walk, back.descending), (p.count, &p.at, &p.walk, p.descending));
             assert!(back.is_from_token());
             assert_eq!(t.parse::<Page>().unwrap(), back);
+        }
+    }
+
+    #[test]
+    fn a_token_whose_score_is_not_a_number_is_refused() {
+        for score in ["NaN", "nan", "1.5x"] {
+            let t = Page::first(5).next_of("k", PageAt::After { score: score.into(), id: "a".into() }).to_token();
+            assert!(matches!(Page::from_token(&t), Err(Error::InvalidArgument(_))), "{score}");
+        }
+        for score in ["inf", "-inf", "1e300", "-0"] {
+            let t = Page::first(5).next_of("k", PageAt::After { score: score.into(), id: "a".into() }).to_token();
+            assert!(Page::from_token(&t).is_ok(), "{score}");
         }
     }
 

@@ -327,7 +327,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # where D: Document + serde::Serialize + serde::de::DeserializeOwned {
     /// let out = messages.write(None, msg, &Effects::new().incr(seq, 1)).await?;
     /// if let StepOutcome::Written { values, .. } = out {
-    ///     println!("message number {}", values[0]);
+    ///     // Empty when a retry found the write applied already (the store
+    ///     // retries on its own after a lost reply): read the counter then.
+    ///     match values.first() {
+    ///         Some(n) => println!("message number {n}"),
+    ///         None => println!("message number {}", seq.get().await?),
+    ///     }
     /// }
     /// # Ok(()) }
     /// ```
