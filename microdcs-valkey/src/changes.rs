@@ -211,16 +211,19 @@ where
                             // re-created since in another scope, or older
                             // than the change, is not it.
                             Ok(doc) => c.document = doc.filter(|d| d.scope == c.scope && d.version >= c.version),
-                            // The batch comes again once the server answers.
-                            Err(e) if e.is_connection() => return Err(e.into()),
-                            // A document that cannot be read would fail the
-                            // batch forever: the change is passed over and
-                            // counted like a corrupt entry.
-                            Err(e) => {
+                            // A document that cannot be read (damage, or an
+                            // id no key can name) would fail the batch
+                            // forever: the change is passed over and counted
+                            // like a corrupt entry.
+                            Err(e) if e.is_corrupt() || e.is_invalid_input() => {
                                 tracing::error!(kind = D::SPEC.kind, scope, id = %c.id, error = %e, "change passed over: its document cannot be read");
                                 self.store.valkey().metrics().add_entries_corrupt(1);
                                 continue;
                             }
+                            // Anything else (a lost connection, a cluster in
+                            // failover, a busy or refusing server): the batch
+                            // comes again once the server answers.
+                            Err(e) => return Err(e.into()),
                         }
                     }
                     fetched.push(c);

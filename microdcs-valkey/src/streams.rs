@@ -461,3 +461,9 @@ impl Streams {
         Ok(claimed)
     }
 }
+
+/// Whether a stream call failed because its consumer group does not exist
+/// (the server's `NOGROUP`, matched by code).
+pub(crate) fn is_no_group(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.code() == Some("NOGROUP"))
+}

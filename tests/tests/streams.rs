@@ -103,6 +103,41 @@ async fn a_put_reaches_the_consumer_by_its_nudge() {
     poller.shutdown().await;
 }
 
+/// The stream and its group lost (a server restarted without its data): the
+/// next write makes the stream again without the group, and the poller
+/// makes the group again instead of failing every read from then on.
+#[tokio::test]
+async fn a_lost_consumer_group_is_made_again() {
+    let s = server();
+    let prefix = unique_prefix("nogroup");
+    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Collect {
+            tx,
+            fail: AtomicU32::new(0),
+            deliveries: Arc::default(),
+            feed: JobResponse::SPEC.feed().expect("has a change stream"),
+        })
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
+    let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.expect("delivered").1, "r-1");
+    let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}:*changes*", prefix.as_str())).query_async(&mut raw).await.unwrap();
+    assert!(!keys.is_empty());
+    for k in &keys {
+        let _: () = redis::cmd("DEL").arg(k).query_async(&mut raw).await.unwrap();
+    }
+    let _ = store.create(&JobResponse { id: "r-2".into(), scope: "s1".into(), n: 2 }).await.unwrap();
+    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.expect("delivered after the group was lost").1, "r-2");
+    poller.shutdown().await;
+}
+
 /// A document type with its own change stream, nudge channel and registry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(

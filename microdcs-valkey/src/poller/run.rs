@@ -406,6 +406,7 @@ impl Loop {
         let group = p.consumer.group();
         let batch = batch(p);
         let mut pending = true;
+        let mut group_made = false;
         // At most this many batches per call, so one busy stream cannot hold
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
@@ -424,6 +425,27 @@ impl Loop {
                 Some(Ok(e)) => {
                     self.health.stream(&key, Ok(()));
                     e
+                }
+                // The group is gone (a server restarted without its data, a
+                // replica promoted before it learned the group): made again
+                // from the start of what the stream keeps, so nothing
+                // written since is lost (some entries may come twice).
+                Some(Err(e)) if crate::streams::is_no_group(&e) && !group_made => {
+                    group_made = true;
+                    tracing::warn!(stream = key, group, "consumer group missing; creating it again");
+                    match self.unless_stopped(self.streams.create_group(&key, group)).await {
+                        Some(Ok(())) => {
+                            pending = true;
+                            continue;
+                        }
+                        Some(Err(e)) => {
+                            tracing::warn!(stream = key, error = %e, "consumer group cannot be created again");
+                            loop_error("read");
+                            self.health.stream(&key, Err(&e));
+                            return handled;
+                        }
+                        None => return handled,
+                    }
                 }
                 Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
