@@ -37,6 +37,12 @@ pub struct DueSweep<D, C, Q, F> {
     batch: usize,
     heartbeat: Option<StringKey>,
     outage: Option<Outage<D>>,
+    /// Per scope, where the next run starts among the due ids: past those
+    /// a full run handed out and found still due afterwards (a callback
+    /// that failed or left them), so a batch of stuck ids cannot hide the
+    /// ones behind it; a run that reaches the end starts the next at the
+    /// head again.
+    resume: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// What a sweep does after an outage: the group index of the running jobs
@@ -65,7 +71,16 @@ where
     /// (`|scope| SfcState::due(scope)`), handing each scope's due ids to
     /// `fire`; at most 1,000 ids per scope and run (the rest come next run).
     pub fn new(store: Store<D, C>, query: Q, fire: F, interval: Duration) -> Self {
-        DueSweep { store, query, fire, interval, batch: 1000, heartbeat: None, outage: None }
+        DueSweep {
+            store,
+            query,
+            fire,
+            interval,
+            batch: 1000,
+            heartbeat: None,
+            outage: None,
+            resume: std::sync::Mutex::default(),
+        }
     }
 
     /// At most this many ids per scope and run (1 to [`Page::MAX`]).
@@ -105,18 +120,33 @@ where
     }
 
     /// One run: every scope of the registry, the ids due by the server's
-    /// clock now, to the callback; returns how many ids it handed out.
+    /// clock now, to the callback; returns how many ids it handed out. Ids
+    /// a full batch handed out that are still due after the callback (it
+    /// failed, or left them) are stepped over by the next runs until one
+    /// reaches the end of the due ids, so they never hide the ids behind.
     ///
     /// # Errors
-    /// Connection errors, a key of another type, an index that is not
-    /// sorted, and the first callback error (the other scopes still run).
+    /// Connection errors end the run; an index that is not sorted, a key
+    /// of another type and callback errors are the first error of the run,
+    /// after the other scopes ran.
     pub async fn sweep(&self) -> Result<u64> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err, mut walk_failed) = (0u64, None, false);
         // The registry, read once for both passes of the run.
         let scopes = all_scopes(&self.store).await?;
-        if let (Some(outage), Some(beat)) = (&self.outage, &self.heartbeat)
-            && beat.age().await?.is_none_or(|age| age > outage.grace)
+        // A heartbeat that cannot be read counts as never written: the run
+        // walks the running jobs and writes it again, instead of stopping
+        // every run from then on.
+        let stale = match &self.heartbeat {
+            Some(beat) => match beat.age().await {
+                Ok(age) => age.is_none_or(|age| self.outage.as_ref().is_some_and(|o| age > o.grace)),
+                Err(e) if e.is_corrupt() => true,
+                Err(e) => return Err(e),
+            },
+            None => false,
+        };
+        if let Some(outage) = &self.outage
+            && stale
         {
             for scope in &scopes {
                 let mut ids = Vec::new();
@@ -138,15 +168,34 @@ where
             }
         }
         for scope in scopes {
-            let due = self.store.range((self.query)(&scope), f64::NEG_INFINITY, now as f64, false, self.batch).await?;
+            let query = (self.query)(&scope);
+            let start = self.resume.lock().map_or(0, |r| r.get(&scope).copied().unwrap_or(0));
+            // One scope's damage (a key of another type) is that scope's
+            // error: the other scopes still run.
+            let due = match self.due_from(&query, now, start).await {
+                Ok(due) => due,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                    continue;
+                }
+            };
+            let full = due.len() == self.batch;
+            if !full {
+                self.resume_at(&scope, 0);
+            }
             if due.is_empty() {
                 continue;
             }
             fired += due.len() as u64;
+            let handed: std::collections::HashSet<String> = due.iter().map(|d| d.member.clone()).collect();
             if let Err(e) = (self.fire)(scope.clone(), due).await
                 && first_err.is_none()
             {
                 first_err = Some(Error::Callback { what: "due", scope: scope.clone(), source: e });
+            }
+            if full && let Ok(again) = self.due_from(&query, now, start).await {
+                let stuck = again.iter().take_while(|d| handed.contains(&d.member)).count();
+                self.resume_at(&scope, start + stuck);
             }
         }
         // A failed outage walk leaves the heartbeat old, so the next run
@@ -159,6 +208,28 @@ where
         match first_err {
             Some(e) => Err(e),
             None => Ok(fired),
+        }
+    }
+}
+
+impl<D, C, Q, F> DueSweep<D, C, Q, F>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+{
+    /// The ids due by `now` from `start` in (at most a batch).
+    async fn due_from(&self, query: &GroupQuery<D>, now: u64, start: usize) -> Result<Due> {
+        Store::<D, C>::check_sorted(query)?;
+        self.store.range_at(query, f64::NEG_INFINITY, now as f64, false, start, self.batch).await
+    }
+
+    fn resume_at(&self, scope: &str, at: usize) {
+        if let Ok(mut r) = self.resume.lock() {
+            if at == 0 {
+                r.remove(scope);
+            } else {
+                r.insert(scope.to_owned(), at);
+            }
         }
     }
 }

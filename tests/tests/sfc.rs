@@ -143,6 +143,31 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
         Err(microdcs_valkey::Error::Callback { scope, .. }) => assert_eq!(scope, "s3"),
         other => panic!("{other:?}"),
     }
+    // A callback that leaves its ids due (it cannot handle them yet): the
+    // next runs go past them, so every due id is handed out in turn.
+    let handed: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen = handed.clone();
+    let stuck = DueSweep::new(
+        Plant::open(valkey.clone()).store::<SfcState>(),
+        |scope: &str| SfcState::due(scope),
+        move |scope: String, due: microdcs_valkey::Due| {
+            let seen = seen.clone();
+            async move {
+                if scope == "s0" {
+                    seen.lock().unwrap().extend(due.into_iter().map(|d| d.member));
+                }
+                Ok(())
+            }
+        },
+        std::time::Duration::from_secs(1),
+    )
+    .batch(50);
+    let due_s0: BTreeSet<String> = expected.iter().filter(|j| j.starts_with("j-0-")).cloned().collect();
+    assert!(due_s0.len() > 100, "several batches due: {}", due_s0.len());
+    for _ in 0..due_s0.len().div_ceil(50) {
+        stuck.sweep().await.unwrap();
+    }
+    assert_eq!(*handed.lock().unwrap(), due_s0, "every due id handed out, not the first batch again and again");
 }
 
 #[tokio::test]
