@@ -225,6 +225,7 @@ impl Poller {
             tasks: self.tasks,
             scopes: BTreeMap::new(),
             unsubscribed: BTreeSet::new(),
+            failing: std::sync::Mutex::default(),
             shard_channels: BTreeMap::new(),
             sub,
             events: nudge_tx,

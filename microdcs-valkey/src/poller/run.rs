@@ -26,7 +26,15 @@ pub(super) struct Loop {
     pub(super) stop: watch::Receiver<bool>,
     /// What the handle reports as the poller's health.
     pub(super) health: health::Recorder,
+    /// Per consumer and scope whose last batch failed: not read again
+    /// before this instant, and the pause that led to it (doubled at each
+    /// failure, up to the poll interval), so a failing consumer is not
+    /// called again at every nudge.
+    pub(super) failing: std::sync::Mutex<BTreeMap<(usize, String), (tokio::time::Instant, Duration)>>,
 }
+
+/// The first pause after a consumer's batch failed.
+const FIRST_FAILURE_PAUSE: Duration = Duration::from_millis(100);
 
 /// The longest interval used: adding more to an instant can overflow the
 /// clock (a panic in the loop's task), and thirty years is never anyway.
@@ -402,6 +410,9 @@ impl Loop {
     async fn drain(&self, plan: usize, scope: &str) -> usize {
         let p = &self.plans[plan];
         let mut handled = 0;
+        if self.paused(plan, scope) {
+            return handled;
+        }
         let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return handled };
         let group = p.consumer.group();
         let batch = batch(p);
@@ -489,6 +500,7 @@ impl Loop {
                     metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "handled")
                         .increment(entries.len() as u64);
                     handled += entries.len();
+                    self.recovered(plan, scope);
                     let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
                     match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
                         Some(Ok(_)) => {}
@@ -504,7 +516,8 @@ impl Loop {
                 Err(e) => {
                     metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "failed")
                         .increment(entries.len() as u64);
-                    tracing::warn!(stream = key, entries = entries.len(), error = %e, "consumer failed; entries stay pending");
+                    let pause = self.failed(plan, scope);
+                    tracing::warn!(stream = key, entries = entries.len(), error = %e, ?pause, "consumer failed; entries stay pending");
                     return handled;
                 }
             }
@@ -512,6 +525,32 @@ impl Loop {
                 pending = false;
             }
         }
+    }
+}
+
+impl Loop {
+    /// Whether the consumer `plan` of `scope` is pausing after a failure.
+    fn paused(&self, plan: usize, scope: &str) -> bool {
+        let failing = self.failing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        failing.get(&(plan, scope.to_owned())).is_some_and(|(until, _)| tokio::time::Instant::now() < *until)
+    }
+
+    /// Notes a failed batch; the pause before the next read.
+    fn failed(&self, plan: usize, scope: &str) -> Duration {
+        let longest = usable(self.valkey.poll_options().poll_interval).max(FIRST_FAILURE_PAUSE);
+        let mut failing = self.failing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pause = failing
+            .get(&(plan, scope.to_owned()))
+            .map_or(FIRST_FAILURE_PAUSE, |(_, last)| last.saturating_mul(2))
+            .min(longest);
+        failing.insert((plan, scope.to_owned()), (tokio::time::Instant::now() + pause, pause));
+        pause
+    }
+
+    /// Forgets the failures of a consumer that handled a batch.
+    fn recovered(&self, plan: usize, scope: &str) {
+        let mut failing = self.failing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        failing.remove(&(plan, scope.to_owned()));
     }
 }
 
