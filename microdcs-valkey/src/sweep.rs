@@ -174,6 +174,7 @@ where
             // error: the other scopes still run.
             let due = match self.due_from(&query, now, start).await {
                 Ok(due) => due,
+                Err(e) if e.is_connection() => return Err(e),
                 Err(e) => {
                     first_err.get_or_insert(e);
                     continue;
