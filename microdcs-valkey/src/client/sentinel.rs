@@ -41,10 +41,6 @@ const ASK_GAP: Duration = Duration::from_millis(100);
 /// refused connection.
 const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(1);
 
-/// How long the switch listener stays with a Sentinel that sends nothing
-/// before it moves to the next (and asks them all again).
-const LISTEN_RENEW: Duration = Duration::from_secs(10);
-
 /// The primary the Sentinels named last.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Primary {
@@ -164,24 +160,19 @@ impl Sentinels {
         &self.setup.service
     }
 
-    /// Asks the Sentinels again (at most once per [`ASK_GAP`] after the
-    /// last answer, bounded by twice the connect timeout) and adopts the
-    /// primary they name.
+    /// Asks the Sentinels again (at most once per [`ASK_GAP`], bounded by
+    /// the connect timeout) and adopts the primary they name.
     pub(crate) async fn refresh(&self) {
         let mut asked = self.asked.lock().await;
         if asked.is_some_and(|t| t.elapsed() < ASK_GAP) {
             return;
         }
-        // The Sentinels are asked at once (at most the connect timeout),
-        // then the node named is asked its role (as long again at most).
-        match tokio::time::timeout(self.setup.connect_timeout * 2, ask(&self.setup)).await {
+        *asked = Some(Instant::now());
+        match tokio::time::timeout(self.setup.connect_timeout, ask(&self.setup)).await {
             Ok(Ok((host, port))) => self.adopt(&host, port, "named by a sentinel"),
             Ok(Err(e)) => tracing::warn!(service = %self.setup.service, reason = %e, "no sentinel named a primary"),
             Err(_) => tracing::warn!(service = %self.setup.service, "no sentinel answered in time"),
         }
-        // The gap counts from the answer: callers that queued behind a
-        // slow question do not each ask again.
-        *asked = Some(Instant::now());
     }
 
     fn adopt(&self, host: &str, port: u16, why: &'static str) {
@@ -259,75 +250,49 @@ fn sentinel_client(s: &SentinelSetup, i: usize) -> RedisResult<redis::Client> {
     client(host, *port, s.tls, settings, &s.roots)
 }
 
-/// Asks every Sentinel at once which node is the service's primary, and
-/// takes the first answer, in the order they come, whose node says it is a
-/// primary: a Sentinel that does not answer (down, or silent behind a lost
-/// network) then costs no more than the slowest one that does, instead of
-/// its whole connect timeout before the next is asked.
+/// Asks each Sentinel in turn which node is the service's primary, and
+/// takes the first answer whose node says it is a primary.
 async fn ask(s: &SentinelSetup) -> Result<(String, u16), AskFailure> {
+    let mut reasons = Vec::new();
+    let mut unknown = 0;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(s.connect_timeout))
         .set_response_timeout(Some(s.response_timeout));
-    let mut pending: futures_util::stream::FuturesUnordered<_> = (0..s.sentinels.len())
-        .map(|i| {
-            let config = &config;
-            async move {
-                let named = async {
-                    let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(config).await?;
-                    redis::cmd("SENTINEL")
-                        .arg("GET-MASTER-ADDR-BY-NAME")
-                        .arg(&s.service)
-                        .query_async::<Option<(String, String)>>(&mut con)
-                        .await
-                };
-                (i, bounded(s.connect_timeout, named).await)
-            }
-        })
-        .collect();
-    // Reasons by Sentinel, reported in the order they were written.
-    let mut reasons: Vec<(usize, String)> = Vec::new();
-    let mut unknown = 0;
-    // Nodes already found not to be a primary: asked once per question.
-    let mut not_primary: Vec<(String, u16)> = Vec::new();
-    while let Some((i, answer)) = pending.next().await {
+    for i in 0..s.sentinels.len() {
         let endpoint = show(&s.sentinels[i].0, s.sentinels[i].1);
-        match answer {
+        let named = async {
+            let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(&config).await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&s.service)
+                .query_async::<Option<(String, String)>>(&mut con)
+                .await
+        };
+        match bounded(s.connect_timeout, named).await {
             Ok(Some((host, port))) => {
                 let Ok(port) = port.parse::<u16>() else {
-                    reasons.push((i, format!("{endpoint} named a port that is not a number")));
+                    reasons.push(format!("{endpoint} named a port that is not a number"));
                     continue;
                 };
-                if not_primary.iter().any(|(h, p)| *h == host && *p == port) {
-                    reasons.push((i, format!("{endpoint} names {}, not a primary (yet)", show(&host, port))));
-                    continue;
-                }
                 match role(s, &host, port).await {
                     Ok(role) if role == "master" => return Ok((host, port)),
-                    Ok(role) => {
-                        reasons.push((
-                            i,
-                            format!(
-                                "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
-                                show(&host, port),
-                                s.service
-                            ),
-                        ));
-                        not_primary.push((host, port));
-                    }
+                    Ok(role) => reasons.push(format!(
+                        "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
+                        show(&host, port),
+                        s.service
+                    )),
                     Err(e) if is_auth(&e) => {
                         let user = s.data.username().unwrap_or("default").to_owned();
                         return Err(AskFailure::Auth { endpoint: show(&host, port), user, reason: e.to_string() });
                     }
                     Err(e) => {
-                        reasons
-                            .push((i, format!("{endpoint} names {}, which does not answer: {e}", show(&host, port))));
-                        not_primary.push((host, port));
+                        reasons.push(format!("{endpoint} names {}, which does not answer: {e}", show(&host, port)))
                     }
                 }
             }
             Ok(None) => {
                 unknown += 1;
-                reasons.push((i, format!("{endpoint} monitors no service `{}`", s.service)));
+                reasons.push(format!("{endpoint} monitors no service `{}`", s.service));
             }
             Err(e) if is_auth(&e) => {
                 let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
@@ -336,11 +301,10 @@ async fn ask(s: &SentinelSetup) -> Result<(String, u16), AskFailure> {
                 );
                 return Err(AskFailure::Auth { endpoint, user, reason });
             }
-            Err(e) => reasons.push((i, format!("{endpoint}: {e}"))),
+            Err(e) => reasons.push(format!("{endpoint}: {e}")),
         }
     }
-    reasons.sort_by_key(|(i, _)| *i);
-    let reasons = reasons.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join("; ");
+    let reasons = reasons.join("; ");
     if unknown == s.sentinels.len() {
         Err(AskFailure::UnknownService { reasons })
     } else {
@@ -393,10 +357,7 @@ async fn listen(sentinels: Weak<Sentinels>) {
         s.refresh().await;
         drop(s);
         let mut messages = pubsub.into_on_message();
-        // A Sentinel that went silent (its network lost, no reset) would
-        // hold the listener for good: after a quiet spell it is left for
-        // the next one, which is asked on subscribing.
-        while let Ok(Some(msg)) = tokio::time::timeout(LISTEN_RENEW, messages.next()).await {
+        while let Some(msg) = messages.next().await {
             let Some(s) = sentinels.upgrade() else { return };
             let text = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
             let parts: Vec<&str> = text.split(' ').collect();
