@@ -98,7 +98,9 @@ async fn the_entry_by_position_is_smaller_and_both_codecs_read_both_forms() {
     let encoding: String = redis::cmd("OBJECT").arg("ENCODING").arg(&key_a).query_async(&mut raw).await.unwrap();
     assert_eq!(encoding, "listpack");
     let (small, named) = (usage(&mut raw, &key_a).await, usage(&mut raw, &key_b).await);
-    assert!(small < named, "by position {small} B, by name {named} B");
+    // Never larger; whether it drops an allocator class depends on the key
+    // too (a cluster's tagged prefix is longer), so the bench measures it.
+    assert!(small <= named, "by position {small} B, by name {named} B");
 
     // Each codec reads what the other wrote.
     assert_eq!(json.get(&a.id).await.unwrap().expect("stored").doc, a);
