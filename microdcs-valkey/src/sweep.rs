@@ -42,7 +42,7 @@ pub struct DueSweep<D, C, Q, F> {
     /// that failed or left them), so a batch of stuck ids cannot hide the
     /// ones behind it; a run that reaches the end starts the next at the
     /// head again.
-    resume: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    resume: Resume,
 }
 
 /// What a sweep does after an outage: the group index of the running jobs
@@ -71,16 +71,7 @@ where
     /// (`|scope| SfcState::due(scope)`), handing each scope's due ids to
     /// `fire`; at most 1,000 ids per scope and run (the rest come next run).
     pub fn new(store: Store<D, C>, query: Q, fire: F, interval: Duration) -> Self {
-        DueSweep {
-            store,
-            query,
-            fire,
-            interval,
-            batch: 1000,
-            heartbeat: None,
-            outage: None,
-            resume: std::sync::Mutex::default(),
-        }
+        DueSweep { store, query, fire, interval, batch: 1000, heartbeat: None, outage: None, resume: Resume::default() }
     }
 
     /// At most this many ids per scope and run (1 to [`Page::MAX`]).
@@ -169,7 +160,7 @@ where
         }
         for scope in scopes {
             let query = (self.query)(&scope);
-            let start = self.resume.lock().map_or(0, |r| r.get(&scope).copied().unwrap_or(0));
+            let start = self.resume.at(&scope);
             // One scope's damage (a key of another type) is that scope's
             // error: the other scopes still run.
             let due = match self.due_from(&query, now, start).await {
@@ -182,7 +173,7 @@ where
             };
             let full = due.len() == self.batch;
             if !full {
-                self.resume_at(&scope, 0);
+                self.resume.set(&scope, 0);
             }
             if due.is_empty() {
                 continue;
@@ -196,7 +187,7 @@ where
             }
             if full && let Ok(again) = self.due_from(&query, now, start).await {
                 let stuck = again.iter().take_while(|d| handed.contains(&d.member)).count();
-                self.resume_at(&scope, start + stuck);
+                self.resume.set(&scope, start + stuck);
             }
         }
         // A failed outage walk leaves the heartbeat old, so the next run
@@ -222,16 +213,6 @@ where
     async fn due_from(&self, query: &GroupQuery<D>, now: u64, start: usize) -> Result<Due> {
         Store::<D, C>::check_sorted(query)?;
         self.store.range_at(query, f64::NEG_INFINITY, now as f64, false, start, self.batch).await
-    }
-
-    fn resume_at(&self, scope: &str, at: usize) {
-        if let Ok(mut r) = self.resume.lock() {
-            if at == 0 {
-                r.remove(scope);
-            } else {
-                r.insert(scope.to_owned(), at);
-            }
-        }
     }
 }
 
@@ -284,7 +265,7 @@ pub struct ExpirySweep<D, C, Q> {
     /// a head of damaged or kept entries as long as a run cannot hide the
     /// expired documents behind it. A run that reaches the end of the due
     /// entries starts the next one at the head again.
-    resume: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    resume: Resume,
 }
 
 /// What one expiry run did.
@@ -316,7 +297,7 @@ where
     /// documents deleted and 1,000 entries left in place (the rest come
     /// next run).
     pub fn new(store: Store<D, C>, query: Q, interval: Duration) -> Self {
-        ExpirySweep { store, query, interval, batch: 1000, resume: std::sync::Mutex::default() }
+        ExpirySweep { store, query, interval, batch: 1000, resume: Resume::default() }
     }
 
     /// Per scope and run, at most this many documents deleted and this many
@@ -359,14 +340,12 @@ where
     /// One scope: pages of expired entries, each judged by its document,
     /// stepping over the entries left in place.
     async fn sweep_scope(&self, scope: &str, query: &GroupQuery<D>, now: u64, done: &mut Expired) -> Result<()> {
-        let start = self.resume.lock().map_or(0, |r| r.get(scope).copied().unwrap_or(0));
+        let start = self.resume.at(scope);
         let (left, at_end) = self.sweep_from(scope, query, now, start, done).await?;
-        if let Ok(mut resume) = self.resume.lock() {
-            if at_end {
-                resume.remove(scope);
-            } else if left >= self.batch {
-                resume.insert(scope.to_owned(), start + left);
-            }
+        if at_end {
+            self.resume.set(scope, 0);
+        } else if left >= self.batch {
+            self.resume.set(scope, start + left);
         }
         Ok(())
     }
@@ -444,6 +423,27 @@ where
             }
         }
         Ok((left, false))
+    }
+}
+
+/// Per scope, how many due entries at the head a sweep's next run steps
+/// over (0: start at the head), shared by both sweeps.
+#[derive(Default)]
+struct Resume(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+impl Resume {
+    fn at(&self, scope: &str) -> usize {
+        self.0.lock().map_or(0, |r| r.get(scope).copied().unwrap_or(0))
+    }
+
+    fn set(&self, scope: &str, at: usize) {
+        if let Ok(mut r) = self.0.lock() {
+            if at == 0 {
+                r.remove(scope);
+            } else {
+                r.insert(scope.to_owned(), at);
+            }
+        }
     }
 }
 
