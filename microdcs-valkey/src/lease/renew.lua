@@ -43,7 +43,8 @@ if pttl < 0 or rec[1] ~= ARGV[1] or rec[2] ~= ARGV[2] or rec[3] ~= ARGV[3] then
   result = {'lost', '', '', ''}
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  result = {'renewed', tostring(redis.call('PTTL', KEYS[1])), '', ''}
+  -- The whole milliseconds just set (see acquire: PTTL may read one less).
+  result = {'renewed', ARGV[4], '', ''}
 end
 redis.call('HSET', KEYS[2], 'fp', ARGV[5], 'r1', result[1], 'r2', result[2], 'r3', result[3], 'r4', result[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
