@@ -346,3 +346,56 @@ async fn the_handle_keeps_its_primary_while_the_sentinels_are_down_and_follows_a
     let key = store.key("r-1").unwrap();
     assert_eq!(command(&s.data_nodes()[1], &["HGET", &key, "v"]).unwrap(), "7", "written on the new primary");
 }
+
+/// A Sentinel that accepts connections and never answers (a host gone
+/// silent), listed first: the start waits for it once, within the connect
+/// timeout, and the handle still follows a failover.
+#[tokio::test]
+async fn a_silent_sentinel_listed_first_does_not_stop_the_start_or_a_failover() {
+    let s = deployment();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_at = silent.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let mut c = config_for(&format!("{silent_at},{}", s.connection_string()), "sentinel-silent");
+    c.connect_timeout = Duration::from_secs(1);
+    let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| panic!("connect past a silent sentinel: {e}"));
+    let store = Plant::open(valkey.clone()).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+    s.wait_replicated(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.failover().unwrap_or_else(|e| panic!("{e}")), 1);
+    // Writes before the old primary turns replica may still land on it
+    // (Sentinel's window of two primaries): write after.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !command(&s.data_nodes()[0], &["ROLE"]).unwrap_or_default().contains("slave") {
+        assert!(Instant::now() < deadline, "the old primary never turned replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match store.get("r-1").await {
+            Ok(Some(read)) => {
+                match store.update(&read, &JobResponse { state: vec!["B".into()], ..doc.clone() }).await {
+                    Ok(PutOutcome::Written { version }) => {
+                        assert_eq!(version, 2);
+                        break;
+                    }
+                    Ok(other) => panic!("{other:?}"),
+                    Err(e) => assert_transient(&e),
+                }
+            }
+            Ok(None) => panic!("the document was lost"),
+            Err(e) => assert_transient(&e),
+        }
+        assert!(Instant::now() < deadline, "writes never reached the new primary");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let key = store.key("r-1").unwrap();
+    assert_eq!(command(&s.data_nodes()[1], &["HGET", &key, "v"]).unwrap(), "2", "written on the new primary");
+    held.abort();
+}

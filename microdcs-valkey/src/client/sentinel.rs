@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -110,6 +111,8 @@ pub(crate) struct Sentinels {
     current: watch::Sender<Primary>,
     /// When we last asked (see [`ASK_GAP`]).
     asked: tokio::sync::Mutex<Option<Instant>>,
+    /// Which Sentinel the next question goes to first.
+    order: AskOrder,
     /// The switch listener, stopped with the last user of this.
     listener: Mutex<Option<tokio::task::AbortHandle>>,
 }
@@ -128,8 +131,9 @@ impl Sentinels {
     /// the latest reason none was, for a caller whose deadline ends first.
     pub(crate) async fn start(setup: SentinelSetup, last: &mut Option<String>) -> Result<Arc<Sentinels>, AskFailure> {
         let deadline = Instant::now() + setup.connect_timeout;
+        let order = AskOrder::default();
         let (host, port) = loop {
-            match ask(&setup).await {
+            match ask(&setup, &order).await {
                 Ok(found) => break found,
                 Err(e @ (AskFailure::Auth { .. } | AskFailure::UnknownService { .. })) => return Err(e),
                 Err(e) if Instant::now() + ASK_GAP >= deadline => return Err(e),
@@ -145,6 +149,7 @@ impl Sentinels {
             setup,
             current,
             asked: tokio::sync::Mutex::new(Some(Instant::now())),
+            order,
             listener: Mutex::new(None),
         });
         let task = tokio::spawn(listen(Arc::downgrade(&sentinels)));
@@ -168,7 +173,7 @@ impl Sentinels {
             return;
         }
         *asked = Some(Instant::now());
-        match tokio::time::timeout(self.setup.connect_timeout, ask(&self.setup)).await {
+        match tokio::time::timeout(self.setup.connect_timeout, ask(&self.setup, &self.order)).await {
             Ok(Ok((host, port))) => self.adopt(&host, port, "named by a sentinel"),
             Ok(Err(e)) => tracing::warn!(service = %self.setup.service, reason = %e, "no sentinel named a primary"),
             Err(_) => tracing::warn!(service = %self.setup.service, "no sentinel answered in time"),
@@ -250,15 +255,60 @@ fn sentinel_client(s: &SentinelSetup, i: usize) -> RedisResult<redis::Client> {
     client(host, *port, s.tls, settings, &s.roots)
 }
 
-/// Asks each Sentinel in turn which node is the service's primary, and
+/// The order in which the Sentinels are asked: one at a time, in a stable
+/// order, beginning at the Sentinel that answered last. A Sentinel that
+/// stops answering (a host gone silent) holds its question until the
+/// connect timeout, which may be all a caller's bound allows; so the next
+/// question begins past it, whether its question failed or was cut off,
+/// and a silent Sentinel costs one bounded wait, not every question after.
+#[derive(Default)]
+struct AskOrder {
+    first: AtomicUsize,
+}
+
+impl AskOrder {
+    /// All `n` Sentinels, from the one to ask first.
+    fn round(&self, n: usize) -> impl Iterator<Item = usize> + use<> {
+        let first = self.first.load(Ordering::Relaxed) % n.max(1);
+        (0..n).map(move |k| (first + k) % n)
+    }
+
+    /// Sentinel `i` of `n` is being asked: if the question ends without
+    /// its answer, the next round begins after it.
+    fn asking(&self, i: usize, n: usize) {
+        self.first.store((i + 1) % n.max(1), Ordering::Relaxed);
+    }
+
+    /// Sentinel `i` named the primary: the next round begins with it.
+    fn answered(&self, i: usize) {
+        self.first.store(i, Ordering::Relaxed);
+    }
+}
+
+/// The least time one Sentinel is given to answer, however many there are.
+const LEAST_SHARE: Duration = Duration::from_millis(250);
+
+/// How long one of `n` Sentinels may take to answer within `total`: an
+/// equal share, so that a Sentinel that accepts the connection and then
+/// never answers leaves the others time to answer within the same bound,
+/// but never less than [`LEAST_SHARE`] (nor more than `total`).
+fn share(total: Duration, n: usize) -> Duration {
+    let equal = total / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+    equal.max(total.min(LEAST_SHARE))
+}
+
+/// Asks the Sentinels in `order` which node is the service's primary, and
 /// takes the first answer whose node says it is a primary.
-async fn ask(s: &SentinelSetup) -> Result<(String, u16), AskFailure> {
+async fn ask(s: &SentinelSetup, order: &AskOrder) -> Result<(String, u16), AskFailure> {
     let mut reasons = Vec::new();
     let mut unknown = 0;
+    let n = s.sentinels.len();
+    let each = share(s.connect_timeout, n);
     let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(s.connect_timeout))
-        .set_response_timeout(Some(s.response_timeout));
-    for i in 0..s.sentinels.len() {
+        .set_connection_timeout(Some(each))
+        .set_response_timeout(Some(s.response_timeout.min(each)));
+    for i in order.round(n) {
+        order.asking(i, n);
         let endpoint = show(&s.sentinels[i].0, s.sentinels[i].1);
         let named = async {
             let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(&config).await?;
@@ -268,14 +318,17 @@ async fn ask(s: &SentinelSetup) -> Result<(String, u16), AskFailure> {
                 .query_async::<Option<(String, String)>>(&mut con)
                 .await
         };
-        match bounded(s.connect_timeout, named).await {
+        match bounded(each, named).await {
             Ok(Some((host, port))) => {
                 let Ok(port) = port.parse::<u16>() else {
                     reasons.push(format!("{endpoint} named a port that is not a number"));
                     continue;
                 };
                 match role(s, &host, port).await {
-                    Ok(role) if role == "master" => return Ok((host, port)),
+                    Ok(role) if role == "master" => {
+                        order.answered(i);
+                        return Ok((host, port));
+                    }
                     Ok(role) => reasons.push(format!(
                         "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
                         show(&host, port),
@@ -373,3 +426,44 @@ async fn listen(sentinels: Weak<Sentinels>) {
 
 mod follower;
 pub(crate) use follower::{Follower, OnSwitch};
+
+#[cfg(test)]
+mod tests {
+    use super::{AskOrder, share};
+    use std::time::Duration;
+
+    #[test]
+    fn each_sentinel_gets_an_equal_share_of_the_bound() {
+        let ms = Duration::from_millis;
+        assert_eq!(share(ms(1000), 4), ms(250));
+        assert_eq!(share(ms(5000), 3), ms(1666) + Duration::from_nanos(666_666));
+        assert_eq!(share(ms(5000), 1), ms(5000));
+        // Never below the least share, never above the whole bound.
+        assert_eq!(share(ms(1000), 10), ms(250));
+        assert_eq!(share(ms(100), 3), ms(100));
+        assert_eq!(share(ms(100), 0), ms(100));
+    }
+
+    fn round(o: &AskOrder) -> Vec<usize> {
+        o.round(3).collect()
+    }
+
+    #[test]
+    fn a_round_begins_with_the_sentinel_that_answered_last() {
+        let o = AskOrder::default();
+        assert_eq!(round(&o), [0, 1, 2]);
+        o.asking(0, 3);
+        o.asking(1, 3);
+        o.answered(1);
+        assert_eq!(round(&o), [1, 2, 0], "the one that answered is asked first next time");
+        // Asked, then cut off by the caller's bound (no answer recorded):
+        // the next round does not begin with the silent one again.
+        o.asking(1, 3);
+        assert_eq!(round(&o), [2, 0, 1]);
+        o.asking(2, 3);
+        o.asking(0, 3);
+        assert_eq!(round(&o), [1, 2, 0]);
+        // A round with no Sentinel is empty, never a division by zero.
+        assert_eq!(o.round(0).count(), 0);
+    }
+}
