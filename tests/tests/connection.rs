@@ -144,7 +144,7 @@ async fn password_file_rotation_reaches_the_next_reconnect() {
     let mut admin = raw(&s).await;
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
-        .arg("app")
+        .arg("app-rotate")
         .arg("on")
         .arg(">Rotate-Old-7x1")
         .arg("~*")
@@ -157,7 +157,7 @@ async fn password_file_rotation_reaches_the_next_reconnect() {
     let pw_file = dir.join("password");
     std::fs::write(&pw_file, "Rotate-Old-7x1\n").unwrap();
     let mut c = config(&s.host_port(), unique_prefix("rotate").as_str());
-    c.user = Some("app".into());
+    c.user = Some("app-rotate".into());
     c.password_file = Some(pw_file.clone());
     let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
     let store = Items::open(valkey.clone()).store::<Item>();
@@ -169,20 +169,21 @@ async fn password_file_rotation_reaches_the_next_reconnect() {
     // Rotate: new password on the server and in the file, then drop the client's connection.
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
-        .arg("app")
+        .arg("app-rotate")
         .arg("resetpass")
         .arg(">Rotate-New-9q2")
         .query_async(&mut admin)
         .await
         .unwrap();
     std::fs::write(&pw_file, "Rotate-New-9q2\r\n").unwrap();
-    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app").query_async(&mut admin).await.unwrap();
+    let killed: i64 =
+        redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app-rotate").query_async(&mut admin).await.unwrap();
     assert!(killed >= 1);
     // The next operation succeeds without rebuilding the client.
     let got = store.get("a").await.unwrap_or_else(|e| s.fail("get after rotation", &e)).unwrap();
     assert_eq!(got.doc.n, 1);
     let who: String = redis::cmd("ACL").arg("WHOAMI").query_async(&mut valkey.connection()).await.unwrap();
-    assert_eq!(who, "app");
+    assert_eq!(who, "app-rotate");
     let log = cap.lines.lock().unwrap().join("\n");
     assert!(!log.contains("Rotate-Old-7x1") && !log.contains("Rotate-New-9q2"), "a password reached the log");
     assert!(!format!("{c:?} {valkey:?}").contains("Rotate-"), "a password reached Debug");
@@ -194,7 +195,7 @@ async fn wrong_password_fails_at_start_without_the_password() {
     let mut admin = raw(&s).await;
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
-        .arg("app")
+        .arg("app-wrong")
         .arg("on")
         .arg(">Right-Pw-55")
         .arg("~*")
@@ -202,14 +203,14 @@ async fn wrong_password_fails_at_start_without_the_password() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let cs = format!("redis://app:Wrong-Pw-66@{}/", s.host_port());
+    let cs = format!("redis://app-wrong:Wrong-Pw-66@{}/", s.host_port());
     let err = Valkey::connect(&config(&cs, "p")).await.unwrap_err();
     assert!(matches!(err, ConnectError::Auth { .. }), "{err:?}");
     for text in [err.to_string(), format!("{err:?}")] {
         assert!(!text.contains("Wrong-Pw-66"), "{text}");
         assert!(text.contains(&s.host_port()), "the endpoint is named: {text}");
     }
-    let cs = format!("{},user=app,password=Right-Pw-55", s.host_port());
+    let cs = format!("{},user=app-wrong,password=Right-Pw-55", s.host_port());
     let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
     assert!(valkey.health().await.is_healthy());
     assert!(!format!("{valkey:?}").contains("Right-Pw-55"));
@@ -324,7 +325,7 @@ async fn secrets_never_reach_logs_debug_or_errors() {
     let secret = "Zq-Secret-Never-Logged-31";
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
-        .arg("app")
+        .arg("app-secret")
         .arg("on")
         .arg(format!(">{secret}"))
         .arg("~*")
@@ -335,16 +336,18 @@ async fn secrets_never_reach_logs_debug_or_errors() {
         .unwrap();
     let mut texts = Vec::new();
     // In the connection string (URL and StackExchange forms).
-    for cs in
-        [format!("redis://app:{secret}@{}/", s.host_port()), format!("{},user=app,password={secret}", s.host_port())]
-    {
+    for cs in [
+        format!("redis://app-secret:{secret}@{}/", s.host_port()),
+        format!("{},user=app-secret,password={secret}", s.host_port()),
+    ] {
         let c = config(&cs, unique_prefix("secret").as_str());
         texts.push(format!("{c:?} {c}"));
         let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("connect", &e));
         texts.push(format!("{valkey:?}"));
         let store = Items::open(valkey.clone()).store::<Item>();
         let _ = store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap();
-        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app").query_async(&mut admin).await.unwrap();
+        let _: i64 =
+            redis::cmd("CLIENT").arg("KILL").arg("USER").arg("app-secret").query_async(&mut admin).await.unwrap();
         let _ = store.get("a").await.unwrap();
     }
     // Bad configurations and failed connects.
@@ -354,7 +357,8 @@ async fn secrets_never_reach_logs_debug_or_errors() {
     both.password_file = Some(pw.clone());
     let err = Valkey::connect(&both).await.unwrap_err();
     texts.push(format!("{err} {err:?}"));
-    let err = Valkey::connect(&config(&format!("redis://app:{secret}x@{}/", s.host_port()), "p")).await.unwrap_err();
+    let err =
+        Valkey::connect(&config(&format!("redis://app-secret:{secret}x@{}/", s.host_port()), "p")).await.unwrap_err();
     texts.push(format!("{err} {err:?}"));
     let mut env_err = MicroDcsConfig::from_vars([(
         "APP_MicroDcs__Valkey__ConnectionString",

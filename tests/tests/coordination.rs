@@ -50,11 +50,17 @@ async fn dedupe_contract(d: &impl DedupeStore) {
 }
 
 async fn start_lease_contract(s: &impl StartLease) {
-    assert!(s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap());
-    assert!(!s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap());
-    assert!(s.acquire("cfg-2", Duration::from_millis(300)).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(s.acquire("cfg-1", Duration::from_millis(300)).await.unwrap(), "after its lifetime");
+    // Held checks on a long lifetime (a loaded machine cannot outlast it),
+    // expiry on a short one of its own.
+    let hold = Duration::from_secs(5);
+    assert!(s.acquire("cfg-1", hold).await.unwrap());
+    assert!(!s.acquire("cfg-1", hold).await.unwrap());
+    assert!(s.acquire("cfg-2", hold).await.unwrap());
+    assert!(s.acquire("cfg-4", Duration::from_millis(100)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(s.acquire("cfg-4", hold).await.unwrap(), "after its lifetime");
+    assert!(!s.acquire("cfg-4", hold).await.unwrap(), "held again");
+    assert!(!s.acquire("cfg-1", hold).await.unwrap(), "cfg-1 still held");
     // Lifetimes outside 1 ms..30 days, and empty or over-long ids, are the
     // caller's mistake, refused before anything is held.
     for lifetime in [Duration::ZERO, Duration::from_secs(30 * 86_400 + 1), Duration::MAX] {
@@ -142,7 +148,10 @@ fn acquired(a: Acquire) -> Lease {
 }
 
 async fn lease_contract(b: &impl LeaseBackend, name: &str) {
-    let ttl = Duration::from_millis(300);
+    // Held for longer than any stall of a loaded machine; shortened only
+    // to watch it expire.
+    let ttl = Duration::from_secs(5);
+    let short = Duration::from_millis(100);
     let a = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());
     assert_eq!(a.owner, "alice");
     assert_eq!(b.fence(name).await.unwrap(), a.token);
@@ -185,7 +194,8 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     assert!(matches!(b.renew(&forged, ttl, "req-f1").await, Err(Error::LeaseLost { .. })));
     assert!(matches!(b.release(&forged, "req-f2").await, Err(Error::LeaseNotHeld { .. })));
     // Expiry, takeover: strictly larger token; the old holder is fenced out.
-    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    assert_eq!(b.renew(&a, short, "req-a2s").await.unwrap(), short);
+    tokio::time::sleep(short + Duration::from_millis(150)).await;
     let c = acquired(b.acquire(name, "carol", ttl, "req-c1").await.unwrap());
     assert!(c.token > a.token);
     // Replays that arrive after the lease ended promise nothing: the

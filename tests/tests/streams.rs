@@ -345,8 +345,8 @@ async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
     let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the fallback poll");
     assert_eq!(id, "r-1");
     assert!(
-        at.duration_since(t0) <= Duration::from_millis(3500),
-        "within one PollInterval (3 s) and a little: {:?}",
+        at.duration_since(t0) <= Duration::from_secs(5),
+        "within one PollInterval (3 s) and a margin for a loaded machine: {:?}",
         at.duration_since(t0)
     );
     // The subscription comes back by itself.

@@ -163,7 +163,8 @@ async fn a_delete_whose_reply_is_lost_is_applied_once_even_if_the_document_retur
 
 #[tokio::test]
 async fn the_tombstone_lasts_for_the_retention_setting() {
-    let retention = Duration::from_millis(1500);
+    // Long enough that the replays below land within it on a loaded machine.
+    let retention = Duration::from_secs(3);
     let mut e = env("tomb-ttl", WriteOptions { tombstone_retention: retention, ..WriteOptions::default() }).await;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
@@ -177,7 +178,7 @@ async fn the_tombstone_lasts_for_the_retention_setting() {
     assert_eq!(store.tombstone_key_in("any", "r-1").unwrap(), tomb, "ids unique in the island: the scope is not part");
     assert!(store.tombstone_key("").is_err());
     let ttl: i64 = redis::cmd("PTTL").arg(&tomb).query_async(&mut e.raw).await.unwrap();
-    assert!(ttl > 0 && ttl <= 1500, "expires with the setting: {ttl} ms");
+    assert!(ttl > 0 && ttl <= 3000, "expires with the setting: {ttl} ms");
     // Within the retention both ids are recognised ...
     assert_eq!(
         store.delete_id_with_op("r-1", DeleteExpect::Any, "drop-1").await.unwrap(),

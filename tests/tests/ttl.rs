@@ -66,10 +66,10 @@ async fn an_expired_document_and_its_unique_keys_are_gone_together() {
     let server = server();
     let prefix = unique_prefix("ttl-expire");
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let store = Extras::open(valkey).store::<Session>().with_ttl(Duration::from_millis(300)).unwrap();
+    let store = Extras::open(valkey).store::<Session>().with_ttl(Duration::from_secs(1)).unwrap();
     assert_eq!(store.put(&session("x-1", "t-1"), Expect::Create).await.unwrap(), PutOutcome::Written { version: 1 });
     assert!(store.find(Session::by_token("t-1")).await.unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
     assert!(store.get("x-1").await.unwrap().is_none());
     assert!(store.find(Session::by_token("t-1")).await.unwrap().is_none());
     // The id and the token are free again.
