@@ -10,7 +10,7 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::testing::command;
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, Durability, Error, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, WriteOptions,
+    DeleteExpect, DeleteOutcome, Durability, Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, WriteOptions,
 };
 
 /// A primary and one replica of it on loopback, both with an append-only
@@ -139,6 +139,18 @@ async fn a_shortfall_carries_the_version_written_and_a_repeat_waits_again() {
         other => panic!("expected NotReplicated at version 1, got {other:?}"),
     }
     assert_eq!(store_b.get("r-1").await.unwrap().unwrap().version, 1, "the repeat wrote nothing new");
+    // A put expecting a version: its repeat finds the version moved on by
+    // its own first attempt and still waits (not a conflict).
+    let third = JobResponse::new("r-3", "s1", "o-3", &["A"]);
+    assert_eq!(store_b.create(&third).await.unwrap(), PutOutcome::Written { version: 1 });
+    let next = JobResponse { state: vec!["B".into()], ..third.clone() };
+    for attempt in ["first", "repeat"] {
+        match store_b.put(&next, Expect::Version(1)).op("p-1").durability(short).await {
+            Err(Error::NotReplicated { version: 2, acked: 0, .. }) => {}
+            other => panic!("{attempt}: expected NotReplicated at version 2, got {other:?}"),
+        }
+    }
+    assert_eq!(store_b.get("r-3").await.unwrap().unwrap().version, 2, "written once");
 
     drop(stopped);
     // Once the replica is back, the same repeat reports the write

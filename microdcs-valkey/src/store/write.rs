@@ -192,11 +192,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // done; a write that waits for replicas goes to the script,
             // which recognises it too, so that there is a write of this
             // connection to wait for.
-            if let Some(v) = applied_version(&s.ops, s.version, op).filter(|_| !durability.waits()) {
-                self.valkey.metrics().add_already_applied();
-                return Ok(Applied::Put(PutOutcome::Written { version: v }));
+            match applied_version(&s.ops, s.version, op) {
+                Some(v) if !durability.waits() => {
+                    self.valkey.metrics().add_already_applied();
+                    return Ok(Applied::Put(PutOutcome::Written { version: v }));
+                }
+                Some(_) => {}
+                None => return Ok(Applied::Put(PutOutcome::Conflict { current: s.version })),
             }
-            return Ok(Applied::Put(PutOutcome::Conflict { current: s.version }));
         }
         let (l, script, name) = match step {
             Some(args) if args.plan.outbox.is_some() => (&args.plan.layout.put, &args.plan.script, "step"),
