@@ -17,7 +17,7 @@ const MAX_LIFETIME: Duration = MAX_LEASE_TTL;
 /// Refuses a lifetime the stores cannot keep: zero, or so long that an
 /// `Instant` would overflow or the server would refuse the `PX`.
 pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
-    if d.is_zero() || d > MAX_LIFETIME {
+    if d < Duration::from_millis(1) || d > MAX_LIFETIME {
         Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
     } else {
         Ok(())

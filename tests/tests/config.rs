@@ -171,7 +171,10 @@ fn each_validation_error_names_the_setting() {
     one(&[("Valkey__OpHistoryLength", "eight")], "MicroDcs:Valkey:OpHistoryLength", "whole number");
     one(&[("Valkey__TombstoneRetention", "500ms")], "MicroDcs:Valkey:TombstoneRetention", "at least 1s");
     one(&[("Valkey__TombstoneRetention", "soon")], "MicroDcs:Valkey:TombstoneRetention", "");
-    one(&[("DedupeLease", "0s")], "MicroDcs:DedupeLease", "longer than zero");
+    one(&[("DedupeLease", "0s")], "MicroDcs:DedupeLease", "at least 1ms");
+    // Under a millisecond is what the server cannot hold: refused, not rounded.
+    one(&[("DedupeRetention", "500us")], "MicroDcs:DedupeRetention", "at least 1ms");
+    one(&[("Valkey__WriteReplicaTimeout", "0.5ms")], "MicroDcs:Valkey:WriteReplicaTimeout", "between 1ms and 60s");
     one(&[("DedupeRetention", "never")], "MicroDcs:DedupeRetention", "not a duration");
     one(&[("Valkey__Colour", "blue")], "MicroDcs:Valkey:Colour", "unknown setting");
     // PasswordFile together with a password in the connection string.

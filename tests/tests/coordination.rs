@@ -63,7 +63,7 @@ async fn start_lease_contract(s: &impl StartLease) {
     assert!(!s.acquire("cfg-1", hold).await.unwrap(), "cfg-1 still held");
     // Lifetimes outside 1 ms..30 days, and empty or over-long ids, are the
     // caller's mistake, refused before anything is held.
-    for lifetime in [Duration::ZERO, Duration::from_secs(30 * 86_400 + 1), Duration::MAX] {
+    for lifetime in [Duration::ZERO, Duration::from_micros(500), Duration::from_secs(30 * 86_400 + 1), Duration::MAX] {
         let e = s.acquire("cfg-3", lifetime).await.unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{lifetime:?}: {e:?}");
     }

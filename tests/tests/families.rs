@@ -446,6 +446,8 @@ async fn rate_limit_family() {
         RateDecision::Limited { retry_after } => assert!(retry_after <= window, "{retry_after:?}"),
         other => panic!("the fourth attempt in the window: {other:?}"),
     }
+    // Under a millisecond is what the server cannot hold: refused, not rounded.
+    assert!(matches!(logins.attempt(3, Duration::from_micros(500)).await, Err(Error::InvalidArgument(_))));
     let quick = Extras::logins(&extras, "s1", "eve").unwrap();
     let short = Duration::from_millis(100);
     assert_eq!(quick.attempt(1, short).await.unwrap(), RateDecision::Allowed { remaining: 0 });

@@ -397,16 +397,14 @@ impl MicroDcsConfig {
     /// Every problem, by setting name.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = self.valkey.validate().err().map(|e| e.problems).unwrap_or_default();
-        if self.dedupe_lease.is_zero() {
-            problems.push(ConfigProblem {
-                setting: "MicroDcs:DedupeLease".into(),
-                problem: "must be longer than zero".into(),
-            });
+        if self.dedupe_lease < Duration::from_millis(1) {
+            problems
+                .push(ConfigProblem { setting: "MicroDcs:DedupeLease".into(), problem: "must be at least 1ms".into() });
         }
-        if self.dedupe_retention.is_zero() {
+        if self.dedupe_retention < Duration::from_millis(1) {
             problems.push(ConfigProblem {
                 setting: "MicroDcs:DedupeRetention".into(),
-                problem: "must be longer than zero".into(),
+                problem: "must be at least 1ms".into(),
             });
         }
         // The dedupe stores refuse longer times on every call; say so at start.
@@ -542,7 +540,8 @@ impl ValkeyConfig {
         }
         // Zero would make the server wait forever; longer than the bound
         // would hold a write for longer than a failover needs to notice.
-        if self.write_replica_timeout.is_zero() || self.write_replica_timeout > Durability::MAX_TIMEOUT {
+        if self.write_replica_timeout < Duration::from_millis(1) || self.write_replica_timeout > Durability::MAX_TIMEOUT
+        {
             bad("WriteReplicaTimeout", "must be between 1ms and 60s".into());
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
