@@ -48,7 +48,7 @@ pub const POLLER_NUDGES: &str = "microdcs.valkey.poller.nudges";
 pub const POLLER_FALLBACK_FOUND: &str = "microdcs.valkey.poller.fallback_found";
 /// `microdcs.valkey.poller.errors`: the poller loop's failures by
 /// `error.type` (`read`, `ack`, `registry`, `autoclaim`, `group`, `task`,
-/// `backlog`).
+/// `backlog`, `subscribe`).
 pub const POLLER_ERRORS: &str = "microdcs.valkey.poller.errors";
 /// `microdcs.valkey.poller.pending`: entries delivered to a consumer's
 /// group and not acknowledged (a gauge), summed over the scopes, by
