@@ -10,6 +10,10 @@ use crate::error::{Error, Result};
 /// fencing counter moved): 30 days.
 pub(crate) const MAX_LEASE_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// The shortest lifetime any store, family or setting accepts: the server
+/// holds whole milliseconds, so a shorter one could only be rounded.
+pub(crate) const MIN_LIFETIME: Duration = Duration::from_millis(1);
+
 /// The longest claim lease, retention or start lease lifetime: the bound
 /// of the fencing lease store, for the same reason.
 const MAX_LIFETIME: Duration = MAX_LEASE_TTL;
@@ -17,7 +21,7 @@ const MAX_LIFETIME: Duration = MAX_LEASE_TTL;
 /// Refuses a lifetime the stores cannot keep: zero, or so long that an
 /// `Instant` would overflow or the server would refuse the `PX`.
 pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
-    if d < Duration::from_millis(1) || d > MAX_LIFETIME {
+    if d < MIN_LIFETIME || d > MAX_LIFETIME {
         Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
     } else {
         Ok(())

@@ -257,8 +257,8 @@ fn sentinel_client(s: &SentinelSetup, i: usize) -> RedisResult<redis::Client> {
 
 /// The order in which the Sentinels are asked: one at a time, in a stable
 /// order, beginning at the Sentinel that answered last. A Sentinel that
-/// stops answering (a host gone silent) holds its question until the
-/// connect timeout, which may be all a caller's bound allows; so the next
+/// stops answering (a host gone silent) holds its question for its whole
+/// share of the connect timeout (see [`share`]); so the next
 /// question begins past it, whether its question failed or was cut off,
 /// and a silent Sentinel costs one bounded wait, not every question after.
 #[derive(Default)]

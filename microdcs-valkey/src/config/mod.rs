@@ -397,24 +397,16 @@ impl MicroDcsConfig {
     /// Every problem, by setting name.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = self.valkey.validate().err().map(|e| e.problems).unwrap_or_default();
-        if self.dedupe_lease < Duration::from_millis(1) {
-            problems
-                .push(ConfigProblem { setting: "MicroDcs:DedupeLease".into(), problem: "must be at least 1ms".into() });
-        }
-        if self.dedupe_retention < Duration::from_millis(1) {
-            problems.push(ConfigProblem {
-                setting: "MicroDcs:DedupeRetention".into(),
-                problem: "must be at least 1ms".into(),
-            });
-        }
-        // The dedupe stores refuse longer times on every call; say so at start.
+        // The dedupe stores refuse these on every call; say so at start.
         for (name, d) in [("DedupeLease", self.dedupe_lease), ("DedupeRetention", self.dedupe_retention)] {
-            if d > crate::limits::MAX_LEASE_TTL {
-                problems.push(ConfigProblem {
-                    setting: format!("MicroDcs:{name}"),
-                    problem: "must be at most 30 days".into(),
-                });
-            }
+            let problem = if d < crate::limits::MIN_LIFETIME {
+                "must be at least 1ms"
+            } else if d > crate::limits::MAX_LEASE_TTL {
+                "must be at most 30 days"
+            } else {
+                continue;
+            };
+            problems.push(ConfigProblem { setting: format!("MicroDcs:{name}"), problem: problem.into() });
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
@@ -540,7 +532,8 @@ impl ValkeyConfig {
         }
         // Zero would make the server wait forever; longer than the bound
         // would hold a write for longer than a failover needs to notice.
-        if self.write_replica_timeout < Duration::from_millis(1) || self.write_replica_timeout > Durability::MAX_TIMEOUT
+        if self.write_replica_timeout < crate::limits::MIN_LIFETIME
+            || self.write_replica_timeout > Durability::MAX_TIMEOUT
         {
             bad("WriteReplicaTimeout", "must be between 1ms and 60s".into());
         }

@@ -345,7 +345,7 @@ fn parse_text<T: std::str::FromStr>(key: &str, what: &str, text: &str) -> Result
 /// Milliseconds of a lifetime for the server: at least 1, at most the
 /// longest duration a setting may hold.
 fn ttl_ms(ttl: Duration) -> Result<u64> {
-    if ttl < Duration::from_millis(1) || ttl > crate::config::defaults::MAX_DURATION {
+    if ttl < crate::limits::MIN_LIFETIME || ttl > crate::config::defaults::MAX_DURATION {
         return Err(Error::InvalidArgument(format!("a lifetime must be between 1ms and 100 years, not {ttl:?}")));
     }
     Ok(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
