@@ -9,6 +9,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The repository README's examples, compiled and run as doctests here
+/// (the published crate's front page is its own, shorter README).
+#[doc = include_str!("../../README.md")]
+mod readme {}
+
 pub mod fixtures;
 pub mod flows;
 mod inspect;
