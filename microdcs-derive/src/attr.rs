@@ -137,7 +137,7 @@ pub(crate) struct Container {
 
 const CONTAINER_KEYS: &[&str] = &[
     "kind", "key", "list", "unique", "group", "member", "sorted", "each", "changes", "nudge", "registry", "ttl",
-    "outbox", "unscoped",
+    "outbox", "unscoped", "crate",
 ];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
@@ -230,6 +230,9 @@ impl Container {
                     c.groups.push(parse_index(cx, &meta, span, IndexKind::Sorted)?);
                 } else if p.is_ident("each") {
                     c.groups.push(parse_index(cx, &meta, span, IndexKind::Each)?);
+                } else if p.is_ident("crate") {
+                    // The runtime's path, read by the macro's entry point.
+                    skip_rest(&meta)?;
                 } else if p.is_ident("id") || p.is_ident("scope") {
                     cx.error_spanned_by(
                         p,

@@ -12,7 +12,7 @@ use crate::ast::{Index, Source, Value};
 /// kept in the hash field named after the index. The collection is read
 /// through `IndexValues` at its type, so another type is reported there.
 pub(crate) fn each_entry(index: &Index, slots: &[(&str, &Source)], type_name: &str) -> TokenStream {
-    let p = quote!(::microdcs_valkey::__private);
+    let p = crate::runtime::private();
     let f = format_ident!("{}_key", index.name);
     let name = &index.name;
     let mut values = quote!(::std::vec::Vec::new());

@@ -109,25 +109,27 @@ fn scripts(spec: &DocumentSpec<'_>) -> [String; 4] {
 }
 
 fn private() -> TokenStream {
-    quote!(::microdcs_valkey::__private)
+    crate::runtime::private()
 }
 
 fn source_tokens(s: &SpecSource<'_>) -> TokenStream {
+    let rt = crate::runtime::path();
     match s {
-        SpecSource::Id => quote!(::microdcs_valkey::__private::Source::Id),
-        SpecSource::Scope => quote!(::microdcs_valkey::__private::Source::Scope),
-        SpecSource::Field(n) => quote!(::microdcs_valkey::__private::Source::Field(#n)),
-        SpecSource::Method(n) => quote!(::microdcs_valkey::__private::Source::Method(#n)),
+        SpecSource::Id => quote!(#rt::__private::Source::Id),
+        SpecSource::Scope => quote!(#rt::__private::Source::Scope),
+        SpecSource::Field(n) => quote!(#rt::__private::Source::Field(#n)),
+        SpecSource::Method(n) => quote!(#rt::__private::Source::Method(#n)),
     }
 }
 
 fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
+    let rt = crate::runtime::path();
     let name = ix.name;
     let key = ix.key;
     let bindings = ix.bindings.iter().map(|b| {
         let p = b.placeholder;
         let s = source_tokens(&b.source);
-        quote!(::microdcs_valkey::__private::Binding { placeholder: #p, source: #s })
+        quote!(#rt::__private::Binding { placeholder: #p, source: #s })
     });
     let when = match &ix.when {
         Some(s) => {
@@ -148,7 +150,7 @@ fn index_spec_tokens(ix: &IndexSpec<'_>) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let each = ix.each;
-    quote!(::microdcs_valkey::__private::IndexSpec {
+    quote!(#rt::__private::IndexSpec {
         name: #name, key: #key, bindings: &[#(#bindings),*], when: #when, score: #score, max: #max, each: #each
     })
 }

@@ -15,6 +15,7 @@ pub(crate) fn expand(input: &DeriveInput, err: &syn::Error) -> TokenStream {
 /// The stub is never run: the crate fails to compile with the errors above.
 /// A generic type gets none, since its parameters could not be named here.
 fn stub(input: &DeriveInput) -> TokenStream {
+    let rt = crate::runtime::path();
     let ident = &input.ident;
     let name = ident.to_string();
     if !input.generics.params.is_empty() {
@@ -23,22 +24,22 @@ fn stub(input: &DeriveInput) -> TokenStream {
     quote! {
         const _: () = {
             #[automatically_derived]
-            impl ::microdcs_valkey::__private::Document for #ident {
-                const SPEC: ::microdcs_valkey::__private::DocumentSpec<'static> =
-                    ::microdcs_valkey::__private::invalid_spec(#name);
+            impl #rt::__private::Document for #ident {
+                const SPEC: #rt::__private::DocumentSpec<'static> =
+                    #rt::__private::invalid_spec(#name);
                 const PUT_SCRIPT: &'static str = "";
                 const DELETE_SCRIPT: &'static str = "";
                 const FIND_SCRIPT: &'static str = "";
-                fn id(&self) -> ::microdcs_valkey::__private::Cow<'_, str> {
+                fn id(&self) -> #rt::__private::Cow<'_, str> {
                     ::core::panic!("invalid document type")
                 }
-                fn scope(&self) -> ::microdcs_valkey::__private::Cow<'_, str> {
+                fn scope(&self) -> #rt::__private::Cow<'_, str> {
                     ::core::panic!("invalid document type")
                 }
                 fn index_entries(
                     &self,
-                    _: &::microdcs_valkey::__private::KeyPrefix,
-                ) -> ::core::result::Result<::microdcs_valkey::__private::IndexEntries, ::microdcs_valkey::__private::IndexError> {
+                    _: &#rt::__private::KeyPrefix,
+                ) -> ::core::result::Result<#rt::__private::IndexEntries, #rt::__private::IndexError> {
                     ::core::panic!("invalid document type")
                 }
             }

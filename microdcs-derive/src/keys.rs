@@ -21,7 +21,7 @@ pub(crate) fn param_ident(placeholder: &str) -> Ident {
 /// `pub fn name(prefix: &KeyPrefix, a: &(impl KeySegment + ?Sized), ...) -> Result<String, KeyError>`
 /// for a valid template.
 pub(crate) fn builder_fn(name: &Ident, template: &str, doc: &str) -> TokenStream {
-    let p = quote!(::microdcs_valkey::__private);
+    let p = crate::runtime::private();
     let Ok(t) = KeyTemplate::parse(template) else {
         return TokenStream::new();
     };

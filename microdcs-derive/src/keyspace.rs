@@ -41,6 +41,13 @@ fn key_type(name: &str) -> Option<KeyType> {
     FamilyKind::from_word(name).and_then(FamilyKind::key_type)
 }
 
+impl KeyspaceInput {
+    /// The attributes written before the keyspace's name.
+    pub(crate) fn attrs(&self) -> &[Attribute] {
+        &self.attrs
+    }
+}
+
 impl Parse for KeyspaceInput {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
@@ -282,8 +289,12 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         return e.to_compile_error();
     }
 
-    let p = quote!(::microdcs_valkey::__private);
+    let p = crate::runtime::private();
+    let rt = crate::runtime::path();
     let KeyspaceInput { attrs, vis, name, documents, .. } = input;
+    // `#[microdcs(...)]` configures this expansion; the rest (docs, derives)
+    // goes on the generated type.
+    let outer = attrs.iter().filter(|a| !a.path().is_ident("microdcs"));
     let family_specs = input.families.iter().map(|f| {
         let n = f.name.to_string();
         let k = &f.key;
@@ -341,7 +352,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     quote! {
-        #(#attrs)*
+        #(#outer)*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #vis struct #name;
 
@@ -358,7 +369,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                 #(#builders)*
 
                 /// This keyspace on a connection: stores of its document types.
-                pub fn open(valkey: ::microdcs_valkey::Valkey) -> ::microdcs_valkey::KeyspaceHandle<Self> {
+                pub fn open(valkey: #rt::Valkey) -> #rt::KeyspaceHandle<Self> {
                     #p::open_keyspace(valkey)
                 }
             }
@@ -381,28 +392,29 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
 /// kind, scope)`), made from its key builder `builder`; nothing for a stream
 /// (read and written through `Streams`).
 fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
-    let p = quote!(::microdcs_valkey::__private);
+    let rt = crate::runtime::path();
+    let p = crate::runtime::private();
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
         ("value", _) => {
             let t = &f.type_args;
-            quote!(::microdcs_valkey::TypedValue<#(#t),*>)
+            quote!(#rt::families::TypedValue<#(#t),*>)
         }
         ("hash", _) if !f.type_args.is_empty() => {
             let t = &f.type_args;
-            quote!(::microdcs_valkey::TypedHash<#(#t),*>)
+            quote!(#rt::families::TypedHash<#(#t),*>)
         }
         ("channel", _) if !f.type_args.is_empty() => {
             let t = &f.type_args;
-            quote!(::microdcs_valkey::TypedChannel<#(#t),*>)
+            quote!(#rt::families::TypedChannel<#(#t),*>)
         }
-        ("counter", _) => quote!(::microdcs_valkey::CounterKey),
-        ("rate_limit", _) => quote!(::microdcs_valkey::RateLimitKey),
-        (_, Some(KeyType::List)) => quote!(::microdcs_valkey::ListKey),
-        (_, Some(KeyType::String)) => quote!(::microdcs_valkey::StringKey),
-        (_, Some(KeyType::Hash)) => quote!(::microdcs_valkey::HashKey),
-        (_, Some(KeyType::Set)) => quote!(::microdcs_valkey::SetKey),
-        (_, Some(KeyType::SortedSet)) => quote!(::microdcs_valkey::SortedSetKey),
-        (_, Some(KeyType::Channel)) => quote!(::microdcs_valkey::ChannelKey),
+        ("counter", _) => quote!(#rt::families::CounterKey),
+        ("rate_limit", _) => quote!(#rt::families::RateLimitKey),
+        (_, Some(KeyType::List)) => quote!(#rt::families::ListKey),
+        (_, Some(KeyType::String)) => quote!(#rt::families::StringKey),
+        (_, Some(KeyType::Hash)) => quote!(#rt::families::HashKey),
+        (_, Some(KeyType::Set)) => quote!(#rt::families::SetKey),
+        (_, Some(KeyType::SortedSet)) => quote!(#rt::families::SortedSetKey),
+        (_, Some(KeyType::Channel)) => quote!(#rt::families::ChannelKey),
         _ => return TokenStream::new(),
     };
     let Ok(t) = microdcs_schema::KeyTemplate::parse(&f.key.value()) else { return TokenStream::new() };
@@ -414,9 +426,9 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
         return quote! {
             #[doc = #doc]
             pub fn #name(
-                handle: &::microdcs_valkey::KeyspaceHandle<#keyspace>,
-            ) -> ::core::result::Result<::microdcs_valkey::ContentFamily, ::microdcs_valkey::Error> {
-                ::microdcs_valkey::ContentFamily::from_template(handle.valkey().clone(), #key)
+                handle: &#rt::KeyspaceHandle<#keyspace>,
+            ) -> ::core::result::Result<#rt::families::ContentFamily, #rt::Error> {
+                #rt::families::ContentFamily::from_template(handle.valkey().clone(), #key)
             }
         };
     }
@@ -434,10 +446,10 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
     quote! {
         #[doc = #doc]
         pub fn #name(
-            handle: &::microdcs_valkey::KeyspaceHandle<#keyspace>,
+            handle: &#rt::KeyspaceHandle<#keyspace>,
             #(#params: &(impl #p::KeySegment + ?::core::marker::Sized),)*
-        ) -> ::core::result::Result<#handle, ::microdcs_valkey::Error> {
-            let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(::microdcs_valkey::Error::Key)?;
+        ) -> ::core::result::Result<#handle, #rt::Error> {
+            let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(#rt::Error::Key)?;
             ::core::result::Result::Ok(<#handle as #p::FromKey>::from_family_key(handle.valkey().clone(), #family, key, #ttl))
         }
     }

@@ -21,6 +21,7 @@ mod fallback;
 mod field_shape;
 mod keys;
 mod keyspace;
+mod runtime;
 mod segment;
 mod spec;
 
@@ -324,6 +325,15 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
+/// ## `crate = "..."`
+///
+/// The path generated code names the runtime by, `::microdcs_valkey` when
+/// absent (as serde's `crate` attribute): for an application that reaches
+/// the runtime through a re-export or under another name, say
+/// `#[microdcs(crate = "crate::infra::store")]`. `#[derive(KeySegment)]`
+/// and `keyspace!` (`#[microdcs(crate = "...")]` before the keyspace's
+/// name) take it too. A path that names nothing fails the build there.
+///
 /// # Field attributes: `#[microdcs(id)]` and `#[microdcs(scope)]`
 ///
 /// The id is the field marked `#[microdcs(id)]`, else the field named `id`; the
@@ -365,7 +375,7 @@ use proc_macro::TokenStream;
 #[proc_macro_derive(Document, attributes(microdcs))]
 pub fn derive_document(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    expand::derive(&input).into()
+    with_runtime(&input.attrs, || expand::derive(&input))
 }
 
 /// Derives `microdcs_valkey::KeySegment` for an enum without fields, so it can
@@ -399,7 +409,7 @@ pub fn derive_document(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(KeySegment, attributes(microdcs))]
 pub fn derive_key_segment(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    segment::derive(&input).into()
+    with_runtime(&input.attrs, || segment::derive(&input))
 }
 
 /// Declares a keyspace: the document types and the other key families of one
@@ -444,7 +454,8 @@ pub fn derive_key_segment(input: TokenStream) -> TokenStream {
 /// channel, compared only with other channels). Templates follow the rules of
 /// `#[derive(Document)]`; a family may use hash-tag placeholders `{#name}`,
 /// whose value is written inside braces so that all keys with the same value
-/// share a cluster slot.
+/// share a cluster slot. `#[microdcs(crate = "...")]` among the attributes
+/// names the runtime's path, as on `#[derive(Document)]`.
 ///
 /// `shard: scope` makes the keyspace sharded by scope: every document type
 /// in it must be sharded (`{#scope}` in its document key), which the build
@@ -487,5 +498,17 @@ pub fn derive_key_segment(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn keyspace(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as keyspace::KeyspaceInput);
-    keyspace::expand(&input).into()
+    with_runtime(input.attrs(), || keyspace::expand(&input))
+}
+
+/// Runs one expansion with the runtime path `#[microdcs(crate = "...")]`
+/// names among `attrs` (default `::microdcs_valkey`).
+fn with_runtime(attrs: &[syn::Attribute], expand: impl FnOnce() -> proc_macro2::TokenStream) -> TokenStream {
+    match runtime::override_in(attrs) {
+        Ok(path) => {
+            let _scope = runtime::Scope::enter(path);
+            expand().into()
+        }
+        Err(e) => e.to_compile_error().into(),
+    }
 }

@@ -32,7 +32,7 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
     let variants = variants(&mut cx, input);
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
-    let p = quote!(::microdcs_valkey::__private);
+    let p = crate::runtime::private();
     // `{ .. }` matches a variant of any shape, so the impl compiles even for
     // a variant with fields (reported above): the only error is ours.
     let arms = variants.iter().map(|v| {
@@ -137,8 +137,12 @@ fn rename_all(cx: &mut Ctxt, attrs: &[syn::Attribute]) -> Option<&'static str> {
     let mut seen = false;
     for attr in attrs.iter().filter(|a| a.path().is_ident("microdcs")) {
         let res = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                // Read by the macro's entry point.
+                return crate::attr::skip_rest(&meta);
+            }
             if !meta.path.is_ident("rename_all") {
-                crate::attr::unknown(cx, &meta, &["rename_all"], "KeySegment attribute");
+                crate::attr::unknown(cx, &meta, &["rename_all", "crate"], "KeySegment attribute");
                 return crate::attr::skip_rest(&meta);
             }
             let lit: LitStr = meta.value()?.parse()?;
