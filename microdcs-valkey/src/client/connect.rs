@@ -57,6 +57,19 @@ pub enum ConnectError {
         /// The server's reason (no secrets).
         reason: String,
     },
+    /// The server runs without its Lua scripting engine (Valkey 9.1 lets
+    /// operators leave it out), so no write, claim or step can run: each is
+    /// one script.
+    #[error(
+        "{endpoint} runs without Lua scripting ({reason}): every write of this library is a Lua script; load the \
+         server's `lua` engine (Valkey 9.1+: do not unload the built-in `lua` module)"
+    )]
+    NoScripting {
+        /// `host:port`.
+        endpoint: String,
+        /// The server's answer to a one-line script.
+        reason: String,
+    },
 }
 
 /// Reads the password file: the whole file, one trailing line break removed.
@@ -429,24 +442,33 @@ impl ConnectPlan {
                 let attempt = async {
                     let mut con = client.get_multiplexed_async_connection_with_config(&probe).await?;
                     redis::cmd("PING").query_async::<String>(&mut con).await?;
+                    if let Some(reason) = scripting_missing(&mut con).await? {
+                        return Ok(Err(reason));
+                    }
                     // `CLUSTER SLOTS` answers on a cluster node, even one not
                     // yet formed, and fails on a server without cluster
                     // support.
                     match redis::cmd("CLUSTER").arg("SLOTS").query_async::<Value>(&mut con).await {
-                        Ok(_) => Ok(Some(true)),
+                        Ok(_) => Ok(Ok(Some(true))),
                         // No answer: the probe failed, try again.
                         Err(e) if is_unknown_outcome(&e) => Err(e),
                         // Refused by the ACL: single server, unless the
                         // endpoints said cluster.
-                        Err(e) if e.code() == Some("NOPERM") => Ok(None),
+                        Err(e) if e.code() == Some("NOPERM") => Ok(Ok(None)),
                         // Cluster support disabled (or the command unknown).
-                        Err(_) => Ok(Some(false)),
+                        Err(_) => Ok(Ok(Some(false))),
                     }
                 };
                 match attempt.await {
-                    Ok(Some(cluster)) => return Ok(cluster),
-                    Ok(None) if self.seeds.is_empty() => return Ok(false),
-                    Ok(None) => {
+                    Ok(Err(reason)) => {
+                        return Err(ConnectError::NoScripting {
+                            endpoint: endpoint_of(client.get_connection_info().addr()),
+                            reason,
+                        });
+                    }
+                    Ok(Ok(Some(cluster))) => return Ok(cluster),
+                    Ok(Ok(None)) if self.seeds.is_empty() => return Ok(false),
+                    Ok(Ok(None)) => {
                         return Err(ConnectError::Auth {
                             endpoint: self.endpoint.clone(),
                             user: self.user.clone().unwrap_or_else(|| "default".into()),
@@ -484,6 +506,24 @@ impl ConnectPlan {
             pubsub: PubSub::Single { client: resp3_client, config: mconfig },
             rtt: start.elapsed(),
         })
+    }
+}
+
+/// Why the server cannot run a script, when it has no scripting engine:
+/// `None` when a one-line script runs (or the user may not run scripts at
+/// all, which the first write reports with its role).
+///
+/// A server without its engine answers `ERR Could not find scripting
+/// engine 'lua'`; `ERR` is the generic code, so the text is what tells it
+/// from other refusals.
+pub(crate) async fn scripting_missing(con: &mut impl redis::aio::ConnectionLike) -> RedisResult<Option<String>> {
+    match redis::cmd("EVAL").arg("return 1").arg(0).query_async::<Value>(con).await {
+        Ok(_) => Ok(None),
+        Err(e) if is_unknown_outcome(&e) => Err(e),
+        Err(e) if e.code() == Some("ERR") && e.detail().is_some_and(|d| d.contains("scripting engine")) => {
+            Ok(Some(e.detail().unwrap_or_default().to_owned()))
+        }
+        Err(_) => Ok(None),
     }
 }
 
