@@ -12,6 +12,7 @@ pub struct Metrics {
     write_already_applied: AtomicU64,
     stream_entries_lost: AtomicU64,
     stream_entries_corrupt: AtomicU64,
+    sweep_damaged: AtomicU64,
 }
 
 impl Metrics {
@@ -24,6 +25,10 @@ impl Metrics {
     /// `microdcs.valkey.stream.entries_corrupt`: change entries that could
     /// not be read as a change, passed over.
     pub const STREAM_ENTRIES_CORRUPT: &'static str = "microdcs.valkey.stream.entries_corrupt";
+    /// `microdcs.valkey.sweep.damaged`: what a due or expiry sweep stepped
+    /// over as damage (a document it could not judge or delete, a scope it
+    /// could not sweep), each also logged as a warning.
+    pub const SWEEP_DAMAGED: &'static str = "microdcs.valkey.sweep.damaged";
 
     /// Current value of `microdcs.valkey.write.retries`.
     pub fn write_retries(&self) -> u64 {
@@ -45,13 +50,19 @@ impl Metrics {
         self.stream_entries_corrupt.load(Ordering::Relaxed)
     }
 
+    /// Current value of `microdcs.valkey.sweep.damaged`.
+    pub fn sweep_damaged(&self) -> u64 {
+        self.sweep_damaged.load(Ordering::Relaxed)
+    }
+
     /// Every counter with its name.
-    pub fn snapshot(&self) -> [(&'static str, u64); 4] {
+    pub fn snapshot(&self) -> [(&'static str, u64); 5] {
         [
             (Self::WRITE_RETRIES, self.write_retries()),
             (Self::WRITE_ALREADY_APPLIED, self.write_already_applied()),
             (Self::STREAM_ENTRIES_LOST, self.stream_entries_lost()),
             (Self::STREAM_ENTRIES_CORRUPT, self.stream_entries_corrupt()),
+            (Self::SWEEP_DAMAGED, self.sweep_damaged()),
         ]
     }
 
@@ -76,5 +87,10 @@ impl Metrics {
     pub(crate) fn add_entries_lost(&self, n: u64) {
         self.stream_entries_lost.fetch_add(n, Ordering::Relaxed);
         metrics::counter!(Self::STREAM_ENTRIES_LOST).increment(n);
+    }
+
+    pub(crate) fn add_sweep_damaged(&self) {
+        self.sweep_damaged.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(Self::SWEEP_DAMAGED).increment(1);
     }
 }

@@ -119,7 +119,10 @@ where
     /// # Errors
     /// Connection errors end the run; an index that is not sorted, a key
     /// of another type and callback errors are the first error of the run,
-    /// after the other scopes ran.
+    /// after the other scopes ran. A scope that cannot be swept (a key of
+    /// another type, a registry member that is no valid scope) is also
+    /// logged as a warning and counted in `microdcs.valkey.sweep.damaged`
+    /// ([`Metrics::SWEEP_DAMAGED`](crate::Metrics::SWEEP_DAMAGED)).
     pub async fn sweep(&self) -> Result<u64> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err, mut walk_failed) = (0u64, None, false);
@@ -167,6 +170,10 @@ where
                 Ok(due) => due,
                 Err(e) if e.is_connection() => return Err(e),
                 Err(e) => {
+                    if is_damage(&e) {
+                        tracing::warn!(scope = %scope, error = %e, "due sweep: a scope that cannot be swept is stepped over");
+                        self.store.valkey().metrics().add_sweep_damaged();
+                    }
                     first_err.get_or_insert(e);
                     continue;
                 }
@@ -280,10 +287,16 @@ pub struct Expired {
     /// the index exact), removed by the sweep while the document is still
     /// absent.
     pub orphans: u64,
-    /// Documents that could not be judged (a corrupt hash, a text the codec
-    /// rejects, a score that is not a number): left in place and logged;
-    /// `verify` names them.
+    /// Documents that could not be judged or deleted (a corrupt hash, a
+    /// text the codec rejects, a score that is not a number, stored index
+    /// fields that cannot name their entries): left in place and logged;
+    /// `verify` names them, and once `rebuild` has rewritten their index
+    /// fields the next run deletes them.
     pub damaged: u64,
+    /// Scopes of the registry the run could not sweep (a member that is no
+    /// valid scope, such as an empty one; an index key of another type):
+    /// logged, and the other scopes still swept.
+    pub damaged_scopes: u64,
 }
 
 impl<D, C, Q> ExpirySweep<D, C, Q>
@@ -315,15 +328,20 @@ where
     ///
     /// # Errors
     /// An index that is not sorted, or not the index of the scope it is
-    /// given ([`Error::InvalidArgument`]), connection errors, an index key
-    /// of another type: the run ends there (what it deleted stays deleted).
-    /// A damaged document does not end it: it is counted in
-    /// [`Expired::damaged`] and logged.
+    /// given ([`Error::InvalidArgument`]), connection errors, a registry
+    /// key of another type: the run ends there (what it deleted stays
+    /// deleted). Damage does not end it: a damaged document is counted in
+    /// [`Expired::damaged`], a scope that cannot be swept in
+    /// [`Expired::damaged_scopes`]; each is logged as a warning and counted
+    /// in `microdcs.valkey.sweep.damaged`
+    /// ([`Metrics::SWEEP_DAMAGED`](crate::Metrics::SWEEP_DAMAGED)).
     pub async fn sweep(&self) -> Result<Expired> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let mut done = Expired::default();
         for scope in all_scopes(&self.store).await? {
             let query = (self.query)(&scope);
+            // A sweep built with the wrong index is the caller's error, the
+            // same in every scope: it ends the run.
             Store::<D, C>::check_sorted(&query)?;
             if self.store.index_scope(&query) != Some(scope.as_str()) {
                 return Err(Error::InvalidArgument(format!(
@@ -332,7 +350,18 @@ where
                     D::SPEC.type_name
                 )));
             }
-            self.sweep_scope(&scope, &query, now, &mut done).await?;
+            // One scope's damage (a registry member that cannot name a key,
+            // an index key of another type) is that scope's alone: counted,
+            // and the other scopes still run.
+            match self.sweep_scope(&scope, &query, now, &mut done).await {
+                Ok(()) => {}
+                Err(e) if is_damage(&e) => {
+                    tracing::warn!(scope = %scope, error = %e, "expiry sweep: a scope that cannot be swept is stepped over");
+                    self.store.valkey().metrics().add_sweep_damaged();
+                    done.damaged_scopes += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(done)
     }
@@ -384,8 +413,7 @@ where
                         continue;
                     }
                     Err(e) if e.is_corrupt() || e.is_invalid_input() => {
-                        tracing::warn!(scope, id = %entry.member, error = %e, "expiry sweep: a damaged document is left in place");
-                        done.damaged += 1;
+                        self.left_damaged(scope, &entry.member, &e, "a damaged document is left in place", done);
                         left += 1;
                         continue;
                     }
@@ -401,21 +429,33 @@ where
                         continue;
                     }
                     Err(e) => {
-                        tracing::warn!(scope, id = %entry.member, error = %e, "expiry sweep: a document whose expiry cannot be read is left in place");
-                        done.damaged += 1;
+                        let why = "a document whose expiry cannot be read is left in place";
+                        self.left_damaged(scope, &entry.member, &e, why, done);
                         left += 1;
                         continue;
                     }
                 }
-                match self.store.delete(&read).await? {
-                    crate::DeleteOutcome::Deleted { .. } => {
+                // Stored index fields that cannot name the entries they
+                // hold (a damaged `each` values field) are refused before
+                // the delete script runs: deleting the hash would leave its
+                // entries behind for good, with nothing left to find them
+                // by. Left in place instead, for `verify` to name and
+                // `rebuild` to rewrite; the next run then deletes it.
+                match self.store.delete(&read).await {
+                    Ok(crate::DeleteOutcome::Deleted { .. }) => {
                         done.deleted += 1;
                         deleted += 1;
                     }
-                    _ => {
+                    Ok(_) => {
                         done.kept += 1;
                         left += 1;
                     }
+                    Err(e) if e.is_corrupt() => {
+                        let why = "a document whose index fields are damaged is left in place";
+                        self.left_damaged(scope, &entry.member, &e, why, done);
+                        left += 1;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             if !full {
@@ -424,6 +464,27 @@ where
         }
         Ok((left, false))
     }
+}
+
+impl<D, C, Q> ExpirySweep<D, C, Q>
+where
+    D: Document + Send + Sync + 'static,
+    C: Codec<D> + Send + Sync + 'static,
+{
+    /// Counts, logs and meters a document left in place as damaged.
+    fn left_damaged(&self, scope: &str, id: &str, e: &Error, why: &'static str, done: &mut Expired) {
+        tracing::warn!(scope, id, error = %e, "expiry sweep: {why}");
+        self.store.valkey().metrics().add_sweep_damaged();
+        done.damaged += 1;
+    }
+}
+
+/// Whether an error of one scope's sweep is damage of that scope (stored
+/// data, or a registry member that cannot name a key), which the run
+/// steps over, rather than a reason to end the run (connection errors,
+/// the caller's own arguments).
+fn is_damage(e: &Error) -> bool {
+    e.is_corrupt() || matches!(e, Error::Key(_))
 }
 
 /// Per scope, how many due entries at the head a sweep's next run steps

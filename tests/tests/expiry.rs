@@ -156,7 +156,10 @@ async fn damage_at_the_head_does_not_stop_the_sweep() {
     // the contradicted entries are stepped over, and both expired
     // messages behind them are deleted in this one run.
     let sweep = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600)).batch(3);
-    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 2, kept: 1, orphans: 3, damaged: 1 });
+    assert_eq!(
+        sweep.sweep().await.unwrap(),
+        Expired { deleted: 2, kept: 1, orphans: 3, damaged: 1, ..Expired::default() }
+    );
     assert_eq!(store.get_in("c1", "m-1").await.unwrap(), None);
     assert_eq!(store.get_in("c1", "m-2").await.unwrap(), None);
     let left: Vec<String> = raw.zrange(&index, 0, -1).await.unwrap();
@@ -186,4 +189,132 @@ async fn damage_at_the_head_does_not_stop_the_sweep() {
     // An index of another scope than the one given is refused.
     let wrong = ExpirySweep::new(store.clone(), |_: &str| Message::expiry("c9"), Duration::from_secs(3600));
     assert!(matches!(wrong.sweep().await, Err(microdcs_valkey::Error::InvalidArgument(_))));
+}
+
+/// A post kept 30 days, in one set per tag: a multi-valued index whose
+/// values the hash keeps, so the delete script knows which sets to leave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "post",
+    sorted(key = "post:expiry:{scope}", score = expires_at(), name = "expiry"),
+    each(key = "post:bytag:{scope}:{tag}", tag = tags, name = "by_tag")
+)]
+struct Post {
+    id: String,
+    scope: String,
+    tags: Vec<String>,
+    /// Unix milliseconds.
+    sent_at: i64,
+}
+
+impl Post {
+    fn expires_at(&self) -> i64 {
+        self.sent_at + 30 * DAY_MS
+    }
+}
+
+keyspace! {
+    Board {
+        documents: [Post],
+        scopes: set("scopes"),
+    }
+}
+
+fn post(id: &str, scope: &str, age_days: i64) -> Post {
+    Post { id: id.into(), scope: scope.into(), tags: vec!["news".into()], sent_at: now_ms() - age_days * DAY_MS }
+}
+
+/// Every scope's expired posts but `broken`, which the caller damages.
+async fn board(
+    s: &microdcs_tests::ValkeyServer,
+    name: &str,
+) -> (Valkey, ConnectionManager, microdcs_valkey::Store<Post>) {
+    let valkey = Valkey::connect_url(s.url(), unique_prefix(name), WriteOptions::default()).await.unwrap();
+    let raw = ConnectionManager::new(microdcs_valkey::redis::Client::open(s.url()).unwrap()).await.unwrap();
+    let store = Board::open(valkey.clone()).store::<Post>();
+    // In each of four scopes: the oldest expired post at the head, one
+    // more expired behind it, and a fresh one.
+    for c in ["b1", "b2", "b3", "b4"] {
+        for p in [post(&format!("{c}-old"), c, 50), post(&format!("{c}-exp"), c, 31), post(&format!("{c}-new"), c, 1)] {
+            assert_eq!(store.create(&p).await.unwrap(), PutOutcome::Written { version: 1 });
+        }
+    }
+    (valkey, raw, store)
+}
+
+/// The posts left in the four scopes.
+async fn posts_left(store: &microdcs_valkey::Store<Post>) -> Vec<String> {
+    let mut left = Vec::new();
+    for c in ["b1", "b2", "b3", "b4"] {
+        for id in ["old", "exp", "new"] {
+            if store.get_in(c, &format!("{c}-{id}")).await.unwrap().is_some() {
+                left.push(format!("{c}-{id}"));
+            }
+        }
+    }
+    left
+}
+
+/// An expired post whose stored tag values (the hash field the delete
+/// script reads to leave its tag sets) are damaged: the sweep cannot
+/// delete it without leaving its tag entries behind, so it leaves it in
+/// place and counts it, and every other expired post, in its own scope
+/// behind it and in every other scope, is deleted in the same run, and in
+/// every run after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_tag_field_is_counted_and_stepped_over() {
+    let s = server();
+    let (valkey, mut raw, store) = board(&s, "expiry-each").await;
+    let p = valkey.prefix().clone();
+    let bad = Post::key(&p, "b2-old").unwrap();
+    let _: () = raw.hset(&bad, "by_tag", "ne:ws").await.unwrap();
+
+    let sweep = ExpirySweep::new(store.clone(), Post::expiry, Duration::from_secs(3600));
+    let done = sweep.sweep().await.unwrap_or_else(|e| panic!("the sweep ended on one damaged post: {e}"));
+    assert_eq!(done, Expired { deleted: 7, damaged: 1, ..Expired::default() });
+    assert_eq!(valkey.metrics().sweep_damaged(), 1, "metered");
+    assert_eq!(posts_left(&store).await, ["b1-new", "b2-old", "b2-new", "b3-new", "b4-new"]);
+    // Left as it was: the damaged field, and its entry in the tag set.
+    let field: Option<String> = raw.hget(&bad, "by_tag").await.unwrap();
+    assert_eq!(field.as_deref(), Some("ne:ws"));
+    let tagged = store.ids(Post::by_tag("b2", "news"), Page::first(10)).await.unwrap().ids;
+    assert!(tagged.contains(&"b2-old".to_owned()), "{tagged:?}");
+    // The next run meets it again, counts it again, and ends well.
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { damaged: 1, ..Expired::default() });
+    assert_eq!(valkey.metrics().sweep_damaged(), 2);
+    // Verify names it; once rebuilt, the next run deletes it.
+    let opts = MaintenanceOptions::default();
+    assert!(!store.verify(&opts).await.unwrap().differences.is_empty());
+    let _ = store.rebuild(&opts).await.unwrap();
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 1, ..Expired::default() });
+    assert!(store.verify(&opts).await.unwrap().differences.is_empty());
+}
+
+/// Members of the scope registry that name no scope (an empty member, one
+/// too long to be a scope) and a scope whose expiry index holds another
+/// type are counted and stepped over: every other scope is still swept,
+/// whatever order the set hands them out in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_scopes_do_not_stop_the_other_scopes() {
+    let s = server();
+    let (valkey, mut raw, store) = board(&s, "expiry-registry").await;
+    let p = valkey.prefix().clone();
+    let registry = format!("{}:scopes", p.as_str());
+    let _: () = raw.sadd(&registry, "").await.unwrap();
+    let _: () = raw.sadd(&registry, "x".repeat(5000)).await.unwrap();
+    let b3 = microdcs_valkey::KeyTemplate::parse("post:expiry:{scope}").unwrap().render(&p, &["b3"]).unwrap();
+    let _: () = raw.del(&b3).await.unwrap();
+    let _: () = raw.set(&b3, "garbage").await.unwrap();
+
+    let sweep = ExpirySweep::new(store.clone(), Post::expiry, Duration::from_secs(3600));
+    let done = sweep.sweep().await.unwrap_or_else(|e| panic!("the sweep ended on a damaged scope: {e}"));
+    assert_eq!(done, Expired { deleted: 6, damaged_scopes: 3, ..Expired::default() });
+    assert_eq!(valkey.metrics().sweep_damaged(), 3, "metered");
+    assert_eq!(posts_left(&store).await, ["b1-new", "b2-new", "b3-old", "b3-exp", "b3-new", "b4-new"]);
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { damaged_scopes: 3, ..Expired::default() });
+    // The damaged index rebuilt, its scope's expired posts go too; the
+    // registry's stray members stay counted.
+    let _ = store.rebuild(&MaintenanceOptions::default()).await.unwrap();
+    assert_eq!(sweep.sweep().await.unwrap(), Expired { deleted: 2, damaged_scopes: 2, ..Expired::default() });
+    assert_eq!(posts_left(&store).await, ["b1-new", "b2-new", "b3-new", "b4-new"]);
 }

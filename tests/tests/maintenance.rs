@@ -458,3 +458,39 @@ async fn a_document_key_of_the_wrong_type_is_reported_and_left_alone() {
     let after = store.verify(&opts).await.unwrap();
     assert_eq!(found(&after), found(&report), "still reported");
 }
+
+/// The scope registry overwritten with a value of another type: verify
+/// reports it as one difference (naming the type found) and goes on to
+/// find the rest; rebuild deletes it and registers every scope again.
+#[tokio::test]
+async fn a_registry_of_the_wrong_type_is_a_difference_and_rewritten() {
+    let s = server();
+    let mut e = env(&s, "wt-registry").await;
+    let registry = "{p}:scopes";
+    assert_eq!(type_of(&mut e, registry).await, "set", "the registry this test damages");
+    e.cmd(&["DEL", registry]).await;
+    e.cmd(&["SET", registry, "garbage"]).await;
+    e.cmd(&["ZREM", "{p}:jobresponse:list:s1", "r-3"]).await;
+    let store = Space::open(e.valkey.clone()).store::<JobResponse>();
+    // Small batches: the registry is met again in every batch.
+    let opts = MaintenanceOptions { batch: 2, ..MaintenanceOptions::default() };
+    let report = store.verify(&opts).await.unwrap_or_else(|err| panic!("verify failed: {err}"));
+    assert_eq!(wrong_types(&e, &report), set(&[("scopes", registry, "string")]), "{:#?}", report.differences);
+    let kinds: BTreeSet<(String, String)> =
+        report.differences.iter().map(|d| (d.index.clone(), d.kind.name().to_owned())).collect();
+    let expected: BTreeSet<(String, String)> =
+        [("list", "missing"), ("scopes", "wrong type")].iter().map(|(i, k)| ((*i).into(), (*k).into())).collect();
+    assert_eq!(kinds, expected, "the run went on: {:#?}", report.differences);
+    assert_eq!(report.differences.len(), 2, "one difference per damaged key: {:#?}", report.differences);
+    assert_eq!(report.documents, 7, "every document read");
+    assert_eq!(type_of(&mut e, registry).await, "string", "verify writes nothing");
+
+    let rebuilt = store.rebuild(&opts).await.unwrap_or_else(|err| panic!("rebuild failed: {err}"));
+    assert_eq!(rebuilt.differences, report.differences, "rebuild sees what verify saw");
+    assert_eq!(type_of(&mut e, registry).await, "set");
+    let mut scopes = store.scopes(microdcs_valkey::Page::first(100)).await.unwrap().ids;
+    scopes.sort();
+    assert_eq!(scopes, ["s1", "s2"], "every scope registered again");
+    let after = store.verify(&opts).await.unwrap();
+    assert!(after.is_clean(), "after rebuild: {:#?}", after.differences);
+}

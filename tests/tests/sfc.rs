@@ -221,3 +221,44 @@ async fn beat_ms(valkey: &Valkey) -> i64 {
     let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut con).await.unwrap();
     s * 1000 + us / 1000
 }
+
+/// A registry member that names no scope (an empty one) is one scope's
+/// damage: the due sweep still fires every other scope's timers, reports
+/// the damage as the run's error and meters it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_due_sweep_steps_over_an_empty_registry_member_and_meters_it() {
+    use microdcs_valkey::DueSweep;
+    use std::sync::{Arc, Mutex};
+
+    let server = server();
+    let valkey =
+        Valkey::connect_url(server.url(), unique_prefix("sweep-empty"), WriteOptions::default()).await.unwrap();
+    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    let store = Plant::open(valkey.clone()).store::<SfcState>();
+    for scope in ["s1", "s2"] {
+        let due = SfcState { job_id: format!("j-{scope}"), scope: scope.into(), ..state("x", Some(1000), true, None) };
+        assert_eq!(store.create(&due).await.unwrap(), PutOutcome::Written { version: 1 });
+    }
+    let registry = Plant::scopes_key(valkey.prefix()).unwrap();
+    let _: i64 = redis::cmd("SADD").arg(&registry).arg("").query_async(&mut raw).await.unwrap();
+    let fired: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = fired.clone();
+    let sweep = DueSweep::new(
+        store,
+        |scope: &str| SfcState::due(scope),
+        move |_scope: String, due: microdcs_valkey::Due| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().extend(due.into_iter().map(|d| d.member));
+                Ok(())
+            }
+        },
+        std::time::Duration::from_secs(1),
+    );
+    let e = sweep.sweep().await.unwrap_err();
+    assert!(!e.is_connection(), "{e:?}");
+    let mut got = fired.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, ["j-s1", "j-s2"], "every real scope fired");
+    assert_eq!(valkey.metrics().sweep_damaged(), 1, "the damaged member metered");
+}

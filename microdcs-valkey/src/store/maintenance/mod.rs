@@ -281,6 +281,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// repeat). A sharded type adds its scope before its write, outside the
     /// script, so a failover can lose the one and keep the other; the
     /// poller and `Store::scopes` see a scope only through the registry.
+    ///
+    /// A registry key of another type is one difference (`scopes`, `wrong
+    /// type`), and the run goes on: a verify checks nothing more against
+    /// it, a rebuild deletes it and registers the batch's scopes in a new
+    /// set, and later batches add theirs. The registry is derived data,
+    /// like an index key: a registry shared by several types gets the
+    /// other types' scopes back from their own rebuilds.
     async fn settle_registry(&self, pass: &mut Pass<'_>, documents: &[(String, IndexEntries)]) -> Result<()> {
         let mut scopes: Vec<(&str, &str)> = Vec::new();
         for (_, e) in documents {
@@ -288,30 +295,66 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 scopes.push((e.scope.as_str(), e.id.as_str()));
             }
         }
+        let key = self.plan.registry_key.as_str();
         if scopes.is_empty() || pass.filter.only.is_some() {
             return Ok(());
         }
-        let key = self.plan.registry_key.as_str();
+        if pass.mode == Mode::Verify && pass.wrong_type_keys.contains(key) {
+            return Ok(());
+        }
         let mut cmd = redis::cmd(if pass.mode == Mode::Rebuild { "SADD" } else { "SMISMEMBER" });
         cmd.arg(key);
         for (scope, _) in &scopes {
             cmd.arg(*scope);
         }
         if pass.mode == Mode::Rebuild {
-            let added: i64 = crate::retry::repeatable(&self.valkey, "scope registration", key, |mut con| {
+            let added: Result<i64> = crate::retry::repeatable(&self.valkey, "scope registration", key, |mut con| {
                 let cmd = cmd.clone();
                 async move { cmd.query_async(&mut con).await }
             })
             .await
-            .map_err(|f| f.into_error(key))?;
+            .map_err(|f| f.into_error(key));
+            let added = match added {
+                Err(Error::WrongType { .. }) => {
+                    self.registry_wrong_type(pass, key, scopes[0].1).await?;
+                    // Deleted and written again in one pipeline; repeated
+                    // after a lost answer it leaves the same set (a rebuild
+                    // runs while no writer is active).
+                    let mut p = redis::pipe();
+                    p.cmd("DEL").arg(key).ignore();
+                    p.add_command(cmd).ignore();
+                    let () = write_pipe(&self.valkey, &p, key).await?;
+                    pass.report.fixed += 1;
+                    scopes.len() as i64
+                }
+                added => added?,
+            };
             pass.report.fixed += u64::try_from(added).unwrap_or(0);
             return Ok(());
         }
-        let listed: Vec<i64> = read_cmd(&self.valkey, &cmd, key).await?;
+        let listed: Vec<i64> = match read_cmd(&self.valkey, &cmd, key).await {
+            Ok(listed) => listed,
+            Err(Error::WrongType { .. }) => {
+                self.registry_wrong_type(pass, key, scopes[0].1).await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         for ((_, id), there) in scopes.iter().zip(listed) {
             if there == 0 {
                 pass.diffs.push(Finding::new(None, "scopes", key, id, DiffKind::Missing).diff);
             }
+        }
+        Ok(())
+    }
+
+    /// Reports the registry `key` as holding another type (once per run),
+    /// naming the document `id` whose scope led to it; a key deleted since
+    /// is no difference.
+    async fn registry_wrong_type(&self, pass: &mut Pass<'_>, key: &str, id: &str) -> Result<()> {
+        let found: String = read_cmd(&self.valkey, redis::cmd("TYPE").arg(key), key).await?;
+        if found != "none" && pass.wrong_type_keys.insert(key.to_owned()) {
+            pass.diffs.push(Finding::new(None, "scopes", key, id, DiffKind::WrongType { found }).diff);
         }
         Ok(())
     }

@@ -41,8 +41,10 @@ pub enum DiffKind {
     },
     /// The key holds a value of another Valkey type than its family keeps
     /// (a string where a set belongs, or anything but a hash at a document
-    /// key). Rebuild deletes and rewrites an index key; it leaves a document
-    /// key alone, since the value there is not the index's to throw away.
+    /// key, anything but a set at the scope registry, index `scopes`).
+    /// Rebuild deletes and rewrites an index key and the registry; it
+    /// leaves a document key alone, since the value there is not the
+    /// index's to throw away.
     WrongType {
         /// The type found (`string`, `list`, `set`, `zset`, `hash`, `stream`).
         found: String,
