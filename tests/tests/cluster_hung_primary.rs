@@ -77,6 +77,10 @@ fn is_stopped(pid: u32) -> bool {
 /// One call's record.
 #[derive(Debug, Clone)]
 struct Call {
+    /// The document a create made (`Expect::Create`: straight to the
+    /// script, no read first); `None` for a put of the writer's document
+    /// (`Expect::Any`: a read of its index fields, then the script).
+    created: Option<String>,
     started: Instant,
     ended: Instant,
     outcome: Outcome,
@@ -105,15 +109,23 @@ async fn writer(valkey: Valkey, w: usize, stop: Arc<AtomicBool>, log: Arc<Mutex<
         let doc = JobResponse::new(&format!("r-{w}"), "s1", &format!("o-{w}"), &[&format!("Step{n}")]);
         let started = Instant::now();
         let out = store.put(&doc, Expect::Any).op(format!("w{w}-{run}-{n}")).await;
-        let outcome = match out {
-            Ok(PutOutcome::Written { version }) => Outcome::Acked(version),
-            Ok(other) => Outcome::Other(format!("{other:?}")),
-            Err(Error::UnknownOutcome { .. }) => Outcome::Unknown,
-            Err(e) if e.is_connection() => Outcome::Connection,
-            Err(e) => Outcome::Other(e.to_string()),
-        };
-        log.lock().await.push(Call { started, ended: Instant::now(), outcome });
+        log.lock().await.push(Call { created: None, started, ended: Instant::now(), outcome: outcome(out) });
+        let id = format!("c-{w}-{run}-{n}");
+        let doc = JobResponse::new(&id, "s1", &format!("oc-{w}-{run}-{n}"), &["Queued"]);
+        let started = Instant::now();
+        let out = store.put(&doc, Expect::Create).op(format!("c{w}-{run}-{n}")).await;
+        log.lock().await.push(Call { created: Some(id), started, ended: Instant::now(), outcome: outcome(out) });
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn outcome(out: microdcs_valkey::Result<PutOutcome>) -> Outcome {
+    match out {
+        Ok(PutOutcome::Written { version }) => Outcome::Acked(version),
+        Ok(other) => Outcome::Other(format!("{other:?}")),
+        Err(Error::UnknownOutcome { .. }) => Outcome::Unknown,
+        Err(e) if e.is_connection() => Outcome::Connection,
+        Err(e) => Outcome::Other(e.to_string()),
     }
 }
 
@@ -144,12 +156,16 @@ fn report(name: &str, fault: Instant, calls: &[Call]) -> String {
     let failed_to_ok = first_failed
         .and_then(|f| acks.iter().find(|&&a| a > f).map(|&a| a - f))
         .map_or("-".to_owned(), |d| format!("{d:?}"));
-    let unknown = calls.iter().filter(|c| c.outcome == Outcome::Unknown).count();
-    let connection = calls.iter().filter(|c| c.outcome == Outcome::Connection).count();
+    // Puts (`Expect::Any`) / creates.
+    let count = |o: Outcome| {
+        let n = |creates: bool| calls.iter().filter(|c| c.created.is_some() == creates && c.outcome == o).count();
+        format!("{}/{}", n(false), n(true))
+    };
+    let (unknown, connection) = (count(Outcome::Unknown), count(Outcome::Connection));
     let other = calls.iter().filter(|c| matches!(c.outcome, Outcome::Other(_))).count();
     let longest = calls.iter().map(|c| c.ended - c.started).max().unwrap_or_default();
     format!(
-        "{name}: {} calls, {} acknowledged, failed: {unknown} UnknownOutcome, {connection} connection error (a read), {other} other; first acknowledged \
+        "{name}: {} calls, {} acknowledged, failed (puts/creates): {unknown} UnknownOutcome, {connection} time-out of the read before the write, {other} other; first acknowledged \
          write {first_ok:?} after the fault; longest time without one {gap:?}; first failed call to the next \
          acknowledged one {failed_to_ok}; longest call {longest:?}",
         calls.len(),
@@ -166,10 +182,19 @@ async fn check_writes(valkey: &Valkey, name: &str, logs: &[Arc<Mutex<Vec<Call>>>
         let calls = log.lock().await;
         let others: Vec<_> = calls.iter().filter(|c| matches!(c.outcome, Outcome::Other(_))).collect();
         assert!(others.is_empty(), "{name}: writer {w} got errors other than an unknown outcome: {others:?}");
-        let acked = calls.iter().filter(|c| matches!(c.outcome, Outcome::Acked(_))).count() as u64;
-        let unknown = calls.iter().filter(|c| c.outcome == Outcome::Unknown).count() as u64;
+        for c in calls.iter() {
+            if let (Some(id), Outcome::Acked(_)) = (&c.created, &c.outcome) {
+                assert!(
+                    store.get(id).await.unwrap().is_some(),
+                    "{name}: writer {w}'s acknowledged create {id} is lost"
+                );
+            }
+        }
+        let puts: Vec<_> = calls.iter().filter(|c| c.created.is_none()).collect();
+        let acked = puts.iter().filter(|c| matches!(c.outcome, Outcome::Acked(_))).count() as u64;
+        let unknown = puts.iter().filter(|c| c.outcome == Outcome::Unknown).count() as u64;
         let last_acked =
-            calls.iter().filter_map(|c| if let Outcome::Acked(v) = c.outcome { Some(v) } else { None }).max();
+            puts.iter().filter_map(|c| if let Outcome::Acked(v) = c.outcome { Some(v) } else { None }).max();
         let version = store.get(&format!("r-{w}")).await.unwrap().expect("written before the fault").version;
         assert!(
             version <= before[w] + acked + unknown,
