@@ -36,6 +36,10 @@ pub const RETRIES: &str = "microdcs.valkey.retries";
 pub const CONTENTION_RETRIES: &str = "microdcs.valkey.contention.retries";
 /// `microdcs.valkey.sentinel.switches`: new primaries a handle followed.
 pub const SENTINEL_SWITCHES: &str = "microdcs.valkey.sentinel.switches";
+/// `microdcs.valkey.cluster.relearned`: changed slot maps a cluster
+/// connection learnt from the other nodes after a call timed out (a hung
+/// primary replaced by its replica).
+pub const TOPOLOGY_RELEARNED: &str = "microdcs.valkey.cluster.relearned";
 
 /// `microdcs.valkey.poller.entries`: stream entries handed to consumers,
 /// by `microdcs.target` (the feed's kind) and `microdcs.outcome`

@@ -315,7 +315,7 @@ where
     let mut healing = Healing::with_per_try(valkey, timeout);
     let mut attempt = 1;
     loop {
-        match bounded(timeout, run(con.clone())).await {
+        match noting_timeout(&con, bounded(timeout, run(con.clone())).await) {
             Ok(value) => return Ok(value),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
@@ -341,6 +341,30 @@ where
     }
 }
 
+/// `out`, an attempt's result on `con`; when it got no answer in time, the
+/// connection is told first: on a cluster the node may hang while its
+/// replica has taken over, which the connection then learns from the
+/// others (see [`Connection::timed_out`]) before the next attempt.
+fn noting_timeout<T>(con: &Connection, out: RedisResult<T>) -> RedisResult<T> {
+    if let Err(e) = &out
+        && e.is_timeout()
+    {
+        con.timed_out();
+    }
+    out
+}
+
+/// After a read on cluster connection `con` timed out (the connection is
+/// learning the slot map from the other nodes meanwhile): waits the retry
+/// delay, and answers whether the connection learnt a changed map since
+/// `seen`, its count before the read. Then the node that did not answer was
+/// replaced (a hung primary whose replica the cluster promoted), and a read
+/// again goes to its successor.
+async fn relearned_after_timeout(valkey: &Valkey, con: &Connection, seen: u64) -> bool {
+    tokio::time::sleep(valkey.write_options().retry_delay).await;
+    con.relearned() != seen
+}
+
 /// A script reply as `T`; a reply of another shape is a parse error.
 pub(crate) fn reply<T: redis::FromRedisValue>(v: Value) -> RedisResult<T> {
     redis::from_redis_value(v).map_err(RedisError::from)
@@ -349,10 +373,11 @@ pub(crate) fn reply<T: redis::FromRedisValue>(v: Value) -> RedisResult<T> {
 /// Runs a command that only reads (or that is harmless to send twice and
 /// whose answer the caller can take either way), bounded like the store's
 /// reads: each run waits at most the response timeout, also for a
-/// reconnect; after a lost connection (not a timeout: a server that did not
-/// answer in time will not answer the same question sooner) it waits the
-/// retry delay and runs once more. Ends within the response timeout, plus
-/// one retry delay and a quick reconnect after a dropped connection.
+/// reconnect; after a lost connection it waits the retry delay and runs
+/// once more. A timeout is read again only on a cluster whose slot map
+/// changed meanwhile (see [`relearned_after_timeout`]): a server that did
+/// not answer in time will not answer the same question sooner. Ends
+/// within two response timeouts plus one retry delay.
 pub(crate) async fn read<T, F, Fut>(valkey: &Valkey, mut run: F) -> RedisResult<T>
 where
     F: FnMut(Connection) -> Fut,
@@ -362,7 +387,17 @@ where
     let healing = Healing::start(valkey);
     let mut reconnected = false;
     loop {
-        match bounded(timeout, run(valkey.connection())).await {
+        let con = valkey.connection();
+        let seen = con.relearned();
+        match noting_timeout(&con, bounded(timeout, run(con.clone())).await) {
+            Err(e) if e.is_timeout() && !reconnected && con.is_cluster() => {
+                if !relearned_after_timeout(valkey, &con, seen).await {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "read timed out on a node the cluster replaced; reading again");
+                crate::observe::retried("cluster_change");
+                reconnected = true;
+            }
             Err(e) if is_unknown_outcome(&e) && !e.is_timeout() && !reconnected => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
                 crate::observe::retried("connection_lost");
@@ -392,12 +427,26 @@ where
 {
     let timeout = valkey.response_timeout();
     let once = || async {
-        tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(crate::Error::Redis(no_answer(timeout))))
+        let out =
+            tokio::time::timeout(timeout, f()).await.unwrap_or_else(|_| Err(crate::Error::Redis(no_answer(timeout))));
+        if matches!(&out, Err(e) if e.is_timeout()) {
+            valkey.connection().timed_out();
+        }
+        out
     };
     let healing = Healing::start(valkey);
     let mut reconnected = false;
     loop {
+        let seen = valkey.connection().relearned();
         match once().await {
+            Err(crate::Error::Redis(e)) if e.is_timeout() && !reconnected && valkey.connection().is_cluster() => {
+                if !relearned_after_timeout(valkey, &valkey.connection(), seen).await {
+                    return Err(crate::Error::Redis(e));
+                }
+                tracing::debug!(error = %e, "read timed out on a node the cluster replaced; reading again");
+                crate::observe::retried("cluster_change");
+                reconnected = true;
+            }
             Err(e) if e.is_connection() && !e.is_timeout() && !reconnected => {
                 tracing::debug!(error = %e, "read lost its connection; reading again");
                 crate::observe::retried("connection_lost");
@@ -437,7 +486,7 @@ where
             Some((host, port)) => valkey.once_connection().asking(host, port),
             None => valkey.once_connection(),
         };
-        match bounded(valkey.response_timeout(), run(con)).await {
+        match noting_timeout(&con, bounded(valkey.response_timeout(), run(con.clone())).await) {
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
                 tracing::debug!(error = %e, "refused by a cluster in change; sending it again");
                 crate::observe::retried("cluster_change");
@@ -521,7 +570,8 @@ where
     let mut healing = Healing::start(valkey);
     let mut attempt = 1;
     loop {
-        match bounded(timeout, run(valkey.connection())).await {
+        let con = valkey.connection();
+        match noting_timeout(&con, bounded(timeout, run(con.clone())).await) {
             Ok(value) => return Ok(value),
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {

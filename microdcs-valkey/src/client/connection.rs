@@ -18,6 +18,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
 
+use super::relearn::Relearn;
 use super::sentinel::Follower;
 
 /// A multiplexed, reconnecting connection to one Valkey server or to a
@@ -38,7 +39,9 @@ pub struct Connection {
 enum Kind {
     Single(ConnectionManager),
     Sentinel(Follower),
-    Cluster(ClusterConnection),
+    /// With what it needs to learn the topology after a time-out, if it
+    /// does (the pub/sub connection follows its subscriptions instead).
+    Cluster(ClusterConnection, Option<std::sync::Arc<Relearn>>),
 }
 
 impl fmt::Debug for Connection {
@@ -46,7 +49,7 @@ impl fmt::Debug for Connection {
         f.write_str(match self.kind {
             Kind::Single(_) => "Connection(server)",
             Kind::Sentinel(_) => "Connection(sentinel)",
-            Kind::Cluster(_) => "Connection(cluster)",
+            Kind::Cluster(..) => "Connection(cluster)",
         })
     }
 }
@@ -65,14 +68,44 @@ impl From<Follower> for Connection {
 
 impl From<ClusterConnection> for Connection {
     fn from(con: ClusterConnection) -> Self {
-        Connection { kind: Kind::Cluster(con), ask: None }
+        Connection { kind: Kind::Cluster(con, None), ask: None }
     }
 }
 
 impl Connection {
+    /// A cluster connection that learns the topology from the other nodes
+    /// after a call times out (see [`Connection::timed_out`]); it remembers
+    /// the slot map it starts from.
+    pub(crate) async fn cluster(con: ClusterConnection, relearn: std::sync::Arc<Relearn>) -> Self {
+        relearn.remember(&con).await;
+        Connection { kind: Kind::Cluster(con, Some(relearn)), ask: None }
+    }
+
+    /// Tells the connection that a call on it got no answer in time. On a
+    /// cluster the node that did not answer may hang while the cluster has
+    /// promoted its replica; the connection asks the other nodes for the
+    /// slot map in the background and, when it changed, makes the client
+    /// read it again, so the call's next attempt goes to the new primary.
+    /// Elsewhere nothing.
+    pub(crate) fn timed_out(&self) {
+        if let Kind::Cluster(con, Some(relearn)) = &self.kind {
+            relearn.start(con);
+        }
+    }
+
+    /// How often this connection learnt a changed slot map after a
+    /// time-out (0 off a cluster): a call that timed out and sees it move
+    /// knows its next attempt goes to another node.
+    pub(crate) fn relearned(&self) -> u64 {
+        match &self.kind {
+            Kind::Cluster(_, Some(relearn)) => relearn.told(),
+            _ => 0,
+        }
+    }
+
     /// Whether this is a cluster connection.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.kind, Kind::Cluster(_))
+        matches!(self.kind, Kind::Cluster(..))
     }
 
     /// Runs `cmd` on the primary that owns `slot` (on one server, on the
@@ -82,7 +115,7 @@ impl Connection {
         match &mut self.kind {
             Kind::Single(con) => cmd.query_async(con).await,
             Kind::Sentinel(con) => cmd.query_async(con).await,
-            Kind::Cluster(con) => {
+            Kind::Cluster(con, _) => {
                 let route =
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master)));
                 // A server error comes back as a value here: made an error
@@ -121,7 +154,7 @@ impl Connection {
         let values: Vec<Value> = match &mut self.kind {
             Kind::Single(con) => pipe.query_async(con).await?,
             Kind::Sentinel(con) => pipe.query_async(con).await?,
-            Kind::Cluster(con) => {
+            Kind::Cluster(con, _) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
                 con.route_pipeline(pipe, 0, cmds.len(), route).await?
             }
@@ -203,7 +236,7 @@ impl Connection {
         match &mut self.kind {
             Kind::Single(con) => con.subscribe(channel).await,
             Kind::Sentinel(con) => con.subscribe(channel).await,
-            Kind::Cluster(con) => con.subscribe(channel).await,
+            Kind::Cluster(con, _) => con.subscribe(channel).await,
         }
     }
 
@@ -217,7 +250,7 @@ impl Connection {
             // the subscription for its reconnects.
             Kind::Single(con) => redis::cmd("SSUBSCRIBE").arg(channel).exec_async(con).await,
             Kind::Sentinel(con) => con.ssubscribe(channel).await,
-            Kind::Cluster(con) => con.ssubscribe(channel).await,
+            Kind::Cluster(con, _) => con.ssubscribe(channel).await,
         }
     }
 }
@@ -227,8 +260,8 @@ impl ConnectionLike for Connection {
         match (&mut self.kind, &self.ask) {
             (Kind::Single(con), _) => con.req_packed_command(cmd),
             (Kind::Sentinel(con), _) => con.req_packed_command(cmd),
-            (Kind::Cluster(con), None) => con.req_packed_command(cmd),
-            (Kind::Cluster(con), Some((host, port))) => {
+            (Kind::Cluster(con, _), None) => con.req_packed_command(cmd),
+            (Kind::Cluster(con, _), Some((host, port))) => {
                 let route = SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port };
                 let mut pipe = redis::pipe();
                 pipe.cmd("ASKING").ignore().add_command(cmd.clone());
@@ -251,7 +284,7 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(con) => con.req_packed_commands(pipeline, offset, count),
             Kind::Sentinel(con) => con.req_packed_commands(pipeline, offset, count),
-            Kind::Cluster(con) => con.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(con, _) => con.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -259,7 +292,7 @@ impl ConnectionLike for Connection {
         match &self.kind {
             Kind::Single(con) => con.get_db(),
             Kind::Sentinel(con) => con.get_db(),
-            Kind::Cluster(con) => con.get_db(),
+            Kind::Cluster(con, _) => con.get_db(),
         }
     }
 }

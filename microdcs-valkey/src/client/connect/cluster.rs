@@ -9,6 +9,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 
 use super::{ConnectPlan, Opened, is_auth};
 use crate::KeyPrefix;
+use crate::client::relearn::Relearn;
 use crate::client::sentinel::{Follower, OnSwitch, Sentinels};
 use crate::client::{Connection, bounded, millis};
 use crate::config::{ConfigError, defaults};
@@ -107,23 +108,34 @@ impl ConnectPlan {
         // the wait would be cut and resent behind itself.
         let longest = timeout.saturating_add(crate::config::Durability::MAX_TIMEOUT);
         let durable = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, longest)?;
-        let mut con: Connection = client.get_async_connection().await.map_err(fail)?.into();
+        let probe = probe_key(prefix);
+        let con = client.get_async_connection().await.map_err(fail)?;
+        let mut con = Connection::cluster(con, Relearn::new(probe.clone(), timeout)).await;
         let start = Instant::now();
         let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
         let rtt = start.elapsed();
         let once = once.get_async_connection().await.map_err(fail)?;
+        let once = Connection::cluster(once, Relearn::new(probe.clone(), timeout)).await;
         Ok(Opened {
             con,
-            once: once.into(),
+            once,
             pubsub: PubSub::Cluster {
                 client: resp3,
                 durable: Box::new(durable),
                 connect_timeout: self.connect_timeout,
                 response_timeout: self.response_timeout,
+                probe,
             },
             rtt,
         })
     }
+}
+
+/// The key a cluster connection reads to make the cluster client learn a
+/// changed slot map (see `client/relearn.rs`): in the handle's prefix, so
+/// the ACL rules of every role let it be read; it is never written.
+fn probe_key(prefix: &KeyPrefix) -> String {
+    format!("{}:cluster-probe", prefix.as_str())
 }
 
 /// The longest pause of the cluster client between two resends.
@@ -148,12 +160,14 @@ pub(crate) enum PubSub {
     /// The primary Sentinel names: a follower, moved by a switch.
     Sentinel { sentinels: std::sync::Arc<Sentinels>, config: ConnectionManagerConfig },
     /// A cluster; `durable` is the client of the connections that wait
-    /// for replicas.
+    /// for replicas, `probe` the key they read to learn the topology
+    /// after a time-out.
     Cluster {
         client: ClusterClient,
         durable: Box<ClusterClient>,
         connect_timeout: Duration,
         response_timeout: Duration,
+        probe: String,
     },
 }
 
@@ -217,11 +231,12 @@ impl PubSub {
                 let protocol = redis::ProtocolVersion::RESP2;
                 Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, None)).await?.into())
             }
-            PubSub::Cluster { durable, connect_timeout, response_timeout, .. } => {
+            PubSub::Cluster { durable, connect_timeout, response_timeout, probe, .. } => {
                 let config = ClusterConfig::new()
                     .set_connection_timeout(*connect_timeout)
                     .set_response_timeout(response_timeout.saturating_add(longest));
-                Ok(bounded(*connect_timeout, durable.get_async_connection_with_config(config)).await?.into())
+                let con = bounded(*connect_timeout, durable.get_async_connection_with_config(config)).await?;
+                Ok(Connection::cluster(con, Relearn::new(probe.clone(), *response_timeout)).await)
             }
         }
     }
