@@ -523,3 +523,23 @@ async fn passwords_in_malformed_connection_strings_never_show() {
     assert_eq!(e.problems[0].setting, "MicroDcs:Valkey:ConnectionString");
     assert!(e.problems[0].problem.contains("user=") && e.problems[0].problem.contains("URL"), "{e}");
 }
+
+/// A server whose operator removed the Lua engine (Valkey 9.1 can run
+/// without it) fails the start with a named error, not the first write.
+#[tokio::test]
+async fn a_server_without_lua_fails_at_start_with_a_named_error() {
+    let s = ValkeyServer::start_local(&["--enable-module-command", "yes"]).unwrap_or_else(|e| panic!("{e}"));
+    let mut con = raw(&s).await;
+    // Before: connects.
+    Valkey::connect(&config(&s.host_port(), "nolua")).await.expect("a server with Lua");
+    let _: () = redis::cmd("MODULE").arg("UNLOAD").arg("lua").query_async(&mut con).await.unwrap();
+    let err = Valkey::connect(&config(&s.host_port(), "nolua")).await.unwrap_err();
+    assert!(matches!(err, ConnectError::NoScripting { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&s.host_port()) && text.contains("Lua"), "{text}");
+    // The URL constructor says the same, as an invalid set-up.
+    let err = Valkey::connect_url(s.url(), microdcs_valkey::KeyPrefix::new("nolua").unwrap(), Default::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("without Lua"), "{err}");
+}
