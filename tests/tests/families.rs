@@ -487,6 +487,91 @@ async fn rate_limit_family() {
     assert!(logins.peek(RateLimitKey::MAX_LIMIT, window).await.is_ok());
 }
 
+/// A rate-limit key lives no longer than its window, block and failure
+/// memory: after every operation it has a lifetime (`PTTL` > 0) or is
+/// gone, never a key without one (`PTTL` -1), whatever the order.
+#[tokio::test]
+async fn every_rate_limit_write_leaves_a_bounded_lifetime() {
+    use microdcs_tests::fixtures::Extras;
+    let e = env("fam-rate-ttl").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let mut raw = e.raw.clone();
+    let window = Duration::from_secs(30);
+    let (base, max) = (Duration::from_secs(1), Duration::from_secs(10));
+    // A success with nothing to forget writes nothing.
+    let never = Extras::logins(&extras, "s1", "never-failed").unwrap();
+    never.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(never.key()).await.unwrap();
+    assert_eq!(pttl, -2, "a success on a key that never failed left a key");
+    let k = Extras::logins(&extras, "s1", "ada").unwrap();
+    let _ = k.attempt(3, window).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "attempt: {pttl}");
+    let _ = k.fail(base, max).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "fail: {pttl}");
+    k.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "succeed after attempts (the window still counts): {pttl}");
+    let _ = k.peek(3, window).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "peek: {pttl}");
+    k.reset().await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert_eq!(pttl, -2, "reset");
+    // Failures alone, then a success: nothing is left to keep.
+    let f = Extras::logins(&extras, "s1", "bob").unwrap();
+    let _ = f.fail(base, max).await.unwrap();
+    f.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(f.key()).await.unwrap();
+    assert!(pttl > 0 || pttl == -2, "succeed after failures only: {pttl}");
+    // A hash an earlier version's success left without a lifetime goes
+    // with the next success.
+    let stale = Extras::logins(&extras, "s1", "stale").unwrap();
+    let _: () =
+        raw.hset_multiple(stale.key(), &[("f", 0), ("b", 0), ("fe", 0)]).await.unwrap();
+    stale.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(stale.key()).await.unwrap();
+    assert_eq!(pttl, -2, "the stale hash is gone");
+}
+
+#[tokio::test]
+async fn rate_limit_reset_forgets_the_window_and_the_failures() {
+    use microdcs_tests::fixtures::Extras;
+    use microdcs_valkey::RateDecision;
+    let e = env("fam-rate-reset").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let mut raw = e.raw.clone();
+    let window = Duration::from_secs(30);
+    let k = Extras::logins(&extras, "s1", "ada").unwrap();
+    for _ in 0..2 {
+        let _ = k.attempt(2, window).await.unwrap();
+    }
+    assert!(matches!(k.attempt(2, window).await.unwrap(), RateDecision::Limited { .. }), "window used up");
+    // A success forgets failures, not the attempts of the window.
+    k.succeed().await.unwrap();
+    assert!(matches!(k.attempt(2, window).await.unwrap(), RateDecision::Limited { .. }), "still used up");
+    let _ = k.fail(Duration::from_secs(5), Duration::from_secs(10)).await.unwrap();
+    k.reset().await.unwrap();
+    let exists: bool = raw.exists(k.key()).await.unwrap();
+    assert!(!exists, "nothing kept");
+    assert_eq!(k.attempt(2, window).await.unwrap(), RateDecision::Allowed { remaining: 1 }, "a new window");
+    assert_eq!(k.fail(Duration::from_secs(1), Duration::from_secs(10)).await.unwrap(), Duration::from_secs(1));
+    k.reset().await.unwrap();
+    k.reset().await.unwrap();
+    // Damaged state and a key of another type: typed, left as they are.
+    let bad = Extras::logins(&extras, "s1", "bad").unwrap();
+    let _: () = raw.hset(bad.key(), "n", "lots").await.unwrap();
+    assert!(matches!(bad.reset().await, Err(Error::Corrupt { .. })));
+    let n: String = raw.hget(bad.key(), "n").await.unwrap();
+    assert_eq!(n, "lots");
+    let other = Extras::logins(&extras, "s1", "other").unwrap();
+    let _: () = raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.reset().await, Err(Error::WrongType { .. })));
+    let still: String = raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk");
+}
+
 #[tokio::test]
 async fn rate_limit_peek_counts_nothing() {
     use microdcs_tests::fixtures::Extras;
