@@ -430,6 +430,88 @@ async fn list_family() {
 }
 
 #[tokio::test]
+async fn list_pops_and_byte_values() {
+    use microdcs_tests::fixtures::Extras;
+    let mut e = env("fam-list-pop").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let queue = Extras::overflow(&extras, "s1").unwrap();
+    for v in ["a", "b", "c", "d"] {
+        queue.push_bounded(v, 10).await.unwrap();
+    }
+    // Pushed at the head: the oldest comes off the tail (a queue), the
+    // newest off the head.
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(queue.pop_newest().await.unwrap().as_deref(), Some(&b"d"[..]));
+    assert_eq!(queue.range(0, -1).await.unwrap(), ["c", "b"]);
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"b"[..]));
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"c"[..]));
+    assert_eq!(queue.pop_oldest().await.unwrap(), None, "empty");
+    assert_eq!(queue.pop_newest().await.unwrap(), None);
+    let exists: bool = e.raw.exists(queue.key()).await.unwrap();
+    assert!(!exists, "the last pop leaves no key");
+    // Bytes that are not UTF-8 round-trip through pushes, raw ranges and pops.
+    let bin: &[u8] = &[0, 0xff, 0xfe, b':', 0x80];
+    let other: Vec<u8> = vec![0xc3, 0x28];
+    assert_eq!(queue.push_bounded(bin, 10).await.unwrap(), 1);
+    assert_eq!(queue.push_bounded_bytes(&other, 100).await.unwrap(), 0);
+    assert_eq!(queue.range_raw(0, -1).await.unwrap(), [other.clone(), bin.to_vec()]);
+    assert_eq!(queue.range_from_oldest_raw(0, -1).await.unwrap(), [bin.to_vec(), other.clone()]);
+    // Read as text, they are damage, not mangled text.
+    assert!(matches!(queue.range(0, -1).await, Err(Error::Corrupt { .. })));
+    assert_eq!(queue.len().await.unwrap(), 2, "a refused read takes nothing");
+    assert_eq!(queue.pop_oldest().await.unwrap(), Some(bin.to_vec()));
+    assert_eq!(queue.pop_newest().await.unwrap(), Some(other));
+    // A family with a lifetime gets it again from a pop, as from every write.
+    let trail = Extras::trail(&extras, "s1").unwrap();
+    for v in ["x", "y"] {
+        trail.push_bounded(v, 10).await.unwrap();
+    }
+    let _: () = redis::cmd("PERSIST").arg(trail.key()).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(trail.pop_oldest().await.unwrap().as_deref(), Some(&b"x"[..]));
+    let pttl: i64 = e.raw.pttl(trail.key()).await.unwrap();
+    assert!(pttl > 25_000 && pttl <= 30_000, "pop: {pttl}");
+    // A key of another type: refused, nothing taken.
+    let junk = Extras::overflow(&extras, "s2").unwrap();
+    let _: () = e.raw.set(junk.key(), "junk").await.unwrap();
+    assert!(matches!(junk.pop_oldest().await, Err(Error::WrongType { .. })));
+    assert!(matches!(junk.pop_newest().await, Err(Error::WrongType { .. })));
+    let still: String = e.raw.get(junk.key()).await.unwrap();
+    assert_eq!(still, "junk");
+}
+
+#[tokio::test]
+async fn hash_set_many() {
+    use microdcs_tests::fixtures::Extras;
+    let mut e = env("fam-hash-many").await;
+    let cursors = Plant::publisher_cursors(&e.plant).unwrap();
+    assert!(cursors.set("s1", "0-1").await.unwrap());
+    assert_eq!(cursors.set_many(&[("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1")]).await.unwrap(), 2, "two new");
+    assert_eq!(cursors.set_many(&[("s4", "4-1"), ("s4", "4-2")]).await.unwrap(), 1, "the last value wins");
+    let all: std::collections::BTreeMap<String, String> = e.raw.hgetall(cursors.key()).await.unwrap();
+    assert_eq!(all, [("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1"), ("s4", "4-2")].map(|(f, v)| (f.to_owned(), v.to_owned())).into());
+    let none: [(&str, &str); 0] = [];
+    assert_eq!(cursors.set_many(&none).await.unwrap(), 0);
+    // Typed fields and values.
+    let extras = Extras::open(e.plant.valkey().clone());
+    let tallies = Extras::tallies(&extras, "s1").unwrap();
+    assert_eq!(tallies.set_many(&[("ada".to_owned(), 3), ("bob".to_owned(), 5)]).await.unwrap(), 2);
+    assert_eq!(tallies.get(&"bob".to_owned()).await.unwrap(), Some(5));
+    // A family with a lifetime gets it from the write.
+    let observed = Extras::observed(&extras, "s1").unwrap();
+    assert_eq!(observed.set_many(&[("pod-a", "k-1"), ("pod-b", "k-2")]).await.unwrap(), 2);
+    let pttl: i64 = e.raw.pttl(observed.key()).await.unwrap();
+    assert!(pttl > 25_000 && pttl <= 30_000, "set_many: {pttl}");
+    // A key of another type: refused, nothing set.
+    let other = Extras::observed(&extras, "s2").unwrap();
+    let _: () = e.raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.set_many(&[("f", "v")]).await, Err(Error::WrongType { .. })));
+    let still: String = e.raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk");
+    let pttl: i64 = e.raw.pttl(other.key()).await.unwrap();
+    assert_eq!(pttl, -1, "no lifetime set on a key the write refused");
+}
+
+#[tokio::test]
 async fn rate_limit_family() {
     use microdcs_tests::fixtures::Extras;
     use microdcs_valkey::{RateDecision, RateLimitKey};
