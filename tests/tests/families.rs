@@ -488,7 +488,10 @@ async fn hash_set_many() {
     assert_eq!(cursors.set_many(&[("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1")]).await.unwrap(), 2, "two new");
     assert_eq!(cursors.set_many(&[("s4", "4-1"), ("s4", "4-2")]).await.unwrap(), 1, "the last value wins");
     let all: std::collections::BTreeMap<String, String> = e.raw.hgetall(cursors.key()).await.unwrap();
-    assert_eq!(all, [("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1"), ("s4", "4-2")].map(|(f, v)| (f.to_owned(), v.to_owned())).into());
+    assert_eq!(
+        all,
+        [("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1"), ("s4", "4-2")].map(|(f, v)| (f.to_owned(), v.to_owned())).into()
+    );
     let none: [(&str, &str); 0] = [];
     assert_eq!(cursors.set_many(&none).await.unwrap(), 0);
     // Typed fields and values.
@@ -610,8 +613,7 @@ async fn every_rate_limit_write_leaves_a_bounded_lifetime() {
     // A hash an earlier version's success left without a lifetime goes
     // with the next success.
     let stale = Extras::logins(&extras, "s1", "stale").unwrap();
-    let _: () =
-        raw.hset_multiple(stale.key(), &[("f", 0), ("b", 0), ("fe", 0)]).await.unwrap();
+    let _: () = raw.hset_multiple(stale.key(), &[("f", 0), ("b", 0), ("fe", 0)]).await.unwrap();
     stale.succeed().await.unwrap();
     let pttl: i64 = raw.pttl(stale.key()).await.unwrap();
     assert_eq!(pttl, -2, "the stale hash is gone");

@@ -77,12 +77,7 @@ impl ListKey {
                 }
                 let max = max_bytes.min(i64::MAX as u64).to_string();
                 let px = self.t.px(None);
-                let call = PUSH_BYTES_SCRIPT
-                    .call()
-                    .key(&self.t.key)
-                    .arg(value)
-                    .arg(max.as_bytes())
-                    .arg(px.as_bytes());
+                let call = PUSH_BYTES_SCRIPT.call().key(&self.t.key).arg(value).arg(max.as_bytes()).arg(px.as_bytes());
                 let v = retry::once(&self.t.valkey, |mut con| {
                     let call = &call;
                     async move { call.run(&mut con).await }
