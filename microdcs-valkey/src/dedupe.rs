@@ -46,11 +46,34 @@ pub trait DedupeStore: Send + Sync {
     fn lease_remaining(&self, source: &str, id: &str) -> impl Future<Output = Result<Duration>> + Send;
 }
 
-/// The dedupe key value: the first 16 bytes of SHA-256 of `source:id`, as
-/// hex, so the key has one short, safe shape whatever the source and id.
+/// The dedupe key value: the first 20 bytes of SHA-256 of the event's
+/// source and id, length-prefixed (`{bytes in source}:{source}{id}`), as 40
+/// hex digits, so the key has one short, safe shape whatever the source
+/// and id.
+///
+/// The length prefix makes every pair its own input: CloudEvents sources
+/// are URIs full of `:`, and the digest of `source:id` that keys had before
+/// gave `("urn:plant:line", "3:evt-9")` and `("urn:plant:line:3", "evt-9")`
+/// one key. Those old digests were 32 hex digits, so a key of this format
+/// never equals one of the old; [`ValkeyDedupe`] still reads the old key
+/// of an event during an upgrade (see [`ValkeyDedupe::legacy_keys`]).
 pub fn dedupe_hash(source: &str, id: &str) -> String {
-    let d = Sha256::digest(format!("{source}:{id}").as_bytes());
-    d.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    let mut h = Sha256::new();
+    h.update(source.len().to_string().as_bytes());
+    h.update(b":");
+    h.update(source.as_bytes());
+    h.update(id.as_bytes());
+    hex(&h.finalize()[..20])
+}
+
+/// The key value before length prefixes: the first 16 bytes of SHA-256 of
+/// `source:id`, as hex. Read during an upgrade, never written.
+fn legacy_dedupe_hash(source: &str, id: &str) -> String {
+    hex(&Sha256::digest(format!("{source}:{id}").as_bytes())[..16])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 const PROCESSING: &str = "processing:";
@@ -92,21 +115,43 @@ const DONE_SCRIPT: &str = include_str!("dedupe/done.lua");
 const REMAINING: &str = include_str!("dedupe/remaining.lua");
 
 /// [`DedupeStore`] on Valkey: key family `ce:dedupe:{hash}`
-/// ([`builtin::DEDUPE`](microdcs_schema::builtin::DEDUPE)), or your own with
-/// [`ValkeyDedupe::with_family`].
+/// ([`builtin::DEDUPE`](microdcs_schema::builtin::DEDUPE)), `{hash}` being
+/// [`dedupe_hash`], or your own family with [`ValkeyDedupe::with_family`].
+///
+/// # Upgrading from 32-digit keys
+/// Keys written before [`dedupe_hash`] took length prefixes are read as
+/// well, until you turn that off with [`ValkeyDedupe::legacy_keys`]: when
+/// an event's old-format key holds a claim or `done`, `claim` answers by it
+/// (`Done`, `Busy`, or `Claimed` for the token it names) and writes
+/// nothing, and `lease_remaining` gives its time left. Old keys are never
+/// written, so two events whose old keys collided are told apart from the
+/// first claim on; only an event whose old key the previous version wrote
+/// still answers by it, until that key expires (a claim's lease or the
+/// retention, at most 30 days). Turn the read off one `DedupeRetention`
+/// after the last instance of the previous version stopped.
+///
+/// On one server, and on a cluster with an island prefix (one hash tag),
+/// the old key is read in the claim's own script. With
+/// `Placement=sharded` the two keys lie in different slots, so the old key
+/// is read first, on its own: no weaker, since only instances of the
+/// previous version write it and they never read the new key (run them
+/// beside this version and an event can be processed once by each).
 #[derive(Debug, Clone)]
 pub struct ValkeyDedupe {
     valkey: Valkey,
     family: FamilyKey,
     lease: Duration,
     retention: Duration,
+    legacy: bool,
     claim: LuaScript,
     done: LuaScript,
     remaining: LuaScript,
 }
 
 impl ValkeyDedupe {
-    /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention` (`MicroDcs:DedupeRetention`).
+    /// Dedupe with `lease` (`MicroDcs:DedupeLease`) and `retention`
+    /// (`MicroDcs:DedupeRetention`), reading old-format keys as well (see
+    /// [`ValkeyDedupe::legacy_keys`]).
     pub fn new(valkey: Valkey, lease: Duration, retention: Duration) -> Self {
         let family = FamilyKey::builtin(microdcs_schema::builtin::DEDUPE);
         ValkeyDedupe {
@@ -114,6 +159,7 @@ impl ValkeyDedupe {
             family,
             lease,
             retention,
+            legacy: true,
             claim: LuaScript::new(CLAIM),
             done: LuaScript::new(DONE_SCRIPT),
             remaining: LuaScript::read_only(REMAINING),
@@ -130,12 +176,42 @@ impl ValkeyDedupe {
         Ok(self)
     }
 
+    /// Whether `claim` and `lease_remaining` also read an event's key in
+    /// the format before length-prefixed digests (on by default). Costs a
+    /// `TYPE` and a `GET` in the claim's script (a second round trip with
+    /// `Placement=sharded`). Turn it off once no key of that format can be
+    /// left: one `DedupeRetention` after the last instance of the previous
+    /// version stopped, or from the start on a new deployment.
+    #[must_use]
+    pub fn legacy_keys(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
+    }
+
     /// The key of an event.
     ///
     /// # Errors
     /// Never for a family checked at construction (the hash is always a valid value).
     pub fn key(&self, source: &str, id: &str) -> Result<String> {
         self.family.render(self.valkey.prefix(), &[&dedupe_hash(source, id)])
+    }
+
+    /// The event's key in the old format, while those are read.
+    fn legacy_key(&self, source: &str, id: &str) -> Result<Option<String>> {
+        if !self.legacy {
+            return Ok(None);
+        }
+        self.family.render(self.valkey.prefix(), &[&legacy_dedupe_hash(source, id)]).map(Some)
+    }
+
+    /// What `key` holds and its time left (`None`: nothing), by the
+    /// read-only script; a key of another type is [`Error::WrongType`].
+    async fn held(&self, key: &str) -> Result<Option<(String, i64)>> {
+        let call = self.remaining.call().key(key);
+        let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
+            .await
+            .map_err(|e| Error::from_redis(e, key))?;
+        crate::retry::reply(reply).map_err(|e| Error::from_redis(e, key))
     }
 }
 
@@ -149,12 +225,26 @@ impl DedupeStore for ValkeyDedupe {
                 return Err(Error::InvalidArgument("a dedupe claim needs a non-empty token".into()));
             }
             let key = self.key(source, id)?;
+            let old = self.legacy_key(source, id)?;
+            // The old key goes into the claim's script when both keys share
+            // a slot; else (sharded placement) it is read first on its own.
+            let slot = |k: &str| microdcs_schema::slot::key_slot(k.as_bytes());
+            let together = old.as_deref().filter(|o| !self.valkey.is_cluster() || slot(o) == slot(&key));
+            if let Some(o) = old.as_deref().filter(|_| together.is_none())
+                && let Some((held, pttl)) = self.held(o).await?
+            {
+                return decide(o, &held, pttl, token);
+            }
             let value = format!("{PROCESSING}{token}");
             let lease = ms(self.lease).to_string();
-            let call = self.claim.call().key(&key).arg(value.as_bytes()).arg(lease.as_bytes());
+            let mut call = self.claim.call().key(&key);
+            if let Some(o) = together {
+                call = call.key(o);
+            }
+            let call = call.arg(value.as_bytes()).arg(lease.as_bytes());
             // Each run within ResponseTimeout (a claim run twice with the same
             // token answers the same).
-            let run = async || -> Result<Option<(String, i64)>> {
+            let run = async || -> Result<Option<(String, i64, u8)>> {
                 let reply = crate::retry::once(&self.valkey, async |mut con| call.run(&mut con).await)
                     .await
                     .map_err(|e| Error::from_redis(e, &key))?;
@@ -165,9 +255,15 @@ impl DedupeStore for ValkeyDedupe {
                 Some(h) => Some(h),
                 None => run().await?,
             };
-            match held {
-                Some((h, pttl)) => decide(&key, &h, pttl, token),
-                None => Ok(Claim::Busy),
+            match (held, together) {
+                (Some((h, pttl, 1)), _) => decide(&key, &h, pttl, token),
+                (Some((h, pttl, 2)), Some(o)) => decide(o, &h, pttl, token),
+                (Some((kind, _, 3)), Some(o)) => Err(Error::WrongType {
+                    key: o.to_owned(),
+                    detail: format!("the old-format dedupe key holds a {kind}, not a string"),
+                }),
+                (Some(_), _) => Err(Error::Corrupt { key, reason: "unexpected reply from the dedupe claim".into() }),
+                (None, _) => Ok(Claim::Busy),
             }
         })
         .await
@@ -196,12 +292,20 @@ impl DedupeStore for ValkeyDedupe {
 
     async fn lease_remaining(&self, source: &str, id: &str) -> Result<Duration> {
         observed("lease_remaining", "dedupe", async move {
-            let key = self.key(source, id)?;
-            let call = self.remaining.call().key(&key);
-            let reply = crate::retry::read(&self.valkey, async |mut con| call.run(&mut con).await)
-                .await
-                .map_err(|e| Error::from_redis(e, &key))?;
-            let held: Option<(String, i64)> = crate::retry::reply(reply).map_err(|e| Error::from_redis(e, &key))?;
+            // The key `claim` answers by: the old-format one while it holds
+            // the event, else the event's own.
+            let old = match self.legacy_key(source, id)? {
+                Some(old) => self.held(&old).await?.map(|h| (old, h)),
+                None => None,
+            };
+            let (key, held) = match old {
+                Some((old, h)) => (old, Some(h)),
+                None => {
+                    let key = self.key(source, id)?;
+                    let h = self.held(&key).await?;
+                    (key, h)
+                }
+            };
             let Some((held, pttl)) = held else { return Ok(Duration::ZERO) };
             judge(&key, &held, pttl)?;
             // `done` is kept with an expiry too: none is damage.
@@ -300,12 +404,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hash_is_sha256_prefix() {
-        // The key value is the first 16 bytes of SHA-256("source:id") in hex.
-        let h = dedupe_hash("src", "1");
-        assert_eq!(h.len(), 32);
-        let full: String = Sha256::digest(b"src:1").iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(h, full[..32]);
+    fn digests_are_pinned() {
+        // Persisted: the keys of every claim and `done` are these digests.
+        // 20 bytes of SHA-256("{bytes in source}:{source}{id}"), hex.
+        for ((source, id), digest) in [
+            (("urn:plant:line", "3:evt-9"), "5fec11c6c79463fb3b7906581b839438cd01362d"),
+            (("urn:plant:line:3", "evt-9"), "74dd72a9cc3f8664095774bd890d7e62cc2f1c6d"),
+            (("urn:line-1", "e-1"), "bd8fac7fadad4fe97cae0a3053f53ad02f326d83"),
+            (("", ""), "ba768b331fd86cec803be04e56ab2b3d4c0e98ef"),
+            (("urn:\u{fc}", "\u{e9}"), "a2950fd2db08a69995d2c35f0420740d11c92ef5"),
+        ] {
+            assert_eq!(dedupe_hash(source, id), digest, "{source:?} {id:?}");
+        }
+        // The old format (read during an upgrade): 16 bytes of
+        // SHA-256("source:id"), one digest for both colliding pairs.
+        for ((source, id), digest) in [
+            (("urn:plant:line", "3:evt-9"), "fedef8b49def6064a079ed938b8f3daa"),
+            (("urn:plant:line:3", "evt-9"), "fedef8b49def6064a079ed938b8f3daa"),
+            (("urn:line-1", "e-1"), "eb69fca6268e33555c1625bc64d970a0"),
+        ] {
+            assert_eq!(legacy_dedupe_hash(source, id), digest, "{source:?} {id:?}");
+        }
     }
 
     #[test]

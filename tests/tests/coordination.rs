@@ -108,9 +108,10 @@ async fn dedupe_and_start_lease_contract_on_valkey() {
     dedupe_contract(&d).await;
     dedupe_bounds_contract(|lease, retention| ValkeyDedupe::new(v.clone(), lease, retention)).await;
     start_lease_contract(&ValkeyStartLease::new(v.clone())).await;
-    // The reference key: ce:dedupe:{first 16 bytes of SHA-256("source:id"), hex}.
+    // The reference key: ce:dedupe:{first 20 bytes of
+    // SHA-256("{bytes in source}:{source}{id}"), hex}.
     let key = d.key("urn:line-1", "e-1").unwrap();
-    assert_eq!(key, format!("{}:ce:dedupe:{}", v.prefix(), microdcs_valkey::dedupe_hash("urn:line-1", "e-1")));
+    assert_eq!(key, format!("{}:ce:dedupe:bd8fac7fadad4fe97cae0a3053f53ad02f326d83", v.prefix()));
     let held: String = redis::cmd("GET").arg(&key).query_async(&mut v.connection()).await.unwrap();
     assert_eq!(held, "done");
 }
@@ -136,6 +137,114 @@ async fn hundred_concurrent_claims_one_winner() {
     assert_eq!((claimed, busy), (1, 99));
     d.mark_done("urn:src", "event-7").await.unwrap();
     assert_eq!(d.claim("urn:src", "event-7", "tok-x").await.unwrap(), Claim::Done);
+}
+
+/// CloudEvents sources are URIs full of `:`: a source and an id that meet
+/// at another `:` are another event, with a claim of its own.
+async fn colliding_pairs_contract(d: &impl DedupeStore) {
+    let (a, b) = (("urn:plant:line", "3:evt-9"), ("urn:plant:line:3", "evt-9"));
+    assert_eq!(d.claim(a.0, a.1, "tok-a").await.unwrap(), Claim::Claimed);
+    assert_eq!(d.claim(b.0, b.1, "tok-b").await.unwrap(), Claim::Claimed, "not busy with the other's claim");
+    d.mark_done(a.0, a.1).await.unwrap();
+    assert_eq!(d.claim(b.0, b.1, "tok-c").await.unwrap(), Claim::Busy, "still its own claim, not done");
+    assert_eq!(d.claim(a.0, a.1, "tok-c").await.unwrap(), Claim::Done);
+    d.mark_done(b.0, b.1).await.unwrap();
+    assert_eq!(d.claim(b.0, b.1, "tok-c").await.unwrap(), Claim::Done);
+}
+
+#[tokio::test]
+async fn colliding_sources_and_ids_are_independent_claims() {
+    colliding_pairs_contract(&MemoryDedupe::new(Duration::from_secs(30), RETENTION)).await;
+    let s = server();
+    let v = valkey(&s, "dedupe-collide").await;
+    let d = ValkeyDedupe::new(v.clone(), Duration::from_secs(30), RETENTION);
+    colliding_pairs_contract(&d).await;
+    assert_ne!(d.key("urn:plant:line", "3:evt-9").unwrap(), d.key("urn:plant:line:3", "evt-9").unwrap());
+}
+
+/// Keys written before length-prefixed digests: while they are read, an
+/// event whose old key holds a claim or `done` answers by it, and nothing
+/// is written under its new key; with the read off, the new key alone.
+async fn legacy_keys_contract(v: &Valkey) {
+    let d = ValkeyDedupe::new(v.clone(), Duration::from_secs(30), RETENTION);
+    let mut con = v.connection();
+    // The old digests, literal: 16 bytes of SHA-256("source:id"), hex.
+    let old = |hash: &str| format!("{}:ce:dedupe:{hash}", v.prefix());
+    let set = |key: String, value: &str| {
+        let mut c = redis::cmd("SET");
+        c.arg(key).arg(value).arg("PX").arg(60_000);
+        c
+    };
+    // Done by the previous version.
+    let _: () = set(old("eb69fca6268e33555c1625bc64d970a0"), "done").query_async(&mut con).await.unwrap();
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok").await.unwrap(), Claim::Done);
+    let left = d.lease_remaining("urn:line-1", "e-1").await.unwrap();
+    assert!(left > Duration::from_secs(30) && left <= Duration::from_secs(60), "the old key's time: {left:?}");
+    let new_key = d.key("urn:line-1", "e-1").unwrap();
+    let exists: bool = redis::cmd("EXISTS").arg(&new_key).query_async(&mut con).await.unwrap();
+    assert!(!exists, "nothing written under the new key");
+    // Claimed by an instance of the previous version: busy for others,
+    // ours for its own token; both pairs that shared the old key answer by
+    // it (it cannot tell them apart) until it expires.
+    let _: () = set(old("fedef8b49def6064a079ed938b8f3daa"), "processing:old-1").query_async(&mut con).await.unwrap();
+    assert_eq!(d.claim("urn:plant:line:3", "evt-9", "tok").await.unwrap(), Claim::Busy);
+    assert_eq!(d.claim("urn:plant:line", "3:evt-9", "tok").await.unwrap(), Claim::Busy);
+    assert_eq!(d.claim("urn:plant:line:3", "evt-9", "old-1").await.unwrap(), Claim::Claimed);
+    // Damage in an old key: typed, named, left as it is.
+    let damaged = old("21e6556ff42e744f8788dc4fff911783"); // ("src", "1")
+    let _: () = set(damaged.clone(), "garbage").query_async(&mut con).await.unwrap();
+    match d.claim("src", "1", "tok").await {
+        Err(Error::Corrupt { key, .. }) => assert_eq!(key, damaged),
+        other => panic!("{other:?}"),
+    }
+    let _: () = redis::cmd("DEL").arg(&damaged).query_async(&mut con).await.unwrap();
+    let _: () = redis::cmd("HSET").arg(&damaged).arg("f").arg("v").query_async(&mut con).await.unwrap();
+    match d.claim("src", "1", "tok").await {
+        Err(Error::WrongType { key, .. }) => assert_eq!(key, damaged),
+        other => panic!("{other:?}"),
+    }
+    let kind: String = redis::cmd("TYPE").arg(&damaged).query_async(&mut con).await.unwrap();
+    assert_eq!(kind, "hash");
+    // With the read off, the new keys alone.
+    let off = d.clone().legacy_keys(false);
+    assert_eq!(off.claim("urn:line-1", "e-1", "tok").await.unwrap(), Claim::Claimed);
+    assert_eq!(off.claim("urn:plant:line", "3:evt-9", "tok").await.unwrap(), Claim::Claimed);
+    assert_eq!(off.claim("src", "1", "tok").await.unwrap(), Claim::Claimed);
+    // The new key answers first once the old one has gone.
+    let _: () = redis::cmd("DEL").arg(old("eb69fca6268e33555c1625bc64d970a0")).query_async(&mut con).await.unwrap();
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok").await.unwrap(), Claim::Claimed);
+    assert_eq!(d.claim("urn:line-1", "e-1", "tok-2").await.unwrap(), Claim::Busy);
+}
+
+#[tokio::test]
+async fn old_format_dedupe_keys_answer_during_an_upgrade() {
+    let s = server();
+    legacy_keys_contract(&valkey(&s, "dedupe-legacy").await).await;
+    // A cluster node with every slot refuses a script across slots: with
+    // an untagged prefix the old key is read on its own.
+    let cluster = microdcs_valkey::testing::ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
+    let config = microdcs_valkey::ValkeyConfig {
+        connection_string: microdcs_valkey::config::Secret::new(cluster.connection_string()),
+        // The cluster is this test's own: a fixed untagged prefix.
+        key_prefix: "dedupe-legacy-sharded".to_owned(),
+        placement: microdcs_valkey::Placement::Sharded,
+        ..microdcs_valkey::MicroDcsConfig::default().valkey
+    };
+    let sharded = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"));
+    let d = ValkeyDedupe::new(sharded.clone(), LEASE, RETENTION);
+    let slot = async |key: String| -> u16 {
+        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query_async(&mut sharded.connection()).await.unwrap()
+    };
+    let old = format!("{}:ce:dedupe:eb69fca6268e33555c1625bc64d970a0", sharded.prefix());
+    assert_ne!(slot(old).await, slot(d.key("urn:line-1", "e-1").unwrap()).await, "the two-step read is what runs");
+    legacy_keys_contract(&sharded).await;
+    // An island prefix: both keys in the claim's own script.
+    let config = microdcs_valkey::ValkeyConfig {
+        key_prefix: microdcs_valkey::testing::unique_island("dedupe-legacy-island").as_str().to_owned(),
+        placement: microdcs_valkey::Placement::Island,
+        ..config
+    };
+    legacy_keys_contract(&Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"))).await;
 }
 
 // ---- lease contract ----

@@ -430,6 +430,91 @@ async fn list_family() {
 }
 
 #[tokio::test]
+async fn list_pops_and_byte_values() {
+    use microdcs_tests::fixtures::Extras;
+    let mut e = env("fam-list-pop").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let queue = Extras::overflow(&extras, "s1").unwrap();
+    for v in ["a", "b", "c", "d"] {
+        queue.push_bounded(v, 10).await.unwrap();
+    }
+    // Pushed at the head: the oldest comes off the tail (a queue), the
+    // newest off the head.
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(queue.pop_newest().await.unwrap().as_deref(), Some(&b"d"[..]));
+    assert_eq!(queue.range(0, -1).await.unwrap(), ["c", "b"]);
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"b"[..]));
+    assert_eq!(queue.pop_oldest().await.unwrap().as_deref(), Some(&b"c"[..]));
+    assert_eq!(queue.pop_oldest().await.unwrap(), None, "empty");
+    assert_eq!(queue.pop_newest().await.unwrap(), None);
+    let exists: bool = e.raw.exists(queue.key()).await.unwrap();
+    assert!(!exists, "the last pop leaves no key");
+    // Bytes that are not UTF-8 round-trip through pushes, raw ranges and pops.
+    let bin: &[u8] = &[0, 0xff, 0xfe, b':', 0x80];
+    let other: Vec<u8> = vec![0xc3, 0x28];
+    assert_eq!(queue.push_bounded(bin, 10).await.unwrap(), 1);
+    assert_eq!(queue.push_bounded_bytes(&other, 100).await.unwrap(), 0);
+    assert_eq!(queue.range_raw(0, -1).await.unwrap(), [other.clone(), bin.to_vec()]);
+    assert_eq!(queue.range_from_oldest_raw(0, -1).await.unwrap(), [bin.to_vec(), other.clone()]);
+    // Read as text, they are damage, not mangled text.
+    assert!(matches!(queue.range(0, -1).await, Err(Error::Corrupt { .. })));
+    assert_eq!(queue.len().await.unwrap(), 2, "a refused read takes nothing");
+    assert_eq!(queue.pop_oldest().await.unwrap(), Some(bin.to_vec()));
+    assert_eq!(queue.pop_newest().await.unwrap(), Some(other));
+    // A family with a lifetime gets it again from a pop, as from every write.
+    let trail = Extras::trail(&extras, "s1").unwrap();
+    for v in ["x", "y"] {
+        trail.push_bounded(v, 10).await.unwrap();
+    }
+    let _: () = redis::cmd("PERSIST").arg(trail.key()).query_async(&mut e.raw).await.unwrap();
+    assert_eq!(trail.pop_oldest().await.unwrap().as_deref(), Some(&b"x"[..]));
+    let pttl: i64 = e.raw.pttl(trail.key()).await.unwrap();
+    assert!(pttl > 25_000 && pttl <= 30_000, "pop: {pttl}");
+    // A key of another type: refused, nothing taken.
+    let junk = Extras::overflow(&extras, "s2").unwrap();
+    let _: () = e.raw.set(junk.key(), "junk").await.unwrap();
+    assert!(matches!(junk.pop_oldest().await, Err(Error::WrongType { .. })));
+    assert!(matches!(junk.pop_newest().await, Err(Error::WrongType { .. })));
+    let still: String = e.raw.get(junk.key()).await.unwrap();
+    assert_eq!(still, "junk");
+}
+
+#[tokio::test]
+async fn hash_set_many() {
+    use microdcs_tests::fixtures::Extras;
+    let mut e = env("fam-hash-many").await;
+    let cursors = Plant::publisher_cursors(&e.plant).unwrap();
+    assert!(cursors.set("s1", "0-1").await.unwrap());
+    assert_eq!(cursors.set_many(&[("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1")]).await.unwrap(), 2, "two new");
+    assert_eq!(cursors.set_many(&[("s4", "4-1"), ("s4", "4-2")]).await.unwrap(), 1, "the last value wins");
+    let all: std::collections::BTreeMap<String, String> = e.raw.hgetall(cursors.key()).await.unwrap();
+    assert_eq!(
+        all,
+        [("s1", "1-1"), ("s2", "2-1"), ("s3", "3-1"), ("s4", "4-2")].map(|(f, v)| (f.to_owned(), v.to_owned())).into()
+    );
+    let none: [(&str, &str); 0] = [];
+    assert_eq!(cursors.set_many(&none).await.unwrap(), 0);
+    // Typed fields and values.
+    let extras = Extras::open(e.plant.valkey().clone());
+    let tallies = Extras::tallies(&extras, "s1").unwrap();
+    assert_eq!(tallies.set_many(&[("ada".to_owned(), 3), ("bob".to_owned(), 5)]).await.unwrap(), 2);
+    assert_eq!(tallies.get(&"bob".to_owned()).await.unwrap(), Some(5));
+    // A family with a lifetime gets it from the write.
+    let observed = Extras::observed(&extras, "s1").unwrap();
+    assert_eq!(observed.set_many(&[("pod-a", "k-1"), ("pod-b", "k-2")]).await.unwrap(), 2);
+    let pttl: i64 = e.raw.pttl(observed.key()).await.unwrap();
+    assert!(pttl > 25_000 && pttl <= 30_000, "set_many: {pttl}");
+    // A key of another type: refused, nothing set.
+    let other = Extras::observed(&extras, "s2").unwrap();
+    let _: () = e.raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.set_many(&[("f", "v")]).await, Err(Error::WrongType { .. })));
+    let still: String = e.raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk");
+    let pttl: i64 = e.raw.pttl(other.key()).await.unwrap();
+    assert_eq!(pttl, -1, "no lifetime set on a key the write refused");
+}
+
+#[tokio::test]
 async fn rate_limit_family() {
     use microdcs_tests::fixtures::Extras;
     use microdcs_valkey::{RateDecision, RateLimitKey};
@@ -485,6 +570,90 @@ async fn rate_limit_family() {
     assert!(matches!(logins.attempt(over, window).await, Err(Error::InvalidArgument(_))));
     assert!(matches!(logins.peek(u64::MAX, window).await, Err(Error::InvalidArgument(_))));
     assert!(logins.peek(RateLimitKey::MAX_LIMIT, window).await.is_ok());
+}
+
+/// A rate-limit key lives no longer than its window, block and failure
+/// memory: after every operation it has a lifetime (`PTTL` > 0) or is
+/// gone, never a key without one (`PTTL` -1), whatever the order.
+#[tokio::test]
+async fn every_rate_limit_write_leaves_a_bounded_lifetime() {
+    use microdcs_tests::fixtures::Extras;
+    let e = env("fam-rate-ttl").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let mut raw = e.raw.clone();
+    let window = Duration::from_secs(30);
+    let (base, max) = (Duration::from_secs(1), Duration::from_secs(10));
+    // A success with nothing to forget writes nothing.
+    let never = Extras::logins(&extras, "s1", "never-failed").unwrap();
+    never.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(never.key()).await.unwrap();
+    assert_eq!(pttl, -2, "a success on a key that never failed left a key");
+    let k = Extras::logins(&extras, "s1", "ada").unwrap();
+    let _ = k.attempt(3, window).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "attempt: {pttl}");
+    let _ = k.fail(base, max).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "fail: {pttl}");
+    k.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "succeed after attempts (the window still counts): {pttl}");
+    let _ = k.peek(3, window).await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert!(pttl > 0, "peek: {pttl}");
+    k.reset().await.unwrap();
+    let pttl: i64 = raw.pttl(k.key()).await.unwrap();
+    assert_eq!(pttl, -2, "reset");
+    // Failures alone, then a success: nothing is left to keep.
+    let f = Extras::logins(&extras, "s1", "bob").unwrap();
+    let _ = f.fail(base, max).await.unwrap();
+    f.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(f.key()).await.unwrap();
+    assert!(pttl > 0 || pttl == -2, "succeed after failures only: {pttl}");
+    // A hash an earlier version's success left without a lifetime goes
+    // with the next success.
+    let stale = Extras::logins(&extras, "s1", "stale").unwrap();
+    let _: () = raw.hset_multiple(stale.key(), &[("f", 0), ("b", 0), ("fe", 0)]).await.unwrap();
+    stale.succeed().await.unwrap();
+    let pttl: i64 = raw.pttl(stale.key()).await.unwrap();
+    assert_eq!(pttl, -2, "the stale hash is gone");
+}
+
+#[tokio::test]
+async fn rate_limit_reset_forgets_the_window_and_the_failures() {
+    use microdcs_tests::fixtures::Extras;
+    use microdcs_valkey::RateDecision;
+    let e = env("fam-rate-reset").await;
+    let extras = Extras::open(e.plant.valkey().clone());
+    let mut raw = e.raw.clone();
+    let window = Duration::from_secs(30);
+    let k = Extras::logins(&extras, "s1", "ada").unwrap();
+    for _ in 0..2 {
+        let _ = k.attempt(2, window).await.unwrap();
+    }
+    assert!(matches!(k.attempt(2, window).await.unwrap(), RateDecision::Limited { .. }), "window used up");
+    // A success forgets failures, not the attempts of the window.
+    k.succeed().await.unwrap();
+    assert!(matches!(k.attempt(2, window).await.unwrap(), RateDecision::Limited { .. }), "still used up");
+    let _ = k.fail(Duration::from_secs(5), Duration::from_secs(10)).await.unwrap();
+    k.reset().await.unwrap();
+    let exists: bool = raw.exists(k.key()).await.unwrap();
+    assert!(!exists, "nothing kept");
+    assert_eq!(k.attempt(2, window).await.unwrap(), RateDecision::Allowed { remaining: 1 }, "a new window");
+    assert_eq!(k.fail(Duration::from_secs(1), Duration::from_secs(10)).await.unwrap(), Duration::from_secs(1));
+    k.reset().await.unwrap();
+    k.reset().await.unwrap();
+    // Damaged state and a key of another type: typed, left as they are.
+    let bad = Extras::logins(&extras, "s1", "bad").unwrap();
+    let _: () = raw.hset(bad.key(), "n", "lots").await.unwrap();
+    assert!(matches!(bad.reset().await, Err(Error::Corrupt { .. })));
+    let n: String = raw.hget(bad.key(), "n").await.unwrap();
+    assert_eq!(n, "lots");
+    let other = Extras::logins(&extras, "s1", "other").unwrap();
+    let _: () = raw.set(other.key(), "junk").await.unwrap();
+    assert!(matches!(other.reset().await, Err(Error::WrongType { .. })));
+    let still: String = raw.get(other.key()).await.unwrap();
+    assert_eq!(still, "junk");
 }
 
 #[tokio::test]

@@ -73,7 +73,13 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         use microdcs_tests::fixtures::Extras;
         let x = Extras::open(p.valkey().clone());
         let _ = Extras::overflow(&x, "s1").expect("compile-time only").push_bounded("v", 3).await;
+        let _ = Extras::overflow(&x, "s1").expect("compile-time only").push_bounded(&b"v"[..], 3).await;
+        let _ = Extras::overflow(&x, "s1").expect("compile-time only").pop_oldest().await;
+        let _ = Extras::overflow(&x, "s1").expect("compile-time only").range_raw(0, 1).await;
+        let _ = Plant::publisher_cursors(p).expect("compile-time only").set_many(&[("f", "v")]).await;
+        let _ = Extras::tallies(&x, "s1").expect("compile-time only").set_many(&[("f".to_owned(), 1)]).await;
         let limit = Extras::logins(&x, "s1", "u").expect("compile-time only");
+        let _ = limit.reset().await;
         let _ = limit.attempt(3, Duration::from_secs(1)).await;
         let _ = limit.fail(Duration::from_secs(1), Duration::from_secs(2)).await;
         let sweep = microdcs_valkey::DueSweep::new(

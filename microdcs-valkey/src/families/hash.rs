@@ -72,6 +72,29 @@ impl HashKey {
             .await
     }
 
+    /// Sets every `(field, value)` pair in one `HSET` (a field given twice
+    /// takes its last value); how many fields are new. Nothing is sent for
+    /// no pairs. A family declared with a lifetime gets it again in the
+    /// same script. Safe to repeat.
+    ///
+    /// # Errors
+    /// As [`HashKey::set`]; a key of another type is refused with nothing set.
+    pub async fn set_many<F: AsRef<str>, V: AsRef<str>>(&self, pairs: &[(F, V)]) -> Result<u64> {
+        self.t
+            .observed("set_many", async {
+                if pairs.is_empty() {
+                    return Ok(0);
+                }
+                let mut cmd = redis::cmd("HSET");
+                cmd.arg(&self.t.key);
+                for (f, v) in pairs {
+                    cmd.arg(f.as_ref()).arg(v.as_ref());
+                }
+                self.t.repeatable("hash set", cmd).await
+            })
+            .await
+    }
+
     /// Adds `n` to the integer in `field` (`HINCRBY`; a missing field
     /// counts from 0) and returns the new value. One attempt: after a lost
     /// answer the outcome is unknown, since running it again would count
@@ -194,6 +217,16 @@ impl<K: FromStr + Display, V: FromStr + Display> TypedHash<K, V> {
     /// As [`HashKey::set`].
     pub async fn set(&self, field: &K, value: &V) -> Result<bool> {
         self.inner.set(&field.to_string(), &value.to_string()).await
+    }
+
+    /// Sets every `(field, value)` pair in one write; how many fields are
+    /// new. Safe to repeat.
+    ///
+    /// # Errors
+    /// As [`HashKey::set_many`].
+    pub async fn set_many(&self, pairs: &[(K, V)]) -> Result<u64> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(f, v)| (f.to_string(), v.to_string())).collect();
+        self.inner.set_many(&pairs).await
     }
 
     /// Removes `field`; whether it was there. Safe to repeat.

@@ -1,5 +1,10 @@
 //! A list family (`cdc:overflow:{scope}`): values pushed at the head, kept
-//! to a bound.
+//! to a bound, and popped from either end.
+//!
+//! Values are bytes: a push takes text or bytes (`&str`, `&[u8]`,
+//! `&Vec<u8>`), and what comes back is read as text (`range`, which
+//! reports a value that is not UTF-8 as [`Error::Corrupt`]) or as bytes
+//! (`range_raw`, the pops).
 
 use std::sync::LazyLock;
 
@@ -26,7 +31,7 @@ impl ListKey {
     ///
     /// # Errors
     /// A `max` of 0, a key of another type, connection errors.
-    pub async fn push_bounded(&self, value: &str, max: u64) -> Result<u64> {
+    pub async fn push_bounded<V: AsRef<[u8]> + ?Sized>(&self, value: &V, max: u64) -> Result<u64> {
         self.t
             .observed("push_bounded", async {
                 if max == 0 {
@@ -35,7 +40,7 @@ impl ListKey {
                 let max = max.min(i64::MAX as u64).to_string();
                 let px = self.t.px(None);
                 let call =
-                    PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_bytes()).arg(max.as_bytes()).arg(px.as_bytes());
+                    PUSH_SCRIPT.call().key(&self.t.key).arg(value.as_ref()).arg(max.as_bytes()).arg(px.as_bytes());
                 let v = retry::once(&self.t.valkey, |mut con| {
                     let call = &call;
                     async move { call.run(&mut con).await }
@@ -57,9 +62,10 @@ impl ListKey {
     /// # Errors
     /// A value larger than the whole budget (nothing written), a budget of
     /// 0, a key of another type, connection errors.
-    pub async fn push_bounded_bytes(&self, value: &str, max_bytes: u64) -> Result<u64> {
+    pub async fn push_bounded_bytes<V: AsRef<[u8]> + ?Sized>(&self, value: &V, max_bytes: u64) -> Result<u64> {
         self.t
             .observed("push_bounded_bytes", async {
+                let value = value.as_ref();
                 if max_bytes == 0 {
                     return Err(Error::InvalidArgument("a byte budget of 0 keeps nothing".into()));
                 }
@@ -71,12 +77,7 @@ impl ListKey {
                 }
                 let max = max_bytes.min(i64::MAX as u64).to_string();
                 let px = self.t.px(None);
-                let call = PUSH_BYTES_SCRIPT
-                    .call()
-                    .key(&self.t.key)
-                    .arg(value.as_bytes())
-                    .arg(max.as_bytes())
-                    .arg(px.as_bytes());
+                let call = PUSH_BYTES_SCRIPT.call().key(&self.t.key).arg(value).arg(max.as_bytes()).arg(px.as_bytes());
                 let v = retry::once(&self.t.valkey, |mut con| {
                     let call = &call;
                     async move { call.run(&mut con).await }
@@ -116,6 +117,53 @@ impl ListKey {
                 Ok(values)
             })
             .await
+    }
+
+    /// Values `start..=stop` from the head as [`ListKey::range`], as bytes
+    /// (values pushed as bytes need not be UTF-8).
+    ///
+    /// # Errors
+    /// A key of another type, connection errors.
+    pub async fn range_raw(&self, start: i64, stop: i64) -> Result<Vec<Vec<u8>>> {
+        self.t.observed("range_raw", self.t.ranks(true, start, stop, false)).await
+    }
+
+    /// Values `start..=stop` from the tail, oldest first, as
+    /// [`ListKey::range_from_oldest`], as bytes.
+    ///
+    /// # Errors
+    /// A key of another type, connection errors.
+    pub async fn range_from_oldest_raw(&self, start: i64, stop: i64) -> Result<Vec<Vec<u8>>> {
+        self.t
+            .observed("range_from_oldest_raw", async {
+                let mut values: Vec<Vec<u8>> = self.t.ranks(true, start, stop, true).await?;
+                values.reverse();
+                Ok(values)
+            })
+            .await
+    }
+
+    /// Removes and returns the oldest value (`RPOP`: the tail, so pushes
+    /// and this pop make a first-in, first-out queue); `None` when the
+    /// list is empty. Bytes, because a value taken off the list that could
+    /// not be handed back as text would be lost. A family declared with a
+    /// lifetime gets it again, as from every write. One attempt: a second
+    /// would take another value, so a lost answer is
+    /// [`Error::UnknownOutcome`] (the value may have been taken).
+    ///
+    /// # Errors
+    /// A key of another type (nothing taken), connection errors.
+    pub async fn pop_oldest(&self) -> Result<Option<Vec<u8>>> {
+        self.t.observed("pop_oldest", self.t.once(redis::cmd("RPOP").arg(&self.t.key).clone())).await
+    }
+
+    /// Removes and returns the newest value (`LPOP`: the head, the value
+    /// pushed last); otherwise as [`ListKey::pop_oldest`].
+    ///
+    /// # Errors
+    /// As [`ListKey::pop_oldest`].
+    pub async fn pop_newest(&self) -> Result<Option<Vec<u8>>> {
+        self.t.observed("pop_newest", self.t.once(redis::cmd("LPOP").arg(&self.t.key).clone())).await
     }
 
     /// How many values (`LLEN`).

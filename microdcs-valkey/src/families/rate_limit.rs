@@ -11,6 +11,11 @@ use crate::retry::{self, LuaScript};
 
 /// One key of a rate-limit family (a hash: window start, count, failures,
 /// blocked-until, when the failures are forgotten).
+///
+/// The key lives only as long as what it holds: the window, the block and
+/// the memory of failures each give it their lifetime, and a call that
+/// would leave nothing to keep leaves no key, so no key of this family is
+/// ever without a lifetime.
 #[derive(Debug, Clone)]
 pub struct RateLimitKey {
     pub(super) t: KeyHandle,
@@ -120,12 +125,37 @@ impl RateLimitKey {
             .await
     }
 
-    /// Records a success: failures and any block are forgotten.
+    /// Records a success: failures and any block are forgotten; the
+    /// attempts counted in the window still count (see
+    /// [`RateLimitKey::reset`] to forget those too). Writes nothing on a
+    /// key with nothing to forget, so it never leaves a key without a
+    /// lifetime; a key holding only failures is removed.
     ///
     /// # Errors
     /// As [`RateLimitKey::attempt`].
     pub async fn succeed(&self) -> Result<()> {
         self.t.observed("succeed", async { self.run("succeed", 0, 0).await.map(|_| ()) }).await
+    }
+
+    /// Forgets everything the key holds: the window's attempts, the
+    /// failures and any block (the key is removed); the next attempt opens
+    /// a new window. Safe to repeat: an unknown outcome is retried under
+    /// `WriteAttempts`.
+    ///
+    /// # Errors
+    /// A stored state that is not numbers ([`Error::Corrupt`], left as it
+    /// is), a key of another type, connection errors
+    /// ([`Error::UnknownOutcome`] after every attempt).
+    pub async fn reset(&self) -> Result<()> {
+        self.t
+            .observed("reset", async {
+                let call = RATE_SCRIPT.call().key(&self.t.key).arg(b"reset").arg(b"0").arg(b"0");
+                let v = retry::invoke_call(&self.t.valkey, &call, "rate limit reset", &self.t.key)
+                    .await
+                    .map_err(|f| f.into_error(&self.t.key))?;
+                self.decode(v.value).map(|_| ())
+            })
+            .await
     }
 
     async fn run(&self, mode: &str, a: u64, b: u64) -> Result<(i64, u64)> {
@@ -171,7 +201,8 @@ const RATE: &str = "\
 -- f failures since the last success, b blocked until (ms), fe when the
 -- failures are forgotten (ms: `max` past the last block's end).
 -- ARGV[1] `attempt` or `peek` (ARGV[2] limit, ARGV[3] window ms), `fail`
--- (ARGV[2] base block ms, ARGV[3] longest block ms) or `succeed`. `peek`
+-- (ARGV[2] base block ms, ARGV[3] longest block ms), `succeed` or `reset`
+-- (forget everything: the key is removed). `peek`
 -- answers as `attempt` would, with the attempts still open, and writes
 -- nothing.
 -- Returns {1, remaining} allowed, {0, retry after ms} limited, {1, block
@@ -189,8 +220,16 @@ end
 local w, n, f, b = tonumber(s[1] or '0'), tonumber(s[2] or '0'), tonumber(s[3] or '0'), tonumber(s[4] or '0')
 local fe = tonumber(s[5] or '0')
 local mode = ARGV[1]
+-- A success forgets the failures by removing their fields: a key that
+-- never failed gets nothing (a hash written here would have no lifetime),
+-- one that held only failures is removed, and the window keeps the
+-- lifetime its attempts gave it.
 if mode == 'succeed' then
-  redis.call('HSET', KEYS[1], 'f', 0, 'b', 0, 'fe', 0)
+  redis.call('HDEL', KEYS[1], 'f', 'b', 'fe')
+  return {1, 0}
+end
+if mode == 'reset' then
+  redis.call('DEL', KEYS[1])
   return {1, 0}
 end
 local a, c = tonumber(ARGV[2]), tonumber(ARGV[3])
