@@ -371,27 +371,28 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     assert!(lease_ops.contains(&(Some("acquire".into()), Some("acquired".into()))), "{lease_ops:?}");
 
     // A span per operation with the database-client attributes and the outcome.
-    let spans = SPANS.spans.lock().unwrap();
-    let ours: Vec<&Vec<(String, String)>> = spans
-        .values()
-        .filter(|(name, f)| name == "microdcs.valkey" && label(f, "microdcs.target") == Some("obsdoc"))
-        .map(|(_, f)| f)
-        .collect();
-    let create = ours.iter().find(|f| label(f, "db.operation.name") == Some("create")).expect("a create span");
-    assert_eq!(label(create, "db.system.name"), Some("valkey"));
-    assert_eq!(label(create, "microdcs.outcome"), Some("written"));
-    let bad = ours.iter().find(|f| label(f, "microdcs.outcome") == Some("error")).expect("the failed put's span");
-    assert_eq!(label(bad, "error.type"), Some("invalid_input"));
-    assert!(ours.len() >= 8, "one span per operation: {}", ours.len());
-    // No secret in any span or event field, or metric label.
-    let everything = format!("{:?}{:?}{:?}", *spans, SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
-    assert!(!everything.contains("Obs-Secret-Pw-99"), "a password reached a span, event or label");
-    // Scopes are off the spans unless `TraceScopes` is set.
-    assert!(ours.iter().all(|f| label(f, "microdcs.scope").is_none()), "a scope on a span by default");
-    // Ids and keys are for logs at most, never a span field or a label.
-    let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
-    assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
-    drop(spans);
+    {
+        let spans = SPANS.spans.lock().unwrap();
+        let ours: Vec<&Vec<(String, String)>> = spans
+            .values()
+            .filter(|(name, f)| name == "microdcs.valkey" && label(f, "microdcs.target") == Some("obsdoc"))
+            .map(|(_, f)| f)
+            .collect();
+        let create = ours.iter().find(|f| label(f, "db.operation.name") == Some("create")).expect("a create span");
+        assert_eq!(label(create, "db.system.name"), Some("valkey"));
+        assert_eq!(label(create, "microdcs.outcome"), Some("written"));
+        let bad = ours.iter().find(|f| label(f, "microdcs.outcome") == Some("error")).expect("the failed put's span");
+        assert_eq!(label(bad, "error.type"), Some("invalid_input"));
+        assert!(ours.len() >= 8, "one span per operation: {}", ours.len());
+        // No secret in any span or event field, or metric label.
+        let everything = format!("{:?}{:?}{:?}", *spans, SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
+        assert!(!everything.contains("Obs-Secret-Pw-99"), "a password reached a span, event or label");
+        // Scopes are off the spans unless `TraceScopes` is set.
+        assert!(ours.iter().all(|f| label(f, "microdcs.scope").is_none()), "a scope on a span by default");
+        // Ids and keys are for logs at most, never a span field or a label.
+        let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
+        assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
+    }
     // The retry's event inside the span names no key either (a key holds
     // the scope and the id), unless `TraceScopes` is set.
     let retry_events = || -> Vec<Vec<(String, String)>> {
