@@ -96,10 +96,10 @@ async fn main() -> ExitCode {
     microdcs_examples::logging::init_from_env();
     let cli = Cli::parse();
     let served = match cli.metrics_addr {
-        Some(addr) => match microdcs_examples::prometheus::install(addr).await {
-            Ok((bound, task)) => {
-                println!("Metrics: http://{bound}/metrics");
-                Some(task)
+        Some(addr) => match microdcs_examples::prometheus::install(addr) {
+            Ok(()) => {
+                println!("Metrics: http://{addr}/metrics");
+                Some(addr)
             }
             Err(e) => {
                 eprintln!("plant: --metrics-addr {addr}: {e}");

@@ -1,6 +1,9 @@
 //! The miroir task store, declared: the 14 tables and 6 extra keys of a
-//! search cluster's control-plane store (hand-written once in 3,941 lines
-//! of Rust over raw Redis commands), as document types and typed families.
+//! search cluster's control-plane store (hand-written over raw Redis
+//! commands in miroir's `redis.rs`), as document types and typed families,
+//! with a dozen operations of our own over them; not miroir's `TaskStore`
+//! trait (the README, where it introduces this program, compares a port
+//! of the whole trait).
 //!
 //! Every table is an unscoped document type (miroir has no tenants in its
 //! keys): the hash, its index set, TTLs and the job queue are generated,
@@ -200,9 +203,9 @@ pub fn lease_families() -> microdcs_valkey::LeaseFamilies {
     }
 }
 
-/// The task store's operations over [`Miroir`]: what the hand-written
-/// store implemented command by command, each now a call of a generated
-/// script or typed family.
+/// Operations of a task store over [`Miroir`], each a call of a generated
+/// script or typed family: a selection of what the hand-written store does
+/// command by command, not its trait.
 #[derive(Clone)]
 pub struct TaskStore {
     valkey: microdcs_valkey::Valkey,

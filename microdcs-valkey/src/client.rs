@@ -134,10 +134,11 @@ impl Valkey {
     }
 
     /// Whether the spans of operations through this handle (and every
-    /// clone of it) carry the scope as `microdcs.scope` (setting
-    /// `TraceScopes`, off by default: a scope is often a tenant's or a
-    /// customer's name, and spans travel to tracing backends). Metrics never
-    /// carry it either way.
+    /// clone of it) carry the scope as `microdcs.scope`, and the events
+    /// inside them the key or id they are about (setting `TraceScopes`, off
+    /// by default: a scope is often a tenant's or a customer's name, keys
+    /// and ids hold it, and spans travel to tracing backends with their
+    /// events). Metrics never carry it either way.
     pub fn set_scopes_in_spans(&self, on: bool) {
         self.inner.scopes_in_spans.store(on, std::sync::atomic::Ordering::Relaxed);
     }
@@ -145,9 +146,22 @@ impl Valkey {
     /// Records `scope` on the current operation's span when
     /// [`Valkey::set_scopes_in_spans`] is on.
     pub(crate) fn span_scope(&self, scope: &str) {
-        if self.inner.scopes_in_spans.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.scopes_shown() {
             crate::observe::record_scope(scope);
         }
+    }
+
+    /// Whether spans, and the events inside them, may show a scope
+    /// ([`Valkey::set_scopes_in_spans`]).
+    fn scopes_shown(&self) -> bool {
+        self.inner.scopes_in_spans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `text` (a key, an id: it holds or names a scope) for an event
+    /// field, or nothing while [`Valkey::set_scopes_in_spans`] is off: an
+    /// event inside an operation's span travels with the span.
+    pub(crate) fn shown<'a>(&self, text: &'a str) -> Option<&'a str> {
+        self.scopes_shown().then_some(text)
     }
 
     pub(crate) fn with_poll_options(mut self, poll: PollOptions) -> Self {

@@ -1,7 +1,7 @@
 //! A lease store with fencing tokens: atomic acquire, renew and
 //! compare-and-delete release scripts, a monotonic fencing counter, a
-//! request-id result cache so a retried call returns the original result,
-//! and a fenced write that refuses stale tokens.
+//! request-id result cache so a retried call never acts twice, and a
+//! fenced write that refuses stale tokens.
 //!
 //! # Keys
 //!
@@ -18,8 +18,8 @@
 //! Time is the server's: expiry is a key TTL, never a client clock. Through
 //! Sentinel or on a cluster, the store follows a failover like every other
 //! call of the handle (see the README, "Through Sentinel"), and a call whose
-//! reply was lost is repeated with its request id, so it returns its first
-//! result and never takes a second token.
+//! reply was lost is repeated with its request id, so it never takes a
+//! second token: it answers with the grant it made, as it is now.
 //!
 //! Valkey replication is asynchronous: an acquire acknowledged by the old
 //! primary but not yet on the promoted replica is lost with the failover.
@@ -127,8 +127,13 @@ impl fmt::Debug for Acquire {
 
 /// A lease backend: Valkey ([`LeaseStore`]) or in memory ([`MemoryLeases`]).
 /// `request_id` makes a call idempotent: repeated with the same id and
-/// arguments it returns the first result; with other arguments it fails
-/// with [`Error::RequestConflict`]. A write whose outcome stays unknown
+/// arguments it does nothing again and answers with the lease as it is
+/// now, never a lifetime that is over. A repeated acquire returns the same
+/// grant (id, token) with the time it has left, zero once it ended, or
+/// [`Acquire::Held`] when another owner holds the lease since; a repeated
+/// renew returns the time left, or [`Error::LeaseLost`] once the lease
+/// ended; a repeated release succeeds again. With other arguments a
+/// repeated id fails with [`Error::RequestConflict`]. A write whose outcome stays unknown
 /// after the configured attempts ends with [`Error::UnknownOutcome`]; a key
 /// of the wrong type is [`Error::WrongType`].
 pub trait LeaseBackend: Send + Sync {
@@ -294,8 +299,9 @@ impl LeaseStore {
     }
 
     /// Runs a script under the shared retry rule: after a lost reply it
-    /// runs again with the same request id, and the request cache returns
-    /// the first result.
+    /// runs again with the same request id, and the request cache makes it
+    /// answer for the first run (with the time left now) instead of acting
+    /// again.
     async fn run(&self, script: &LuaScript, keys: &[String], args: &[String]) -> Result<Vec<String>> {
         let mut call = script.call();
         for k in keys {
@@ -322,14 +328,10 @@ impl LeaseStore {
     }
 }
 
-use crate::limits::MAX_LEASE_TTL as MAX_TTL;
-
+/// 1 ms to 30 days: the one lifetime rule of the crate (a shorter one
+/// could only be rounded up to the server's whole milliseconds).
 fn check_ttl(ttl: Duration) -> Result<()> {
-    if ttl.is_zero() || ttl > MAX_TTL {
-        Err(Error::InvalidArgument(format!("lease ttl {ttl:?} must be between 1 ms and 30 days")))
-    } else {
-        Ok(())
-    }
+    crate::limits::check_lifetime("lease ttl", ttl)
 }
 
 /// A request fingerprint with every field length-prefixed (unambiguous).

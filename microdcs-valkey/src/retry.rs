@@ -321,7 +321,7 @@ where
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
-                tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running the same call again");
+                tracing::warn!(key = valkey.shown(key), attempt, error = %e, "{what} outcome unknown; running the same call again");
                 crate::observe::retried("unknown_outcome");
                 valkey.metrics().add_write_retry();
                 attempt += 1;
@@ -331,7 +331,7 @@ where
             // the cluster client's own resends: the call did not run, so it
             // is sent again for as long as the call's bound allows.
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
-                tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                tracing::warn!(key = valkey.shown(key), attempt, error = %e, "{what} refused by a cluster in change; running it again");
                 crate::observe::retried("cluster_change");
                 healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;
@@ -577,14 +577,14 @@ where
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
                 }
-                tracing::warn!(key, attempt, error = %e, "{what} outcome unknown; running it again");
+                tracing::warn!(key = valkey.shown(key), attempt, error = %e, "{what} outcome unknown; running it again");
                 crate::observe::retried("unknown_outcome");
                 valkey.metrics().add_write_retry();
                 attempt += 1;
                 tokio::time::sleep(opts.retry_delay).await;
             }
             Err(e) if did_not_run(&e) && healing.allows(opts.retry_delay) => {
-                tracing::warn!(key, attempt, error = %e, "{what} refused by a cluster in change; running it again");
+                tracing::warn!(key = valkey.shown(key), attempt, error = %e, "{what} refused by a cluster in change; running it again");
                 crate::observe::retried("cluster_change");
                 healing.used = true;
                 tokio::time::sleep(opts.retry_delay).await;

@@ -146,7 +146,7 @@ where
                 let mut ids = Vec::new();
                 let mut at = Some(Page::first(1000));
                 while let Some(q) = at {
-                    let got = self.store.ids((outage.active)(scope), q).await?;
+                    let got = self.store.ids_page(&(outage.active)(scope), q).await?;
                     ids.extend(got.ids);
                     at = got.next;
                 }

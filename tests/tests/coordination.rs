@@ -261,9 +261,22 @@ async fn lease_contract(b: &impl LeaseBackend, name: &str) {
     // to watch it expire.
     let ttl = Duration::from_secs(5);
     let short = Duration::from_millis(100);
+    // A lifetime is 1 ms to 30 days: anything else (half a millisecond
+    // too, which the server could only round) is refused, nothing taken.
+    let bounds = format!("{name}-bounds");
+    let too_long = Duration::from_secs(30 * 86_400 + 1);
+    for bad in [Duration::ZERO, Duration::from_micros(500), Duration::from_micros(999), too_long, Duration::MAX] {
+        let e = b.acquire(&bounds, "alice", bad, "req-bound").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e:?}");
+    }
+    assert_eq!(b.fence(&bounds).await.unwrap(), 0, "no grant for a refused lifetime");
     let a = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());
     assert_eq!(a.owner, "alice");
     assert_eq!(b.fence(name).await.unwrap(), a.token);
+    for bad in [Duration::ZERO, Duration::from_micros(500), too_long] {
+        let e = b.renew(&a, bad, "req-a-bound").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e:?}");
+    }
     // Idempotent by request id (the lease as it is now: the same grant,
     // its time left); a different call with the same id conflicts.
     let again = acquired(b.acquire(name, "alice", ttl, "req-a1").await.unwrap());

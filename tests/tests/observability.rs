@@ -60,9 +60,25 @@ struct ObsLag {
     n: u32,
 }
 
+/// The reads and maintenance test's own kind: a list, a sorted index and a
+/// unique index, so every read has something to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(
+    kind = "obsread",
+    list(key = "obsread:list:{scope}"),
+    sorted(key = "obsread:due:{scope}", score = due, name = "due"),
+    unique(key = "obsread:byname:{name}", name = "by_name")
+)]
+struct ObsRead {
+    id: String,
+    scope: String,
+    name: String,
+    due: i64,
+}
+
 microdcs_valkey::keyspace! {
     Obs {
-        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope],
+        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope, ObsRead],
         obs_hits: counter("obshits:{scope}"),
         obs_tally: hash("obstally:{scope}"),
     }
@@ -355,26 +371,50 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     assert!(lease_ops.contains(&(Some("acquire".into()), Some("acquired".into()))), "{lease_ops:?}");
 
     // A span per operation with the database-client attributes and the outcome.
-    let spans = SPANS.spans.lock().unwrap();
-    let ours: Vec<&Vec<(String, String)>> = spans
-        .values()
-        .filter(|(name, f)| name == "microdcs.valkey" && label(f, "microdcs.target") == Some("obsdoc"))
-        .map(|(_, f)| f)
-        .collect();
-    let create = ours.iter().find(|f| label(f, "db.operation.name") == Some("create")).expect("a create span");
-    assert_eq!(label(create, "db.system.name"), Some("valkey"));
-    assert_eq!(label(create, "microdcs.outcome"), Some("written"));
-    let bad = ours.iter().find(|f| label(f, "microdcs.outcome") == Some("error")).expect("the failed put's span");
-    assert_eq!(label(bad, "error.type"), Some("invalid_input"));
-    assert!(ours.len() >= 8, "one span per operation: {}", ours.len());
-    // No secret in any span or event field, or metric label.
-    let everything = format!("{:?}{:?}{:?}", *spans, SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
-    assert!(!everything.contains("Obs-Secret-Pw-99"), "a password reached a span, event or label");
-    // Scopes are off the spans unless `TraceScopes` is set.
-    assert!(ours.iter().all(|f| label(f, "microdcs.scope").is_none()), "a scope on a span by default");
-    // Ids and keys are for logs at most, never a span field or a label.
-    let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
-    assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
+    {
+        let spans = SPANS.spans.lock().unwrap();
+        let ours: Vec<&Vec<(String, String)>> = spans
+            .values()
+            .filter(|(name, f)| name == "microdcs.valkey" && label(f, "microdcs.target") == Some("obsdoc"))
+            .map(|(_, f)| f)
+            .collect();
+        let create = ours.iter().find(|f| label(f, "db.operation.name") == Some("create")).expect("a create span");
+        assert_eq!(label(create, "db.system.name"), Some("valkey"));
+        assert_eq!(label(create, "microdcs.outcome"), Some("written"));
+        let bad = ours.iter().find(|f| label(f, "microdcs.outcome") == Some("error")).expect("the failed put's span");
+        assert_eq!(label(bad, "error.type"), Some("invalid_input"));
+        assert!(ours.len() >= 8, "one span per operation: {}", ours.len());
+        // No secret in any span or event field, or metric label.
+        let everything = format!("{:?}{:?}{:?}", *spans, SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
+        assert!(!everything.contains("Obs-Secret-Pw-99"), "a password reached a span, event or label");
+        // Scopes are off the spans unless `TraceScopes` is set.
+        assert!(ours.iter().all(|f| label(f, "microdcs.scope").is_none()), "a scope on a span by default");
+        // Ids and keys are for logs at most, never a span field or a label.
+        let labelled = format!("{:?}{:?}", *spans, RECORDS.lock().unwrap());
+        assert!(!labelled.contains("o-1"), "a document id reached a span or a label");
+    }
+    // The retry's event inside the span names no key either (a key holds
+    // the scope and the id), unless `TraceScopes` is set.
+    let retry_events = || -> Vec<Vec<(String, String)>> {
+        SPANS
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|f| label(f, "message").is_some_and(|m| m.contains("outcome unknown")))
+            .cloned()
+            .collect()
+    };
+    let seen = retry_events();
+    assert!(!seen.is_empty(), "the retry's event");
+    assert!(seen.iter().all(|f| label(f, "key").is_none() && !format!("{f:?}").contains("o-1")), "{seen:?}");
+    valkey.set_scopes_in_spans(true);
+    let read = store.get("o-1").await.unwrap().unwrap();
+    proxy.cut_after_request_containing(b"EVALSHA").await;
+    let out = store.update(&read, &ObsDoc { n: 5, ..doc.clone() }).await.unwrap();
+    assert!(matches!(out, PutOutcome::Written { .. }), "{out:?}");
+    let keyed: Vec<_> = retry_events().into_iter().filter_map(|f| label(&f, "key").map(str::to_owned)).collect();
+    assert!(keyed.iter().any(|k| k.ends_with("o-1")), "with TraceScopes the retry names its key: {keyed:?}");
 }
 
 /// Takes every entry and counts them.
@@ -582,4 +622,134 @@ async fn trace_scopes_puts_the_scope_on_spans_and_never_on_metrics() {
     assert_eq!(scopes_of("get").iter().filter(|s| s.is_none()).count(), 1);
     let labels = format!("{:?}", RECORDS.lock().unwrap());
     assert!(!labels.contains("tenant-a"), "a scope reached a metric label");
+}
+
+/// The spans of kind `target` and operation `op`, with their fields.
+fn spans_of(target: &str, op: &str) -> Vec<Vec<(String, String)>> {
+    SPANS
+        .spans
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|(name, f)| {
+            name == "microdcs.valkey"
+                && label(f, "microdcs.target") == Some(target)
+                && label(f, "db.operation.name") == Some(op)
+        })
+        .map(|(_, f)| f.clone())
+        .collect()
+}
+
+/// Every read and maintenance call of a store is one operation: one count,
+/// one duration and one span (a call made of others, `docs` of `ids`, is
+/// not counted twice); with `TraceScopes` off no span or event field
+/// carries the scope, an id or a key holding them, and with it on the
+/// calls about one scope carry it on their span.
+#[tokio::test]
+async fn reads_and_maintenance_are_operations_and_keep_scopes_off_by_default() {
+    install();
+    const SCOPE: &str = "scope-q7h";
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("obs-reads");
+    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let store = Obs::open(valkey.clone()).store::<ObsRead>();
+    for n in 1..=2 {
+        let doc = ObsRead { id: format!("rd-q7h-{n}"), scope: SCOPE.into(), name: format!("name-q7h-{n}"), due: n };
+        assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+    }
+    let page = microdcs_valkey::Page::first(10);
+    assert_eq!(store.ids(ObsRead::due(SCOPE), page.clone()).await.unwrap().ids.len(), 2);
+    assert_eq!(store.list(SCOPE, page.clone()).await.unwrap().ids.len(), 2);
+    assert_eq!(store.range(ObsRead::due(SCOPE), f64::NEG_INFINITY, f64::INFINITY, false, 10).await.unwrap().len(), 2);
+    assert_eq!(store.docs(ObsRead::due(SCOPE), page.clone()).await.unwrap().documents.len(), 2);
+    assert_eq!(store.scan(0, 1000).await.unwrap().documents.len(), 2);
+    assert_eq!(store.scopes(page.clone()).await.unwrap().ids, [SCOPE]);
+    assert!(store.verify(&Default::default()).await.unwrap().is_clean());
+    // A unique entry whose document is missing: `find` passes it over with
+    // a warning, which must not name the key or the id either.
+    let ghost = ObsRead::by_name_key(&prefix, "name-q7h-ghost").unwrap();
+    let client = microdcs_valkey::redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let () = microdcs_valkey::redis::cmd("SET").arg(&ghost).arg("rd-q7h-ghost").query_async(&mut raw).await.unwrap();
+    assert!(store.find(ObsRead::by_name("name-q7h-1")).await.unwrap().is_some());
+    assert!(store.find(ObsRead::by_name("name-q7h-ghost")).await.unwrap().is_none());
+    assert_eq!(store.get_many(&["rd-q7h-1", "rd-q7h-2"]).await.unwrap().len(), 2);
+
+    let counted = |op: &str| -> usize {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, l, _)| {
+                n == OPERATIONS
+                    && label(l, "microdcs.target") == Some("obsread")
+                    && label(l, "db.operation.name") == Some(op)
+            })
+            .count()
+    };
+    let calls = [
+        ("ids", 1),
+        ("list", 1),
+        ("range", 1),
+        ("docs", 1),
+        ("scan", 1),
+        ("scopes", 1),
+        ("verify", 1),
+        ("find", 2),
+        ("get_many", 1),
+    ];
+    for (op, n) in calls {
+        assert_eq!(counted(op), n, "operations counted for `{op}`");
+        let timed = RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(name, l, _)| {
+                name == OPERATION_DURATION
+                    && label(l, "microdcs.target") == Some("obsread")
+                    && label(l, "db.operation.name") == Some(op)
+                    && label(l, "microdcs.outcome").is_some_and(|o| o != "error")
+            })
+            .count();
+        assert_eq!(timed, n, "durations of `{op}`");
+        let spans = spans_of("obsread", op);
+        assert_eq!(spans.len(), n, "spans of `{op}`");
+        for f in &spans {
+            assert_eq!(label(f, "db.system.name"), Some("valkey"), "{op}");
+            assert!(label(f, "microdcs.outcome").is_some_and(|o| o != "error"), "{op}: {f:?}");
+            assert_eq!(label(f, "microdcs.scope"), None, "{op}: a scope on a span by default");
+        }
+    }
+    let warned = SPANS
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|f| label(f, "message").is_some_and(|m| m.contains("points at a missing document")));
+    assert!(warned, "the passed-over unique entry is logged");
+    // Neither the scope nor an id (nor a key holding them) in any span or
+    // event field, or metric label.
+    let everything =
+        format!("{:?}{:?}{:?}", *SPANS.spans.lock().unwrap(), SPANS.events.lock().unwrap(), RECORDS.lock().unwrap());
+    for secret in ["scope-q7h", "rd-q7h", "name-q7h"] {
+        assert!(!everything.contains(secret), "`{secret}` reached a span, an event or a label");
+    }
+
+    // With `TraceScopes` on, a call about one scope carries it on its span.
+    valkey.set_scopes_in_spans(true);
+    let _ = store.ids(ObsRead::due(SCOPE), page.clone()).await.unwrap();
+    let _ = store.list(SCOPE, page.clone()).await.unwrap();
+    let _ = store.range(ObsRead::due(SCOPE), 0.0, 10.0, false, 10).await.unwrap();
+    let _ = store.docs(ObsRead::due(SCOPE), page.clone()).await.unwrap();
+    let scoped = microdcs_valkey::MaintenanceOptions { scope: Some(SCOPE), ..Default::default() };
+    let _ = store.verify(&scoped).await.unwrap();
+    let _ = store.find(ObsRead::by_name("name-q7h-1")).await.unwrap().unwrap();
+    let _ = store.get_many(&["rd-q7h-1", "rd-q7h-2"]).await.unwrap();
+    for op in ["ids", "list", "range", "docs", "verify", "find", "get_many"] {
+        let scopes: Vec<Option<String>> =
+            spans_of("obsread", op).iter().map(|f| label(f, "microdcs.scope").map(str::to_owned)).collect();
+        assert!(scopes.contains(&Some(SCOPE.to_owned())), "{op}: {scopes:?}");
+    }
+    let labels = format!("{:?}", RECORDS.lock().unwrap());
+    assert!(!labels.contains(SCOPE), "a scope reached a metric label");
 }

@@ -95,8 +95,9 @@ pub struct ValkeyConfig {
     pub connect_timeout: Duration,
     /// How long a reply may take before the command counts as failed.
     pub response_timeout: Duration,
-    /// Whether operation spans carry the scope (`microdcs.scope`). Off by
-    /// default: a scope is often a tenant's or a customer's name.
+    /// Whether operation spans carry the scope (`microdcs.scope`), and the
+    /// events inside them the key or id they are about. Off by default: a
+    /// scope is often a tenant's or a customer's name, and keys and ids hold it.
     pub trace_scopes: bool,
     /// How the keyspaces of this handle are placed on a cluster
     /// (`Placement`): one island per tagged prefix, or sharded by scope.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::limits::MAX_LEASE_TTL as MAX_TTL;
 
 #[test]
 fn fingerprints_are_unambiguous() {
@@ -11,6 +12,7 @@ fn ttl_bounds() {
     assert!(check_ttl(Duration::from_millis(1)).is_ok());
     assert!(check_ttl(MAX_TTL).is_ok());
     assert!(matches!(check_ttl(Duration::ZERO), Err(Error::InvalidArgument(_))));
+    assert!(matches!(check_ttl(Duration::from_micros(500)), Err(Error::InvalidArgument(_))));
     assert!(matches!(check_ttl(MAX_TTL + Duration::from_secs(1)), Err(Error::InvalidArgument(_))));
 }
 

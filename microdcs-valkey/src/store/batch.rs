@@ -38,6 +38,12 @@ pub struct DocPage<D, P> {
     pub next: Option<P>,
 }
 
+impl<D, P> crate::observe::Outcome for DocPage<D, P> {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Writes many documents, each with its own generated script (each
     /// atomic, with every check and the retry rule of [`Store::put`]), up
@@ -128,7 +134,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut walk = Page::first(16);
         for _ in 0..Self::CLAIM_ROUNDS {
             let ids: Vec<String> = if sorted {
-                let got = self.ids(query.clone(), walk.clone()).await?;
+                let got = self.ids_page(&query, walk.clone()).await?;
                 walk = got.next.unwrap_or_else(|| Page::first(16));
                 got.ids
             } else {
@@ -150,7 +156,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 // A member that is no valid id names no document: passed
                 // over (verify reports it), never the end of the claim.
                 if self.plan.doc_key(self.valkey.prefix(), scope, &id).is_err() {
-                    tracing::warn!(index = %key, "claim: an index member that is not a valid id is passed over");
+                    tracing::warn!(
+                        index = self.valkey.shown(&key),
+                        "claim: an index member that is not a valid id is passed over"
+                    );
                     continue;
                 }
                 let Some(mut read) = self.read(|| self.get_once(scope, &id)).await? else { continue };
@@ -287,9 +296,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// As [`Store::ids`]; a damaged document is listed in
     /// [`DocPage::damaged`], not an error of the call.
     pub async fn docs(&self, query: GroupQuery<D>, page: Page) -> Result<DocPage<D, Page>> {
-        let scope = self.group_scope(&query).map(str::to_owned);
-        let index_key = self.group_key(&query)?;
-        let IdPage { ids, next } = self.ids(query, page).await?;
+        observed("docs", D::SPEC.kind, self.docs_inner(&query, page)).await
+    }
+
+    async fn docs_inner(&self, query: &GroupQuery<D>, page: Page) -> Result<DocPage<D, Page>> {
+        let scope = self.group_scope(query).map(str::to_owned);
+        let index_key = self.group_key(query)?;
+        let IdPage { ids, next } = self.ids_page(query, page).await?;
         let prefix = self.valkey.prefix();
         // A member that is no valid id is damage of this page, listed with
         // the rest: the page and its token go on.
@@ -334,7 +347,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Connection errors, a key of another type.
     pub async fn scopes(&self, page: Page) -> Result<IdPage> {
         let key = self.plan.registry_key.clone();
-        self.read(|| crate::page::sscan_page(&self.valkey, &key, page.clone())).await
+        observed("scopes", D::SPEC.kind, self.read(|| crate::page::sscan_page(&self.valkey, &key, page.clone()))).await
     }
 
     /// A walk over every document of this type, `count` keys at a time:
@@ -349,6 +362,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Connection errors.
     pub async fn scan(&self, cursor: u64, count: usize) -> Result<DocPage<D, u64>> {
+        observed("scan", D::SPEC.kind, self.scan_inner(cursor, count)).await
+    }
+
+    async fn scan_inner(&self, cursor: u64, count: usize) -> Result<DocPage<D, u64>> {
         let prefix = self.valkey.prefix().clone();
         let pattern = self.plan.doc_pattern(&prefix)?;
         let count = count.clamp(1, Self::MAX_MANY);

@@ -78,7 +78,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         }
         let got = self.read(|| self.get_many_once(ids, &keys)).await?;
         // Asked in a scope: a document of another scope is not there.
-        Ok(got.into_iter().map(|s| s.filter(|s| scope.is_none_or(|want| s.scope == want))).collect())
+        let got: Vec<_> = got.into_iter().map(|s| s.filter(|s| scope.is_none_or(|want| s.scope == want))).collect();
+        // The span carries one scope: the one asked, or the one every
+        // document found shares.
+        let mut found = got.iter().flatten().map(|s| s.scope.as_str());
+        let shared = found.next().filter(|first| found.all(|s| s == *first));
+        if let Some(s) = scope.or(shared) {
+            self.valkey.span_scope(s);
+        }
+        Ok(got)
     }
 
     /// The most ids one [`Store::get_many`] takes.
@@ -286,7 +294,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         if map.is_empty() {
-            tracing::warn!(index_key = %ukey, id, "unique index points at a missing document");
+            let v = &self.valkey;
+            tracing::warn!(index_key = v.shown(&ukey), id = v.shown(&id), "unique index points at a missing document");
             return Ok(None);
         }
         let key = self.plan.doc_key(self.valkey.prefix(), scope, &id)?;
@@ -300,9 +309,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             Ph::Each => false,
         });
         if !matches {
-            tracing::warn!(index_key = %ukey, id, "unique index entry is stale: the document has other values");
+            let v = &self.valkey;
+            tracing::warn!(
+                index_key = v.shown(&ukey),
+                id = v.shown(&id),
+                "unique index entry is stale: the document has other values"
+            );
             return Ok(None);
         }
+        self.valkey.span_scope(&stored.scope);
         Ok(Some(stored))
     }
 
@@ -312,7 +327,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a key of the wrong type.
     pub async fn ids(&self, query: GroupQuery<D>, page: Page) -> Result<IdPage> {
-        let key = self.group_key(&query)?;
+        observed("ids", D::SPEC.kind, self.ids_page(&query, page)).await
+    }
+
+    /// [`Store::ids`] inside another operation (not an operation of its own).
+    pub(crate) async fn ids_page(&self, query: &GroupQuery<D>, page: Page) -> Result<IdPage> {
+        let key = self.group_key(query)?;
+        if let Some(scope) = self.index_scope(query) {
+            self.valkey.span_scope(scope);
+        }
         if D::SPEC.groups.get(query.index()).is_some_and(|g| g.kind().is_sorted()) {
             // A sorted index: by score, lowest first, paged like a sorted list.
             return self.read(|| self.zrange(&key, page.clone())).await;
@@ -336,11 +359,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<Scored>> {
-        Self::check_sorted(&query)?;
-        if min.is_nan() || max.is_nan() {
-            return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
-        }
-        self.range_at(&query, min, max, reverse, 0, limit).await
+        observed("range", D::SPEC.kind, async {
+            Self::check_sorted(&query)?;
+            if min.is_nan() || max.is_nan() {
+                return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
+            }
+            if let Some(scope) = self.index_scope(&query) {
+                self.valkey.span_scope(scope);
+            }
+            self.range_at(&query, min, max, reverse, 0, limit).await
+        })
+        .await
     }
 
     /// Refuses a query of an index that is not sorted: only a sorted
@@ -393,6 +422,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     where
         D: microdcs_schema::HasList,
     {
+        observed("list", D::SPEC.kind, self.list_page(scope, page)).await
+    }
+
+    async fn list_page(&self, scope: &str, page: Page) -> Result<IdPage> {
         if D::SPEC.unscoped && scope != microdcs_schema::UNSCOPED {
             return Err(Error::InvalidArgument(format!(
                 "`{}` is unscoped: its list is `list_all`, not the list of scope `{scope}`",
@@ -403,6 +436,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .plan
             .list_key(self.valkey.prefix(), scope)
             .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))??;
+        if !D::SPEC.unscoped {
+            self.valkey.span_scope(scope);
+        }
         if !self.plan.sorted_list {
             return self.read(|| self.sscan(&key, page.clone())).await;
         }
@@ -419,13 +455,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     where
         D: microdcs_schema::HasList,
     {
-        if !D::SPEC.unscoped {
-            return Err(Error::InvalidArgument(format!(
-                "`{}` has a list per scope: read it with `list(scope, page)`",
-                D::SPEC.type_name
-            )));
-        }
-        self.list(microdcs_schema::UNSCOPED, page).await
+        observed("list", D::SPEC.kind, async {
+            if !D::SPEC.unscoped {
+                return Err(Error::InvalidArgument(format!(
+                    "`{}` has a list per scope: read it with `list(scope, page)`",
+                    D::SPEC.type_name
+                )));
+            }
+            self.list_page(microdcs_schema::UNSCOPED, page).await
+        })
+        .await
     }
 
     async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {

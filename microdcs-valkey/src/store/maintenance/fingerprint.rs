@@ -52,6 +52,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Connection errors; [`crate::Error::WrongType`] when the fingerprints
     /// key holds another type.
     pub async fn needs_rebuild(&self) -> Result<Vec<String>> {
+        crate::observe::observed("needs_rebuild", D::SPEC.kind, self.needs_rebuild_inner()).await
+    }
+
+    async fn needs_rebuild_inner(&self) -> Result<Vec<String>> {
         let key = fingerprint_key(&self.valkey)?;
         let want = self.fingerprint_fields();
         if want.is_empty() {

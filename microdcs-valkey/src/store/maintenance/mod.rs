@@ -43,6 +43,8 @@ pub use report::{DiffKind, Difference, MaintenanceOptions, Report};
 
 use diagnose::Shortcuts;
 
+use crate::observe::observed;
+
 /// Whether a run only reports, or also repairs what it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -178,7 +180,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Connection errors. Damaged documents are differences, not errors.
     pub async fn verify(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
-        self.run_maintenance(opts, Mode::Verify).await
+        observed("verify", D::SPEC.kind, self.run_maintenance(opts, Mode::Verify)).await
     }
 
     /// Rewrites the indexes of `D` (or only `opts.index`) from the
@@ -191,9 +193,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Connection errors.
     pub async fn rebuild(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
-        let report = self.run_maintenance(opts, Mode::Rebuild).await?;
-        self.record_fingerprint(opts.index).await?;
-        Ok(report)
+        observed("rebuild", D::SPEC.kind, async {
+            let report = self.run_maintenance(opts, Mode::Rebuild).await?;
+            self.record_fingerprint(opts.index).await?;
+            Ok(report)
+        })
+        .await
     }
 
     fn index_names(&self) -> Vec<&'static str> {
@@ -217,6 +222,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 D::SPEC.type_name,
                 self.index_names().join(", ")
             )));
+        }
+        if let Some(scope) = opts.scope {
+            self.valkey.span_scope(scope);
         }
         let mut pass = Pass::new(opts, mode, self.plan.unique.len());
         // Every document -> its expected entries; then every index entry ->

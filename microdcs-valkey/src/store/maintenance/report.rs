@@ -121,6 +121,14 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
+/// `ok` whatever was found: the differences are the report's, and the
+/// operation did its work.
+impl crate::observe::Outcome for Report {
+    fn outcome(&self) -> &'static str {
+        "ok"
+    }
+}
+
 impl Report {
     /// Differences counted per (index, kind).
     pub fn summary(&self) -> BTreeMap<(String, &'static str), u64> {
