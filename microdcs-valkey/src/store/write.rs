@@ -9,7 +9,7 @@ use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Revision, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
-use crate::codec::Codec;
+use crate::codec::{Codec, NotReadBack};
 use crate::config::Durability;
 use crate::error::{Error, Result, short};
 use crate::op_id::new_op_id;
@@ -171,6 +171,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .codec
             .encode_stored(doc, &entries.id)
             .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
+        // A text the codec cannot read back would be acknowledged and then
+        // fail every read (JSON writes NaN as `null`, and writes nesting
+        // its reader refuses): refused here, before anything is sent.
+        self.codec
+            .decode_stored(&text, &entries.id)
+            .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(NotReadBack(e))))?;
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
