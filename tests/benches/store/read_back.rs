@@ -14,6 +14,10 @@ use microdcs_valkey::{Codec, CompactJson, Json, PutOutcome, Store, Valkey, Write
 
 use super::{doc, median, pct, us};
 
+/// A codec by name, its encode of the bench document and its read-back
+/// check of a stored text.
+type Measured<'a> = (&'static str, &'a dyn Fn() -> String, &'a dyn Fn(&str));
+
 /// Microseconds per call of `f`, the median of `rounds` rounds of `n` calls.
 fn per_call(rounds: usize, n: usize, mut f: impl FnMut()) -> f64 {
     let mut times = Vec::with_capacity(rounds);
@@ -50,7 +54,7 @@ pub(super) async fn read_back(server: &ValkeyServer, quick: bool) {
     let d = doc(1, 0);
     let (rounds, puts) = if quick { (3, 300) } else { (8, 1500) };
 
-    let codecs: [(&str, &dyn Fn() -> String, &dyn Fn(&str)); 2] = [
+    let codecs: [Measured<'_>; 2] = [
         ("Json", &|| Json.encode_stored(&d, &d.id).unwrap(), &|t| {
             black_box(<Json as Codec<JobResponse>>::decode_stored(&Json, t, &d.id).unwrap());
         }),
