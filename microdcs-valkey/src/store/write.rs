@@ -128,6 +128,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         self.put(doc, expect).op(op).await
     }
 
+    // One parameter per option of a write request: a struct for them would
+    // be built at every call only to be taken apart here.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn put_inner(
         &self,
         doc: &D,
@@ -136,8 +139,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read_id: Option<ReadIdentity<'_>>,
         op: &str,
         durability: &Durability,
+        keep_lifetime: bool,
     ) -> Result<PutOutcome> {
-        match self.write_inner(doc, expect, read, read_id, op, None, durability).await? {
+        match self.write_inner(doc, expect, read, read_id, op, None, durability, keep_lifetime).await? {
             Applied::Put(out) => Ok(out),
             // Only a step carries an event.
             Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
@@ -149,7 +153,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// A put, or with `step` a step: the same checks and retries, the
     /// step's script and arguments; with a `durability` that waits, the
-    /// wait for replicas after it.
+    /// wait for replicas after it. With `keep_lifetime` a document that has
+    /// a lifetime keeps what it has left.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_inner(
         &self,
@@ -160,6 +165,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         op: &str,
         step: Option<&StepArgs<'_>>,
         durability: &Durability,
+        keep_lifetime: bool,
     ) -> Result<Applied> {
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
@@ -234,7 +240,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, &entries.scope, &entries.id)?;
-            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), tomb };
+            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), keep_lifetime, tomb };
             let mut call = match step {
                 Some(args) => Call::step(plan, &self.valkey, D::SPEC.kind, target, body, args)?,
                 None => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,
