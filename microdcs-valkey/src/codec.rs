@@ -10,6 +10,16 @@ use microdcs_schema::Document;
 /// and reads it back through [`decode_stored`](Self::decode_stored); both
 /// default to [`encode`](Self::encode) and [`decode`](Self::decode), so a
 /// codec that only implements those two has its text stored as is.
+///
+/// Before a write is sent, the store decodes the text it is about to
+/// store; a text that does not decode is refused as
+/// [`Error::Codec`](crate::Error::Codec) (action `encode`), nothing
+/// written, so a write is never acknowledged and then unreadable. With
+/// the JSON codecs that is a NaN or infinite float (JSON writes it as
+/// `null`, which no float reads) and nesting deeper than `serde_json`'s
+/// reader takes (128 levels, the document's own object included). The
+/// check asks only that the text decode, not that it decode to an equal
+/// document. It costs one decode per write (see BENCHMARKS.md).
 pub trait Codec<D>: Send + Sync {
     /// The codec's error.
     type Error: std::error::Error + Send + Sync + 'static;
@@ -46,6 +56,12 @@ pub trait Codec<D>: Send + Sync {
         self.decode(text)
     }
 }
+
+/// A document whose stored text the codec does not read back: the store
+/// refuses to write it (the codec's reading error is the source).
+#[derive(Debug, thiserror::Error)]
+#[error("the text it encodes to does not read back: {0}")]
+pub(crate) struct NotReadBack<E: std::error::Error + 'static>(#[source] pub(crate) E);
 
 /// The default codec: JSON through `serde_json`.
 ///

@@ -23,6 +23,8 @@
 //! per step beside a put of the same document. Both pin the server to
 //! the first core and the bench to the second (`taskset`), and report the
 //! server's `INFO commandstats` time and its main-thread CPU time.
+//! `-- --read-back` what the check that a stored text reads back costs,
+//! beside a put with each JSON codec.
 //!
 //! Long on purpose: every benchmark prints its ratio against a baseline
 //! measured in the same run, so baselines and measures share one file.
@@ -762,6 +764,10 @@ mod network;
 #[path = "store/each.rs"]
 mod each;
 
+// What the read-back check costs per put (`--read-back`).
+#[path = "store/read_back.rs"]
+mod read_back;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -794,6 +800,11 @@ async fn main() {
     if args.iter().any(|a| a == "--each") {
         let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
         each::each(&server, args.iter().any(|a| a == "--quick")).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--read-back") {
+        let server = ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+        read_back::read_back(&server, args.iter().any(|a| a == "--quick")).await;
         return;
     }
     if args.iter().any(|a| a == "--network") {

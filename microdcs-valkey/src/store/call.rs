@@ -63,6 +63,9 @@ pub(super) struct PutBody<'a> {
     pub(super) score: Option<String>,
     /// The document's lifetime, for a type with a `ttl`.
     pub(super) ttl_ms: Option<u64>,
+    /// Whether a document with a lifetime keeps what it has left (the
+    /// script takes `ttl_ms` for one without).
+    pub(super) keep_lifetime: bool,
     /// The document's tombstone key.
     pub(super) tomb: String,
 }
@@ -196,7 +199,7 @@ impl<'a> Call<'a> {
 
     /// What a put writes beside its entries, at the put layout's positions.
     fn put_body(mut self, l: &PutLayout, valkey: &Valkey, body: PutBody<'a>) -> Self {
-        let PutBody { doc, score, ttl_ms, tomb } = body;
+        let PutBody { doc, score, ttl_ms, keep_lifetime, tomb } = body;
         let call = &mut self;
         call.set_arg(l.doc, Arg::Borrowed(doc));
         // The script trusts this count, so it is always within the bounds
@@ -208,7 +211,8 @@ impl<'a> Call<'a> {
         }
         call.set_key(l.tomb_key, tomb);
         if let (Some(pos), Some(ms)) = (l.ttl, ttl_ms) {
-            call.set_arg(pos, Arg::Owned(ms.to_string()));
+            let ms = if keep_lifetime { format!("keep:{ms}") } else { ms.to_string() };
+            call.set_arg(pos, Arg::Owned(ms));
         }
         self
     }

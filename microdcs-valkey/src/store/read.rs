@@ -1,4 +1,5 @@
-//! Reads: `get`, `find`, `ids`, `list`, and the read of what a write needs.
+//! Reads: `get`, `find`, `ids`, `list`, their counts, and the read of what a
+//! write needs.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -426,16 +427,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn list_page(&self, scope: &str, page: Page) -> Result<IdPage> {
-        if D::SPEC.unscoped && scope != microdcs_schema::UNSCOPED {
-            return Err(Error::InvalidArgument(format!(
-                "`{}` is unscoped: its list is `list_all`, not the list of scope `{scope}`",
-                D::SPEC.type_name
-            )));
-        }
-        let key = self
-            .plan
-            .list_key(self.valkey.prefix(), scope)
-            .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))??;
+        let key = self.scope_list_key(scope)?;
         if !D::SPEC.unscoped {
             self.valkey.span_scope(scope);
         }
@@ -465,6 +457,78 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             self.list_page(microdcs_schema::UNSCOPED, page).await
         })
         .await
+    }
+
+    /// The key of `scope`'s list; for an unscoped type only its one list.
+    fn scope_list_key(&self, scope: &str) -> Result<String> {
+        if D::SPEC.unscoped && scope != microdcs_schema::UNSCOPED {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` is unscoped: its list is `list_all`, not the list of scope `{scope}`",
+                D::SPEC.type_name
+            )));
+        }
+        self.plan
+            .list_key(self.valkey.prefix(), scope)
+            .ok_or_else(|| Error::InvalidArgument(format!("{} has no list", D::SPEC.type_name)))?
+    }
+
+    /// How many ids the per-scope list holds, without reading them (one
+    /// `ZCARD` for a sorted-set list, `SCARD` for a plain set): what
+    /// [`Store::list`] walks, counted.
+    ///
+    /// # Errors
+    /// As [`Store::list`]; [`Error::WrongType`] for a list key of another
+    /// type.
+    pub async fn count(&self, scope: &str) -> Result<u64>
+    where
+        D: microdcs_schema::HasList,
+    {
+        observed("count", D::SPEC.kind, async {
+            let key = self.scope_list_key(scope)?;
+            self.valkey.span_scope(scope);
+            let command = if self.plan.sorted_list { "ZCARD" } else { "SCARD" };
+            self.read(|| self.card(command, &key)).await
+        })
+        .await
+    }
+
+    /// [`Store::count`] of the one list of an unscoped type.
+    ///
+    /// # Errors
+    /// As [`Store::list_all`].
+    pub async fn count_all(&self) -> Result<u64>
+    where
+        D: microdcs_schema::HasList,
+    {
+        if !D::SPEC.unscoped {
+            return Err(Error::InvalidArgument(format!(
+                "`{}` has a list per scope: count it with `count(scope)`",
+                D::SPEC.type_name
+            )));
+        }
+        self.count(microdcs_schema::UNSCOPED).await
+    }
+
+    /// How many ids a group index entry holds, without reading them (one
+    /// `SCARD`, or `ZCARD` for a sorted index): what [`Store::ids`] walks,
+    /// counted. Of a bounded sorted index, the ids it keeps.
+    ///
+    /// # Errors
+    /// As [`Store::ids`].
+    pub async fn count_ids(&self, query: GroupQuery<D>) -> Result<u64> {
+        observed("count_ids", D::SPEC.kind, async {
+            let key = self.group_key(&query)?;
+            let sorted = D::SPEC.groups.get(query.index()).is_some_and(|g| g.kind().is_sorted());
+            self.read(|| self.card(if sorted { "ZCARD" } else { "SCARD" }, &key)).await
+        })
+        .await
+    }
+
+    /// The size of the set or sorted set at `key` (`command` is `SCARD`
+    /// or `ZCARD`), once.
+    async fn card(&self, command: &'static str, key: &str) -> Result<u64> {
+        let mut con = self.valkey.connection();
+        redis::cmd(command).arg(key).query_async(&mut con).await.map_err(|e| Error::from_redis(e, key))
     }
 
     async fn zrange(&self, key: &str, page: Page) -> Result<IdPage> {

@@ -17,6 +17,8 @@
 //! - `.durability(d)`: wait for replicas after the write (overrides the
 //!   handle's [`WriteOptions::durability`](crate::WriteOptions)); see
 //!   [`Durability`].
+//! - `.keep_lifetime()` (puts): the document keeps the lifetime it has
+//!   left instead of getting its type's again.
 //!
 //! The future is `Send` (for a `Send + Sync` document type); nothing is sent
 //! before it is awaited.
@@ -58,12 +60,26 @@ pub struct PutCall<'a, D, C> {
     what: Option<PutWhat<'a, D>>,
     op: Option<String>,
     durability: Option<Durability>,
+    keep_lifetime: bool,
     running: Option<WriteFuture<'a, PutOutcome>>,
 }
 
 impl<'a, D, C> PutCall<'a, D, C> {
     pub(super) fn new(store: &'a Store<D, C>, what: PutWhat<'a, D>) -> Self {
-        PutCall { store, what: Some(what), op: None, durability: None, running: None }
+        PutCall { store, what: Some(what), op: None, durability: None, keep_lifetime: false, running: None }
+    }
+
+    /// Keeps the lifetime the document has left instead of giving it the
+    /// store's again (the type's `ttl`, or [`Store::with_ttl`]'s): an edit
+    /// that must not extend how long the document lives. Its unique index
+    /// keys get the same lifetime. A document without one (a create, or
+    /// one stored before the type had a lifetime) gets the store's, so a
+    /// document never ends up without a lifetime. For a type without `ttl`
+    /// it changes nothing.
+    pub fn keep_lifetime(mut self) -> Self {
+        debug_assert!(self.running.is_none(), "an option given after the request started");
+        self.keep_lifetime = true;
+        self
     }
 
     /// Your own operation id (at most 64 characters of letters, digits and
@@ -88,7 +104,7 @@ impl<'a, D, C> PutCall<'a, D, C> {
 
 impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
     fn start(&mut self) -> WriteFuture<'a, PutOutcome> {
-        let (store, what, op) = (self.store, self.what.take(), self.op.take());
+        let (store, what, op, keep) = (self.store, self.what.take(), self.op.take(), self.keep_lifetime);
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         let name = match &what {
             Some(PutWhat::Put(_, Expect::Create)) => "create",
@@ -99,15 +115,15 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
             let Some(what) = what else { return Err(polled_again()) };
             let op = &stored_op(op.as_deref())?;
             match what {
-                PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d).await,
+                PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d, keep).await,
                 PutWhat::Update(read, doc) => {
                     let expect = Expect::Revision(read.revision());
-                    store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op, &d).await
+                    store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op, &d, keep).await
                 }
                 PutWhat::InPlace(read, doc) => {
                     let expect = Expect::Revision(read.revision());
                     let state = Some(read.state.clone());
-                    let out = store.put_inner(&doc, expect, state, Some(read.identity()), op, &d).await?;
+                    let out = store.put_inner(&doc, expect, state, Some(read.identity()), op, &d, keep).await?;
                     if let PutOutcome::Written { version } = out {
                         store.advance(read, doc, version, op)?;
                     }

@@ -442,10 +442,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     op,
                     Some(&args),
                     durability,
+                    false,
                 )
                 .await?
             }
-            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args), durability).await?,
+            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args), durability, false).await?,
         };
         Ok(Self::outcome(applied))
     }

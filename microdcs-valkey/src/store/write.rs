@@ -9,7 +9,7 @@ use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
 use super::step::StepArgs;
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Revision, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
-use crate::codec::Codec;
+use crate::codec::{Codec, NotReadBack};
 use crate::config::Durability;
 use crate::error::{Error, Result, short};
 use crate::op_id::new_op_id;
@@ -128,6 +128,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         self.put(doc, expect).op(op).await
     }
 
+    // One parameter per option of a write request: a struct for them would
+    // be built at every call only to be taken apart here.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn put_inner(
         &self,
         doc: &D,
@@ -136,8 +139,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         read_id: Option<ReadIdentity<'_>>,
         op: &str,
         durability: &Durability,
+        keep_lifetime: bool,
     ) -> Result<PutOutcome> {
-        match self.write_inner(doc, expect, read, read_id, op, None, durability).await? {
+        match self.write_inner(doc, expect, read, read_id, op, None, durability, keep_lifetime).await? {
             Applied::Put(out) => Ok(out),
             // Only a step carries an event.
             Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
@@ -149,7 +153,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// A put, or with `step` a step: the same checks and retries, the
     /// step's script and arguments; with a `durability` that waits, the
-    /// wait for replicas after it.
+    /// wait for replicas after it. With `keep_lifetime` a document that has
+    /// a lifetime keeps what it has left.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_inner(
         &self,
@@ -160,6 +165,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         op: &str,
         step: Option<&StepArgs<'_>>,
         durability: &Durability,
+        keep_lifetime: bool,
     ) -> Result<Applied> {
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
@@ -171,6 +177,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .codec
             .encode_stored(doc, &entries.id)
             .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(e)))?;
+        // A text the codec cannot read back would be acknowledged and then
+        // fail every read (JSON writes NaN as `null`, and writes nesting
+        // its reader refuses): refused here, before anything is sent.
+        self.codec
+            .decode_stored(&text, &entries.id)
+            .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(NotReadBack(e))))?;
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
@@ -228,7 +240,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             };
             let score = entries.list.as_ref().map(|list| list.score.map_or_else(String::new, |x| x.to_string()));
             let tomb = plan.tomb_key(self.valkey.prefix(), D::SPEC.kind, &entries.scope, &entries.id)?;
-            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), tomb };
+            let body = PutBody { doc: &text, score, ttl_ms: self.ttl_ms(), keep_lifetime, tomb };
             let mut call = match step {
                 Some(args) => Call::step(plan, &self.valkey, D::SPEC.kind, target, body, args)?,
                 None => Call::put(l, plan, &self.valkey, D::SPEC.kind, target, body)?,

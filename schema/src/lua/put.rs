@@ -47,7 +47,10 @@ fn describe(spec: &DocumentSpec<'_>, l: &PutLayout) -> (Vec<Described>, Vec<Desc
     argv.push((l.doc, "document text, stored as is in `doc`".into()));
     argv.push((l.history, "how many operation ids `ops` keeps (1 to 64)".into()));
     if let Some(t) = l.ttl {
-        argv.push((t, "the document's lifetime in milliseconds (its unique keys expire with it)".into()));
+        argv.push((
+            t,
+            "the document's lifetime in milliseconds (its unique keys expire with it); `keep:<ms>` keeps the lifetime it has left, `<ms>` when it has none".into(),
+        ));
     }
     keys.push((l.tomb_key, format!("tombstone `{}`, read when the document is missing", spec.tombstones().key)));
     if let Some(s) = l.score {
@@ -314,6 +317,23 @@ end
 /// entry and ends by sending this nudge line.
 fn writes(out: &mut String, l: &PutLayout, slots: &Slots, nudge: Option<String>, step: Option<&StepLayout>) {
     let c = &l.common;
+    if let Some(t) = l.ttl {
+        // The lifetime the write gives: the caller's, or what the document
+        // has left (read before the first write). A document without one
+        // (missing, or stored before the type had a lifetime) takes the
+        // caller's, so a kept lifetime is never none.
+        let _ = write!(
+            out,
+            "\
+local life = ARGV[{t}]
+if string.sub(life, 1, 5) == 'keep:' then
+  local left = -1
+  if exists then left = redis.call('PTTL', doc_key) end
+  if left > 0 then life = string.format('%d', left) else life = string.sub(life, 6) end
+end
+"
+        );
+    }
     let _ = write!(
         out,
         "\
@@ -378,12 +398,12 @@ end
             match l.ttl {
                 // The key lives as long as the document: set with the same
                 // lifetime, or given it again when it stays.
-                Some(t) => {
+                Some(_) => {
                     let _ = writeln!(
                         out,
-                        "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id, 'PX', ARGV[{t}]) end"
+                        "if new_{n} and not keep_{n} then redis.call('SET', KEYS[{new_key}], id, 'PX', life) end"
                     );
-                    let _ = writeln!(out, "if keep_{n} then redis.call('PEXPIRE', KEYS[{new_key}], ARGV[{t}]) end");
+                    let _ = writeln!(out, "if keep_{n} then redis.call('PEXPIRE', KEYS[{new_key}], life) end");
                 }
                 None => {
                     let _ =
@@ -438,10 +458,10 @@ end
         }
         out.push_str("end\n");
     }
-    if let Some(t) = l.ttl {
-        // Every write gives the document its lifetime again, in the same
-        // script as the write.
-        let _ = writeln!(out, "redis.call('PEXPIRE', doc_key, ARGV[{t}])");
+    if l.ttl.is_some() {
+        // Every write gives the document its lifetime again (or, kept,
+        // what it has left), in the same script as the write.
+        let _ = writeln!(out, "redis.call('PEXPIRE', doc_key, life)");
     }
     if let Some(r) = c.registry_key {
         let _ = writeln!(out, "if not exists then redis.call('SADD', KEYS[{r}], scope) end");

@@ -12,7 +12,7 @@
 -- ARGV[7] nudge channel (PUBLISH scope)
 -- ARGV[8] change stream approximate max length
 -- ARGV[9] how many operation ids `ops` keeps (1 to 64)
--- ARGV[10] the document's lifetime in milliseconds (its unique keys expire with it)
+-- ARGV[10] the document's lifetime in milliseconds (its unique keys expire with it); `keep:<ms>` keeps the lifetime it has left, `<ms>` when it has none
 -- ARGV[11] the number of family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]
 -- Returns:
 --   {1, version}          written; `version` is the new version
@@ -155,6 +155,12 @@ for i = 1, fx_count do
   end
   if bad then return bad end
 end
+local life = ARGV[10]
+if string.sub(life, 1, 5) == 'keep:' then
+  local left = -1
+  if exists then left = redis.call('PTTL', doc_key) end
+  if left > 0 then life = string.format('%d', left) else life = string.sub(life, 6) end
+end
 -- writes
 local newv = v + 1
 local newv_s = string.format('%d', newv)
@@ -183,6 +189,6 @@ end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
 redis.call('HSET', doc_key, 'v', newv_s, 'ops', ops, 'doc', ARGV[5], 'scope', scope)
-redis.call('PEXPIRE', doc_key, ARGV[10])
+redis.call('PEXPIRE', doc_key, life)
 if not exists then redis.call('SADD', KEYS[3], scope) end
 return {1, newv, fx_out}

@@ -16,7 +16,7 @@
 -- ARGV[9] `by_token`: `1` if the new document is indexed, else `0`; then new values of: token
 -- ARGV[11] `by_token`: `1` if the caller read an indexed document, else `0`; then the values read of: token
 -- ARGV[13] how many operation ids `ops` keeps (1 to 64)
--- ARGV[14] the document's lifetime in milliseconds (its unique keys expire with it)
+-- ARGV[14] the document's lifetime in milliseconds (its unique keys expire with it); `keep:<ms>` keeps the lifetime it has left, `<ms>` when it has none
 -- Returns:
 --   {1, version}          written; `version` is the new version
 --   {0, current}          the expected version does not match (create of an existing document)
@@ -115,6 +115,12 @@ if new_1 and not keep_1 then
 end
 local drop_1 = was_1 and not keep_1 and redis.call('GET', KEYS[5]) == id
 if not exists then redis.call('SISMEMBER', KEYS[3], scope) end
+local life = ARGV[14]
+if string.sub(life, 1, 5) == 'keep:' then
+  local left = -1
+  if exists then left = redis.call('PTTL', doc_key) end
+  if left > 0 then life = string.format('%d', left) else life = string.sub(life, 6) end
+end
 -- writes
 local newv = v + 1
 local newv_s = string.format('%d', newv)
@@ -122,8 +128,8 @@ local change = 'updated'
 if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if drop_1 then redis.call('DEL', KEYS[5]) end
-if new_1 and not keep_1 then redis.call('SET', KEYS[4], id, 'PX', ARGV[14]) end
-if keep_1 then redis.call('PEXPIRE', KEYS[4], ARGV[14]) end
+if new_1 and not keep_1 then redis.call('SET', KEYS[4], id, 'PX', life) end
+if keep_1 then redis.call('PEXPIRE', KEYS[4], life) end
 ops = ops .. op
 if #ops > keep then ops = string.sub(ops, -keep) end
 if new_1 then
@@ -147,7 +153,7 @@ else
   if drop then redis.call('HDEL', doc_key, unpack(drop)) end
   redis.call('HSET', doc_key, unpack(h))
 end
-redis.call('PEXPIRE', doc_key, ARGV[14])
+redis.call('PEXPIRE', doc_key, life)
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
 return {1, newv}

@@ -16,7 +16,7 @@
 -- ARGV[9] `by_token`: `1` if the new document is indexed, else `0`; then new values of: token
 -- ARGV[11] `by_token`: `1` if the caller read an indexed document, else `0`; then the values read of: token
 -- ARGV[13] how many operation ids `ops` keeps (1 to 64)
--- ARGV[14] the document's lifetime in milliseconds (its unique keys expire with it)
+-- ARGV[14] the document's lifetime in milliseconds (its unique keys expire with it); `keep:<ms>` keeps the lifetime it has left, `<ms>` when it has none
 -- ARGV[15] the number of family effects m and per effect: `incr` n | `hincr` field n | `sadd`/`srem` member | `zadd` member score | `zrem` member, padded to three, and the family's lifetime in ms or ''; effect i acts on KEYS[fixed + i]
 -- Returns:
 --   {1, version}          written; `version` is the new version
@@ -170,6 +170,12 @@ for i = 1, fx_count do
   end
   if bad then return bad end
 end
+local life = ARGV[14]
+if string.sub(life, 1, 5) == 'keep:' then
+  local left = -1
+  if exists then left = redis.call('PTTL', doc_key) end
+  if left > 0 then life = string.format('%d', left) else life = string.sub(life, 6) end
+end
 -- writes
 local newv = v + 1
 local newv_s = string.format('%d', newv)
@@ -177,8 +183,8 @@ local change = 'updated'
 if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if drop_1 then redis.call('DEL', KEYS[5]) end
-if new_1 and not keep_1 then redis.call('SET', KEYS[4], id, 'PX', ARGV[14]) end
-if keep_1 then redis.call('PEXPIRE', KEYS[4], ARGV[14]) end
+if new_1 and not keep_1 then redis.call('SET', KEYS[4], id, 'PX', life) end
+if keep_1 then redis.call('PEXPIRE', KEYS[4], life) end
 local fx_out = {}
 for i = 1, fx_count do
   local at, k = fx_at + 4 * (i - 1), KEYS[6 + i]
@@ -222,7 +228,7 @@ else
   if drop then redis.call('HDEL', doc_key, unpack(drop)) end
   redis.call('HSET', doc_key, unpack(h))
 end
-redis.call('PEXPIRE', doc_key, ARGV[14])
+redis.call('PEXPIRE', doc_key, life)
 if not exists then redis.call('SADD', KEYS[3], scope) end
 redis.call('PUBLISH', ARGV[7], scope)
 return {1, newv, fx_out}
