@@ -337,6 +337,36 @@ impl MicroDcsConfig {
         problems
     }
 
+    /// Every setting's name below `MicroDcs`, as [`MicroDcsConfig::set`]
+    /// takes it (and as an unknown name's closest match is suggested).
+    pub const SETTINGS: &'static [&'static str] = &[
+        "DedupeLease",
+        "DedupeRetention",
+        "Valkey:ConnectionString",
+        "Valkey:User",
+        "Valkey:PasswordFile",
+        "Valkey:TlsCaFile",
+        "Valkey:RequireTls",
+        "Valkey:KeyPrefix",
+        "Valkey:PollInterval",
+        "Valkey:ScopeRefreshInterval",
+        "Valkey:WriteAttempts",
+        "Valkey:WriteRetryDelay",
+        "Valkey:ChangeStreamMaxLength",
+        "Valkey:OpHistoryLength",
+        "Valkey:TombstoneRetention",
+        "Valkey:WriteReplicas",
+        "Valkey:WriteReplicaTimeout",
+        "Valkey:WriteWaitAof",
+        "Valkey:SentinelUser",
+        "Valkey:SentinelPasswordFile",
+        "Valkey:SentinelTls",
+        "Valkey:ConnectTimeout",
+        "Valkey:ResponseTimeout",
+        "Valkey:TraceScopes",
+        "Valkey:Placement",
+    ];
+
     /// Sets one setting by its name below `MicroDcs` (`Valkey:KeyPrefix`,
     /// `DedupeLease`), case-insensitively, from text.
     ///
@@ -386,7 +416,7 @@ impl MicroDcsConfig {
             }
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
-            _ => return Err("unknown setting".to_owned()),
+            _ => return Err(unknown_setting(name)),
         }
         Ok(())
     }
@@ -410,6 +440,52 @@ impl MicroDcsConfig {
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
+}
+
+/// The problem of an unknown setting `name`, with the closest known name
+/// when one is near: a typo (`ConectionString`), or a known setting's name
+/// outside its section (`PollInterval` for `Valkey:PollInterval`).
+fn unknown_setting(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let last = |s: &str| s.rsplit(':').next().unwrap_or_default().to_owned();
+    let best = MicroDcsConfig::SETTINGS
+        .iter()
+        .filter_map(|known| {
+            let known_lower = known.to_ascii_lowercase();
+            // Near in full, or near in the last part (the section aside);
+            // at most one edit in four, so an unrelated name gets no guess.
+            [(edit_distance(&lower, &known_lower), known_lower.len()), {
+                let part = last(&known_lower);
+                (edit_distance(&last(&lower), &part), part.len())
+            }]
+            .into_iter()
+            .filter(|&(d, len)| d <= (len / 4).max(1))
+            .map(|(d, _)| d)
+            .min()
+            .map(|d| (d, *known))
+        })
+        .min();
+    match best {
+        Some((_, known)) => format!("unknown setting; did you mean `{known}`?"),
+        None => "unknown setting".to_owned(),
+    }
+}
+
+/// Levenshtein distance over characters: the fewest insertions, deletions
+/// and substitutions that turn `a` into `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(above + 1).min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
