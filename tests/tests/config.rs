@@ -355,7 +355,11 @@ fn serde_runs_the_same_validation_as_the_environment() {
 fn an_unknown_setting_suggests_the_closest_known_name() {
     // A typo, a case slip with a typo, a setting outside its section, and
     // a typo in the outer section: each names the setting it probably meant.
-    one(&[("Valkey__ConectionString", "h:1")], "MicroDcs:Valkey:ConectionString", "did you mean `Valkey:ConnectionString`?");
+    one(
+        &[("Valkey__ConectionString", "h:1")],
+        "MicroDcs:Valkey:ConectionString",
+        "did you mean `Valkey:ConnectionString`?",
+    );
     one(&[("valkey__keyprefx", "p")], "MicroDcs:valkey:keyprefx", "did you mean `Valkey:KeyPrefix`?");
     one(&[("PollInterval", "1s")], "MicroDcs:PollInterval", "did you mean `Valkey:PollInterval`?");
     one(&[("DedupeLeese", "1s")], "MicroDcs:DedupeLeese", "did you mean `DedupeLease`?");

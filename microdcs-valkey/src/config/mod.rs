@@ -443,49 +443,24 @@ impl MicroDcsConfig {
 }
 
 /// The problem of an unknown setting `name`, with the closest known name
-/// when one is near: a typo (`ConectionString`), or a known setting's name
-/// outside its section (`PollInterval` for `Valkey:PollInterval`).
+/// when one is near (by the derive's own rule, [`microdcs_schema::suggest`]):
+/// a typo (`ConectionString`), or a known setting's name outside its
+/// section (`PollInterval` for `Valkey:PollInterval`).
 fn unknown_setting(name: &str) -> String {
     let lower = name.to_ascii_lowercase();
-    let last = |s: &str| s.rsplit(':').next().unwrap_or_default().to_owned();
-    let best = MicroDcsConfig::SETTINGS
-        .iter()
-        .filter_map(|known| {
-            let known_lower = known.to_ascii_lowercase();
-            // Near in full, or near in the last part (the section aside);
-            // at most one edit in four, so an unrelated name gets no guess.
-            [(edit_distance(&lower, &known_lower), known_lower.len()), {
-                let part = last(&known_lower);
-                (edit_distance(&last(&lower), &part), part.len())
-            }]
-            .into_iter()
-            .filter(|&(d, len)| d <= (len / 4).max(1))
-            .map(|(d, _)| d)
-            .min()
-            .map(|d| (d, *known))
-        })
-        .min();
-    match best {
+    let known: Vec<(String, &str)> = MicroDcsConfig::SETTINGS.iter().map(|k| (k.to_ascii_lowercase(), *k)).collect();
+    let last = |s: &'_ str| -> String { s.rsplit(':').next().unwrap_or_default().to_owned() };
+    let near = microdcs_schema::suggest(&lower, known.iter().map(|(l, _)| l.as_str()))
+        .and_then(|l| known.iter().find(|(k, _)| k == l))
+        .or_else(|| {
+            let parts: Vec<String> = known.iter().map(|(l, _)| last(l)).collect();
+            let part = microdcs_schema::suggest(&last(&lower), parts.iter().map(String::as_str))?;
+            known.iter().find(|(k, _)| last(k) == part)
+        });
+    match near {
         Some((_, known)) => format!("unknown setting; did you mean `{known}`?"),
         None => "unknown setting".to_owned(),
     }
-}
-
-/// Levenshtein distance over characters: the fewest insertions, deletions
-/// and substitutions that turn `a` into `b`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(above + 1).min(row[j] + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

@@ -128,7 +128,10 @@ struct RawMicroDcs {
 fn unknown_problems(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<ConfigProblem> {
     names
         .into_iter()
-        .map(|name| ConfigProblem { setting: format!("MicroDcs:{}", name.as_ref()), problem: unknown_setting(name.as_ref()) })
+        .map(|name| ConfigProblem {
+            setting: format!("MicroDcs:{}", name.as_ref()),
+            problem: unknown_setting(name.as_ref()),
+        })
         .collect()
 }
 
