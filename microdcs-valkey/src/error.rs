@@ -181,7 +181,9 @@ pub enum Error {
     /// The server refused a command an operation needs (`NOPERM`): the
     /// user lacks the rules of the role that operation belongs to. Nothing
     /// was written.
-    #[error("{operation} needs the {role} role: connect as a user with its ACL rules (`AclRole`); the server said: {source}")]
+    #[error(
+        "{operation} needs the {role} role: connect as a user with its ACL rules (`AclRole`); the server said: {source}"
+    )]
     NoPermission {
         /// The operation refused (`verify`, `rebuild`).
         operation: &'static str,

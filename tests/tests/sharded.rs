@@ -319,7 +319,8 @@ async fn placement_is_checked_at_connect(cluster: &ValkeyCluster) {
     // sharding silently off. Its writes and lookups are refused before
     // anything is sent, naming the setting that shards.
     let island = unique_island("sh-island");
-    let valkey = Valkey::connect(&config(cluster.connection_string(), island.as_str(), Placement::Island)).await.unwrap();
+    let valkey =
+        Valkey::connect(&config(cluster.connection_string(), island.as_str(), Placement::Island)).await.unwrap();
     let responses = ShardedPlant::open(valkey.clone()).store::<JobResponse>();
     let doc = JobResponse::new("r-1", "s1", "o-1", &["Running"]);
     let e = responses.create(&doc).await.expect_err("a sharded type on an island");

