@@ -111,12 +111,11 @@ impl Plan {
         }
         let prefix = valkey.prefix();
         let reason = match (self.sharded, prefix.slot().is_some()) {
-            (false, false) => format!(
-                "it is not sharded by scope (its document key has no `{{#scope}}`), so its scripts' keys span \
-                 slots, and this handle is on a cluster with an untagged prefix (Placement=sharded): open only \
-                 keyspaces with `shard: scope` on it, or open this type's keyspace on a handle with \
-                 Placement=island and a tagged prefix (`{{island-1}}`)"
-            ),
+            (false, false) => "it is not sharded by scope (its document key has no `{#scope}`), so its scripts' \
+                               keys span slots, and this handle is on a cluster with an untagged prefix \
+                               (Placement=sharded): open only keyspaces with `shard: scope` on it, or open this \
+                               type's keyspace on a handle with Placement=island and a tagged prefix (`{island-1}`)"
+                .to_owned(),
             (true, true) => format!(
                 "it is sharded by scope (`shard: scope`), but this handle's prefix `{prefix}` is one hash tag \
                  (Placement=island), which puts every scope in one slot: sharding would be off. Open its \
