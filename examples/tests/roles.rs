@@ -26,7 +26,12 @@ fn user(server: &ValkeyServer, prefix: &str, role: &str) -> String {
     assert_eq!(code, 0, "{line}");
     let line = line.trim();
     assert!(line.starts_with(&format!("ACL SETUSER {name} ")) && !line.contains(PASSWORD), "{line}");
-    let mut words = line.split_whitespace();
+    // The line's words as a shell reads them (the way the README gives to
+    // apply it: after `valkey-cli` on a command line).
+    let out = Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {line}")).output().unwrap();
+    assert!(out.status.success(), "sh refused `{line}`: {}", String::from_utf8_lossy(&out.stderr));
+    let out = String::from_utf8(out.stdout).unwrap();
+    let mut words = out.lines();
     let mut cmd = redis::cmd(words.next().unwrap());
     for w in words {
         cmd.arg(w);

@@ -9,11 +9,17 @@ use microdcs_schema::{Attr, DocumentSpec, SchemaErrorKind, check_document};
 use crate::ast::{Document, Index};
 use crate::ctxt::Ctxt;
 
-pub(crate) fn schema(cx: &mut Ctxt, doc: &Document, spec: &DocumentSpec<'_>) {
+/// Returns whether every problem reported is an overlap of two of the
+/// type's families: the type is otherwise whole, so its items can still be
+/// emitted, and code using them reports nothing more.
+pub(crate) fn schema(cx: &mut Ctxt, doc: &Document, spec: &DocumentSpec<'_>) -> bool {
+    let mut only_overlaps = true;
     // Unbound placeholders were reported while resolving, with a suggestion.
     for e in check_document(spec).into_iter().filter(|e| !matches!(e.kind, SchemaErrorKind::Unbound(_))) {
+        only_overlaps &= matches!(e.kind, SchemaErrorKind::Overlap { .. });
         cx.error_at(span_of(doc, &e.origin.attr, e.origin.placeholder.as_deref()), &e);
     }
+    only_overlaps
 }
 
 /// The tokens an error is about: the literal of the attribute, or for an

@@ -23,13 +23,29 @@ fn try_expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let doc = Document::from_ast(&mut cx, input);
     let texts = Texts::of(&doc);
     spec::with_spec(&doc, &texts, |spec| {
-        check::schema(&mut cx, &doc, spec);
+        let parsed = !cx.has_errors();
+        let only_overlaps = check::schema(&mut cx, &doc, spec);
         // Only a document without errors is taken apart for emission, so
         // that no error is reported twice.
         let checked = if cx.has_errors() { None } else { Checked::new(&mut cx, &doc) };
+        if parsed && only_overlaps && checked.is_none() {
+            // Two of the type's families overlap, and nothing else is
+            // wrong: every item is still emitted beside the errors, since a
+            // stub without the key builders, index functions and list
+            // traits would add an error at every use of them (most pointing
+            // into this library's source).
+            let mut scratch = Ctxt::new();
+            let whole = Checked::new(&mut scratch, &doc);
+            if let (Ok(()), Some(whole), Err(errors)) = (scratch.check(), whole, cx.check()) {
+                let mut out = errors.to_compile_error();
+                out.extend(emit(&whole, spec, true));
+                return Ok(out);
+            }
+            return Err(syn::Error::new(doc.ident.span(), "microdcs: this document type could not be checked"));
+        }
         cx.check()?;
         match checked {
-            Some(checked) => Ok(emit(&checked, spec)),
+            Some(checked) => Ok(emit(&checked, spec, false)),
             // Whatever made `checked` empty was reported, so this is not
             // reached; should it be, it is still an error and not a panic.
             None => Err(syn::Error::new(doc.ident.span(), "microdcs: this document type could not be checked")),
@@ -445,11 +461,18 @@ fn list_entry(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
     quote!(::core::option::Option::Some(#p::ListEntry { key: #key, score: #score }))
 }
 
-fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>) -> TokenStream {
+/// The type's items. `refused`: the build fails with errors about the type
+/// already, so its `SPEC` is the refused stand-in (a keyspace listing the
+/// type reports nothing more about it) and its scripts are empty.
+fn emit(c: &Checked<'_>, spec: &DocumentSpec<'_>, refused: bool) -> TokenStream {
     let p = private();
     let ident = &c.doc.ident;
-    let spec_value = spec_tokens(spec);
-    let [put_script, delete_script, find_script, step_script] = scripts(spec);
+    let (spec_value, [put_script, delete_script, find_script, step_script]) = if refused {
+        let name = spec.type_name;
+        (quote!(#p::invalid_spec(#name)), Default::default())
+    } else {
+        (spec_tokens(spec), scripts(spec))
+    };
     let id_expr = key_segment_expr(c.id);
     // The document key's values in template order: the id, and the scope
     // for ids unique per scope.

@@ -370,8 +370,11 @@ use proc_macro::TokenStream;
 /// change stream, outbox stream, event markers) must carry `{#scope}` too,
 /// or the build fails, one error per key naming the fix. No two families of
 /// a type may be able to render the same key (two templates can only do so when
-/// they have the same shape and equal literals wherever both have one); across
-/// types that is the job of `keyspace!`.
+/// they have the same shape and equal literals wherever both have one: a
+/// placeholder takes any one segment, so `x:{#scope}:{id}` and a list
+/// `x:{#scope}:name` collide, and the error suggests `x:list:{#scope}:name`);
+/// across types that is the job of `keyspace!`. Templates name the scope
+/// `{scope}` (`{#scope}` as the tag) whatever its field is called.
 #[proc_macro_derive(Document, attributes(microdcs))]
 pub fn derive_document(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

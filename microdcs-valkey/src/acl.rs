@@ -197,15 +197,40 @@ impl AclRole {
         rules
     }
 
-    /// `ACL SETUSER <user> <rules...>` as one line (the user name quoted
-    /// when it needs to be).
+    /// `ACL SETUSER <user> <rules...>` as one line whose words survive a
+    /// POSIX shell and `valkey-cli`'s own prompt alike: append it to
+    /// `valkey-cli -u <url>` in a shell, or paste it at the prompt. Each
+    /// word that holds a character either would read (`|` in
+    /// `+client|setinfo`, `*`, `~`, `&`, spaces, quotes) is quoted.
     pub fn setuser(self, prefix: &KeyPrefix, user: &str) -> String {
-        let user = if user.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) && !user.is_empty() {
-            user.to_owned()
-        } else {
-            format!("\"{}\"", user.replace('\\', "\\\\").replace('"', "\\\""))
-        };
-        format!("ACL SETUSER {user} {}", self.rules(prefix).join(" "))
+        let words = ["ACL".to_owned(), "SETUSER".to_owned(), user.to_owned()].into_iter().chain(self.rules(prefix));
+        words.map(|w| quote(&w)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// `word` as one word for a POSIX shell and for `valkey-cli` (whose prompt
+/// splits lines as `sdssplitargs` does): bare when it holds only characters
+/// neither treats specially; else in single quotes, inside which neither
+/// reads anything; else, when it holds a `'` or a `\` (which `valkey-cli`
+/// would read as an escape inside single quotes), in double quotes with
+/// `\`, `"`, `$` and `` ` `` escaped, which both read back as the bare
+/// character.
+fn quote(word: &str) -> String {
+    let bare = |c: char| c.is_ascii_alphanumeric() || "-_.+@:/,=%".contains(c);
+    if !word.is_empty() && word.chars().all(bare) {
+        word.to_owned()
+    } else if !word.contains(['\'', '\\']) {
+        format!("'{word}'")
+    } else {
+        let mut out = String::from('"');
+        for c in word.chars() {
+            if matches!(c, '\\' | '"' | '$' | '`') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+        out
     }
 }
 
@@ -232,10 +257,11 @@ mod tests {
         let app = AclRole::App.setuser(&p, "plant");
         assert!(
             app.starts_with(
-                "ACL SETUSER plant on resetkeys resetchannels -@all +asking +client|setinfo +cluster|slots"
-            )
+                "ACL SETUSER plant on resetkeys resetchannels -@all +asking '+client|setinfo' '+cluster|slots'"
+            ),
+            "{app}"
         );
-        assert!(app.ends_with("~island-7:* &island-7:*"));
+        assert!(app.ends_with("'~island-7:*' '&island-7:*'"), "{app}");
         assert!(!app.contains('>') && !app.contains("nopass"), "no password, never nopass");
         let insp = AclRole::Inspector.rules(&p);
         assert!(insp.contains(&"%R~island-7:*".to_owned()));
@@ -244,7 +270,8 @@ mod tests {
             assert!(!insp.contains(&write.to_owned()), "inspector has {write}");
         }
         assert_eq!(glob_escape("a*b?c[d]e\\"), "a\\*b\\?c\\[d\\]e\\\\");
-        assert_eq!(AclRole::Maintenance.setuser(&p, "a b").split_whitespace().nth(2), Some("\"a"));
+        assert_eq!(AclRole::Maintenance.setuser(&p, "a b").split_whitespace().nth(2), Some("'a"));
+        assert_eq!(quote("it's $x"), "\"it's \\$x\"");
         assert_eq!(AclRole::from_name("inspector"), Some(AclRole::Inspector));
     }
 }

@@ -165,6 +165,33 @@ pub enum Error {
     /// An argument outside its allowed range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A document type used on a handle whose placement does not suit it
+    /// (the `Placement` setting and the key prefix): a type sharded by
+    /// scope on an island, where every scope would share the island's one
+    /// slot, or a type that is not sharded on a handle with
+    /// `Placement=sharded`, whose scripts' keys would span slots. Refused
+    /// before anything is sent.
+    #[error("document type `{type_name}` does not suit this handle's placement: {reason}")]
+    Placement {
+        /// The document type.
+        type_name: &'static str,
+        /// Why, and the setting that fixes it.
+        reason: String,
+    },
+    /// The server refused a command an operation needs (`NOPERM`): the
+    /// user lacks the rules of the role that operation belongs to. Nothing
+    /// was written.
+    #[error(
+        "{operation} needs the {role} role: connect as a user with its ACL rules (`AclRole`); the server said: {source}"
+    )]
+    NoPermission {
+        /// The operation refused (`verify`, `rebuild`).
+        operation: &'static str,
+        /// The role whose rules it needs, by name (`maintenance`).
+        role: &'static str,
+        /// The server's refusal.
+        source: redis::RedisError,
+    },
     /// `update` was given the read of another document.
     #[error("update of `{doc}` with the read of `{read}`: pass the read of the same document")]
     ReadMismatch {
@@ -236,7 +263,20 @@ impl Error {
                     || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
                     || is_acl_failure_in_script(e)
             }
+            Error::NoPermission { .. } => true,
             _ => false,
+        }
+    }
+
+    /// `self`, or [`Error::NoPermission`] naming `operation` and `role`
+    /// when the server refused a command for the user's ACL (its `NOPERM`,
+    /// matched by code, or a refusal inside a script).
+    pub(crate) fn needing_role(self, operation: &'static str, role: &'static str) -> Self {
+        match self {
+            Error::Redis(e) if e.code() == Some("NOPERM") || is_acl_failure_in_script(&e) => {
+                Error::NoPermission { operation, role, source: e }
+            }
+            other => other,
         }
     }
 
@@ -274,6 +314,7 @@ impl Error {
         matches!(
             self,
             Error::InvalidArgument(_)
+                | Error::Placement { .. }
                 | Error::InvalidOpId(_)
                 | Error::Key(_)
                 | Error::Prefix(_)

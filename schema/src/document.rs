@@ -88,7 +88,8 @@ int_segment!(u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize);
     label = "bound to an index placeholder",
     note = "an index value is a key segment (`String`, `&str`, an integer, an enum with `#[derive(KeySegment)]`) or an `Option` of one; empty text or `None` means the document is not in that index",
     note = "for an enum without fields, add `#[derive(microdcs_valkey::KeySegment)]`",
-    note = "for any other type, bind the placeholder to a `&self` method that returns text; for a `Vec`, one that joins its items, e.g. `state = normalized_state()` returning `self.state.join(\"_\")`"
+    note = "for a `Vec` or a set whose items should each find the document (\"documents containing X\"), declare a multi-valued index instead: `each(key = \"...:{{scope}}:{{tag}}\", tag = tags, name = \"by_tag\")` keeps the id in one set per item",
+    note = "for any other type, bind the placeholder to a `&self` method that returns text; to index a `Vec`'s items as one value, one that joins them, e.g. `state = normalized_state()` returning `self.state.join(\"_\")`"
 )]
 pub trait IndexValue {
     /// The value, or `None` when the document is not indexed.

@@ -175,14 +175,21 @@ proptest! {
         }
         let ks = KeyspaceSpec { name: "K", documents: &[], families: &specs, shard: None };
         let number = |text: &str| names.iter().position(|n| text.starts_with(&format!("family `{n}`")));
-        let found: Vec<(usize, usize)> = check_keyspace(&ks)
+        let overlaps: Vec<(usize, usize, String)> = check_keyspace(&ks)
             .into_iter()
             .filter_map(|e| match e.kind {
-                SchemaErrorKind::Overlap { first, second } => Some((number(&first)?, number(&second)?)),
+                SchemaErrorKind::Overlap { first, second, fix } => Some((number(&first)?, number(&second)?, fix)),
                 _ => None,
             })
             .collect();
+        let found: Vec<(usize, usize)> = overlaps.iter().map(|(i, j, _)| (*i, *j)).collect();
         prop_assert_eq!(&found, &expected, "{:?}", families);
+        // The rewrite each error suggests (of the later family) parses and
+        // overlaps neither of the two.
+        for (i, j, fix) in &overlaps {
+            prop_assert!(KeyTemplate::parse(fix).is_ok(), "{}", fix);
+            prop_assert!(!templates_overlap(fix, specs[*i].key) && !templates_overlap(fix, specs[*j].key), "{}", fix);
+        }
         // The compile-time message counts the same problems.
         let msg = keyspace_problem::<24>(&ks);
         match expected.len() {

@@ -285,3 +285,46 @@ async fn a_command_the_acl_refuses_inside_a_script_is_a_permission_error() {
         .unwrap();
     assert_eq!(exists, 0, "nothing written");
 }
+
+#[tokio::test]
+async fn verify_as_the_app_user_says_it_needs_the_maintenance_role() {
+    let mut e = env("acl-verify-app").await;
+    let admin_valkey = Valkey::connect_url(e.server.url(), e.prefix.clone(), WriteOptions::default()).await.unwrap();
+    let responses = Plant::open(admin_valkey).store::<JobResponse>();
+    // A unique index to check, so verify reads index keys the app may not.
+    let _ = responses.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+    let valkey = e.connect_as(AclRole::App).await;
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let err = store.verify(&microdcs_valkey::MaintenanceOptions::default()).await.unwrap_err();
+    // A typed refusal naming the role, recognised as a permission error,
+    // not a protocol error quoting the server's text.
+    assert!(
+        matches!(&err, Error::NoPermission { operation: "verify", role, .. } if *role == AclRole::Maintenance.name()),
+        "{err:?}"
+    );
+    assert!(err.is_auth(), "{err:?}");
+    assert!(err.to_string().contains("maintenance role"), "{err}");
+}
+
+/// The words `sh` makes of `line`, one per `printf` line.
+fn shell_words(line: &str) -> Vec<String> {
+    let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {line}")).output().unwrap();
+    assert!(out.status.success(), "sh refused `{line}`: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn the_printed_setuser_line_survives_a_shell() {
+    // `|` in `+client|setinfo`, `*` and `~` in key patterns, `&` in channel
+    // patterns, `%` in the inspector's: each must reach `valkey-cli` as one
+    // word, as the rules are.
+    let p = KeyPrefix::new("island-7").unwrap();
+    for role in AclRole::ALL {
+        for user in ["plant", "a b", "it's", "$HOME", "back\\slash"] {
+            let line = role.setuser(&p, user);
+            let mut want = vec!["ACL".to_owned(), "SETUSER".to_owned(), user.to_owned()];
+            want.extend(role.rules(&p));
+            assert_eq!(shell_words(&line), want, "{line}");
+        }
+    }
+}

@@ -350,3 +350,30 @@ fn serde_runs_the_same_validation_as_the_environment() {
     let e = err(serde_json::json!({"Valkey": {"ConnectionString": "h:1,password=Serde-Pw-3,bogus=1"}}));
     assert!(e.contains("MicroDcs:Valkey:ConnectionString") && !e.contains("Serde-Pw-3"), "{e}");
 }
+
+#[test]
+fn an_unknown_setting_suggests_the_closest_known_name() {
+    // A typo, a case slip with a typo, a setting outside its section, and
+    // a typo in the outer section: each names the setting it probably meant.
+    one(
+        &[("Valkey__ConectionString", "h:1")],
+        "MicroDcs:Valkey:ConectionString",
+        "did you mean `Valkey:ConnectionString`?",
+    );
+    one(&[("valkey__keyprefx", "p")], "MicroDcs:valkey:keyprefx", "did you mean `Valkey:KeyPrefix`?");
+    one(&[("PollInterval", "1s")], "MicroDcs:PollInterval", "did you mean `Valkey:PollInterval`?");
+    one(&[("DedupeLeese", "1s")], "MicroDcs:DedupeLeese", "did you mean `DedupeLease`?");
+    // Nothing close: no guess.
+    let ps = problems(&[("Valkey__Colour", "blue")]);
+    assert!(ps.iter().all(|(_, p)| !p.contains("did you mean")), "{ps:?}");
+    // The same from serde, in either section.
+    let e = serde_json::from_value::<ValkeyConfig>(serde_json::json!({"ConectionString": "h:1"})).unwrap_err();
+    assert!(e.to_string().contains("did you mean `Valkey:ConnectionString`?"), "{e}");
+    let e = serde_json::from_value::<MicroDcsConfig>(serde_json::json!({"Valkey": {"KeyPrefx": "p"}})).unwrap_err();
+    assert!(e.to_string().contains("did you mean `Valkey:KeyPrefix`?"), "{e}");
+    // Every name a suggestion can give is one `set` accepts.
+    for name in MicroDcsConfig::SETTINGS {
+        let err = MicroDcsConfig::default().set(name, "");
+        assert!(err.as_ref().is_ok() || !err.as_ref().unwrap_err().contains("unknown setting"), "{name}: {err:?}");
+    }
+}

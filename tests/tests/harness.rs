@@ -65,3 +65,35 @@ async fn the_delaying_proxy_delays_in_order_and_closes_with_the_server() {
     let lost: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut con).await;
     assert!(lost.is_err(), "the client sees the server gone");
 }
+
+#[test]
+fn a_start_error_shows_the_tail_of_a_long_log() {
+    use microdcs_valkey::testing::HarnessError;
+    // About 8 KB of log: the message keeps its end, where the reason is.
+    let log: String = (1..=200).map(|i| format!("line {i:03} of a long server log, padded to forty\n")).collect();
+    assert!(log.len() > 8000);
+    let file = std::path::PathBuf::from("/tmp/some-dir/valkey.log");
+    let err = HarnessError::Start { reason: "no PONG within 10s".into(), log, log_file: Some(file) };
+    let shown = err.to_string();
+    assert!(shown.contains("/tmp/some-dir/valkey.log"), "{shown}");
+    assert!(shown.len() <= 2300, "{} bytes shown", shown.len());
+    assert!(shown.contains("no PONG within 10s"), "{shown}");
+    assert!(shown.contains("line 200") && shown.contains("line 181"), "{shown}");
+    assert!(!shown.contains("line 001") && !shown.contains("line 180"), "{shown}");
+}
+
+#[test]
+fn a_failed_start_keeps_its_whole_log_in_a_named_file() {
+    // A module that does not exist: the server logs its start, then aborts.
+    let err = ValkeyServer::start_local(&["--loadmodule", "/nonexistent/microdcs.so"]).unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.contains("server aborting"), "{shown}");
+    let file = shown
+        .split_whitespace()
+        .find(|w| w.ends_with(".log"))
+        .unwrap_or_else(|| panic!("no log file named: {shown}"))
+        .trim_matches(|c| c == '(' || c == ')' || c == ',' || c == ':' || c == '`');
+    let kept = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(kept.contains("failed to load") && kept.contains("server aborting"), "{kept}");
+    let _ = std::fs::remove_file(file);
+}

@@ -154,3 +154,27 @@ fn the_scope_tag_is_the_first_tag_of_every_key() {
     let plain = microdcs_examples::plant::JobResponse::key(&p, "r-1").unwrap();
     assert_ne!(key_slot(plain.as_bytes()), 15224);
 }
+
+/// The rewrites two derive errors suggest compile and shard as promised: a
+/// scope field named `tenant` is still `{#scope}` in a template
+/// (`ui/fail/scope_tag_named_after_field.rs`), and a list beside
+/// `x:{#scope}:{id}` gets a segment of its own
+/// (`ui/fail/overlap_index_beside_document.rs`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, microdcs_valkey::Document)]
+#[microdcs(kind = "order", key = "order:{#scope}:{id}", list(key = "order:list:{#scope}:name", score = rank))]
+struct Order {
+    id: String,
+    #[microdcs(scope)]
+    tenant: String,
+    rank: i64,
+}
+
+#[test]
+fn the_suggested_rewrites_compile_and_shard_by_scope() {
+    let p = KeyPrefix::default();
+    assert!(Order::SPEC.is_sharded());
+    let key = Order::key(&p, "acme", "name").unwrap();
+    let list = Order::list_key(&p, "acme").unwrap();
+    assert_eq!((key.as_str(), list.as_str()), ("microdcs:order:{acme}:name", "microdcs:order:list:{acme}:name"));
+    assert_eq!(key_slot(key.as_bytes()), key_slot(list.as_bytes()));
+}

@@ -308,7 +308,28 @@ async fn placement_is_checked_at_connect(cluster: &ValkeyCluster) {
     let plain = unique_prefix("sh-plain");
     let e = Valkey::connect(&config(cluster.connection_string(), plain.as_str(), Placement::Island)).await;
     let Err(ConnectError::Config(e)) = e else { panic!("an untagged island on a cluster: {e:?}") };
-    assert!(e.to_string().contains("`Placement` to `sharded`"), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("`Placement` to `sharded`"), "{e}");
+    // The fix for a keyspace sharded by scope comes first: the tagged
+    // prefix suits only islands, and would turn sharding off.
+    let tag_at = text.find(&format!("`{{{}}}`", plain.as_str())).unwrap_or_else(|| panic!("no tagged form: {text}"));
+    assert!(text.find("`Placement` to `sharded`").unwrap() < tag_at, "{text}");
+    // A keyspace sharded by scope on an island (a tagged prefix, the
+    // default placement): every scope would share the island's one slot,
+    // sharding silently off. Its writes and lookups are refused before
+    // anything is sent, naming the setting that shards.
+    let island = unique_island("sh-island");
+    let valkey =
+        Valkey::connect(&config(cluster.connection_string(), island.as_str(), Placement::Island)).await.unwrap();
+    let responses = ShardedPlant::open(valkey.clone()).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["Running"]);
+    let e = responses.create(&doc).await.expect_err("a sharded type on an island");
+    assert!(matches!(e, microdcs_valkey::Error::Placement { type_name: "JobResponse", .. }), "{e:?}");
+    assert!(e.is_invalid_input(), "{e:?}");
+    assert!(e.to_string().contains("Placement=sharded"), "{e}");
+    let e = responses.find(JobResponse::by_order("s1", "o-1")).await.expect_err("a unique lookup too");
+    assert!(matches!(e, microdcs_valkey::Error::Placement { .. }), "{e:?}");
+    assert_eq!(responses.get_in("s1", "r-1").await.unwrap(), None, "nothing written");
     // The setting reads from configuration text.
     let mut c = MicroDcsConfig::default();
     c.set("Valkey:Placement", "Sharded").unwrap();
@@ -323,12 +344,13 @@ async fn placement_is_checked_at_connect(cluster: &ValkeyCluster) {
     let orders = plant.store::<microdcs_examples::plant::JobResponse>();
     let doc = microdcs_examples::plant::JobResponse::new("r-1", "s1", "o-1", &["Running"]);
     let e = orders.create(&doc).await.expect_err("an unsharded type on a sharded handle");
-    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
-    assert!(e.to_string().contains("`JobResponse` is not sharded") && e.to_string().contains("shard: scope"), "{e}");
+    assert!(matches!(e, microdcs_valkey::Error::Placement { type_name: "JobResponse", .. }), "{e:?}");
+    assert!(e.to_string().contains("`JobResponse`") && e.to_string().contains("not sharded by scope"), "{e}");
+    assert!(e.to_string().contains("shard: scope"), "{e}");
     let e = orders.delete_id("r-1", DeleteExpect::Any).await.expect_err("a delete too");
-    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
+    assert!(matches!(e, microdcs_valkey::Error::Placement { .. }), "{e:?}");
     let e = orders.find(microdcs_examples::plant::JobResponse::by_order("o-1")).await.expect_err("a unique lookup too");
-    assert!(matches!(e, microdcs_valkey::Error::InvalidArgument(_)), "{e:?}");
+    assert!(matches!(e, microdcs_valkey::Error::Placement { .. }), "{e:?}");
     // Nothing was written: a read by key finds nothing.
     assert_eq!(orders.get("r-1").await.unwrap(), None);
     assert!(valkey.prefix().slot().is_none());

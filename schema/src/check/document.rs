@@ -104,9 +104,21 @@ fn check_tags(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
     for (attr, what, src, at) in all {
         let found = tags(src);
         for p in found.iter().filter(|p| *p != "scope") {
+            // The document key may hold no other placeholder than the id
+            // and the scope, so its only tag is the scope's, as is a tag
+            // named after the scope field anywhere; another key's tag is
+            // meant as a plain placeholder.
+            let fix = if matches!(attr, Attr::Key) || *p == doc.scope_field {
+                crate::spec::SCOPE_TAG.to_owned()
+            } else {
+                format!("{{{p}}}")
+            };
             errors.push(SchemaError {
                 origin: origin(doc.type_name, attr.clone(), Some(p)),
-                kind: SchemaErrorKind::HashTagInDocument(p.clone()),
+                kind: SchemaErrorKind::HashTagInDocument {
+                    tag: p.clone(),
+                    fix: src.replacen(&format!("{{#{p}}}"), &fix, 1),
+                },
             });
         }
         let tagged = found.iter().any(|p| p == "scope");
@@ -159,7 +171,16 @@ fn check_document_key(doc: &DocumentSpec<'_>, errors: &mut Vec<SchemaError>) {
         errors
             .push(SchemaError { origin: origin(doc.type_name, Attr::Key, None), kind: SchemaErrorKind::KeyWithoutId });
     }
-    for p in t.placeholders().filter(|p| *p != "id") {
+    // A hash tag other than the scope's is `check_tags`'s to report, with
+    // its fix: reported here too, it would be a second error whose advice
+    // contradicts the first.
+    let tags: Vec<&str> = t
+        .segments()
+        .iter()
+        .flatten()
+        .filter_map(|a| if let crate::template::Atom::HashTag(p) = a { Some(p.as_str()) } else { None })
+        .collect();
+    for p in t.placeholders().filter(|p| *p != "id" && (*p == "scope" || !tags.contains(p))) {
         let kind = match p {
             "scope" if doc.unscoped => SchemaErrorKind::Unscoped("its document key cannot hold `{scope}`".to_owned()),
             "scope" => continue,

@@ -92,14 +92,22 @@ pub enum SchemaErrorKind {
         first: String,
         /// Description of the second family.
         second: String,
+        /// A rewrite of one of them that separates the two.
+        fix: String,
     },
     /// A shared template (`changes`, `nudge`, `registry`) has the wrong placeholders.
     SharedTemplate {
         /// Which placeholders it must have.
         expected: &'static str,
     },
-    /// A document family uses a hash-tag placeholder (only declared families may).
-    HashTagInDocument(String),
+    /// A document family uses a hash-tag placeholder other than `{#scope}`
+    /// (only declared families may).
+    HashTagInDocument {
+        /// The tag's name (`tenant` for `{#tenant}`).
+        tag: String,
+        /// The template written with the fix (`order:{#scope}:{id}`).
+        fix: String,
+    },
     /// Two families or indexes share a name.
     DuplicateName(String),
     /// A key of a type that is not sharded (no `{#scope}` in its document
@@ -209,18 +217,20 @@ impl fmt::Display for SchemaError {
                 f,
                 "placeholder `{{{field}}}` is bound to a different source in index `{other}`; both would be stored in hash field `{field}`"
             ),
-            K::Overlap { first, second } => {
-                write!(
-                    f,
-                    "key families overlap: {first} and {second} can render the same key; tell them apart (rename a literal or add a segment)"
-                )
-            }
+            // The text of `ConstMessage::overlap`, which `keyspace!` reports.
+            K::Overlap { first, second, fix } => write!(
+                f,
+                "key families overlap: {first} and {second}{}{}{fix}`",
+                super::message::OVERLAP_RULE,
+                super::message::OVERLAP_FIX
+            ),
             K::SharedTemplate { expected } => write!(f, "this template must use exactly {expected}"),
             K::DuplicateName(n) => write!(f, "the name `{n}` is used twice"),
-            K::HashTagInDocument(p) => write!(
+            K::HashTagInDocument { tag, fix } => write!(
                 f,
-                "hash-tag placeholder `{{#{p}}}` in a document family: a document type may only be sharded by its \
-                 scope (`{{#scope}}`); use `{{{p}}}`"
+                "hash-tag placeholder `{{#{tag}}}` in a document family: a document type may only be sharded by its \
+                 scope, which every template names `{{scope}}` (`{{#scope}}` as the tag) whatever its field is \
+                 called; write `{fix}`"
             ),
             K::ScopeTagUnsharded { what, key } => write!(
                 f,

@@ -29,6 +29,7 @@ pub(crate) fn overlap_error(a: &Family<'_>, b: &Family<'_>) -> SchemaError {
         kind: SchemaErrorKind::Overlap {
             first: ConstMessage::new().family(a).as_str().to_owned(),
             second: ConstMessage::new().family(b).as_str().to_owned(),
+            fix: ConstMessage::new().separated(super::message::rewritten(a, b)).as_str().to_owned(),
         },
     }
 }
@@ -308,12 +309,7 @@ const fn describe(msg: ConstMessage, ks: &KeyspaceSpec<'_>, problem: &Problem<'_
             msg = push_offender(msg, "the outbox stream", "", doc.outbox_text());
             push_offender(msg, "the event marker key", "", doc.events_text())
         }
-        Problem::Overlap(a, b) => msg
-            .push("key families overlap: ")
-            .family(&a)
-            .push(" and ")
-            .family(&b)
-            .push(" can render the same key; tell them apart (rename a literal or add a segment)"),
+        Problem::Overlap(a, b) => msg.overlap(&a, &b),
         Problem::DuplicateKind(a, b) => msg
             .push("document types `")
             .push(a.type_name)

@@ -119,6 +119,39 @@ impl ConstMessage {
         self.push(head).push(":").push(crate::spec::SCOPE_TAG).push(rest)
     }
 
+    /// Appends the overlap of `a` and `b` in words: both families, the rule,
+    /// and a rewrite that ends it. The one text of the overlap error, in the
+    /// derive's checks and in `keyspace!`'s constant alike.
+    pub(crate) const fn overlap(self, a: &Family<'_>, b: &Family<'_>) -> Self {
+        self.push("key families overlap: ")
+            .family(a)
+            .push(" and ")
+            .family(b)
+            .push(OVERLAP_RULE)
+            .push(OVERLAP_FIX)
+            .separated(rewritten(a, b))
+            .push("`")
+    }
+
+    /// `f`'s template with a literal segment naming it (`list`, the index's
+    /// or family's name) after its first segment: one segment more than
+    /// every template it overlapped, so it overlaps none of them.
+    pub(crate) const fn separated(self, f: &Family<'_>) -> Self {
+        let word = match f.role {
+            Role::Document => "doc",
+            Role::List => "list",
+            Role::Unique(_) | Role::Group(_) => f.name,
+            Role::Declared(n) => n,
+        };
+        let t = f.key.as_bytes();
+        let mut k = 0;
+        while k < t.len() && t[k] != b':' {
+            k += 1;
+        }
+        let (head, rest) = f.key.split_at(k);
+        self.push(head).push(":").push(word).push(rest)
+    }
+
     pub(crate) const fn family(self, f: &Family<'_>) -> Self {
         match f.role {
             Role::Document => self.push("document key `").push(f.key).push("` of `").push(f.owner).push("`"),
@@ -139,6 +172,19 @@ impl ConstMessage {
             }
         }
     }
+}
+
+/// Why two families overlap, after their names.
+pub(crate) const OVERLAP_RULE: &str = " can render the same key (a placeholder takes any one segment, so templates \
+     with as many segments meet wherever their literals agree)";
+
+/// Before the rewrite an overlap error suggests.
+pub(crate) const OVERLAP_FIX: &str = "; give one a segment of its own, e.g. `";
+
+/// Which of two overlapping families the error suggests rewriting: not the
+/// document key, which users name documents by.
+pub(crate) const fn rewritten<'f, 'a>(a: &'f Family<'a>, b: &'f Family<'a>) -> &'f Family<'a> {
+    if matches!(b.role, Role::Document) && !matches!(a.role, Role::Document) { a } else { b }
 }
 
 impl Default for ConstMessage {

@@ -96,11 +96,11 @@ fn keyspace_overlap_names_both() {
     let msg = keyspace_problem::<64>(&ks);
     assert_eq!(
         msg.as_str(),
-        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)"
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key (a placeholder takes any one segment, so templates with as many segments meet wherever their literals agree); give one a segment of its own, e.g. `joborder:list:{scope}`"
     );
     assert_eq!(
         errs[0].to_string(),
-        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)"
+        "key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key (a placeholder takes any one segment, so templates with as many segments meet wherever their literals agree); give one a segment of its own, e.g. `joborder:list:{scope}`"
     );
 }
 

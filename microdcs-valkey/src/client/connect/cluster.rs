@@ -91,9 +91,11 @@ impl ConnectPlan {
         } else if prefix.slot().is_none() {
             return Err(ConnectError::Config(ConfigError::key_prefix(format!(
                 "`{prefix}` has no hash tag, but {} is a cluster node: a generated script touches several keys, \
-                 which a cluster runs only when they share a slot. Write the prefix as one tag, `{{{prefix}}}`, so \
-                 every key of the island lives in one slot (different islands spread over the cluster); or, for \
-                 keyspaces sharded by scope (`shard: scope`), set `Placement` to `sharded`",
+                 which a cluster runs only when they share a slot. For keyspaces sharded by scope (`shard: \
+                 scope`), set `Placement` to `sharded` and keep the prefix as it is; a tag in the prefix would put \
+                 every scope in one slot. For other keyspaces (islands), write the prefix as one tag, \
+                 `{{{prefix}}}`, so every key of the island lives in one slot (different islands spread over the \
+                 cluster)",
                 self.endpoint
             ))));
         }

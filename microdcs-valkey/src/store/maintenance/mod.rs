@@ -173,14 +173,23 @@ impl<'o> Pass<'o> {
     }
 }
 
+/// The name of the ACL role whose rules `verify` and `rebuild` need
+/// (`AclRole::Maintenance`, a layer above this one, checked by a test).
+const MAINTENANCE_ROLE: &str = "maintenance";
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Compares every index of `D` with the documents and returns the
     /// differences. Read-only.
     ///
     /// # Errors
-    /// Connection errors. Damaged documents are differences, not errors.
+    /// Connection errors; [`Error::NoPermission`] for a user without the
+    /// maintenance role's rules. Damaged documents are differences, not
+    /// errors.
     pub async fn verify(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
-        observed("verify", D::SPEC.kind, self.run_maintenance(opts, Mode::Verify)).await
+        observed("verify", D::SPEC.kind, async {
+            self.run_maintenance(opts, Mode::Verify).await.map_err(|e| e.needing_role("verify", MAINTENANCE_ROLE))
+        })
+        .await
     }
 
     /// Rewrites the indexes of `D` (or only `opts.index`) from the
@@ -191,11 +200,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Maintenance: run it while no writer is active.
     ///
     /// # Errors
-    /// Connection errors.
+    /// Connection errors; [`Error::NoPermission`] for a user without the
+    /// maintenance role's rules.
     pub async fn rebuild(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
         observed("rebuild", D::SPEC.kind, async {
-            let report = self.run_maintenance(opts, Mode::Rebuild).await?;
-            self.record_fingerprint(opts.index).await?;
+            let needing = |e: Error| e.needing_role("rebuild", MAINTENANCE_ROLE);
+            let report = self.run_maintenance(opts, Mode::Rebuild).await.map_err(needing)?;
+            self.record_fingerprint(opts.index).await.map_err(needing)?;
             Ok(report)
         })
         .await
@@ -454,9 +465,22 @@ pub(crate) async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::
     // Split by slot, a command's error is its answer (`answer` sorts them
     // for the pipelines that ask for that); where a pipeline did not, the
     // error still fails the read, as the conversion of its answer.
-    crate::retry::read(valkey, |mut con| async move { con.query_pipe(pipe, true).await })
+    let v: Value = crate::retry::read(valkey, |mut con| async move { con.query_pipe(pipe, true).await })
         .await
-        .map_err(|e| Error::from_redis(e, key))
+        .map_err(|e| Error::from_redis(e, key))?;
+    // A command the user's ACL refuses is answered `NOPERM` in its place
+    // (the pipelines keep each command's error): no answer about the key,
+    // and the same for every key after it, so the run ends with the
+    // refusal itself, which `verify` and `rebuild` name by their role.
+    if let Value::Array(items) = &v
+        && let Some(e) = items.iter().find_map(|r| match r {
+            Value::ServerError(e) if e.code() == "NOPERM" => Some(e),
+            _ => None,
+        })
+    {
+        return Err(Error::Redis(e.clone().into()));
+    }
+    redis::from_redis_value(v).map_err(|e| Error::from_redis(e.into(), key))
 }
 
 /// A pipeline of repairs. Each repair leaves the same state when applied

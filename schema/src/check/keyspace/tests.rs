@@ -38,7 +38,7 @@ fn every_problem_is_listed_at_once() {
     assert_eq!(
         MSG.as_str(),
         "keyspace `Plant` has 3 problems:\n\
-         - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key; tell them apart (rename a literal or add a segment)\n\
+         - key families overlap: document key `joborder:{id}` of `JobOrder` and list `joborder:{scope}` of `Other` can render the same key (a placeholder takes any one segment, so templates with as many segments meet wherever their literals agree); give one a segment of its own, e.g. `joborder:list:{scope}`\n\
          - document types `JobOrder` and `Other` use the stream `events:{scope}`, which keyspace `Plant` does not declare; add `changes: stream(\"events:{scope}\")`\n\
          - document types `JobOrder` and `Other` use the channel `wake:{kind}`, which keyspace `Plant` does not declare; add `nudge: channel(\"wake:{kind}\")`"
     );
@@ -154,9 +154,10 @@ fn a_placeholder_led_family_meets_literal_led_ones_among_many_literals() {
     assert_eq!(
         keyspace_problem::<64>(&ks).as_str(),
         "keyspace `K` has 2 problems:\n- key families overlap: list `{scope}:tenant:q` of `Owner` and \
-         family `by_q` (`q:tenant:q`) of keyspace `K` can render the same key; tell them apart (rename a literal or add a segment)\n- key families overlap: list \
+         family `by_q` (`q:tenant:q`) of keyspace `K` can render the same key (a placeholder takes any one segment, so templates with as many segments meet wherever their literals agree); give one a segment of its own, e.g. `q:by_q:tenant:q`\n- key families overlap: list \
          `{scope}:tenant:q` of `Owner` and family `tombstones` (`tomb:{kind}:{id}`) of keyspace `K` can \
-         render the same key; tell them apart (rename a literal or add a segment)"
+         render the same key (a placeholder takes any one segment, so templates with as many segments meet \
+         wherever their literals agree); give one a segment of its own, e.g. `tomb:tombstones:{kind}:{id}`"
     );
     assert_eq!(check_keyspace(&ks).len(), 2);
     // A declared family, after them.
@@ -165,7 +166,7 @@ fn a_placeholder_led_family_meets_literal_led_ones_among_many_literals() {
     assert_eq!(
         keyspace_problem::<64>(&ks).as_str(),
         "key families overlap: family `by_c` (`c:tenant:c`) of keyspace `K` and family `per_owner` \
-         (`{owner}:tenant:c`) of keyspace `K` can render the same key; tell them apart (rename a literal or add a segment)"
+         (`{owner}:tenant:c`) of keyspace `K` can render the same key (a placeholder takes any one segment, so templates with as many segments meet wherever their literals agree); give one a segment of its own, e.g. `{owner}:per_owner:tenant:c`"
     );
     assert_eq!(check_keyspace(&ks).len(), 1);
 }
