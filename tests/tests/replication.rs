@@ -234,7 +234,7 @@ fn durability_settings_parse_and_reach_the_write_options() {
     config.validate().unwrap();
     assert_eq!(
         config.valkey.write_options().durability,
-        Durability { replicas: 2, aof: true, timeout: Duration::from_millis(250) }
+        Durability { replicas: 2, aof: true, timeout: Duration::from_millis(250), every_replica: false }
     );
     config.set("Valkey:WriteReplicaTimeout", "0s").unwrap();
     let e = config.validate().unwrap_err().to_string();

@@ -83,6 +83,11 @@ impl Follower {
         Ok(Follower { inner })
     }
 
+    /// How many replicas the Sentinels know for the service.
+    pub(crate) fn known_replicas(&self) -> u32 {
+        self.inner.sentinels.known_replicas()
+    }
+
     /// Subscribes on the current primary and remembers it for the next.
     pub(crate) async fn subscribe(&mut self, channel: impl redis::ToRedisArgs + Send) -> RedisResult<()> {
         let args = channel.to_redis_args();
@@ -151,12 +156,12 @@ impl FollowerInner {
     /// makes us ask the Sentinels in the background.
     async fn moved_after(&self, made_for: u64, readonly: bool, unknown: bool) -> bool {
         if readonly {
-            self.sentinels.refresh().await;
+            self.sentinels.refresh(true).await;
             return self.sentinels.current.borrow().generation != made_for;
         }
         if unknown {
             let sentinels = self.sentinels.clone();
-            tokio::spawn(async move { sentinels.refresh().await });
+            tokio::spawn(async move { sentinels.refresh(false).await });
         }
         false
     }
