@@ -4,7 +4,9 @@
 //! its second replica for a moment after the first was promoted away and
 //! answers a `WAIT 1` with it; `Durability::replicas(1)` keeps its meaning
 //! (one replica down of two still confirms it), while every replica is
-//! refused as `NotReplicated` (applied, unconfirmed) until all are back.
+//! refused as `NotReplicated` (applied, unconfirmed) until all are back;
+//! and a handle that followed a promotion never goes back to the old
+//! primary stopped through the failover and continued after it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +24,18 @@ fn two_replicas() -> Sentinel {
 }
 
 fn config(s: &Sentinel, prefix: &KeyPrefix) -> ValkeyConfig {
+    config_with(s, prefix, &[])
+}
+
+fn config_with(s: &Sentinel, prefix: &KeyPrefix, settings: &[(&str, &str)]) -> ValkeyConfig {
     let mut c = MicroDcsConfig::default();
     c.set("Valkey:ConnectionString", &s.connection_string()).unwrap();
     c.set("Valkey:KeyPrefix", prefix.as_str()).unwrap();
     c.set("Valkey:PollInterval", "30s").unwrap();
     c.set("Valkey:WriteRetryDelay", "50ms").unwrap();
+    for (k, v) in settings {
+        c.set(k, v).unwrap();
+    }
     c.valkey
 }
 
@@ -175,4 +184,104 @@ async fn one_replica_down_of_two_confirms_replicas_1_and_refuses_every_replica()
     let read = store.get("r-1").await.unwrap().unwrap();
     let every = every.with_timeout(Duration::from_secs(10));
     assert_eq!(store.update(&read, &doc).durability(every).await.unwrap(), PutOutcome::Written { version: 3 });
+}
+
+/// The primary stopped (`SIGSTOP`) until the Sentinels promoted a replica,
+/// then continued: it still says it is a primary until the Sentinels turn
+/// it, and a question a handle asked while it was stopped (its `ROLE`
+/// check held by the stopped node) is answered only now. Every write a
+/// handle starts once it had time to hear of the switch must land on the
+/// new primary: one that lands on the old primary is dropped when it
+/// resyncs, so it would be missing at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_never_goes_back_to_a_primary_stopped_through_the_failover() {
+    let s = two_replicas();
+    let prefix = unique_prefix("split-brain");
+    // Calls to the stopped primary end after a short response timeout and
+    // make the handles ask the Sentinels while it is stopped and still
+    // named; the check that the node they name is a primary then waits
+    // on the stopped node for up to the connect timeout, past the switch.
+    let settings = [("Valkey:ResponseTimeout", "1s"), ("Valkey:ConnectTimeout", "5s")];
+    let stop = Arc::new(AtomicBool::new(false));
+    // Calls started after this instant count (set once the handles had
+    // time to hear of the switch).
+    let counted_from: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let valkey =
+            Valkey::connect(&config_with(&s, &prefix, &settings)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let (stop, counted_from) = (stop.clone(), counted_from.clone());
+        writers.push(tokio::spawn(async move {
+            let store = Plant::open(valkey).store::<JobResponse>();
+            let (mut counted, mut other) = (Vec::new(), 0usize);
+            let mut n = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let id = format!("w{w}-{n}");
+                let started = Instant::now();
+                let doc = JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"]);
+                match store.create(&doc).await {
+                    Ok(PutOutcome::Written { .. }) => {
+                        let from = *counted_from.lock().unwrap();
+                        if from.is_some_and(|t| started >= t) {
+                            counted.push(id);
+                        } else {
+                            other += 1;
+                        }
+                    }
+                    Ok(o) => panic!("a new id is written, got {o:?}"),
+                    Err(e) if e.is_connection() || e.is_unknown_outcome() => {}
+                    Err(e) => panic!("not an error of a failover: {e:?}"),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (counted, other)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = s.data_nodes()[0].pid().expect("local");
+    let stopped = Stopped(pid);
+    signal("-STOP", pid);
+    let new = s.wait_primary_other_than(0, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    // Continued a second after the promotion, time enough for every
+    // handle to hear the Sentinels' announcement, while a question asked
+    // during the stop may still wait on it. Every write started from now
+    // on must reach the new primary.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    *counted_from.lock().unwrap() = Some(Instant::now());
+    drop(stopped);
+    let continued = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !command(&s.data_nodes()[0], &["ROLE"]).unwrap_or_default().contains("slave") {
+        assert!(Instant::now() < deadline, "the old primary never turned replica");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let demoted = continued.elapsed();
+    s.wait_replicated(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    stop.store(true, Ordering::SeqCst);
+    let (mut counted, mut other) = (Vec::new(), 0);
+    for w in writers {
+        let (c, o) = w.await.unwrap();
+        counted.extend(c);
+        other += o;
+    }
+    let primary = s.primary().expect("an agreed primary");
+    assert_eq!(primary, new, "no second failover");
+    let store = Plant::open(connect(&s, &prefix).await).store::<JobResponse>();
+    let lost: Vec<&String> = counted
+        .iter()
+        .filter(|id| {
+            let key = store.key(id).unwrap();
+            command(&s.data_nodes()[primary], &["EXISTS", &key]).unwrap_or_else(|e| panic!("{e}")) != "1"
+        })
+        .collect();
+    println!(
+        "split brain: {} writes acknowledged after the switch ({other} before), {} lost; the old primary turned \
+         replica {} ms after it was continued",
+        counted.len(),
+        lost.len(),
+        demoted.as_millis()
+    );
+    assert!(!counted.is_empty(), "writes went on after the switch");
+    assert!(lost.is_empty(), "{} writes went to the deposed primary, the first: {:?}", lost.len(), &lost[..lost.len().min(10)]);
 }
