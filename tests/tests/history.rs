@@ -131,7 +131,14 @@ async fn read(valkey: &Valkey, id: &'static str) -> Result<Option<Seen>, Error> 
     }))
 }
 
-async fn client(valkey: Valkey, seed: u64, budget: Arc<AtomicU64>, calls: &mut Vec<Call>, seen: &mut Vec<Seen>) {
+async fn client(
+    valkey: Valkey,
+    seed: u64,
+    level: Durability,
+    budget: Arc<AtomicU64>,
+    calls: &mut Vec<Call>,
+    seen: &mut Vec<Seen>,
+) {
     let mut rng = Rng(seed);
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let mut n = 0;
@@ -140,7 +147,7 @@ async fn client(valkey: Valkey, seed: u64, budget: Arc<AtomicU64>, calls: &mut V
         let id = IDS[rng.below(IDS.len() as u64) as usize];
         let op = format!("c{seed}-{n}");
         let durable = rng.below(2) == 0;
-        let durability = if durable { Durability::replicas(1).with_timeout(REPLICA_WAIT) } else { Durability::NONE };
+        let durability = if durable { level.with_timeout(REPLICA_WAIT) } else { Durability::NONE };
         let started = Instant::now();
         let pick = rng.below(10);
         let (kind, expected, prev, outcome) = match pick {
@@ -337,9 +344,13 @@ fn signal(which: &str, pid: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_history_through_sentinel_keeps_the_consistency_model() {
-    let s = Sentinel::start().unwrap_or_else(|e| panic!("{e}"));
+    // Two replicas: with one, the old primary has none left after a
+    // promotion, and a wait for fewer than every replica could not fall
+    // short where it should (see `Durability::every_replica`).
+    let s = Sentinel::start_with_replicas(2).unwrap_or_else(|e| panic!("{e}"));
     let cs = s.connection_string();
-    run_history("sentinel", Deployment::Sentinel(s), &cs, unique_prefix("history")).await;
+    let prefix = unique_prefix("history");
+    run_history("sentinel", Deployment::Sentinel(s), &cs, prefix, Durability::every_replica()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,10 +359,17 @@ async fn a_fault_history_on_a_cluster_keeps_the_consistency_model() {
     let cs = c.connection_string();
     let prefix = unique_island("history");
     let slot = prefix.slot().expect("an island has a slot");
-    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix).await;
+    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix, Durability::replicas(1)).await;
 }
 
-async fn run_history(name: &str, mut deployment: Deployment, connection_string: &str, prefix: KeyPrefix) {
+/// Runs the history; durable writes wait for `level`.
+async fn run_history(
+    name: &str,
+    mut deployment: Deployment,
+    connection_string: &str,
+    prefix: KeyPrefix,
+    level: Durability,
+) {
     let ops: u64 = std::env::var("HISTORY_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(240);
     let seed: u64 = std::env::var("HISTORY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -373,7 +391,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
         let budget = budget.clone();
         clients.push(tokio::spawn(async move {
             let (mut calls, mut seen) = (Vec::new(), Vec::new());
-            client(valkey, seed.wrapping_add(c), budget, &mut calls, &mut seen).await;
+            client(valkey, seed.wrapping_add(c), level, budget, &mut calls, &mut seen).await;
             (calls, seen)
         }));
     }
