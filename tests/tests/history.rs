@@ -300,9 +300,10 @@ impl Deployment {
 /// restarted empty (as a replica: [`Deployment::rejoin`]), or every client connection of the primary cut
 /// (`CLIENT KILL`). The number of faults and of those that moved the
 /// primary.
-fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
+fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32, BTreeMap<&'static str, u32>) {
     let mut rng = Rng(seed ^ 0xfeed);
     let (mut faults, mut failovers) = (0, 0);
+    let mut kinds = BTreeMap::new();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(600 + rng.below(900)));
         if stop.load(Ordering::SeqCst) {
@@ -310,7 +311,9 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
         }
         let Some(old) = d.primary() else { continue };
         faults += 1;
-        let moved = match rng.below(4) {
+        let kind = rng.below(4);
+        *kinds.entry(["failover", "sigstop", "sigkill", "client-kill"][kind as usize]).or_default() += 1;
+        let moved = match kind {
             0 => d.failover(),
             1 => {
                 let pid = d.node(old).pid().expect("local");
@@ -334,7 +337,7 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
         failovers += u32::from(moved);
         d.wait_ready();
     }
-    (faults, failovers)
+    (faults, failovers, kinds)
 }
 
 fn signal(which: &str, pid: u32) {
@@ -408,7 +411,7 @@ async fn run_history(
     }
     // The nemesis ends with the operations (after the fault it is in).
     stop.store(true, Ordering::SeqCst);
-    let (deployment, (faults, failovers)) = faulting.join().unwrap();
+    let (deployment, (faults, failovers, fault_kinds)) = faulting.join().unwrap();
     deployment.wait_ready();
     // The final state, read after the faults through a new handle.
     let last = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect after: {e}"));
@@ -430,7 +433,7 @@ async fn run_history(
         }
     }
     println!(
-        "{name} history: seed {seed}, {} operations, {faults} faults, {failovers} failovers, {acked} acknowledged \
+        "{name} history: seed {seed}, {} operations, {faults} faults {fault_kinds:?}, {failovers} failovers, {acked} acknowledged \
          writes ({acked_durable} replicated), {errors} typed errors {kinds:?}, {} lost-unreplicated, {} violations; \
          longest call {} ms",
         calls.len(),

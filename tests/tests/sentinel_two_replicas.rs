@@ -85,7 +85,11 @@ async fn writes_through_a_requested_failover(s: &Sentinel, name: &str, durabilit
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
                 let id = format!("w{w}-{n}");
-                match store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).durability(durability).await {
+                match store
+                    .create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"]))
+                    .durability(durability)
+                    .await
+                {
                     Ok(PutOutcome::Written { .. }) => tally.acked.push(id),
                     Ok(other) => panic!("a new id is written, got {other:?}"),
                     Err(Error::NotReplicated { .. }) => tally.not_replicated += 1,
@@ -283,5 +287,10 @@ async fn a_handle_never_goes_back_to_a_primary_stopped_through_the_failover() {
         demoted.as_millis()
     );
     assert!(!counted.is_empty(), "writes went on after the switch");
-    assert!(lost.is_empty(), "{} writes went to the deposed primary, the first: {:?}", lost.len(), &lost[..lost.len().min(10)]);
+    assert!(
+        lost.is_empty(),
+        "{} writes went to the deposed primary, the first: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
 }

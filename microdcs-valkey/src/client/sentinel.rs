@@ -430,8 +430,9 @@ async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
         Ok(r) => r,
         Err(e) if is_auth(&e) => {
             let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
-            let reason =
-                format!("{e} (a Sentinel's credentials are SentinelUser and SentinelPasswordFile, not the data nodes')");
+            let reason = format!(
+                "{e} (a Sentinel's credentials are SentinelUser and SentinelPasswordFile, not the data nodes')"
+            );
             return Err(One::Fatal(AskFailure::Auth { endpoint, user, reason }));
         }
         Err(e) => return Err(One::Reason(format!("{endpoint}: {e}"))),
@@ -460,7 +461,12 @@ async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
 /// `SENTINEL GET-MASTER-ADDR-BY-NAME`, read.
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
-    Named { host: String, port: u16, epoch: u64, replicas: u32 },
+    Named {
+        host: String,
+        port: u16,
+        epoch: u64,
+        replicas: u32,
+    },
     /// No such service (a nil address, or `SENTINEL MASTER` refused).
     Unknown,
     /// Something else: what, for the message.

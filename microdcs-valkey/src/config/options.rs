@@ -53,8 +53,10 @@ impl Default for WriteOptions {
 /// A primary acknowledges a write before any replica has it; a failover
 /// in between promotes a replica without it, and the write is gone. A
 /// write that waited for `n` replicas survives the failure of the primary
-/// as long as the promoted replica is one of them (Sentinel and a cluster
-/// promote the most up-to-date replica). Fewer acknowledgements within
+/// as long as the promoted replica is one of them. With fewer than every
+/// replica nothing assures that, and a deposed primary's other replicas
+/// may answer the wait (see [`Durability::every_replica`], the level that
+/// survives every Sentinel failover). Fewer acknowledgements within
 /// the timeout is [`crate::Error::NotReplicated`]: the write *was*
 /// applied, at the version the error carries, but a failover may lose it.
 ///
