@@ -18,6 +18,8 @@ mod connection;
 // Following the primary a group of Sentinels names.
 mod sentinel;
 
+pub(crate) use sentinel::is_switch;
+
 pub use crate::metrics::Metrics;
 pub use connect::{ConnectError, Health, read_password_file};
 pub use connection::Connection;

@@ -294,3 +294,64 @@ async fn a_handle_never_goes_back_to_a_primary_stopped_through_the_failover() {
         &lost[..lost.len().min(10)]
     );
 }
+
+/// Writes started right after a `SIGKILL` of the primary: each either
+/// succeeds on the promoted replica or has spent its whole bound first,
+/// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`; quick refusals of
+/// the dead node prove the script never ran and use none of it, and the
+/// switch to the new primary is a reason to send again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_a_killed_primary_spend_their_whole_bound() {
+    let mut s = two_replicas();
+    let prefix = unique_prefix("kill-bound");
+    let (attempts, response, delay) = (4u32, Duration::from_secs(1), Duration::from_millis(100));
+    let settings =
+        [("Valkey:ResponseTimeout", "1s"), ("Valkey:WriteAttempts", "4"), ("Valkey:WriteRetryDelay", "100ms")];
+    let mut handles = Vec::new();
+    for _ in 0..WRITERS {
+        let valkey =
+            Valkey::connect(&config_with(&s, &prefix, &settings)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let store = Plant::open(valkey).store::<JobResponse>();
+        // Warm: the connections exist before the kill.
+        let _ = store.get("none").await.unwrap();
+        handles.push(store);
+    }
+    s.data_node_mut(0).kill();
+    let killed = Instant::now();
+    let mut writers = Vec::new();
+    for (w, store) in handles.into_iter().enumerate() {
+        writers.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            // One write after another until one succeeds on the new primary.
+            for n in 0.. {
+                let id = format!("w{w}-{n}");
+                let started = Instant::now();
+                let r = store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).await;
+                let ok = r.is_ok();
+                outcomes.push((started.elapsed(), r.map_err(|e| format!("{e:?}"))));
+                if ok {
+                    break;
+                }
+            }
+            outcomes
+        }));
+    }
+    let spent = (response + delay) * (attempts - 1);
+    let mut failed = Vec::new();
+    for w in writers {
+        for (took, outcome) in w.await.unwrap() {
+            if let Err(e) = &outcome
+                && took < spent
+            {
+                failed.push(format!("after {} ms: {e}", took.as_millis()));
+            }
+        }
+    }
+    println!(
+        "writes resumed {} ms after the kill; {} failed before spending {} ms",
+        killed.elapsed().as_millis(),
+        failed.len(),
+        spent.as_millis()
+    );
+    assert!(failed.is_empty(), "calls failed before their bound:\n{}", failed.join("\n"));
+}

@@ -577,7 +577,7 @@ async fn listen(sentinels: Weak<Sentinels>) {
 }
 
 mod follower;
-pub(crate) use follower::{Follower, OnSwitch};
+pub(crate) use follower::{Follower, OnSwitch, is_switch};
 
 #[cfg(test)]
 mod tests {
@@ -591,6 +591,16 @@ mod tests {
 
     fn named(port: u16, epoch: u64) -> Named {
         Named { host: "10.0.0.1".into(), port, epoch, replicas: 2 }
+    }
+
+    #[test]
+    fn a_call_ended_by_a_switch_is_told_from_other_lost_connections() {
+        let switch: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionAborted, super::follower::PrimaryChanged).into();
+        assert!(super::is_switch(&switch));
+        assert!(crate::error::is_unknown_outcome(&switch), "still an unknown outcome");
+        let aborted: redis::RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionAborted).into();
+        assert!(!super::is_switch(&aborted));
     }
 
     #[test]

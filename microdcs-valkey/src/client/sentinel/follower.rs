@@ -187,13 +187,30 @@ impl FollowerInner {
         };
         tokio::select! {
             r = reply => r,
-            () = moved => Err(std::io::Error::new(
-                std::io::ErrorKind::ConnectionAborted,
-                "the primary changed (Sentinel failover) before the reply came",
-            )
-            .into()),
+            () = moved => Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, PrimaryChanged).into()),
         }
     }
+}
+
+/// Why a call ended early: the primary changed before its reply came
+/// (the outcome is unknown; the next try goes to the new primary).
+#[derive(Debug)]
+pub(crate) struct PrimaryChanged;
+
+impl std::fmt::Display for PrimaryChanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the primary changed (Sentinel failover) before the reply came")
+    }
+}
+
+impl std::error::Error for PrimaryChanged {}
+
+/// Whether `e` is a call ended by a switch of primary ([`PrimaryChanged`]).
+/// `redis` keeps the I/O error behind a type of its own that cannot be
+/// looked into from here, so the error is known by its own words, which
+/// only this module writes.
+pub(crate) fn is_switch(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.to_string().contains(&PrimaryChanged.to_string())
 }
 
 fn is_readonly(e: &redis::RedisError) -> bool {
