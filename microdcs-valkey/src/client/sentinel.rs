@@ -426,7 +426,15 @@ async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
         pipe.cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(&s.service);
         con.req_packed_commands(&pipe, 0, 2).await
     };
-    let replies = match bounded(each, named).await {
+    // A refusal of our credentials comes as an error reply in the pipeline.
+    let refused = |r: Vec<Value>| {
+        let refusal = r.iter().find_map(|v| match v {
+            Value::ServerError(e) => Some(redis::RedisError::from(e.clone())).filter(is_auth),
+            _ => None,
+        });
+        refusal.map_or(Ok(r), Err)
+    };
+    let replies = match bounded(each, named).await.and_then(refused) {
         Ok(r) => r,
         Err(e) if is_auth(&e) => {
             let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
