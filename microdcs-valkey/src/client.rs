@@ -20,6 +20,8 @@ mod relearn;
 // Following the primary a group of Sentinels names.
 mod sentinel;
 
+pub(crate) use sentinel::is_switch;
+
 pub use crate::metrics::Metrics;
 pub use connect::{ConnectError, Health, read_password_file};
 pub use connection::Connection;
@@ -281,6 +283,29 @@ impl Valkey {
     /// The key prefix.
     pub fn prefix(&self) -> &KeyPrefix {
         &self.inner.prefix
+    }
+
+    /// `durability` as a write sends it: [`Durability::every_replica`]
+    /// becomes a count, every replica the Sentinels know for the service
+    /// (down ones included), and never fewer than one, so that a
+    /// service without a known replica confirms nothing.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`], before anything is written, for
+    /// every replica on a handle not made through Sentinel: only the
+    /// Sentinels keep a count of replicas that a promotion does not shrink.
+    pub(crate) fn durability_for(&self, durability: crate::Durability) -> Result<crate::Durability> {
+        if !durability.every_replica {
+            return Ok(durability);
+        }
+        let Some(known) = self.inner.con.known_replicas() else {
+            return Err(crate::Error::InvalidArgument(
+                "Durability::every_replica needs a handle connected through Sentinel (serviceName=), which knows \
+                 how many replicas the service has; use Durability::replicas(n) here"
+                    .into(),
+            ));
+        };
+        Ok(crate::Durability { replicas: durability.replicas.max(known).max(1), ..durability })
     }
 
     /// Write options.

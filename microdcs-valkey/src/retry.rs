@@ -9,6 +9,9 @@
 //! number of attempts. Every attempt waits at most the response timeout,
 //! also while the connection is being re-established, so a call ends within
 //! `attempts x (response timeout + retry delay)` whatever the server does.
+//! Answers that prove the call was never sent (a refused connection) and a
+//! call cut off by a switch of primary spend that time, not attempts: they
+//! are sent again while the bound allows (see `resend_in_time`).
 //! Any other error ends the call at once.
 //!
 //! A script missing from the server's cache (`NOSCRIPT`) is never the
@@ -317,6 +320,7 @@ where
     loop {
         match noting_timeout(&con, bounded(timeout, run(con.clone())).await) {
             Ok(value) => return Ok(value),
+            Err(e) if resend_in_time(&e, &mut healing, opts.retry_delay, what, key).await => {}
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });
@@ -551,6 +555,39 @@ impl Healing {
     }
 }
 
+/// For a write that is safe to send again: whether `e` is an answer that
+/// spends the call's time rather than one of its attempts, and if so the
+/// pause before it is sent again (taken here) while the bound allows
+/// another try. A refused connection proves the call was never sent (a
+/// dead primary's port, while the Sentinels promote a replica): after the
+/// retry delay. A switch of primary ended the wait for the old one's
+/// answer: at once, to the new one. Either way the call goes on until the
+/// bound, `attempts x (response timeout + retry delay)`, not until a count
+/// of such answers, which a dead node gives in quick succession.
+async fn resend_in_time(
+    e: &RedisError,
+    healing: &mut Healing,
+    delay: std::time::Duration,
+    what: &'static str,
+    key: &str,
+) -> bool {
+    let pause = if crate::client::is_switch(e) {
+        std::time::Duration::ZERO
+    } else if e.is_connection_refusal() {
+        delay
+    } else {
+        return false;
+    };
+    if !healing.allows(pause) {
+        return false;
+    }
+    tracing::warn!(key, error = %e, "{what} not answered by the primary; sending it again");
+    crate::observe::retried("primary_change");
+    healing.used = true;
+    tokio::time::sleep(pause).await;
+    true
+}
+
 /// Runs a write that is safe to repeat (its effect does not change when it
 /// runs twice) under the one retry rule of this module: while its outcome
 /// is unknown, wait the retry delay and run it again, up to the configured
@@ -573,6 +610,7 @@ where
         let con = valkey.connection();
         match noting_timeout(&con, bounded(timeout, run(con.clone())).await) {
             Ok(value) => return Ok(value),
+            Err(e) if resend_in_time(&e, &mut healing, opts.retry_delay, what, key).await => {}
             Err(e) if is_unknown_outcome(&e) => {
                 if attempt >= opts.attempts || !healing.allows_after_unknown(opts.retry_delay) {
                     return Err(Failure::Unknown { source: e, attempts: attempt });

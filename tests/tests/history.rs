@@ -131,7 +131,14 @@ async fn read(valkey: &Valkey, id: &'static str) -> Result<Option<Seen>, Error> 
     }))
 }
 
-async fn client(valkey: Valkey, seed: u64, budget: Arc<AtomicU64>, calls: &mut Vec<Call>, seen: &mut Vec<Seen>) {
+async fn client(
+    valkey: Valkey,
+    seed: u64,
+    level: Durability,
+    budget: Arc<AtomicU64>,
+    calls: &mut Vec<Call>,
+    seen: &mut Vec<Seen>,
+) {
     let mut rng = Rng(seed);
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let mut n = 0;
@@ -140,7 +147,7 @@ async fn client(valkey: Valkey, seed: u64, budget: Arc<AtomicU64>, calls: &mut V
         let id = IDS[rng.below(IDS.len() as u64) as usize];
         let op = format!("c{seed}-{n}");
         let durable = rng.below(2) == 0;
-        let durability = if durable { Durability::replicas(1).with_timeout(REPLICA_WAIT) } else { Durability::NONE };
+        let durability = if durable { level.with_timeout(REPLICA_WAIT) } else { Durability::NONE };
         let started = Instant::now();
         let pick = rng.below(10);
         let (kind, expected, prev, outcome) = match pick {
@@ -293,9 +300,10 @@ impl Deployment {
 /// restarted empty (as a replica: [`Deployment::rejoin`]), or every client connection of the primary cut
 /// (`CLIENT KILL`). The number of faults and of those that moved the
 /// primary.
-fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
+fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32, BTreeMap<&'static str, u32>) {
     let mut rng = Rng(seed ^ 0xfeed);
     let (mut faults, mut failovers) = (0, 0);
+    let mut kinds = BTreeMap::new();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(600 + rng.below(900)));
         if stop.load(Ordering::SeqCst) {
@@ -303,7 +311,9 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
         }
         let Some(old) = d.primary() else { continue };
         faults += 1;
-        let moved = match rng.below(4) {
+        let kind = rng.below(4);
+        *kinds.entry(["failover", "sigstop", "sigkill", "client-kill"][kind as usize]).or_default() += 1;
+        let moved = match kind {
             0 => d.failover(),
             1 => {
                 let pid = d.node(old).pid().expect("local");
@@ -327,7 +337,7 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32) {
         failovers += u32::from(moved);
         d.wait_ready();
     }
-    (faults, failovers)
+    (faults, failovers, kinds)
 }
 
 fn signal(which: &str, pid: u32) {
@@ -337,9 +347,13 @@ fn signal(which: &str, pid: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_history_through_sentinel_keeps_the_consistency_model() {
-    let s = Sentinel::start().unwrap_or_else(|e| panic!("{e}"));
+    // Two replicas: with one, the old primary has none left after a
+    // promotion, and a wait for fewer than every replica could not fall
+    // short where it should (see `Durability::every_replica`).
+    let s = Sentinel::start_with_replicas(2).unwrap_or_else(|e| panic!("{e}"));
     let cs = s.connection_string();
-    run_history("sentinel", Deployment::Sentinel(s), &cs, unique_prefix("history")).await;
+    let prefix = unique_prefix("history");
+    run_history("sentinel", Deployment::Sentinel(s), &cs, prefix, Durability::every_replica()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,10 +362,17 @@ async fn a_fault_history_on_a_cluster_keeps_the_consistency_model() {
     let cs = c.connection_string();
     let prefix = unique_island("history");
     let slot = prefix.slot().expect("an island has a slot");
-    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix).await;
+    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix, Durability::replicas(1)).await;
 }
 
-async fn run_history(name: &str, mut deployment: Deployment, connection_string: &str, prefix: KeyPrefix) {
+/// Runs the history; durable writes wait for `level`.
+async fn run_history(
+    name: &str,
+    mut deployment: Deployment,
+    connection_string: &str,
+    prefix: KeyPrefix,
+    level: Durability,
+) {
     let ops: u64 = std::env::var("HISTORY_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(240);
     let seed: u64 = std::env::var("HISTORY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -373,7 +394,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
         let budget = budget.clone();
         clients.push(tokio::spawn(async move {
             let (mut calls, mut seen) = (Vec::new(), Vec::new());
-            client(valkey, seed.wrapping_add(c), budget, &mut calls, &mut seen).await;
+            client(valkey, seed.wrapping_add(c), level, budget, &mut calls, &mut seen).await;
             (calls, seen)
         }));
     }
@@ -390,7 +411,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
     }
     // The nemesis ends with the operations (after the fault it is in).
     stop.store(true, Ordering::SeqCst);
-    let (deployment, (faults, failovers)) = faulting.join().unwrap();
+    let (deployment, (faults, failovers, fault_kinds)) = faulting.join().unwrap();
     deployment.wait_ready();
     // The final state, read after the faults through a new handle.
     let last = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect after: {e}"));
@@ -412,7 +433,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
         }
     }
     println!(
-        "{name} history: seed {seed}, {} operations, {faults} faults, {failovers} failovers, {acked} acknowledged \
+        "{name} history: seed {seed}, {} operations, {faults} faults {fault_kinds:?}, {failovers} failovers, {acked} acknowledged \
          writes ({acked_durable} replicated), {errors} typed errors {kinds:?}, {} lost-unreplicated, {} violations; \
          longest call {} ms",
         calls.len(),

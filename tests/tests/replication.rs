@@ -234,7 +234,7 @@ fn durability_settings_parse_and_reach_the_write_options() {
     config.validate().unwrap();
     assert_eq!(
         config.valkey.write_options().durability,
-        Durability { replicas: 2, aof: true, timeout: Duration::from_millis(250) }
+        Durability { replicas: 2, aof: true, timeout: Duration::from_millis(250), every_replica: false }
     );
     config.set("Valkey:WriteReplicaTimeout", "0s").unwrap();
     let e = config.validate().unwrap_err().to_string();
@@ -243,4 +243,20 @@ fn durability_settings_parse_and_reach_the_write_options() {
     assert!(config.validate().is_err());
     assert_eq!(Durability::default(), Durability::NONE);
     assert_eq!(Durability::NONE.timeout, Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn every_replica_off_sentinel_is_refused_before_anything_is_written() {
+    // Only the Sentinels keep a count of replicas a promotion does not
+    // shrink: elsewhere the level is refused, typed, with nothing written.
+    let p = pair();
+    let valkey = connect(&p.primary, "repl-every", Durability::every_replica()).await;
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    match store.create(&doc).await {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains("Sentinel"), "{why}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert!(store.get("r-1").await.unwrap().is_none(), "nothing written");
+    assert_eq!(command(&p.primary, &["DBSIZE"]).unwrap(), "0");
 }

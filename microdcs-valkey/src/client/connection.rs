@@ -108,6 +108,15 @@ impl Connection {
         matches!(self.kind, Kind::Cluster(..))
     }
 
+    /// How many replicas the Sentinels know for the service (through
+    /// Sentinel only; `None` otherwise).
+    pub(crate) fn known_replicas(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Sentinel(f) => Some(f.known_replicas()),
+            _ => None,
+        }
+    }
+
     /// Runs `cmd` on the primary that owns `slot` (on one server, on the
     /// server): for commands without a key that must reach the node holding
     /// an island's keys, such as `SCAN`.

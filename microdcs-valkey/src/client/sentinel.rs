@@ -10,11 +10,17 @@
 //! a failure makes us ask the Sentinels: a `READONLY` reply (we reached the
 //! old primary, now a replica) or a lost connection (the old primary is
 //! gone). A new primary is adopted only after it says it is one (`ROLE`),
-//! so a Sentinel with a stale view cannot send writes to a replica.
+//! so a Sentinel with a stale view cannot send writes to a replica, and
+//! only when the Sentinels' configuration epoch that named it is newer
+//! than the one the handle follows (see [`moves_to`]): an answer to a
+//! question asked before a switch, or a Sentinel that has not heard of
+//! it, names a deposed primary that may still say it is one (stopped
+//! through the failover and continued since), and a handle that has seen
+//! its successor never goes back to it.
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,8 +53,39 @@ const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(1);
 pub(crate) struct Primary {
     pub(crate) host: String,
     pub(crate) port: u16,
+    /// The Sentinels' configuration epoch of the switch that named it.
+    epoch: u64,
     /// Grows by one at every change of primary.
     generation: u64,
+}
+
+/// What one Sentinel named: the primary's address, the configuration
+/// epoch of the switch that made it primary (`config-epoch` of `SENTINEL
+/// MASTER`), and how many replicas the Sentinel knows for the service,
+/// down ones included (`num-slaves`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Named {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) epoch: u64,
+    pub(crate) replicas: u32,
+}
+
+/// Whether a handle following `current` moves to the primary `named`.
+///
+/// Sentinels number each switch with a configuration epoch greater than
+/// any before it, so a greater epoch is a later switch: the one order on
+/// which every Sentinel agrees. A named node of the same or a smaller
+/// epoch is the current primary or an older one (an answer to a question
+/// asked before the switch, or a Sentinel that has not heard of it yet),
+/// never followed, unless the current primary refused a write as a
+/// replica (`deposed`): then it is certainly no primary, and any node
+/// that says it is one (checked before) is better than none; this is how
+/// a handle follows Sentinels whose epochs started again (the service
+/// removed and monitored anew).
+pub(crate) fn moves_to(current: &Primary, named: &Named, deposed: bool) -> bool {
+    let same = current.host == named.host && current.port == named.port;
+    !same && (named.epoch > current.epoch || deposed)
 }
 
 impl Primary {
@@ -109,6 +146,9 @@ impl std::fmt::Display for AskFailure {
 pub(crate) struct Sentinels {
     setup: SentinelSetup,
     current: watch::Sender<Primary>,
+    /// The most replicas any Sentinel named for the service (see
+    /// [`Sentinels::known_replicas`]).
+    replicas: AtomicU32,
     /// When we last asked (see [`ASK_GAP`]).
     asked: tokio::sync::Mutex<Option<Instant>>,
     /// Which Sentinel the next question goes to first.
@@ -132,7 +172,7 @@ impl Sentinels {
     pub(crate) async fn start(setup: SentinelSetup, last: &mut Option<String>) -> Result<Arc<Sentinels>, AskFailure> {
         let deadline = Instant::now() + setup.connect_timeout;
         let order = AskOrder::default();
-        let (host, port) = loop {
+        let named = loop {
             match ask(&setup, &order).await {
                 Ok(found) => break found,
                 Err(e @ (AskFailure::Auth { .. } | AskFailure::UnknownService { .. })) => return Err(e),
@@ -144,10 +184,12 @@ impl Sentinels {
                 }
             }
         };
-        let (current, _) = watch::channel(Primary { host, port, generation: 0 });
+        let first = Primary { host: named.host, port: named.port, epoch: named.epoch, generation: 0 };
+        let (current, _) = watch::channel(first);
         let sentinels = Arc::new(Sentinels {
             setup,
             current,
+            replicas: AtomicU32::new(named.replicas),
             asked: tokio::sync::Mutex::new(Some(Instant::now())),
             order,
             listener: Mutex::new(None),
@@ -165,34 +207,61 @@ impl Sentinels {
         &self.setup.service
     }
 
+    /// How many replicas the Sentinels know for the service, down ones
+    /// included: the most any Sentinel named since the handle started (a
+    /// Sentinel that has not yet found them all names fewer, never more;
+    /// a replica removed for good counts until the Sentinels forget it
+    /// with `SENTINEL RESET` and the handle is made again).
+    pub(crate) fn known_replicas(&self) -> u32 {
+        self.replicas.load(Ordering::Relaxed)
+    }
+
     /// Asks the Sentinels again (at most once per [`ASK_GAP`], bounded by
-    /// the connect timeout) and adopts the primary they name.
-    pub(crate) async fn refresh(&self) {
+    /// the connect timeout) and adopts the primary they name if it is
+    /// newer (see [`moves_to`]; `deposed`: the current one refused a write
+    /// as a replica).
+    pub(crate) async fn refresh(&self, deposed: bool) {
         let mut asked = self.asked.lock().await;
         if asked.is_some_and(|t| t.elapsed() < ASK_GAP) {
             return;
         }
         *asked = Some(Instant::now());
         match tokio::time::timeout(self.setup.connect_timeout, ask(&self.setup, &self.order)).await {
-            Ok(Ok((host, port))) => self.adopt(&host, port, "named by a sentinel"),
+            Ok(Ok(named)) => self.adopt(&named, deposed, "named by a sentinel"),
             Ok(Err(e)) => tracing::warn!(service = %self.setup.service, reason = %e, "no sentinel named a primary"),
             Err(_) => tracing::warn!(service = %self.setup.service, "no sentinel answered in time"),
         }
     }
 
-    fn adopt(&self, host: &str, port: u16, why: &'static str) {
+    fn adopt(&self, named: &Named, deposed: bool, why: &'static str) {
+        self.replicas.fetch_max(named.replicas, Ordering::Relaxed);
+        let mut older = None;
         let changed = self.current.send_if_modified(|p| {
-            if p.host == host && p.port == port {
+            if !moves_to(p, named, deposed) {
+                if p.host == named.host && p.port == named.port {
+                    // The same node, named by a later switch (a failover
+                    // and back while the handle heard of neither).
+                    p.epoch = p.epoch.max(named.epoch);
+                } else {
+                    older = Some(p.epoch);
+                }
                 return false;
             }
-            p.host = host.to_owned();
-            p.port = port;
+            p.host.clone_from(&named.host);
+            p.port = named.port;
+            p.epoch = named.epoch;
             p.generation += 1;
             true
         });
+        let primary = show(&named.host, named.port);
         if changed {
             metrics::counter!(crate::observe::SENTINEL_SWITCHES).increment(1);
-            tracing::warn!(service = %self.setup.service, primary = %show(host, port), why, "following a new primary");
+            tracing::warn!(service = %self.setup.service, %primary, epoch = named.epoch, why, "following a new primary");
+        } else if let Some(following) = older {
+            tracing::info!(
+                service = %self.setup.service, %primary, epoch = named.epoch, following, why,
+                "not going back to a primary of an older switch"
+            );
         }
     }
 
@@ -299,62 +368,23 @@ fn share(total: Duration, n: usize) -> Duration {
 
 /// Asks the Sentinels in `order` which node is the service's primary, and
 /// takes the first answer whose node says it is a primary.
-async fn ask(s: &SentinelSetup, order: &AskOrder) -> Result<(String, u16), AskFailure> {
+async fn ask(s: &SentinelSetup, order: &AskOrder) -> Result<Named, AskFailure> {
     let mut reasons = Vec::new();
     let mut unknown = 0;
     let n = s.sentinels.len();
-    let each = share(s.connect_timeout, n);
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(each))
-        .set_response_timeout(Some(s.response_timeout.min(each)));
     for i in order.round(n) {
         order.asking(i, n);
-        let endpoint = show(&s.sentinels[i].0, s.sentinels[i].1);
-        let named = async {
-            let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(&config).await?;
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(&s.service)
-                .query_async::<Option<(String, String)>>(&mut con)
-                .await
-        };
-        match bounded(each, named).await {
-            Ok(Some((host, port))) => {
-                let Ok(port) = port.parse::<u16>() else {
-                    reasons.push(format!("{endpoint} named a port that is not a number"));
-                    continue;
-                };
-                match role(s, &host, port).await {
-                    Ok(role) if role == "master" => {
-                        order.answered(i);
-                        return Ok((host, port));
-                    }
-                    Ok(role) => reasons.push(format!(
-                        "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
-                        show(&host, port),
-                        s.service
-                    )),
-                    Err(e) if is_auth(&e) => {
-                        let user = s.data.username().unwrap_or("default").to_owned();
-                        return Err(AskFailure::Auth { endpoint: show(&host, port), user, reason: e.to_string() });
-                    }
-                    Err(e) => {
-                        reasons.push(format!("{endpoint} names {}, which does not answer: {e}", show(&host, port)))
-                    }
-                }
+        match ask_one(s, i).await {
+            Ok(named) => {
+                order.answered(i);
+                return Ok(named);
             }
-            Ok(None) => {
+            Err(One::Unknown(reason)) => {
                 unknown += 1;
-                reasons.push(format!("{endpoint} monitors no service `{}`", s.service));
+                reasons.push(reason);
             }
-            Err(e) if is_auth(&e) => {
-                let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
-                let reason = format!(
-                    "{e} (a Sentinel's credentials are SentinelUser and SentinelPasswordFile, not the data nodes')"
-                );
-                return Err(AskFailure::Auth { endpoint, user, reason });
-            }
-            Err(e) => reasons.push(format!("{endpoint}: {e}")),
+            Err(One::Reason(reason)) => reasons.push(reason),
+            Err(One::Fatal(e)) => return Err(e),
         }
     }
     let reasons = reasons.join("; ");
@@ -363,6 +393,125 @@ async fn ask(s: &SentinelSetup, order: &AskOrder) -> Result<(String, u16), AskFa
     } else {
         Err(AskFailure::NoAnswer { reasons })
     }
+}
+
+/// Why one Sentinel named no usable primary.
+enum One {
+    /// It monitors no such service.
+    Unknown(String),
+    /// Unreachable, or it named a node that is no primary (yet).
+    Reason(String),
+    /// Refused credentials: the question ends.
+    Fatal(AskFailure),
+}
+
+/// Asks Sentinel `i` (within its share of the connect timeout) which node
+/// is the service's primary, by which switch, and how many replicas it
+/// knows; then asks the node whether it is a primary.
+async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
+    let n = s.sentinels.len();
+    let each = share(s.connect_timeout, n);
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(each))
+        .set_response_timeout(Some(s.response_timeout.min(each)));
+    let endpoint = show(&s.sentinels[i].0, s.sentinels[i].1);
+    // In one pipeline, so that one Sentinel answers both from the same
+    // view; the epoch first: a switch between the two answers pairs the
+    // new address with the old epoch, which is never followed over the
+    // old address (see `moves_to`), never the reverse.
+    let named = async {
+        let mut con = sentinel_client(s, i)?.get_multiplexed_async_connection_with_config(&config).await?;
+        let mut pipe = redis::pipe();
+        pipe.cmd("SENTINEL").arg("MASTER").arg(&s.service);
+        pipe.cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(&s.service);
+        con.req_packed_commands(&pipe, 0, 2).await
+    };
+    // A refusal of our credentials comes as an error reply in the pipeline.
+    let refused = |r: Vec<Value>| {
+        let refusal = r.iter().find_map(|v| match v {
+            Value::ServerError(e) => Some(redis::RedisError::from(e.clone())).filter(is_auth),
+            _ => None,
+        });
+        refusal.map_or(Ok(r), Err)
+    };
+    let replies = match bounded(each, named).await.and_then(refused) {
+        Ok(r) => r,
+        Err(e) if is_auth(&e) => {
+            let user = s.user.clone().unwrap_or_else(|| "default".to_owned());
+            let reason = format!(
+                "{e} (a Sentinel's credentials are SentinelUser and SentinelPasswordFile, not the data nodes')"
+            );
+            return Err(One::Fatal(AskFailure::Auth { endpoint, user, reason }));
+        }
+        Err(e) => return Err(One::Reason(format!("{endpoint}: {e}"))),
+    };
+    let (host, port, epoch, replicas) = match parse_named(&replies) {
+        Parsed::Named { host, port, epoch, replicas } => (host, port, epoch, replicas),
+        Parsed::Unknown => return Err(One::Unknown(format!("{endpoint} monitors no service `{}`", s.service))),
+        Parsed::Bad(what) => return Err(One::Reason(format!("{endpoint} answered {what}"))),
+    };
+    match role(s, &host, port).await {
+        Ok(role) if role == "master" => Ok(Named { host, port, epoch, replicas }),
+        Ok(role) => Err(One::Reason(format!(
+            "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
+            show(&host, port),
+            s.service
+        ))),
+        Err(e) if is_auth(&e) => {
+            let user = s.data.username().unwrap_or("default").to_owned();
+            Err(One::Fatal(AskFailure::Auth { endpoint: show(&host, port), user, reason: e.to_string() }))
+        }
+        Err(e) => Err(One::Reason(format!("{endpoint} names {}, which does not answer: {e}", show(&host, port)))),
+    }
+}
+
+/// A Sentinel's answers to `SENTINEL MASTER` and
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME`, read.
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed {
+    Named {
+        host: String,
+        port: u16,
+        epoch: u64,
+        replicas: u32,
+    },
+    /// No such service (a nil address, or `SENTINEL MASTER` refused).
+    Unknown,
+    /// Something else: what, for the message.
+    Bad(&'static str),
+}
+
+fn parse_named(replies: &[Value]) -> Parsed {
+    let [master, addr] = replies else { return Parsed::Bad("not two replies") };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let (host, port) = match addr {
+        Value::Nil => return Parsed::Unknown,
+        Value::Array(hp) if hp.len() == 2 => match (text(&hp[0]), text(&hp[1]).and_then(|p| p.parse::<u16>().ok())) {
+            (Some(h), Some(p)) => (h, p),
+            _ => return Parsed::Bad("an address that is not host and port"),
+        },
+        Value::ServerError(_) => return Parsed::Unknown,
+        _ => return Parsed::Bad("an address that is not host and port"),
+    };
+    let pairs: Vec<(String, String)> = match master {
+        Value::Array(flat) => flat.chunks(2).filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?))).collect(),
+        Value::Map(map) => map.iter().filter_map(|(k, v)| Some((text(k)?, text(v)?))).collect(),
+        Value::ServerError(_) => return Parsed::Unknown,
+        _ => return Parsed::Bad("a `SENTINEL MASTER` reply that is no map"),
+    };
+    let field = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let Some(epoch) = field("config-epoch").and_then(|e| e.parse::<u64>().ok()) else {
+        return Parsed::Bad("no `config-epoch`");
+    };
+    let Some(replicas) = field("num-slaves").and_then(|e| e.parse::<u32>().ok()) else {
+        return Parsed::Bad("no `num-slaves`");
+    };
+    Parsed::Named { host, port, epoch, replicas }
 }
 
 /// What the node at `host:port` says it is (`master`, `slave`).
@@ -407,30 +556,108 @@ async fn listen(sentinels: Weak<Sentinels>) {
         };
         pause = ASK_GAP;
         // A switch announced while nobody listened is learnt by asking.
-        s.refresh().await;
+        s.refresh(false).await;
         drop(s);
         let mut messages = pubsub.into_on_message();
         while let Some(msg) = messages.next().await {
             let Some(s) = sentinels.upgrade() else { return };
             let text = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
             let parts: Vec<&str> = text.split(' ').collect();
-            if let [service, _, _, host, port] = parts[..]
+            // The announcement carries no epoch: the Sentinel that made it
+            // is asked for the primary with its epoch, so an announcement
+            // that comes late never moves the handle back.
+            if let [service, ..] = parts[..]
                 && service == s.setup.service
-                && let Ok(port) = port.parse::<u16>()
             {
-                s.adopt(host, port, "announced by a sentinel");
+                match tokio::time::timeout(s.setup.connect_timeout, ask_one(&s.setup, i)).await {
+                    Ok(Ok(named)) => s.adopt(&named, false, "announced by a sentinel"),
+                    Ok(Err(One::Unknown(e) | One::Reason(e))) => {
+                        tracing::warn!(service = %s.setup.service, reason = %e, "a switch announced, no primary named");
+                    }
+                    Ok(Err(One::Fatal(e))) => {
+                        tracing::warn!(service = %s.setup.service, reason = %e, "a switch announced, no primary named");
+                    }
+                    Err(_) => tracing::warn!(service = %s.setup.service, "a switch announced, no answer in time"),
+                }
             }
         }
     }
 }
 
 mod follower;
-pub(crate) use follower::{Follower, OnSwitch};
+pub(crate) use follower::{Follower, OnSwitch, is_switch};
 
 #[cfg(test)]
 mod tests {
-    use super::{AskOrder, share};
+    use super::{AskOrder, Named, Parsed, Primary, moves_to, parse_named, share};
+    use redis::Value;
     use std::time::Duration;
+
+    fn primary(port: u16, epoch: u64) -> Primary {
+        Primary { host: "10.0.0.1".into(), port, epoch, generation: 7 }
+    }
+
+    fn named(port: u16, epoch: u64) -> Named {
+        Named { host: "10.0.0.1".into(), port, epoch, replicas: 2 }
+    }
+
+    #[test]
+    fn a_call_ended_by_a_switch_is_told_from_other_lost_connections() {
+        let switch: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionAborted, super::follower::PrimaryChanged).into();
+        assert!(super::is_switch(&switch));
+        assert!(crate::error::is_unknown_outcome(&switch), "still an unknown outcome");
+        let aborted: redis::RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionAborted).into();
+        assert!(!super::is_switch(&aborted));
+    }
+
+    #[test]
+    fn a_handle_moves_only_to_a_primary_of_a_later_switch() {
+        let following = primary(6380, 3);
+        assert!(moves_to(&following, &named(6381, 4), false), "a later switch is followed");
+        // An answer to a question asked before the switch, or from a
+        // Sentinel that has not heard of it: the deposed primary, which
+        // may still say it is one, is never followed again.
+        assert!(!moves_to(&following, &named(6379, 2), false), "an older switch is not followed");
+        assert!(!moves_to(&following, &named(6379, 3), false), "nor another node of the same switch");
+        assert!(!moves_to(&following, &named(6380, 9), false), "the same node is no move");
+        // The current primary refused a write as a replica: any node that
+        // says it is a primary is better (Sentinels whose epochs started
+        // again).
+        assert!(moves_to(&following, &named(6379, 0), true));
+        assert!(!moves_to(&following, &named(6380, 0), true), "still not a move to itself");
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn master(fields: &[(&str, &str)]) -> Value {
+        Value::Array(fields.iter().flat_map(|(k, v)| [bulk(k), bulk(v)]).collect())
+    }
+
+    #[test]
+    fn a_sentinels_answer_gives_the_address_the_epoch_and_the_replicas() {
+        let addr = Value::Array(vec![bulk("127.0.0.1"), bulk("6381")]);
+        let fields = [("name", "svc"), ("ip", "127.0.0.1"), ("config-epoch", "4"), ("num-slaves", "2")];
+        let got = parse_named(&[master(&fields), addr.clone()]);
+        assert_eq!(got, Parsed::Named { host: "127.0.0.1".into(), port: 6381, epoch: 4, replicas: 2 });
+        // RESP3 maps read alike.
+        let map = Value::Map(fields.iter().map(|(k, v)| (bulk(k), bulk(v))).collect());
+        assert!(matches!(parse_named(&[map, addr.clone()]), Parsed::Named { epoch: 4, .. }));
+        // No such service.
+        let refused = redis::parse_redis_value(b"-ERR No such master with that name\r\n").unwrap();
+        assert!(matches!(refused, Value::ServerError(_)));
+        assert_eq!(parse_named(&[refused, Value::Nil]), Parsed::Unknown);
+        // Nothing guessed: a missing epoch or count, a bad port.
+        let no_epoch = master(&[("num-slaves", "2")]);
+        assert_eq!(parse_named(&[no_epoch, addr.clone()]), Parsed::Bad("no `config-epoch`"));
+        let no_count = master(&[("config-epoch", "1")]);
+        assert_eq!(parse_named(&[no_count, addr]), Parsed::Bad("no `num-slaves`"));
+        let bad_port = Value::Array(vec![bulk("h"), bulk("99999")]);
+        assert!(matches!(parse_named(&[master(&fields), bad_port]), Parsed::Bad(_)));
+        assert!(matches!(parse_named(&[]), Parsed::Bad(_)));
+    }
 
     #[test]
     fn each_sentinel_gets_an_equal_share_of_the_bound() {

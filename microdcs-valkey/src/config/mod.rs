@@ -613,6 +613,7 @@ impl ValkeyConfig {
                 replicas: self.write_replicas,
                 aof: self.write_wait_aof,
                 timeout: self.write_replica_timeout,
+                every_replica: false,
             },
         }
     }

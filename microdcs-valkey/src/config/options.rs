@@ -53,8 +53,10 @@ impl Default for WriteOptions {
 /// A primary acknowledges a write before any replica has it; a failover
 /// in between promotes a replica without it, and the write is gone. A
 /// write that waited for `n` replicas survives the failure of the primary
-/// as long as the promoted replica is one of them (Sentinel and a cluster
-/// promote the most up-to-date replica). Fewer acknowledgements within
+/// as long as the promoted replica is one of them. With fewer than every
+/// replica nothing assures that, and a deposed primary's other replicas
+/// may answer the wait (see [`Durability::every_replica`], the level that
+/// survives every Sentinel failover). Fewer acknowledgements within
 /// the timeout is [`crate::Error::NotReplicated`]: the write *was*
 /// applied, at the version the error carries, but a failover may lose it.
 ///
@@ -78,11 +80,16 @@ pub struct Durability {
     /// [`Durability::MAX_TIMEOUT`]). The call as a whole then waits at most
     /// `ResponseTimeout` plus this per attempt.
     pub timeout: Duration,
+    /// Wait for every replica the Sentinels know for the service, down
+    /// ones included (and at least `replicas`): see
+    /// [`Durability::every_replica`].
+    pub every_replica: bool,
 }
 
 impl Durability {
     /// No wait: the write returns when the primary applied it.
-    pub const NONE: Durability = Durability { replicas: 0, aof: false, timeout: defaults::WRITE_REPLICA_TIMEOUT };
+    pub const NONE: Durability =
+        Durability { replicas: 0, aof: false, timeout: defaults::WRITE_REPLICA_TIMEOUT, every_replica: false };
 
     /// The longest [`Durability::timeout`]: a write should not wait on
     /// replicas for longer than a failover takes to notice they are gone.
@@ -91,6 +98,28 @@ impl Durability {
     /// Wait for `n` replicas, at most the default timeout (1 s).
     pub fn replicas(n: u32) -> Self {
         Durability { replicas: n, ..Durability::NONE }
+    }
+
+    /// Wait for every replica of the service, as many as the Sentinels
+    /// know (down ones included), at most the default timeout (1 s):
+    /// the level an acknowledged write survives every kind of Sentinel
+    /// failover with. Through Sentinel only; on another handle the write
+    /// is refused with [`crate::Error::InvalidArgument`] before anything
+    /// is written.
+    ///
+    /// Why every replica and not some: after a requested failover
+    /// (`SENTINEL FAILOVER`) the old primary keeps taking writes until the
+    /// Sentinels turn it into a replica, and it keeps its other replicas
+    /// for a moment after the promoted one left; a `WAIT` for fewer than
+    /// all of them is answered by those, and the writes are dropped when
+    /// they all resync from the new primary. Once one replica was promoted
+    /// away the old primary can never gather all of them again, so it can
+    /// confirm nothing. The cost: while any replica is down (or not yet
+    /// forgotten by the Sentinels after it was removed), every write that
+    /// waits this way is applied and answered with
+    /// [`crate::Error::NotReplicated`] after the timeout.
+    pub fn every_replica() -> Self {
+        Durability { every_replica: true, ..Durability::NONE }
     }
 
     /// The same with another timeout.
@@ -107,7 +136,7 @@ impl Durability {
 
     /// Whether a write waits at all.
     pub fn waits(&self) -> bool {
-        self.replicas > 0 || self.aof
+        self.replicas > 0 || self.aof || self.every_replica
     }
 
     /// The wait's timeout as the server takes it: whole milliseconds,

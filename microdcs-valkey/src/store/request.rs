@@ -113,6 +113,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
         };
         Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
+            let d = store.valkey.durability_for(d)?;
             let op = &stored_op(op.as_deref())?;
             match what {
                 PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d, keep).await,
@@ -196,6 +197,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         Box::pin(observed("delete", D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
+            let d = store.valkey.durability_for(d)?;
             match what {
                 DeleteWhat::Read(read) => {
                     if let Some(s) = scope.filter(|s| *s != read.scope) {
@@ -266,6 +268,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
         let name = if D::SPEC.outbox.is_some() { "step" } else { "write" };
         Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
+            let d = store.valkey.durability_for(d)?;
             // The call's own id overrides the effects' id.
             let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
             match what {

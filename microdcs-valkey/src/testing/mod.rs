@@ -3,7 +3,7 @@
 //! no other test uses, and a TCP proxy that cuts connections at a chosen
 //! request so unknown-outcome paths can be exercised, a throw-away Valkey
 //! Cluster ([`ValkeyCluster`]) for code that must run on one, and a
-//! primary, a replica and three Sentinels ([`Sentinel`]) for code that must
+//! primary, one or more replicas and three Sentinels ([`Sentinel`]) for code that must
 //! survive a failover.
 //!
 //! ```no_run

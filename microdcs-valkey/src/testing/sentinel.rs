@@ -1,5 +1,6 @@
-//! A throw-away Sentinel deployment on loopback: a primary, a replica and
-//! three Sentinels watching them, each a [`ValkeyServer`] in its own
+//! A throw-away Sentinel deployment on loopback: a primary, one replica
+//! (or more, [`Sentinel::start_with_replicas`]) and three Sentinels
+//! watching them, each a [`ValkeyServer`] in its own
 //! directory (the same `valkey-server` binary runs the Sentinels with
 //! `--sentinel`), killed on drop.
 
@@ -20,8 +21,8 @@ pub const DOWN_AFTER_MS: u64 = 1500;
 /// The name of the service the Sentinels watch.
 pub const SERVICE_NAME: &str = "microdcs";
 
-/// A running deployment: data nodes 0 (the first primary) and 1 (its
-/// replica), and three Sentinels with a quorum of two.
+/// A running deployment: data node 0 (the first primary) and its replicas
+/// 1, 2, ..., and three Sentinels with a quorum of two.
 pub struct Sentinel {
     data: Vec<ValkeyServer>,
     sentinels: Vec<ValkeyServer>,
@@ -52,7 +53,17 @@ impl Sentinel {
     /// No binary, a process that did not start, or Sentinels that did not
     /// find each other within 30 s.
     pub fn start() -> Result<Self, HarnessError> {
-        Self::start_inner(None)
+        Self::start_inner(None, 1)
+    }
+
+    /// As [`Sentinel::start`], with `replicas` replicas of the primary
+    /// (data nodes 1 to `replicas`), each linked before the Sentinels
+    /// start, so every Sentinel knows all of them from its first look.
+    ///
+    /// # Errors
+    /// As for [`Sentinel::start`].
+    pub fn start_with_replicas(replicas: usize) -> Result<Self, HarnessError> {
+        Self::start_inner(None, replicas.max(1))
     }
 
     /// As [`Sentinel::start`], with Sentinels that require `password`
@@ -61,7 +72,7 @@ impl Sentinel {
     /// # Errors
     /// As for [`Sentinel::start`].
     pub fn start_with_sentinel_password(password: &str) -> Result<Self, HarnessError> {
-        Self::start_inner(Some(password.to_owned()))
+        Self::start_inner(Some(password.to_owned()), 1)
     }
 
     /// As [`Sentinel::start`], every process TLS only (Debian's
@@ -79,10 +90,10 @@ impl Sentinel {
             args.extend(extra);
             ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)
         };
-        Self::start_with(None, Some(pem), &start)
+        Self::start_with(None, Some(pem), &start, 1)
     }
 
-    fn start_inner(password: Option<String>) -> Result<Self, HarnessError> {
+    fn start_inner(password: Option<String>, replicas: usize) -> Result<Self, HarnessError> {
         let start = |config: Option<&str>, extra: &[&str]| {
             let mut args = vec!["--repl-diskless-sync-delay", "0"];
             args.extend(extra);
@@ -91,19 +102,32 @@ impl Sentinel {
                 None => ValkeyServer::start_local(&args),
             }
         };
-        Self::start_with(password, None, &start)
+        Self::start_with(password, None, &start, replicas)
     }
 
     /// Starts the processes with `start` (a configuration file's text for a
     /// Sentinel, and extra arguments).
-    fn start_with(password: Option<String>, ca: Option<Vec<u8>>, start: &Starter<'_>) -> Result<Self, HarnessError> {
+    fn start_with(
+        password: Option<String>,
+        ca: Option<Vec<u8>>,
+        start: &Starter<'_>,
+        replicas: usize,
+    ) -> Result<Self, HarnessError> {
         let primary = start(None, &[])?;
         let replica_of = format!("127.0.0.1 {}", primary.port());
-        let replica = start(None, &["--replicaof", &replica_of])?;
+        let mut data = vec![primary];
+        for _ in 0..replicas {
+            data.push(start(None, &["--replicaof", &replica_of])?);
+        }
+        // Linked before the Sentinels look: a Sentinel learns replicas from
+        // the primary's `INFO`, which it reads again only every 10 s.
+        let linked = Sentinel { data, sentinels: Vec::new(), password: None, ca: ca.clone() };
+        linked.wait_linked(Duration::from_secs(30))?;
+        let data = linked.data;
         let mut config = format!(
             "sentinel monitor {SERVICE_NAME} 127.0.0.1 {} 2\nsentinel down-after-milliseconds {SERVICE_NAME} \
              {DOWN_AFTER_MS}\nsentinel failover-timeout {SERVICE_NAME} 4000\nsentinel parallel-syncs {SERVICE_NAME} 1\n",
-            primary.port()
+            data[0].port()
         );
         if let Some(p) = &password {
             // Sentinels talk to each other with the same password.
@@ -113,7 +137,7 @@ impl Sentinel {
         for _ in 0..3 {
             sentinels.push(start(Some(&config), &["--sentinel"])?);
         }
-        let deployment = Sentinel { data: vec![primary, replica], sentinels, password, ca };
+        let deployment = Sentinel { data, sentinels, password, ca };
         deployment.wait_known(Duration::from_secs(30))?;
         Ok(deployment)
     }
@@ -126,7 +150,7 @@ impl Sentinel {
         parts.join(",")
     }
 
-    /// The data nodes: 0 was the first primary, 1 its replica.
+    /// The data nodes: 0 was the first primary, the others its replicas.
     pub fn data_nodes(&self) -> &[ValkeyServer] {
         &self.data
     }
@@ -256,21 +280,34 @@ impl Sentinel {
         }
     }
 
-    /// Waits until every running Sentinel knows a replica and the other
-    /// Sentinels: before that, a failover would find no replica to promote
-    /// or no quorum to elect a leader.
+    /// Waits until every replica of data node 0 has its link up.
+    fn wait_linked(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        while !self.data[1..].iter().all(|d| self.replication(d).contains("master_link_status:up")) {
+            if Instant::now() > deadline {
+                return Err(start_err(format!("the replicas did not link within {timeout:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Waits until every running Sentinel knows every replica and the
+    /// other Sentinels: before that, a failover would find no replica to
+    /// promote or no quorum to elect a leader.
     ///
     /// # Errors
     /// Not so within `timeout`.
     pub fn wait_known(&self, timeout: Duration) -> Result<(), HarnessError> {
         let deadline = Instant::now() + timeout;
         let others = self.sentinels.len() - 1;
+        let wanted = self.data.len() - 1;
         loop {
             let known = self.sentinels.iter().filter(|s| s.is_running()).all(|s| {
                 let replicas = self.ask(s, &["SENTINEL", "REPLICAS", SERVICE_NAME]);
                 let peers = self.ask(s, &["SENTINEL", "SENTINELS", SERVICE_NAME]);
                 matches!((replicas, peers), (Ok(redis::Value::Array(r)), Ok(redis::Value::Array(p)))
-                    if !r.is_empty() && p.len() == others)
+                    if r.len() >= wanted && p.len() == others)
             });
             if known {
                 return Ok(());

@@ -83,6 +83,11 @@ impl Follower {
         Ok(Follower { inner })
     }
 
+    /// How many replicas the Sentinels know for the service.
+    pub(crate) fn known_replicas(&self) -> u32 {
+        self.inner.sentinels.known_replicas()
+    }
+
     /// Subscribes on the current primary and remembers it for the next.
     pub(crate) async fn subscribe(&mut self, channel: impl redis::ToRedisArgs + Send) -> RedisResult<()> {
         let args = channel.to_redis_args();
@@ -151,12 +156,12 @@ impl FollowerInner {
     /// makes us ask the Sentinels in the background.
     async fn moved_after(&self, made_for: u64, readonly: bool, unknown: bool) -> bool {
         if readonly {
-            self.sentinels.refresh().await;
+            self.sentinels.refresh(true).await;
             return self.sentinels.current.borrow().generation != made_for;
         }
         if unknown {
             let sentinels = self.sentinels.clone();
-            tokio::spawn(async move { sentinels.refresh().await });
+            tokio::spawn(async move { sentinels.refresh(false).await });
         }
         false
     }
@@ -182,13 +187,30 @@ impl FollowerInner {
         };
         tokio::select! {
             r = reply => r,
-            () = moved => Err(std::io::Error::new(
-                std::io::ErrorKind::ConnectionAborted,
-                "the primary changed (Sentinel failover) before the reply came",
-            )
-            .into()),
+            () = moved => Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, PrimaryChanged).into()),
         }
     }
+}
+
+/// Why a call ended early: the primary changed before its reply came
+/// (the outcome is unknown; the next try goes to the new primary).
+#[derive(Debug)]
+pub(crate) struct PrimaryChanged;
+
+impl std::fmt::Display for PrimaryChanged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the primary changed (Sentinel failover) before the reply came")
+    }
+}
+
+impl std::error::Error for PrimaryChanged {}
+
+/// Whether `e` is a call ended by a switch of primary ([`PrimaryChanged`]).
+/// `redis` keeps the I/O error behind a type of its own that cannot be
+/// looked into from here, so the error is known by its own words, which
+/// only this module writes.
+pub(crate) fn is_switch(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.to_string().contains(&PrimaryChanged.to_string())
 }
 
 fn is_readonly(e: &redis::RedisError) -> bool {
