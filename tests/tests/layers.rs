@@ -54,6 +54,8 @@ const SCHEMA: &[&str] = &[
 
 /// The derive's modules, lowest first.
 const DERIVE: &[&str] = &[
+    // The runtime path every emitter names (a leaf: imports nothing).
+    "runtime",
     "ctxt",
     "fallback",
     "keys",
