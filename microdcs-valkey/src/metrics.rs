@@ -12,6 +12,7 @@ pub struct Metrics {
     write_already_applied: AtomicU64,
     stream_entries_lost: AtomicU64,
     stream_entries_corrupt: AtomicU64,
+    stream_gaps: AtomicU64,
 }
 
 impl Metrics {
@@ -19,11 +20,16 @@ impl Metrics {
     pub const WRITE_RETRIES: &'static str = "microdcs.valkey.write.retries";
     /// `microdcs.valkey.write.already_applied`: writes found already applied.
     pub const WRITE_ALREADY_APPLIED: &'static str = "microdcs.valkey.write.already_applied";
-    /// `microdcs.valkey.stream.entries_lost`: stream entries deleted while pending.
+    /// `microdcs.valkey.stream.entries_lost`: stream entries removed before
+    /// their consumer group handled them: deleted while pending, or trimmed
+    /// before the group read them (a gap).
     pub const STREAM_ENTRIES_LOST: &'static str = "microdcs.valkey.stream.entries_lost";
     /// `microdcs.valkey.stream.entries_corrupt`: change entries that could
     /// not be read as a change, passed over.
     pub const STREAM_ENTRIES_CORRUPT: &'static str = "microdcs.valkey.stream.entries_corrupt";
+    /// `microdcs.valkey.stream.gaps`: gaps a consumer was told of (entries
+    /// its group had not read were trimmed; see `crate::StreamConsumer::gap`).
+    pub const STREAM_GAPS: &'static str = "microdcs.valkey.stream.gaps";
 
     /// Current value of `microdcs.valkey.write.retries`.
     pub fn write_retries(&self) -> u64 {
@@ -45,13 +51,19 @@ impl Metrics {
         self.stream_entries_corrupt.load(Ordering::Relaxed)
     }
 
+    /// Current value of `microdcs.valkey.stream.gaps`.
+    pub fn stream_gaps(&self) -> u64 {
+        self.stream_gaps.load(Ordering::Relaxed)
+    }
+
     /// Every counter with its name.
-    pub fn snapshot(&self) -> [(&'static str, u64); 4] {
+    pub fn snapshot(&self) -> [(&'static str, u64); 5] {
         [
             (Self::WRITE_RETRIES, self.write_retries()),
             (Self::WRITE_ALREADY_APPLIED, self.write_already_applied()),
             (Self::STREAM_ENTRIES_LOST, self.stream_entries_lost()),
             (Self::STREAM_ENTRIES_CORRUPT, self.stream_entries_corrupt()),
+            (Self::STREAM_GAPS, self.stream_gaps()),
         ]
     }
 
@@ -76,5 +88,10 @@ impl Metrics {
     pub(crate) fn add_entries_lost(&self, n: u64) {
         self.stream_entries_lost.fetch_add(n, Ordering::Relaxed);
         metrics::counter!(Self::STREAM_ENTRIES_LOST).increment(n);
+    }
+
+    pub(crate) fn add_gap(&self) {
+        self.stream_gaps.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(Self::STREAM_GAPS).increment(1);
     }
 }

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use crate::client::Valkey;
 use crate::error::Result;
 use crate::retry;
-use crate::streams::{StreamEntry, Streams};
+use crate::streams::{Gap, NewEntries, StreamEntry, Streams};
 use microdcs_schema::{Feed, KeyTemplate};
 
 /// A boxed future, for the object-safe consumer and task traits.
@@ -58,6 +58,48 @@ pub trait StreamConsumer: Send + Sync + 'static {
         scope: &'a str,
         entries: &'a [StreamEntry],
     ) -> BoxFuture<'a, std::result::Result<(), BoxError>>;
+
+    /// Whether an entry is for this consumer (default: every entry). An
+    /// entry that is not is never handed to [`StreamConsumer::handle`]: it
+    /// is acknowledged with the batch and counted as `skipped`, not
+    /// `handled`, in `microdcs.valkey.poller.entries`. A change stream shared
+    /// by several document types is read this way by each type's consumer.
+    fn wants(&self, entry: &StreamEntry) -> bool {
+        let _ = entry;
+        true
+    }
+
+    /// Told that entries this consumer's group had not read were removed
+    /// from the scope's stream (trimmed by its length bound): the [`Gap`]
+    /// names the last entry the group had and the first it gets next.
+    /// Called before any entry after the gap is handed over. The poller has
+    /// logged it, counted it (`microdcs.valkey.stream.gaps`, and the lost
+    /// entries in `microdcs.valkey.stream.entries_lost`) and shows it in
+    /// [`PollerHealth::gaps`].
+    ///
+    /// Return [`GapOutcome::Recovered`] once the consumer has made up for
+    /// the loss (for example by a resync from the documents as stored:
+    /// [`crate::Changes::resyncing`]); [`GapOutcome::NotRecovered`] (the
+    /// default) keeps the poller unhealthy until a later gap of the stream
+    /// is recovered or [`PollerHandle::clear_gaps`] is called. An `Err`
+    /// reads nothing past the gap: the consumer is told again after the
+    /// usual pause of a failed batch.
+    fn gap<'a>(&'a self, scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, std::result::Result<GapOutcome, BoxError>> {
+        let _ = (scope, gap);
+        Box::pin(async { Ok(GapOutcome::NotRecovered) })
+    }
+}
+
+/// What a consumer did about a [`Gap`] ([`StreamConsumer::gap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GapOutcome {
+    /// The consumer made up for the lost entries (a resync): health is
+    /// not held down by this gap.
+    Recovered,
+    /// The consumer knows, but has not made up for them: the poller stays
+    /// unhealthy (see [`PollerHealth::is_healthy`]).
+    NotRecovered,
 }
 
 /// Periodic work run by the poller (for example the SFC sweep).
@@ -107,6 +149,13 @@ impl PollerHandle {
     /// [`PollerHealth::is_healthy`] with a grace of a few poll intervals.
     pub fn health(&self) -> PollerHealth {
         self.health.snapshot(!self.join.is_finished())
+    }
+
+    /// Marks every gap seen so far as dealt with (an operator or the
+    /// application made up for the lost entries some other way): they stay
+    /// in [`PollerHealth::gaps`] but no longer make the poller unhealthy.
+    pub fn clear_gaps(&self) {
+        self.health.clear_gaps();
     }
 }
 
@@ -304,7 +353,7 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
 
 mod health;
 mod run;
-pub use health::{Backlog, PollerHealth, ReadHealth};
+pub use health::{Backlog, GapHealth, PollerHealth, ReadHealth};
 use run::Loop;
 
 #[cfg(test)]

@@ -23,6 +23,27 @@ pub struct PollerHealth {
     /// Each stream's backlog for its consumer's group, by key, as last
     /// sampled (each `PollInterval`, with the fallback poll).
     pub backlog: BTreeMap<String, Backlog>,
+    /// Each stream where entries its consumer's group had not read were
+    /// trimmed, by key (see [`crate::poller::StreamConsumer::gap`]).
+    pub gaps: BTreeMap<String, GapHealth>,
+}
+
+/// The gaps of one stream: entries trimmed before its consumer read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GapHealth {
+    /// Gaps seen since the poller started.
+    pub gaps: u64,
+    /// Entries lost in them, as far as the server could count.
+    pub lost: u64,
+    /// The last gap.
+    pub last: crate::streams::Gap,
+    /// When it was seen.
+    pub at: SystemTime,
+    /// Whether the consumer made up for the last gap
+    /// ([`crate::poller::GapOutcome::Recovered`]), or it was cleared
+    /// ([`crate::poller::PollerHandle::clear_gaps`]).
+    pub recovered: bool,
 }
 
 /// What waits in one stream for a consumer's group.
@@ -72,15 +93,17 @@ impl ReadHealth {
 }
 
 impl PollerHealth {
-    /// Healthy: running, subscribed, and neither the registry nor any
-    /// stream has been failing for longer than `grace` (a failure shorter
-    /// than that is a blip the next read may already have healed).
+    /// Healthy: running, subscribed, neither the registry nor any stream
+    /// failing for longer than `grace` (a failure shorter than that is a
+    /// blip the next read may already have healed), and no gap its consumer
+    /// has not recovered from (a loss does not heal by waiting).
     pub fn is_healthy(&self, grace: Duration) -> bool {
         let now = SystemTime::now();
         self.running
             && self.subscribed
             && !self.registry.failing_longer(grace, now)
             && !self.streams.values().any(|s| s.failing_longer(grace, now))
+            && self.gaps.values().all(|g| g.recovered)
     }
 }
 
@@ -96,6 +119,7 @@ impl Recorder {
             registry: ReadHealth::default(),
             streams: BTreeMap::new(),
             backlog: BTreeMap::new(),
+            gaps: BTreeMap::new(),
         })))
     }
 
@@ -127,6 +151,40 @@ impl Recorder {
         self.with(|h| {
             h.backlog.insert(key.to_owned(), Backlog { pending, lag, sampled_at });
         });
+    }
+
+    /// A gap seen on `key`: open (not recovered) until its consumer says
+    /// otherwise.
+    pub(super) fn gap(&self, key: &str, gap: &crate::streams::Gap) {
+        let at = SystemTime::now();
+        self.with(|h| {
+            let g = h.gaps.entry(key.to_owned()).or_insert_with(|| GapHealth {
+                gaps: 0,
+                lost: 0,
+                last: gap.clone(),
+                at,
+                recovered: false,
+            });
+            g.last = gap.clone();
+            g.at = at;
+            g.recovered = false;
+        });
+    }
+
+    /// The consumer of `key` was told of its gap (counted now, once per
+    /// telling), and whether it recovered.
+    pub(super) fn gap_told(&self, key: &str, lost: Option<u64>, recovered: bool) {
+        self.with(|h| {
+            if let Some(g) = h.gaps.get_mut(key) {
+                g.gaps += 1;
+                g.lost += lost.unwrap_or(0);
+                g.recovered = recovered;
+            }
+        });
+    }
+
+    pub(super) fn clear_gaps(&self) {
+        self.with(|h| h.gaps.values_mut().for_each(|g| g.recovered = true));
     }
 
     pub(super) fn subscribed(&self, up: bool) {

@@ -405,8 +405,9 @@ impl Loop {
     }
 
     /// Own pending entries first (a failed batch comes again), then new ones
-    /// until a read returns nothing or the consumer fails.
-    /// How many entries the consumer handled.
+    /// until a read returns nothing or the consumer fails; a gap found on
+    /// the way is told to the consumer before any entry after it.
+    /// How many entries were taken off the stream (handled or skipped).
     async fn drain(&self, plan: usize, scope: &str) -> usize {
         let p = &self.plans[plan];
         let mut handled = 0;
@@ -418,6 +419,8 @@ impl Loop {
         let batch = batch(p);
         let mut pending = true;
         let mut group_made = false;
+        // A gap the consumer was told of: the next read moves past it.
+        let mut told: Option<Gap> = None;
         // At most this many batches per call, so one busy stream cannot hold
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
@@ -429,7 +432,22 @@ impl Loop {
             let got = if pending {
                 self.unless_stopped(self.streams.read_from(&key, group, &self.consumer_name, batch, "0")).await
             } else {
-                self.unless_stopped(self.streams.read(&key, group, &self.consumer_name, batch)).await
+                let read = self.streams.read_or_gap(&key, group, &self.consumer_name, batch, told.as_ref());
+                match self.unless_stopped(read).await {
+                    None => None,
+                    Some(Ok(NewEntries::Gap(gap))) => {
+                        if !self.tell_gap(plan, scope, &key, &gap).await {
+                            return handled;
+                        }
+                        told = Some(gap);
+                        continue;
+                    }
+                    Some(Ok(NewEntries::Entries(e))) => {
+                        told = None;
+                        Some(Ok(e))
+                    }
+                    Some(Err(e)) => Some(Err(e)),
+                }
             };
             let entries = match got {
                 None => return handled,
@@ -495,13 +513,24 @@ impl Loop {
                 }
             }
             let kind = p.consumer.feed().kind.to_owned();
-            match p.consumer.handle(scope, &entries).await {
+            let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+            // Entries of other kinds (a change stream shared by several
+            // types) are acknowledged with the batch, never handed over.
+            let (wanted, skipped): (Vec<StreamEntry>, Vec<StreamEntry>) =
+                entries.into_iter().partition(|e| p.consumer.wants(e));
+            let outcome = if wanted.is_empty() { Ok(()) } else { p.consumer.handle(scope, &wanted).await };
+            match outcome {
                 Ok(()) => {
-                    metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "handled")
-                        .increment(entries.len() as u64);
-                    handled += entries.len();
+                    let count = |outcome: &'static str, n: usize| {
+                        if n > 0 {
+                            metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind.clone(), "microdcs.outcome" => outcome)
+                                .increment(n as u64);
+                        }
+                    };
+                    count("handled", wanted.len());
+                    count("skipped", skipped.len());
+                    handled += ids.len();
                     self.recovered(plan, scope);
-                    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
                     match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
                         Some(Ok(_)) => {}
                         Some(Err(e)) => {
@@ -515,9 +544,9 @@ impl Loop {
                 }
                 Err(e) => {
                     metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "failed")
-                        .increment(entries.len() as u64);
+                        .increment(wanted.len() as u64);
                     let pause = self.failed(plan, scope);
-                    tracing::warn!(stream = key, entries = entries.len(), error = %e, ?pause, "consumer failed; entries stay pending");
+                    tracing::warn!(stream = key, entries = wanted.len(), error = %e, ?pause, "consumer failed; entries stay pending");
                     return handled;
                 }
             }
@@ -529,6 +558,36 @@ impl Loop {
 }
 
 impl Loop {
+    /// Tells the consumer `plan` of a gap in `scope`'s stream `key`: logged,
+    /// shown in health at once, counted once the consumer knows. Whether
+    /// the drain may read past it (not when the consumer failed: it is told
+    /// again after a pause).
+    async fn tell_gap(&self, plan: usize, scope: &str, key: &str, gap: &Gap) -> bool {
+        let p = &self.plans[plan];
+        tracing::error!(
+            stream = key,
+            group = p.consumer.group(),
+            last_had = gap.last_had,
+            first_gets = gap.first_gets.as_deref().unwrap_or(""),
+            lost = gap.lost,
+            "entries the consumer group had not read were trimmed from the stream"
+        );
+        self.health.gap(key, gap);
+        match p.consumer.gap(scope, gap).await {
+            Ok(outcome) => {
+                self.valkey.metrics().add_gap();
+                self.valkey.metrics().add_entries_lost(gap.lost.unwrap_or(0));
+                self.health.gap_told(key, gap.lost, outcome == GapOutcome::Recovered);
+                true
+            }
+            Err(e) => {
+                let pause = self.failed(plan, scope);
+                tracing::warn!(stream = key, error = %e, ?pause, "consumer failed on a gap; it is told again");
+                false
+            }
+        }
+    }
+
     /// Whether the consumer `plan` of `scope` is pausing after a failure.
     fn paused(&self, plan: usize, scope: &str) -> bool {
         let failing = self.failing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
