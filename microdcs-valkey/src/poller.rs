@@ -265,20 +265,27 @@ impl Poller {
         }
         let (stop, stop_rx) = watch::channel(false);
         let health = health::Recorder::new();
-        let state = Loop {
+        let permits = plans.iter().map(|_| Arc::new(tokio::sync::Semaphore::new(run::SCOPES_AT_ONCE))).collect();
+        let shared = Shared {
             health: health.clone(),
             streams: Streams::new(self.valkey.clone()),
             valkey: self.valkey,
             consumer_name: self.consumer_name,
             plans,
+            failing: std::sync::Mutex::default(),
+            samples: std::sync::Mutex::default(),
+            permits,
+            stop: stop_rx.clone(),
+        };
+        let state = Loop {
+            shared: Arc::new(shared),
             tasks: self.tasks,
             scopes: BTreeMap::new(),
             unsubscribed: BTreeSet::new(),
-            failing: std::sync::Mutex::default(),
             shard_channels: BTreeMap::new(),
             sub,
             events: nudge_tx,
-            stop: stop_rx.clone(),
+            workers: BTreeMap::new(),
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join, health })
@@ -354,7 +361,7 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
 mod health;
 mod run;
 pub use health::{Backlog, GapHealth, PollerHealth, ReadHealth};
-use run::Loop;
+use run::{Loop, Shared};
 
 #[cfg(test)]
 mod tests {

@@ -260,3 +260,105 @@ async fn with_the_bound_above_the_backlog_nothing_is_lost() {
     assert!(h.is_healthy(Duration::from_secs(3600)), "{h:?}");
     poller.shutdown().await;
 }
+
+/// Counts what it is handed; `pause` per batch makes it slow.
+struct Counting {
+    group: &'static str,
+    pause: Duration,
+    seen: Arc<Seen>,
+}
+
+impl StreamConsumer for Counting {
+    fn feed(&self) -> Feed<'_> {
+        Order::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        self.group
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.pause).await;
+            let mut ids = self.seen.ids.lock().unwrap();
+            for e in entries {
+                ids.insert(e.field("id").unwrap_or_default().to_owned());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A slow consumer (2 s a batch) and a fast one in one poller, over three
+/// scopes: the fast one keeps up (under 100 entries behind) and a new
+/// scope's groups exist as soon as its first change does, while the slow
+/// one is still busy with its first scope.
+#[tokio::test]
+async fn a_slow_consumer_delays_only_itself() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("slowfast").as_str(), 100_000)).await.unwrap();
+    let slow = Arc::new(Seen::default());
+    let fast = Arc::new(Seen::default());
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Counting { group: "slow", pause: Duration::from_secs(2), seen: slow.clone() })
+        .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: fast.clone() })
+        .start()
+        .await
+        .unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let written = std::cell::Cell::new(0usize);
+    let write = |scope: &str, n: u32| {
+        written.set(written.get() + 1);
+        let store = store.clone();
+        let doc = Order { id: format!("{scope}-{n}"), scope: scope.into(), n };
+        async move {
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    };
+    // The slow consumer gets a backlog on t1 that takes it a minute.
+    for n in 0..3_000 {
+        write("t1", n).await;
+    }
+    until("the fast consumer has t1", || fast.count() == 3_000).await;
+    // New scopes: their groups appear and the fast consumer reads them while
+    // the slow one still works through t1.
+    let mut con = valkey.connection();
+    for scope in ["t2", "t3"] {
+        write(scope, 0).await;
+    }
+    for scope in ["t2", "t3"] {
+        let stream = format!("{}:changes:{scope}", valkey.prefix().as_str());
+        let mut found = false;
+        for _ in 0..50 {
+            let groups: Vec<microdcs_valkey::redis::Value> = microdcs_valkey::redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(&stream)
+                .query_async(&mut con)
+                .await
+                .unwrap_or_default();
+            if groups.len() == 2 {
+                found = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(found, "both groups of {scope} within 5 s of its first change");
+    }
+    until("the fast consumer has t2 and t3", || fast.has("t2-0") && fast.has("t3-0")).await;
+    // Writes over the three scopes: the fast consumer stays close behind.
+    for round in 1..=10u32 {
+        for n in 0..30 {
+            for scope in ["t1", "t2", "t3"] {
+                write(scope, 10_000 + round * 100 + n).await;
+            }
+        }
+        let behind = |fast: &Seen| written.get() - fast.count();
+        for _ in 0..100 {
+            if behind(&fast) < 100 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(behind(&fast) < 100, "round {round}: the fast consumer is {} behind", behind(&fast));
+    }
+    assert!(slow.count() < 3_000, "the slow consumer is still at its backlog: {}", slow.count());
+    poller.shutdown().await;
+}

@@ -24,10 +24,18 @@ struct ObsDoc {
     n: u32,
 }
 
-/// The skip test's own kind: its consumer reads a stream it shares with `ObsDoc`.
+/// The skip test's own kind: its consumer reads a stream it shares with `ObsOther`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(kind = "obsskip")]
 struct ObsSkip {
+    id: String,
+    scope: String,
+}
+
+/// The other kind on the skip test's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obsother")]
+struct ObsOther {
     id: String,
     scope: String,
 }
@@ -70,7 +78,7 @@ struct ObsLag {
 
 microdcs_valkey::keyspace! {
     Obs {
-        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope, ObsSkip],
+        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope, ObsSkip, ObsOther],
         obs_hits: counter("obshits:{scope}"),
         obs_tally: hash("obstally:{scope}"),
     }
@@ -464,10 +472,10 @@ async fn entries_of_other_kinds_count_as_skipped_not_handled() {
         .start()
         .await
         .unwrap();
-    let docs = keyspace.store::<ObsDoc>();
+    let others = keyspace.store::<ObsOther>();
     let mine = keyspace.store::<ObsSkip>();
-    for n in 0..5u32 {
-        let _ = docs.create(&ObsDoc { id: format!("d-{n}"), scope: "s1".into(), n }).await.unwrap();
+    for n in 0..5 {
+        let _ = others.create(&ObsOther { id: format!("d-{n}"), scope: "s1".into() }).await.unwrap();
     }
     for n in 0..2 {
         let _ = mine.create(&ObsSkip { id: format!("k-{n}"), scope: "s1".into() }).await.unwrap();

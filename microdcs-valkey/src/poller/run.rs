@@ -5,11 +5,36 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
-pub(super) struct Loop {
+/// What the loop and its workers share: the connection, the plans, the
+/// health report and each consumer's failures.
+pub(super) struct Shared {
     pub(super) valkey: Valkey,
     pub(super) streams: Streams,
     pub(super) consumer_name: String,
     pub(super) plans: Vec<ConsumerPlan>,
+    /// Turns `true` (or closes) when the loop should stop.
+    pub(super) stop: watch::Receiver<bool>,
+    /// What the handle reports as the poller's health.
+    pub(super) health: health::Recorder,
+    /// Per consumer and scope whose last batch failed: not read again
+    /// before this instant, and the pause that led to it (doubled at each
+    /// failure, up to the poll interval), so a failing consumer is not
+    /// called again at every nudge.
+    pub(super) failing: std::sync::Mutex<BTreeMap<(usize, String), (tokio::time::Instant, Duration)>>,
+    /// The last backlog sample (pending, lag) per consumer and scope,
+    /// summed into the gauges at each poll.
+    pub(super) samples: std::sync::Mutex<BTreeMap<(usize, String), (u64, u64)>>,
+    /// Per consumer: how many of its scopes are drained at once.
+    pub(super) permits: Vec<Arc<tokio::sync::Semaphore>>,
+}
+
+/// How many scopes of one consumer are drained at once: each scope has its
+/// own worker, and this bounds the calls into one consumer (and the
+/// connections' load) when many scopes have entries at the same time.
+pub(crate) const SCOPES_AT_ONCE: usize = 8;
+
+pub(super) struct Loop {
+    pub(super) shared: Arc<Shared>,
     pub(super) tasks: Vec<Arc<dyn PollerTask>>,
     /// Known scopes per registry key.
     pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
@@ -22,15 +47,26 @@ pub(super) struct Loop {
     pub(super) sub: Connection,
     /// For the resubscription task to report back.
     pub(super) events: mpsc::UnboundedSender<Nudge>,
-    /// Turns `true` (or closes) when the loop should stop.
-    pub(super) stop: watch::Receiver<bool>,
-    /// What the handle reports as the poller's health.
-    pub(super) health: health::Recorder,
-    /// Per consumer and scope whose last batch failed: not read again
-    /// before this instant, and the pause that led to it (doubled at each
-    /// failure, up to the poll interval), so a failing consumer is not
-    /// called again at every nudge.
-    pub(super) failing: std::sync::Mutex<BTreeMap<(usize, String), (tokio::time::Instant, Duration)>>,
+    /// One worker per consumer and known scope: drains run there, so a
+    /// slow consumer or a busy scope holds up only itself.
+    pub(super) workers: BTreeMap<(usize, String), Worker>,
+}
+
+impl std::ops::Deref for Loop {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+/// The worker of one consumer and scope: woken by nudges, polls and its own
+/// unfinished drains.
+pub(super) struct Worker {
+    wake: Arc<tokio::sync::Notify>,
+    /// Set by the fallback poll: the next run also takes over entries left
+    /// pending by others and samples the backlog.
+    poll: Arc<std::sync::atomic::AtomicBool>,
+    join: JoinHandle<()>,
 }
 
 /// The first pause after a consumer's batch failed.
@@ -162,7 +198,7 @@ impl Loop {
                                 }
                                 self.add_scope(&registry, &scope).await;
                             }
-                            self.drain(i, &scope).await;
+                            self.wake(i, &scope);
                         }
                     }
                 }
@@ -171,22 +207,26 @@ impl Loop {
         if let Some(h) = resubscribing {
             h.abort();
         }
-    }
-
-    /// Whether a stop was asked for (or the handle dropped).
-    fn stopping(&self) -> bool {
-        *self.stop.borrow() || self.stop.has_changed().is_err()
-    }
-
-    /// Runs `f` unless a stop comes first (`None` then): what is given up is
-    /// a read, claim or acknowledge, after which the entries stay pending.
-    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
-        let mut stop = self.stop.clone();
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => None,
-            v = f => Some(v),
+        // Each worker stops after the batch in hand.
+        for (_, w) in std::mem::take(&mut self.workers) {
+            w.wake.notify_one();
+            let _ = w.join.await;
         }
+    }
+
+    /// Wakes the worker of consumer `plan` for `scope`, starting it if needed.
+    fn wake(&mut self, plan: usize, scope: &str) {
+        self.worker(plan, scope).wake.notify_one();
+    }
+
+    fn worker(&mut self, plan: usize, scope: &str) -> &Worker {
+        let shared = self.shared.clone();
+        self.workers.entry((plan, scope.to_owned())).or_insert_with(|| {
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let poll = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let join = tokio::spawn(work(shared, plan, scope.to_owned(), wake.clone(), poll.clone()));
+            Worker { wake, poll, join }
+        })
     }
 
     fn knows(&self, registry: &str, scope: &str) -> bool {
@@ -225,7 +265,7 @@ impl Loop {
                             let on_registry: Vec<usize> =
                                 (0..self.plans.len()).filter(|i| self.plans[*i].registry == registry).collect();
                             for i in on_registry {
-                                self.drain(i, &s).await;
+                                self.wake(i, &s);
                             }
                         }
                     }
@@ -271,12 +311,12 @@ impl Loop {
     }
 
     /// Reads once the streams whose nudges a shard channel carries.
-    async fn drain_channel(&self, channel: &str) {
-        let Some(scope) = self.shard_channels.get(channel) else { return };
+    async fn drain_channel(&mut self, channel: &str) {
+        let Some(scope) = self.shard_channels.get(channel).cloned() else { return };
         let prefix = self.valkey.prefix().clone();
         for i in 0..self.plans.len() {
-            if self.plans[i].channel.of(&prefix, scope).is_some_and(|c| c == channel) {
-                self.drain(i, scope).await;
+            if self.plans[i].channel.of(&prefix, &scope).is_some_and(|c| c == channel) {
+                self.wake(i, &scope);
             }
         }
     }
@@ -324,63 +364,107 @@ impl Loop {
     }
 
     /// Every stream of every known scope, once (after a resubscription).
-    async fn drain_all(&self) {
+    async fn drain_all(&mut self) {
         for i in 0..self.plans.len() {
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
-                if self.stopping() {
-                    return;
-                }
-                self.drain(i, s).await;
+                self.wake(i, s);
             }
         }
     }
 
-    /// Every stream of every scope: first take over entries another
-    /// consumer left pending for long (a crashed instance), then drain.
+    /// Every stream of every scope: each worker first takes over entries
+    /// another consumer left pending for long (a crashed instance), then
+    /// drains and samples the backlog (into health and the gauges).
     async fn poll_all(&mut self) {
-        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
-        // Backlog per feed and group, summed over the scopes, for the gauges.
-        let mut backlog: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
         for i in 0..self.plans.len() {
-            let p = &self.plans[i];
-            let labels = (p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned());
-            backlog.entry(labels.clone()).or_default();
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
-                if self.stopping() {
-                    return;
-                }
-                let p = &self.plans[i];
-                if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
-                    // Claimed entries become our pending entries; the drain handles them.
-                    let claim =
-                        self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
-                    match self.unless_stopped(claim).await {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => {
-                            tracing::warn!(stream = key, error = %e, "autoclaim failed");
-                            loop_error("autoclaim");
-                        }
-                        None => return,
-                    }
-                }
-                if self.drain(i, s).await > 0 {
-                    metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
-                }
-                if let Some((pending, lag)) = self.sample(i, s).await {
-                    let sum = backlog.entry(labels.clone()).or_default();
-                    sum.0 += pending;
-                    sum.1 += lag.unwrap_or(0);
-                }
+                let w = self.worker(i, s);
+                w.poll.store(true, std::sync::atomic::Ordering::Release);
+                w.wake.notify_one();
             }
         }
-        for ((kind, group), (pending, lag)) in backlog {
-            let labels = [("microdcs.target", kind), ("messaging.consumer.group.name", group)];
-            metrics::gauge!(crate::observe::POLLER_PENDING, &labels).set(pending as f64);
-            metrics::gauge!(crate::observe::POLLER_LAG, &labels).set(lag as f64);
+    }
+}
+
+/// The worker of consumer `plan` for `scope`: waits to be woken, then
+/// drains (after a poll also claims and samples) while one of the
+/// consumer's permits is held; a drain that stopped at its budget wakes it
+/// again, behind the other scopes waiting for a permit.
+async fn work(
+    shared: Arc<Shared>,
+    plan: usize,
+    scope: String,
+    wake: Arc<tokio::sync::Notify>,
+    poll: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut stop = shared.stop.clone();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            () = wake.notified() => {}
+        }
+        let permits = shared.permits[plan].clone();
+        let permit = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            p = permits.acquire_owned() => p,
+        };
+        let Ok(_permit) = permit else { return };
+        let polled = poll.swap(false, std::sync::atomic::Ordering::AcqRel);
+        if polled && !shared.claim(plan, &scope).await {
+            return;
+        }
+        let (taken, more) = shared.drain(plan, &scope).await;
+        if polled {
+            if taken > 0 {
+                metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
+            }
+            shared.sample(plan, &scope).await;
+        }
+        if more {
+            wake.notify_one();
+        }
+    }
+}
+
+impl Shared {
+    /// Whether a stop was asked for (or the handle dropped).
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() || self.stop.has_changed().is_err()
+    }
+
+    /// Runs `f` unless a stop comes first (`None` then): what is given up is
+    /// a read, claim or acknowledge, after which the entries stay pending.
+    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => None,
+            v = f => Some(v),
+        }
+    }
+
+    /// Takes over entries of `scope`'s stream another consumer left pending
+    /// for long (a crashed instance): they become ours and the drain
+    /// handles them. `false` when a stop came first.
+    async fn claim(&self, plan: usize, scope: &str) -> bool {
+        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
+        let p = &self.plans[plan];
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return true };
+        let claim = self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
+        match self.unless_stopped(claim).await {
+            Some(Ok(_)) => true,
+            Some(Err(e)) => {
+                tracing::warn!(stream = key, error = %e, "autoclaim failed");
+                loop_error("autoclaim");
+                true
+            }
+            None => false,
         }
     }
 
@@ -394,6 +478,23 @@ impl Loop {
             Ok(groups) => {
                 let g = groups.into_iter().find(|g| g.name == p.consumer.group())?;
                 self.health.backlog(&key, g.pending, g.lag);
+                let (kind, group) = (p.consumer.feed().kind, p.consumer.group());
+                // The gauges: this consumer's backlog summed over its scopes.
+                let (pending, lag) = {
+                    let mut samples = self.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    samples.insert((plan, scope.to_owned()), (g.pending, g.lag.unwrap_or(0)));
+                    samples
+                        .iter()
+                        .filter(|((i, _), _)| {
+                            let q = &self.plans[*i];
+                            q.consumer.feed().kind == kind && q.consumer.group() == group
+                        })
+                        .fold((0u64, 0u64), |sum, (_, (pending, lag))| (sum.0 + pending, sum.1 + lag))
+                };
+                let labels =
+                    [("microdcs.target", kind.to_owned()), ("messaging.consumer.group.name", group.to_owned())];
+                metrics::gauge!(crate::observe::POLLER_PENDING, &labels).set(pending as f64);
+                metrics::gauge!(crate::observe::POLLER_LAG, &labels).set(lag as f64);
                 Some((g.pending, g.lag))
             }
             Err(e) => {
@@ -407,14 +508,15 @@ impl Loop {
     /// Own pending entries first (a failed batch comes again), then new ones
     /// until a read returns nothing or the consumer fails; a gap found on
     /// the way is told to the consumer before any entry after it.
-    /// How many entries were taken off the stream (handled or skipped).
-    async fn drain(&self, plan: usize, scope: &str) -> usize {
+    /// How many entries were taken off the stream (handled or skipped), and
+    /// whether it stopped at its budget with entries perhaps left.
+    async fn drain(&self, plan: usize, scope: &str) -> (usize, bool) {
         let p = &self.plans[plan];
         let mut handled = 0;
         if self.paused(plan, scope) {
-            return handled;
+            return (handled, false);
         }
-        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return handled };
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return (handled, false) };
         let group = p.consumer.group();
         let batch = batch(p);
         let mut pending = true;
@@ -425,8 +527,11 @@ impl Loop {
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
         loop {
-            if budget == 0 || self.stopping() {
-                return handled;
+            if self.stopping() {
+                return (handled, false);
+            }
+            if budget == 0 {
+                return (handled, true);
             }
             budget -= 1;
             let got = if pending {
@@ -437,7 +542,7 @@ impl Loop {
                     None => None,
                     Some(Ok(NewEntries::Gap(gap))) => {
                         if !self.tell_gap(plan, scope, &key, &gap).await {
-                            return handled;
+                            return (handled, false);
                         }
                         told = Some(gap);
                         continue;
@@ -450,7 +555,7 @@ impl Loop {
                 }
             };
             let entries = match got {
-                None => return handled,
+                None => return (handled, false),
                 Some(Ok(e)) => {
                     self.health.stream(&key, Ok(()));
                     e
@@ -471,16 +576,16 @@ impl Loop {
                             tracing::warn!(stream = key, error = %e, "consumer group cannot be created again");
                             loop_error("read");
                             self.health.stream(&key, Err(&e));
-                            return handled;
+                            return (handled, false);
                         }
-                        None => return handled,
+                        None => return (handled, false),
                     }
                 }
                 Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
                     loop_error("read");
                     self.health.stream(&key, Err(&e));
-                    return handled;
+                    return (handled, false);
                 }
             };
             if entries.is_empty() {
@@ -488,7 +593,7 @@ impl Loop {
                     pending = false;
                     continue;
                 }
-                return handled;
+                return (handled, false);
             }
             // A pending entry deleted from the stream comes back without
             // fields: it is lost, never handed to the consumer.
@@ -504,9 +609,9 @@ impl Loop {
                     Some(Err(e)) => {
                         tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
                         loop_error("ack");
-                        return handled;
+                        return (handled, false);
                     }
-                    None => return handled,
+                    None => return (handled, false),
                 }
                 if entries.is_empty() {
                     continue;
@@ -536,10 +641,10 @@ impl Loop {
                         Some(Err(e)) => {
                             tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
                             loop_error("ack");
-                            return handled;
+                            return (handled, false);
                         }
                         // Stopping: the batch stays pending and comes again.
-                        None => return handled,
+                        None => return (handled, false),
                     }
                 }
                 Err(e) => {
@@ -547,7 +652,7 @@ impl Loop {
                         .increment(wanted.len() as u64);
                     let pause = self.failed(plan, scope);
                     tracing::warn!(stream = key, entries = wanted.len(), error = %e, ?pause, "consumer failed; entries stay pending");
-                    return handled;
+                    return (handled, false);
                 }
             }
             if pending && read_len < batch {
@@ -557,7 +662,7 @@ impl Loop {
     }
 }
 
-impl Loop {
+impl Shared {
     /// Tells the consumer `plan` of a gap in `scope`'s stream `key`: logged,
     /// shown in health at once, counted once the consumer knows. Whether
     /// the drain may read past it (not when the consumer failed: it is told
