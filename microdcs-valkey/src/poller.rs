@@ -264,7 +264,7 @@ impl Poller {
             retry::bounded(timeout, async move { sub_con.subscribe(ch).await }).await?;
         }
         let (stop, stop_rx) = watch::channel(false);
-        let health = health::Recorder::new();
+        let health = health::Recorder::new((self.valkey.write_options().change_stream_max_len / 2).max(1));
         let permits = plans.iter().map(|_| Arc::new(tokio::sync::Semaphore::new(run::SCOPES_AT_ONCE))).collect();
         let shared = Shared {
             health: health.clone(),
@@ -286,6 +286,7 @@ impl Poller {
             sub,
             events: nudge_tx,
             workers: BTreeMap::new(),
+            sampling: None,
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join, health })

@@ -293,6 +293,8 @@ pub(crate) struct GroupInfo {
     /// Entries not yet delivered to the group; `None` when the server
     /// cannot tell (after entries were deleted from the middle).
     pub(crate) lag: Option<u64>,
+    /// The id of the last entry delivered to the group (`0-0`: none).
+    pub(crate) last_delivered: String,
 }
 
 impl GroupInfo {
@@ -312,6 +314,7 @@ impl GroupInfo {
             consumers: num("consumers").unwrap_or(0),
             pending: num("pending").unwrap_or(0),
             lag: num("lag"),
+            last_delivered: fields.get("last-delivered-id").and_then(text).unwrap_or_else(|| "0-0".to_owned()),
         }
     }
 }
@@ -618,6 +621,39 @@ impl Streams {
             .await
             .map_err(|e| Error::from_redis(e, stream))?;
         Ok(groups.into_iter().map(GroupInfo::from_reply).collect())
+    }
+
+    /// When the oldest entry `group` has not handled yet was written (the
+    /// milliseconds of its id): its oldest pending entry, else the first
+    /// entry after `group`'s last delivered one; `None` when nothing waits.
+    /// One or two reads, bounded like a read.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub(crate) async fn oldest_waiting(&self, stream: &str, g: &GroupInfo) -> Result<Option<u64>> {
+        let ms = |id: &str| id.split_once('-').and_then(|(ms, _)| ms.parse::<u64>().ok());
+        if g.pending > 0 {
+            let cmd = redis::cmd("XPENDING").arg(stream).arg(&g.name).clone();
+            let cmd = &cmd;
+            let v: Value = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, stream))?;
+            if let Value::Array(parts) = v
+                && let Some(oldest) = parts.get(1).and_then(text)
+            {
+                return Ok(ms(&oldest));
+            }
+        }
+        if g.lag == Some(0) {
+            return Ok(None);
+        }
+        let cmd =
+            redis::cmd("XRANGE").arg(stream).arg(format!("({}", g.last_delivered)).arg("+").arg("COUNT").arg(1).clone();
+        let cmd = &cmd;
+        let v: Value = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        Ok(entries(&v).first().and_then(|e| ms(&e.id)))
     }
 
     /// Claims up to `count` (at most [`Streams::MAX_COUNT`]) entries pending

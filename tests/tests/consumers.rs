@@ -183,11 +183,11 @@ async fn a_consumer_that_falls_behind_past_the_bound_is_told_what_it_lost() {
     assert!(!h.is_healthy(Duration::from_secs(3600)), "a loss turns health unhealthy: {h:?}");
     let g = &h.gaps[&stream];
     assert_eq!((g.gaps, g.lost, g.recovered), (1, lost, false), "{g:?}");
-    // Dealt with by the operator: healthy again, the gap still on record.
+    // Dealt with by the operator: healthy again (once a backlog sample sees
+    // the consumer caught up), the gap still on record.
     poller.clear_gaps();
-    let h = poller.health();
-    assert!(h.is_healthy(Duration::from_secs(3600)), "{h:?}");
-    assert_eq!(h.gaps[&stream].gaps, 1);
+    until("healthy after the gap was cleared", || poller.health().is_healthy(Duration::from_secs(3600))).await;
+    assert_eq!(poller.health().gaps[&stream].gaps, 1);
     poller.shutdown().await;
 }
 
@@ -245,8 +245,11 @@ async fn a_resyncing_consumer_gets_the_documents_as_stored_after_a_gap() {
     assert_eq!(all.len(), WRITES as usize + 1, "every document reached the consumer");
     assert!(c.iter().filter(|c| c.kind == ChangeKind::Resynced).all(|c| c.document.is_some() && c.entry_id.is_empty()));
     assert_eq!(valkey.metrics().stream_gaps(), 1);
-    let h = poller.health();
-    assert!(h.gaps[&stream].recovered && h.is_healthy(Duration::from_secs(3600)), "{h:?}");
+    assert!(poller.health().gaps[&stream].recovered);
+    until("healthy: the gap recovered, the consumer caught up", || {
+        poller.health().is_healthy(Duration::from_secs(3600))
+    })
+    .await;
     poller.shutdown().await;
 }
 
@@ -360,5 +363,22 @@ async fn a_slow_consumer_delays_only_itself() {
         assert!(behind(&fast) < 100, "round {round}: the fast consumer is {} behind", behind(&fast));
     }
     assert!(slow.count() < 3_000, "the slow consumer is still at its backlog: {}", slow.count());
+    // Health sees it per consumer and scope: the slow one behind on t1 (its
+    // oldest waiting change older than the grace), the fast one nowhere.
+    let t1 = format!("{}:changes:t1", valkey.prefix().as_str());
+    let grace = Duration::from_secs(2);
+    until("health shows the slow consumer behind on t1", || {
+        let h = poller.health();
+        h.backlog.get(&(t1.clone(), "slow".to_owned())).is_some_and(|b| {
+            b.scope == "t1" && b.oldest_waiting.is_some_and(|t| t.elapsed().unwrap_or_default() > grace)
+        }) && !h.is_healthy(grace)
+    })
+    .await;
+    let h = poller.health();
+    for scope in ["t1", "t2", "t3"] {
+        let key = (format!("{}:changes:{scope}", valkey.prefix().as_str()), "fast".to_owned());
+        let b = h.backlog.get(&key).unwrap_or_else(|| panic!("no sample of {key:?}: {h:?}"));
+        assert!(b.lag.is_some_and(|l| l < 100), "{key:?}: {b:?}");
+    }
     poller.shutdown().await;
 }

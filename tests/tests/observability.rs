@@ -584,7 +584,7 @@ async fn the_poller_samples_pending_entries_and_lag_per_stream() {
         let health = poller.health();
         // The only stream of this prefix: scope `s1`'s change stream.
         if let Some((key, b)) = health.backlog.iter().find(|(_, b)| b.pending == 5) {
-            assert!(key.ends_with(":s1"), "{key}");
+            assert!(key.0.ends_with(":s1") && key.1 == "obs-lag" && b.scope == "s1", "{key:?}");
             break b.clone();
         }
         assert!(std::time::Instant::now() < deadline, "no backlog sample of five pending: {health:?}");

@@ -20,9 +20,13 @@ pub struct PollerHealth {
     pub registry: ReadHealth,
     /// Each stream read so far, by key.
     pub streams: BTreeMap<String, ReadHealth>,
-    /// Each stream's backlog for its consumer's group, by key, as last
+    /// Each consumer's backlog per scope, by stream key and group, as last
     /// sampled (each `PollInterval`, with the fallback poll).
-    pub backlog: BTreeMap<String, Backlog>,
+    pub backlog: BTreeMap<(String, String), Backlog>,
+    /// Undelivered entries of one consumer in one scope from which the
+    /// poller is unhealthy: half of `ChangeStreamMaxLength` (at least 1),
+    /// so a burst of that size again would trim entries it has not read.
+    pub lag_limit: u64,
     /// Each stream where entries its consumer's group had not read were
     /// trimmed, by key (see [`crate::poller::StreamConsumer::gap`]).
     pub gaps: BTreeMap<String, GapHealth>,
@@ -50,6 +54,13 @@ pub struct GapHealth {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backlog {
+    /// The consumer's group.
+    pub group: String,
+    /// The scope.
+    pub scope: String,
+    /// When the oldest entry the group has not handled yet (pending or not
+    /// delivered) was written, by its id; `None` when nothing waits.
+    pub oldest_waiting: Option<SystemTime>,
     /// Entries delivered to the group and not acknowledged yet.
     pub pending: u64,
     /// Entries not yet delivered to the group; `None` when the server
@@ -95,8 +106,12 @@ impl ReadHealth {
 impl PollerHealth {
     /// Healthy: running, subscribed, neither the registry nor any stream
     /// failing for longer than `grace` (a failure shorter than that is a
-    /// blip the next read may already have healed), and no gap its consumer
-    /// has not recovered from (a loss does not heal by waiting).
+    /// blip the next read may already have healed), no gap its consumer has
+    /// not recovered from (a loss does not heal by waiting), and every
+    /// consumer keeping up in every scope: no entry waiting longer than
+    /// `grace` (a scope left unserved shows here too) and fewer than
+    /// [`PollerHealth::lag_limit`] entries undelivered. Backlogs are sampled
+    /// each `PollInterval`, so give a `grace` of at least two.
     pub fn is_healthy(&self, grace: Duration) -> bool {
         let now = SystemTime::now();
         self.running
@@ -104,6 +119,15 @@ impl PollerHealth {
             && !self.registry.failing_longer(grace, now)
             && !self.streams.values().any(|s| s.failing_longer(grace, now))
             && self.gaps.values().all(|g| g.recovered)
+            && self.backlog.values().all(|b| b.keeps_up(grace, self.lag_limit, now))
+    }
+}
+
+impl Backlog {
+    /// Whether the consumer keeps up in this scope, as of `now`.
+    fn keeps_up(&self, grace: Duration, lag_limit: u64, now: SystemTime) -> bool {
+        let waited = self.oldest_waiting.map(|t| now.duration_since(t).unwrap_or_default());
+        waited.is_none_or(|w| w <= grace) && self.lag.is_none_or(|l| l < lag_limit)
     }
 }
 
@@ -112,8 +136,9 @@ impl PollerHealth {
 pub(super) struct Recorder(Arc<Mutex<PollerHealth>>);
 
 impl Recorder {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(lag_limit: u64) -> Self {
         Recorder(Arc::new(Mutex::new(PollerHealth {
+            lag_limit,
             running: true,
             subscribed: true,
             registry: ReadHealth::default(),
@@ -146,10 +171,19 @@ impl Recorder {
         });
     }
 
-    pub(super) fn backlog(&self, key: &str, pending: u64, lag: Option<u64>) {
+    pub(super) fn backlog(&self, key: &str, scope: &str, g: &crate::streams::GroupInfo, oldest_ms: Option<u64>) {
         let sampled_at = SystemTime::now();
+        let oldest_waiting = oldest_ms.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        let b = Backlog {
+            group: g.name.clone(),
+            scope: scope.to_owned(),
+            oldest_waiting,
+            pending: g.pending,
+            lag: g.lag,
+            sampled_at,
+        };
         self.with(|h| {
-            h.backlog.insert(key.to_owned(), Backlog { pending, lag, sampled_at });
+            h.backlog.insert((key.to_owned(), g.name.clone()), b);
         });
     }
 

@@ -50,6 +50,8 @@ pub(super) struct Loop {
     /// One worker per consumer and known scope: drains run there, so a
     /// slow consumer or a busy scope holds up only itself.
     pub(super) workers: BTreeMap<(usize, String), Worker>,
+    /// The backlog sampling round in progress, if any.
+    pub(super) sampling: Option<JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Loop {
@@ -206,6 +208,9 @@ impl Loop {
         }
         if let Some(h) = resubscribing {
             h.abort();
+        }
+        if let Some(h) = self.sampling.take() {
+            let _ = h.await;
         }
         // Each worker stops after the batch in hand.
         for (_, w) in std::mem::take(&mut self.workers) {
@@ -376,16 +381,32 @@ impl Loop {
 
     /// Every stream of every scope: each worker first takes over entries
     /// another consumer left pending for long (a crashed instance), then
-    /// drains and samples the backlog (into health and the gauges).
+    /// drains. The backlogs are sampled (into health and the gauges) by a
+    /// task of their own, so a worker busy in a long drain is still seen
+    /// falling behind.
     async fn poll_all(&mut self) {
+        let mut pairs = Vec::new();
         for i in 0..self.plans.len() {
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
-            for s in &scopes {
-                let w = self.worker(i, s);
+            for s in scopes {
+                let w = self.worker(i, &s);
                 w.poll.store(true, std::sync::atomic::Ordering::Release);
                 w.wake.notify_one();
+                pairs.push((i, s));
             }
+        }
+        // One sampling round at a time: a slow server delays the next.
+        if self.sampling.as_ref().is_none_or(JoinHandle::is_finished) {
+            let shared = self.shared.clone();
+            self.sampling = Some(tokio::spawn(async move {
+                for (plan, scope) in pairs {
+                    if shared.stopping() {
+                        return;
+                    }
+                    shared.sample(plan, &scope).await;
+                }
+            }));
         }
     }
 }
@@ -420,11 +441,8 @@ async fn work(
             return;
         }
         let (taken, more) = shared.drain(plan, &scope).await;
-        if polled {
-            if taken > 0 {
-                metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
-            }
-            shared.sample(plan, &scope).await;
+        if polled && taken > 0 {
+            metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
         }
         if more {
             wake.notify_one();
@@ -477,7 +495,15 @@ impl Shared {
         match self.unless_stopped(self.streams.groups(&key)).await? {
             Ok(groups) => {
                 let g = groups.into_iter().find(|g| g.name == p.consumer.group())?;
-                self.health.backlog(&key, g.pending, g.lag);
+                let oldest = match self.unless_stopped(self.streams.oldest_waiting(&key, &g)).await? {
+                    Ok(ms) => ms,
+                    Err(e) => {
+                        tracing::warn!(stream = key, error = %e, "cannot read the age of the stream's backlog");
+                        loop_error("backlog");
+                        None
+                    }
+                };
+                self.health.backlog(&key, scope, &g, oldest);
                 let (kind, group) = (p.consumer.feed().kind, p.consumer.group());
                 // The gauges: this consumer's backlog summed over its scopes.
                 let (pending, lag) = {
