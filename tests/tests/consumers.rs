@@ -382,3 +382,60 @@ async fn a_slow_consumer_delays_only_itself() {
     }
     poller.shutdown().await;
 }
+
+/// Retention follows the readers: entries every group has read go, entries
+/// a group has not read stay.
+#[tokio::test]
+async fn read_entries_are_trimmed_unread_ones_stay() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("retain").as_str(), 100_000)).await.unwrap();
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    // A group whose consumer is not running: what it has not read must stay.
+    microdcs_valkey::Streams::new(valkey.clone()).create_group(&stream, "offline").await.unwrap();
+    let fast = Arc::new(Seen::default());
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: fast.clone() })
+        .start()
+        .await
+        .unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    for n in 0..200 {
+        let doc = Order { id: format!("o-{n}"), scope: "t1".into(), n };
+        assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+    }
+    until("the consumer has every change", || fast.count() == 200).await;
+    let mut con = valkey.connection();
+    let len = |con: &mut microdcs_valkey::client::Connection| {
+        let mut con = con.clone();
+        let stream = stream.clone();
+        async move { microdcs_valkey::redis::cmd("XLEN").arg(&stream).query_async::<u64>(&mut con).await.unwrap() }
+    };
+    // Several polls (each samples and trims): the offline group keeps all.
+    let sampled =
+        |h: &microdcs_valkey::PollerHealth| h.backlog.get(&(stream.clone(), "fast".to_owned())).map(|b| b.sampled_at);
+    let first = loop {
+        if let Some(t) = sampled(&poller.health()) {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    until("three more samples", || sampled(&poller.health()).is_some_and(|t| t > first + Duration::from_millis(400)))
+        .await;
+    assert_eq!(len(&mut con).await, 200, "entries a group has not read stay");
+    // Once that group goes, everything has been read by every group: trimmed.
+    let _: i64 = microdcs_valkey::redis::cmd("XGROUP")
+        .arg("DESTROY")
+        .arg(&stream)
+        .arg("offline")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for _ in 0..600 {
+        if len(&mut con).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(len(&mut con).await, 0, "entries every group has read are trimmed");
+    poller.shutdown().await;
+}

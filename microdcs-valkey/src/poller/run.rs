@@ -400,11 +400,17 @@ impl Loop {
         if self.sampling.as_ref().is_none_or(JoinHandle::is_finished) {
             let shared = self.shared.clone();
             self.sampling = Some(tokio::spawn(async move {
+                let mut trimmed = BTreeSet::new();
                 for (plan, scope) in pairs {
                     if shared.stopping() {
                         return;
                     }
                     shared.sample(plan, &scope).await;
+                    if let Ok(key) = shared.plans[plan].stream.render(shared.valkey.prefix(), &[scope.as_str()])
+                        && trimmed.insert(key.clone())
+                    {
+                        shared.trim(&key).await;
+                    }
                 }
             }));
         }
@@ -464,6 +470,25 @@ impl Shared {
             biased;
             _ = stop.wait_for(|s| *s) => None,
             v = f => Some(v),
+        }
+    }
+
+    /// Removes from `key` the entries every group of it has read and
+    /// acknowledged ([`Streams::trim_acknowledged`], which keeps everything
+    /// when the stream has no group): retention follows the readers, so the
+    /// length bound of a change stream applies to entries not yet read.
+    async fn trim(&self, key: &str) {
+        match self.unless_stopped(self.streams.trim_acknowledged(key)).await {
+            Some(Ok(removed)) => {
+                if removed > 0 {
+                    tracing::debug!(stream = key, removed, "entries every group has read trimmed");
+                }
+            }
+            Some(Err(e)) => {
+                tracing::warn!(stream = key, error = %e, "cannot trim the entries every group has read");
+                loop_error("trim");
+            }
+            None => {}
         }
     }
 
