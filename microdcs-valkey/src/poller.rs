@@ -8,6 +8,13 @@
 //! scope registry each `ScopeRefreshInterval` and creates consumer groups for
 //! new scopes. No blocking command anywhere: every read returns at once.
 //!
+//! Each consumer reads each scope in a worker of its own (at most eight
+//! scopes of one consumer at once), so a slow consumer delays only itself.
+//! Each poll also samples every backlog into [`PollerHealth`] and trims
+//! every stream to what its groups still need; entries a group had not read
+//! that a length bound trimmed anyway reach its consumer as a [`Gap`]
+//! ([`StreamConsumer::gap`]) before anything after them.
+//!
 //! The nudge subscription runs on its own RESP3 connection with automatic
 //! resubscription; when it drops, the poller pings it back to life while the
 //! fallback poll keeps entries flowing.
@@ -144,8 +151,9 @@ impl PollerHandle {
     }
 
     /// The poller's health now: whether it runs, whether the nudge
-    /// subscription is up, and how the registry and stream reads have gone
-    /// (last success, failures, since when failing). For a health endpoint:
+    /// subscription is up, how the registry and stream reads have gone
+    /// (last success, failures, since when failing), each consumer's
+    /// backlog per scope and the gaps. For a health endpoint:
     /// [`PollerHealth::is_healthy`] with a grace of a few poll intervals.
     pub fn health(&self) -> PollerHealth {
         self.health.snapshot(!self.join.is_finished())

@@ -479,16 +479,14 @@ impl Shared {
     /// length bound of a change stream applies to entries not yet read.
     async fn trim(&self, key: &str) {
         match self.unless_stopped(self.streams.trim_acknowledged(key)).await {
-            Some(Ok(removed)) => {
-                if removed > 0 {
-                    tracing::debug!(stream = key, removed, "entries every group has read trimmed");
-                }
+            Some(Ok(removed)) if removed > 0 => {
+                tracing::debug!(stream = key, removed, "entries every group has read trimmed");
             }
+            Some(Ok(_)) | None => {}
             Some(Err(e)) => {
                 tracing::warn!(stream = key, error = %e, "cannot trim the entries every group has read");
                 loop_error("trim");
             }
-            None => {}
         }
     }
 
