@@ -9,9 +9,9 @@ use microdcs_schema::{Document, Feed};
 
 use crate::Json;
 use crate::codec::Codec;
-use crate::poller::{BoxError, BoxFuture, StreamConsumer};
-use crate::store::Store;
-use crate::streams::StreamEntry;
+use crate::poller::{BoxError, BoxFuture, GapOutcome, StreamConsumer};
+use crate::store::{Page, Store};
+use crate::streams::{Gap, StreamEntry};
 
 /// What a write did to a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,6 +23,9 @@ pub enum ChangeKind {
     Updated,
     /// The document was deleted (the version is its last one).
     Deleted,
+    /// The document as it is stored now, handed over by a resync
+    /// ([`Changes::resync`]) after a gap; its `entry_id` is empty.
+    Resynced,
 }
 
 /// One entry of a document type's change stream.
@@ -71,6 +74,16 @@ pub trait ChangeHandler<D>: Send + Sync + 'static {
     /// Handles the changes of one scope, in stream order; they are
     /// acknowledged only when this returns `Ok` (else they come again).
     fn handle<'a>(&'a self, scope: &'a str, changes: Vec<Change<D>>) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Told of a gap: changes of the scope were trimmed before this
+    /// consumer's group read them (see [`StreamConsumer::gap`]). Runs before
+    /// the resync of a [`Changes::resyncing`] consumer. The default does
+    /// nothing and says [`GapOutcome::NotRecovered`] (a resync, when set,
+    /// recovers).
+    fn gap<'a>(&'a self, scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, Result<GapOutcome, BoxError>> {
+        let _ = (scope, gap);
+        Box::pin(async { Ok(GapOutcome::NotRecovered) })
+    }
 }
 
 impl<D, F, Fut> ChangeHandler<D> for F
@@ -89,8 +102,11 @@ where
 ///
 /// The change stream may be shared by several document types (the default
 /// `changes:{scope}` is); entries of other kinds are passed over and
-/// acknowledged for this consumer's group, so give each typed consumer its
-/// own group. An entry that cannot be read as a change (a field missing or
+/// acknowledged for this consumer's group (counted as `skipped`), so give
+/// each typed consumer its own group. Changes trimmed before this consumer
+/// read them are a gap ([`StreamConsumer::gap`]): told to the handler
+/// ([`ChangeHandler::gap`]) and, with [`Changes::resyncing`], made up for by
+/// a resync of the scope. An entry that cannot be read as a change (a field missing or
 /// malformed), or whose document cannot be read when fetching (damaged
 /// data, not a lost connection), is never handed out: it is logged, counted
 /// in `microdcs.valkey.stream.entries_corrupt` and acknowledged, so one bad
@@ -101,12 +117,17 @@ pub struct Changes<D: Document, H, C = Json> {
     handler: H,
     store: Store<D, C>,
     fetch: bool,
+    resync: Option<Resync<D, H, C>>,
 }
+
+/// The resync of a [`Changes::resyncing`] consumer: [`Changes::resync`],
+/// kept as a function so the consumer needs no list where it does not resync.
+type Resync<D, H, C> = for<'a> fn(&'a Changes<D, H, C>, &'a str) -> BoxFuture<'a, Result<usize, BoxError>>;
 
 impl<D: microdcs_schema::HasChanges, H, C> Changes<D, H, C> {
     /// Reads the changes of `store`'s document type in consumer group `group`.
     pub fn new(store: Store<D, C>, group: impl Into<String>, handler: H) -> Self {
-        Changes { group: group.into(), batch: 100, handler, store, fetch: false }
+        Changes { group: group.into(), batch: 100, handler, store, fetch: false, resync: None }
     }
 
     /// Entries per read (default 100; 1 to 10,000).
@@ -125,6 +146,63 @@ impl<D: microdcs_schema::HasChanges, H, C> Changes<D, H, C> {
     }
 }
 
+impl<D, H, C> Changes<D, H, C>
+where
+    D: microdcs_schema::HasList + Send + Sync + 'static,
+    H: ChangeHandler<D>,
+    C: Codec<D> + Send + Sync + 'static,
+{
+    /// After a gap (changes trimmed before this consumer read them),
+    /// resyncs the scope ([`Changes::resync`]) before any later change is
+    /// handed over, and reports the gap recovered. Needs the type's list.
+    #[must_use]
+    pub fn resyncing(mut self) -> Self {
+        self.resync = Some(|c, scope| Box::pin(c.resync(scope)));
+        self
+    }
+
+    /// Hands every document of `scope` as stored now to the handler, in
+    /// batches of [`Changes::batch`], as changes of kind
+    /// [`ChangeKind::Resynced`] with the document and an empty entry id: the
+    /// way to make up for a gap. Walks the type's list of the scope, so a
+    /// document written meanwhile may come once more as a change. The
+    /// number of documents handed over.
+    ///
+    /// # Errors
+    /// Reading the list or the documents failed, or the handler failed (the
+    /// documents handed over so far stay handed over).
+    pub async fn resync(&self, scope: &str) -> Result<usize, BoxError> {
+        let mut page = Page::first(self.batch);
+        let mut count = 0;
+        loop {
+            let ids = self.store.list(scope, page).await?;
+            let docs = self.store.get_many_in(scope, &ids.ids).await?;
+            let changes: Vec<Change<D>> = docs
+                .into_iter()
+                .flatten()
+                .filter(|d| d.scope == scope)
+                .map(|d| Change {
+                    entry_id: String::new(),
+                    scope: scope.to_owned(),
+                    id: d.id.clone(),
+                    version: d.version,
+                    kind: ChangeKind::Resynced,
+                    op: d.revision().op().unwrap_or_default().to_owned(),
+                    document: Some(d),
+                })
+                .collect();
+            if !changes.is_empty() {
+                count += changes.len();
+                self.handler.handle(scope, changes).await?;
+            }
+            match ids.next {
+                Some(next) => page = next,
+                None => return Ok(count),
+            }
+        }
+    }
+}
+
 impl<D: Document, H, C> fmt::Debug for Changes<D, H, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Changes")
@@ -132,6 +210,7 @@ impl<D: Document, H, C> fmt::Debug for Changes<D, H, C> {
             .field("group", &self.group)
             .field("batch", &self.batch)
             .field("fetching", &self.fetch)
+            .field("resyncing", &self.resync.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +264,26 @@ where
 
     fn batch(&self) -> usize {
         self.batch
+    }
+
+    /// Entries of this type, and entries whose kind cannot be read (the
+    /// handler's parse reports them as corrupt).
+    fn wants(&self, entry: &StreamEntry) -> bool {
+        entry.field("kind").is_none_or(|k| k == D::SPEC.kind)
+    }
+
+    fn gap<'a>(&'a self, scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, Result<GapOutcome, BoxError>> {
+        Box::pin(async move {
+            let told = self.handler.gap(scope, gap).await?;
+            match self.resync {
+                Some(resync) => {
+                    let n = resync(self, scope).await?;
+                    tracing::info!(kind = D::SPEC.kind, scope, documents = n, "resynced after a gap");
+                    Ok(GapOutcome::Recovered)
+                }
+                None => Ok(told),
+            }
+        })
     }
 
     fn handle<'a>(&'a self, scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {

@@ -123,7 +123,7 @@ fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String)
     if is(f, &builtin::CHANGES) {
         s(
             "change entries: `id`, `v`, `op`, `change`, `kind`",
-            "capped near `ChangeStreamMaxLength` entries",
+            "entries every group has read trimmed by the poller; the rest capped near `ChangeStreamMaxLength` entries",
             "every write script",
         )
     } else if is(f, &builtin::NUDGE) {

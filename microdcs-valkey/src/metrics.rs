@@ -13,6 +13,7 @@ pub struct Metrics {
     stream_entries_lost: AtomicU64,
     stream_entries_corrupt: AtomicU64,
     sweep_damaged: AtomicU64,
+    stream_gaps: AtomicU64,
 }
 
 impl Metrics {
@@ -20,7 +21,9 @@ impl Metrics {
     pub const WRITE_RETRIES: &'static str = "microdcs.valkey.write.retries";
     /// `microdcs.valkey.write.already_applied`: writes found already applied.
     pub const WRITE_ALREADY_APPLIED: &'static str = "microdcs.valkey.write.already_applied";
-    /// `microdcs.valkey.stream.entries_lost`: stream entries deleted while pending.
+    /// `microdcs.valkey.stream.entries_lost`: stream entries removed before
+    /// their consumer group handled them: deleted while pending, or trimmed
+    /// before the group read them (a gap).
     pub const STREAM_ENTRIES_LOST: &'static str = "microdcs.valkey.stream.entries_lost";
     /// `microdcs.valkey.stream.entries_corrupt`: change entries that could
     /// not be read as a change, passed over.
@@ -29,6 +32,9 @@ impl Metrics {
     /// over as damage (a document it could not judge or delete, a scope it
     /// could not sweep), each also logged as a warning.
     pub const SWEEP_DAMAGED: &'static str = "microdcs.valkey.sweep.damaged";
+    /// `microdcs.valkey.stream.gaps`: gaps a consumer was told of (entries
+    /// its group had not read were trimmed; see `crate::StreamConsumer::gap`).
+    pub const STREAM_GAPS: &'static str = "microdcs.valkey.stream.gaps";
 
     /// Current value of `microdcs.valkey.write.retries`.
     pub fn write_retries(&self) -> u64 {
@@ -55,14 +61,20 @@ impl Metrics {
         self.sweep_damaged.load(Ordering::Relaxed)
     }
 
+    /// Current value of `microdcs.valkey.stream.gaps`.
+    pub fn stream_gaps(&self) -> u64 {
+        self.stream_gaps.load(Ordering::Relaxed)
+    }
+
     /// Every counter with its name.
-    pub fn snapshot(&self) -> [(&'static str, u64); 5] {
+    pub fn snapshot(&self) -> [(&'static str, u64); 6] {
         [
             (Self::WRITE_RETRIES, self.write_retries()),
             (Self::WRITE_ALREADY_APPLIED, self.write_already_applied()),
             (Self::STREAM_ENTRIES_LOST, self.stream_entries_lost()),
             (Self::STREAM_ENTRIES_CORRUPT, self.stream_entries_corrupt()),
             (Self::SWEEP_DAMAGED, self.sweep_damaged()),
+            (Self::STREAM_GAPS, self.stream_gaps()),
         ]
     }
 
@@ -92,5 +104,10 @@ impl Metrics {
     pub(crate) fn add_sweep_damaged(&self) {
         self.sweep_damaged.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(Self::SWEEP_DAMAGED).increment(1);
+    }
+
+    pub(crate) fn add_gap(&self) {
+        self.stream_gaps.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(Self::STREAM_GAPS).increment(1);
     }
 }

@@ -120,10 +120,25 @@ plain_outcome!(u64, i64, bool);
 
 /// Runs `op` on `target` inside its span and records its count and
 /// duration by outcome (`error` with the error's class for a failure).
-pub(crate) async fn observed<T: Outcome>(
+///
+/// The operation's own future goes on the heap at once: operations nest
+/// (a claim's update, a docs page's ids read, a flow of many calls in one
+/// task), and each layer holding its inner future inline made a caller's
+/// future large enough to overflow a 2 MiB thread stack in a debug build.
+/// One allocation per call is nothing beside its round trip.
+pub(crate) fn observed<T: Outcome>(
     op: &'static str,
     target: &'static str,
     fut: impl Future<Output = Result<T>>,
+) -> impl Future<Output = Result<T>> {
+    let fut = Box::pin(fut);
+    observed_boxed(op, target, fut)
+}
+
+async fn observed_boxed<T: Outcome, F: Future<Output = Result<T>>>(
+    op: &'static str,
+    target: &'static str,
+    fut: std::pin::Pin<Box<F>>,
 ) -> Result<T> {
     let span = tracing::info_span!(
         "microdcs.valkey",

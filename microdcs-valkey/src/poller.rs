@@ -8,6 +8,13 @@
 //! scope registry each `ScopeRefreshInterval` and creates consumer groups for
 //! new scopes. No blocking command anywhere: every read returns at once.
 //!
+//! Each consumer reads each scope in a worker of its own (at most eight
+//! scopes of one consumer at once), so a slow consumer delays only itself.
+//! Each poll also samples every backlog into [`PollerHealth`] and trims
+//! every stream to what its groups still need; entries a group had not read
+//! that a length bound trimmed anyway reach its consumer as a [`Gap`]
+//! ([`StreamConsumer::gap`]) before anything after them.
+//!
 //! The nudge subscription runs on its own RESP3 connection with automatic
 //! resubscription; when it drops, the poller pings it back to life while the
 //! fallback poll keeps entries flowing.
@@ -26,7 +33,7 @@ use tokio::task::JoinHandle;
 use crate::client::Valkey;
 use crate::error::Result;
 use crate::retry;
-use crate::streams::{StreamEntry, Streams};
+use crate::streams::{Gap, NewEntries, StreamEntry, Streams};
 use microdcs_schema::{Feed, KeyTemplate};
 
 /// A boxed future, for the object-safe consumer and task traits.
@@ -58,6 +65,48 @@ pub trait StreamConsumer: Send + Sync + 'static {
         scope: &'a str,
         entries: &'a [StreamEntry],
     ) -> BoxFuture<'a, std::result::Result<(), BoxError>>;
+
+    /// Whether an entry is for this consumer (default: every entry). An
+    /// entry that is not is never handed to [`StreamConsumer::handle`]: it
+    /// is acknowledged with the batch and counted as `skipped`, not
+    /// `handled`, in `microdcs.valkey.poller.entries`. A change stream shared
+    /// by several document types is read this way by each type's consumer.
+    fn wants(&self, entry: &StreamEntry) -> bool {
+        let _ = entry;
+        true
+    }
+
+    /// Told that entries this consumer's group had not read were removed
+    /// from the scope's stream (trimmed by its length bound): the [`Gap`]
+    /// names the last entry the group had and the first it gets next.
+    /// Called before any entry after the gap is handed over. The poller has
+    /// logged it, counted it (`microdcs.valkey.stream.gaps`, and the lost
+    /// entries in `microdcs.valkey.stream.entries_lost`) and shows it in
+    /// [`PollerHealth::gaps`].
+    ///
+    /// Return [`GapOutcome::Recovered`] once the consumer has made up for
+    /// the loss (for example by a resync from the documents as stored:
+    /// [`crate::Changes::resyncing`]); [`GapOutcome::NotRecovered`] (the
+    /// default) keeps the poller unhealthy until a later gap of the stream
+    /// is recovered or [`PollerHandle::clear_gaps`] is called. An `Err`
+    /// reads nothing past the gap: the consumer is told again after the
+    /// usual pause of a failed batch.
+    fn gap<'a>(&'a self, scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, std::result::Result<GapOutcome, BoxError>> {
+        let _ = (scope, gap);
+        Box::pin(async { Ok(GapOutcome::NotRecovered) })
+    }
+}
+
+/// What a consumer did about a [`Gap`] ([`StreamConsumer::gap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GapOutcome {
+    /// The consumer made up for the lost entries (a resync): health is
+    /// not held down by this gap.
+    Recovered,
+    /// The consumer knows, but has not made up for them: the poller stays
+    /// unhealthy (see [`PollerHealth::is_healthy`]).
+    NotRecovered,
 }
 
 /// Periodic work run by the poller (for example the SFC sweep).
@@ -102,11 +151,19 @@ impl PollerHandle {
     }
 
     /// The poller's health now: whether it runs, whether the nudge
-    /// subscription is up, and how the registry and stream reads have gone
-    /// (last success, failures, since when failing). For a health endpoint:
+    /// subscription is up, how the registry and stream reads have gone
+    /// (last success, failures, since when failing), each consumer's
+    /// backlog per scope and the gaps. For a health endpoint:
     /// [`PollerHealth::is_healthy`] with a grace of a few poll intervals.
     pub fn health(&self) -> PollerHealth {
         self.health.snapshot(!self.join.is_finished())
+    }
+
+    /// Marks every gap seen so far as dealt with (an operator or the
+    /// application made up for the lost entries some other way): they stay
+    /// in [`PollerHealth::gaps`] but no longer make the poller unhealthy.
+    pub fn clear_gaps(&self) {
+        self.health.clear_gaps();
     }
 }
 
@@ -215,21 +272,29 @@ impl Poller {
             retry::bounded(timeout, async move { sub_con.subscribe(ch).await }).await?;
         }
         let (stop, stop_rx) = watch::channel(false);
-        let health = health::Recorder::new();
-        let state = Loop {
+        let health = health::Recorder::new((self.valkey.write_options().change_stream_max_len / 2).max(1));
+        let permits = plans.iter().map(|_| Arc::new(tokio::sync::Semaphore::new(run::SCOPES_AT_ONCE))).collect();
+        let shared = Shared {
             health: health.clone(),
             streams: Streams::new(self.valkey.clone()),
             valkey: self.valkey,
             consumer_name: self.consumer_name,
             plans,
+            failing: std::sync::Mutex::default(),
+            samples: std::sync::Mutex::default(),
+            permits,
+            stop: stop_rx.clone(),
+        };
+        let state = Loop {
+            shared: Arc::new(shared),
             tasks: self.tasks,
             scopes: BTreeMap::new(),
             unsubscribed: BTreeSet::new(),
-            failing: std::sync::Mutex::default(),
             shard_channels: BTreeMap::new(),
             sub,
             events: nudge_tx,
-            stop: stop_rx.clone(),
+            workers: BTreeMap::new(),
+            sampling: None,
         };
         let join = tokio::spawn(state.run(nudge_rx, stop_rx));
         Ok(PollerHandle { stop, join, health })
@@ -304,8 +369,8 @@ async fn pubsub_connection(valkey: &Valkey, tx: mpsc::UnboundedSender<Nudge>) ->
 
 mod health;
 mod run;
-pub use health::{Backlog, PollerHealth, ReadHealth};
-use run::Loop;
+pub use health::{Backlog, GapHealth, PollerHealth, ReadHealth};
+use run::{Loop, Shared};
 
 #[cfg(test)]
 mod tests {

@@ -110,6 +110,163 @@ return redis.call('XTRIM', KEYS[1], 'MINID', best_ms .. '-' .. best_seq)
 
 static TRIM_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(TRIM_ACKNOWLEDGED));
 
+/// Creates a consumer group reading from the start, with its read counter
+/// at the entries already removed from the stream, so the counter is exact
+/// from the first read on and a later trim of entries it never read shows
+/// (see [`READ_OR_GAP`]).
+const CREATE_GROUP: &str = "\
+-- KEYS[1] stream. ARGV[1] group.
+-- Returns OK; BUSYGROUP (the server's error) when the group exists.
+-- The group starts at 0-0 (everything the stream keeps) with ENTRIESREAD at
+-- the number of entries removed so far (entries-added minus length): those
+-- went before the group existed and are no loss of its own.
+local removed = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  local added, length = 0, 0
+  for i = 1, #info, 2 do
+    if info[i] == 'entries-added' then added = info[i + 1] end
+    if info[i] == 'length' then length = info[i + 1] end
+  end
+  removed = added - length
+end
+return redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
+";
+
+static CREATE_GROUP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(CREATE_GROUP));
+
+/// Reads new entries for a group, unless entries the group has not read
+/// were removed from the stream (a trim by `MAXLEN`): then it reads nothing
+/// and reports the gap, in the same atomic step, so no later trim can slip
+/// between the check and the read.
+const READ_OR_GAP: &str = "\
+-- KEYS[1] stream. ARGV[1] group, ARGV[2] consumer, ARGV[3] count,
+-- ARGV[4] the group's last-delivered id when a gap was reported and the
+-- consumer told ('' for none), ARGV[5] the entries removed that gap's report
+-- counted ('' when it could not count them).
+-- Returns {gap, entries}:
+--   gap {} and entries the XREADGROUP reply (nil when nothing is new); or
+--   gap {last_had, first_gets ('' when the stream is empty), lost ('' when
+--   unknown), removed ('' when unknown)} and entries {}: nothing is read
+--   past a gap the consumer has not been told of.
+-- Errors: NOGROUP (from XREADGROUP) for a missing stream or group; WRONGTYPE.
+-- Counting: trims remove entries from the head, so of the entries ever added
+-- (entries-added) the first `removed` = entries-added - length are gone; a
+-- group whose read counter (entries-read) is below that lost the difference.
+-- The counter is exact when no entry was deleted from the middle
+-- (max-deleted-entry-id 0-0, or below the first entry kept); otherwise the
+-- gap is reported when the group stands before the first entry kept, with
+-- its size unknown.
+local function read()
+  return {{}, redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return read() end
+local function parse(id)
+  return string.match(id, '^(%d+)-(%d+)$')
+end
+-- Byte order, never Lua's locale-dependent string `<`.
+local function bytes_lt(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local function num_lt(a, b)
+  if #a ~= #b then return #a < #b end
+  return bytes_lt(a, b)
+end
+local function id_lt(a, b)
+  local ams, aseq = parse(a)
+  local bms, bseq = parse(b)
+  if ams == nil or bms == nil then return false end
+  if ams ~= bms then return num_lt(ams, bms) end
+  return num_lt(aseq, bseq)
+end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local added, length, maxdel, first = 0, 0, '0-0', '0-0'
+for i = 1, #info, 2 do
+  local k, v = info[i], info[i + 1]
+  if k == 'entries-added' then added = v end
+  if k == 'length' then length = v end
+  if k == 'max-deleted-entry-id' then maxdel = v end
+  if k == 'first-entry' and type(v) == 'table' then first = v[1] end
+end
+local last, entries_read = nil, false
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name, l, r = nil, nil, false
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i + 1] end
+    if g[i] == 'last-delivered-id' then l = g[i + 1] end
+    if g[i] == 'entries-read' then r = g[i + 1] end
+  end
+  if name == ARGV[1] then last, entries_read = l, r end
+end
+-- No such group: XREADGROUP's own NOGROUP error.
+if last == nil then return read() end
+local removed = added - length
+local exact = type(entries_read) == 'number' and (maxdel == '0-0' or (length > 0 and id_lt(maxdel, first)))
+if ARGV[4] ~= '' and ARGV[4] == last then
+  -- The consumer was told of the gap after `last`: its counter moves past
+  -- the entries that gap counted, and what was removed since is a new gap.
+  if ARGV[5] ~= '' and exact and entries_read < tonumber(ARGV[5]) then
+    redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], last, 'ENTRIESREAD', ARGV[5])
+    entries_read = tonumber(ARGV[5])
+  elseif not exact then
+    return read()
+  end
+end
+local before_first = length == 0 or id_lt(last, first)
+local function first_gets()
+  if length == 0 then return '' end
+  return first
+end
+if exact then
+  if removed > entries_read then
+    return {{last, first_gets(), tostring(removed - entries_read), tostring(removed)}, {}}
+  end
+elseif last ~= '0-0' and before_first then
+  return {{last, first_gets(), '', ''}, {}}
+end
+return read()
+";
+
+static READ_OR_GAP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(READ_OR_GAP));
+
+/// Entries a consumer group had not read that were removed from its stream
+/// (trimmed by the change stream's length bound): what the group lost.
+///
+/// The group had everything up to and including `last_had`; the next entry
+/// it gets is `first_gets`; every entry written between the two is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Gap {
+    /// The stream.
+    pub stream: String,
+    /// The last entry id the group had been handed (`0-0`: none yet).
+    pub last_had: String,
+    /// The first entry id it gets after the gap; `None` when the stream
+    /// holds no entry now.
+    pub first_gets: Option<String>,
+    /// How many entries were lost; `None` when the server cannot tell
+    /// (entries were deleted from the middle of the stream by `XDEL`).
+    pub lost: Option<u64>,
+    /// The entries removed from the stream when the gap was seen, for the
+    /// read that moves past it.
+    removed: Option<u64>,
+}
+
+/// What [`Streams::read_or_gap`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NewEntries {
+    /// New entries (possibly none).
+    Entries(Vec<StreamEntry>),
+    /// Entries the group had not read were removed; nothing was read.
+    /// Read again with the gap as `told` to move past it.
+    Gap(Gap),
+}
+
 /// The streams helper.
 #[derive(Debug, Clone)]
 pub struct Streams {
@@ -136,6 +293,8 @@ pub(crate) struct GroupInfo {
     /// Entries not yet delivered to the group; `None` when the server
     /// cannot tell (after entries were deleted from the middle).
     pub(crate) lag: Option<u64>,
+    /// The id of the last entry delivered to the group (`0-0`: none).
+    pub(crate) last_delivered: String,
 }
 
 impl GroupInfo {
@@ -155,6 +314,7 @@ impl GroupInfo {
             consumers: num("consumers").unwrap_or(0),
             pending: num("pending").unwrap_or(0),
             lag: num("lag"),
+            last_delivered: fields.get("last-delivered-id").and_then(text).unwrap_or_else(|| "0-0".to_owned()),
         }
     }
 }
@@ -206,7 +366,9 @@ impl Streams {
     }
 
     /// Creates `group` on `stream` (and the stream) reading from the start;
-    /// an existing group is fine.
+    /// an existing group is fine. Its read counter starts at the entries
+    /// already removed from the stream (`ENTRIESREAD`), so a later trim of
+    /// entries it has not read is seen by [`Streams::read_or_gap`].
     ///
     /// Safe to repeat, so it runs under the write rule: ends within
     /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, with
@@ -217,18 +379,17 @@ impl Streams {
     pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
         // The stream is not the command's first argument: on a cluster it
         // goes to the stream's primary by its slot, not to a random node.
-        let slot = Some(microdcs_schema::slot::key_slot(stream.as_bytes()));
+        let call = CREATE_GROUP_SCRIPT.call().key(stream).arg(group.as_bytes());
+        let call = &call;
         let run = |mut con: Connection| async move {
-            let mut cmd = redis::cmd("XGROUP");
-            cmd.arg("CREATE").arg(stream).arg(group).arg("0").arg("MKSTREAM");
-            let r: redis::RedisResult<()> = con.query_near(&cmd, slot).await;
-            match r {
+            match call.run(&mut con).await {
                 // Also the answer to an attempt after one whose outcome was unknown.
-                Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+                Err(e) if e.code() == Some("BUSYGROUP") => Ok(Value::Okay),
                 other => other,
             }
         };
-        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))
+        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))?;
+        Ok(())
     }
 
     /// Appends an entry with no length limit (work and outbox streams).
@@ -281,6 +442,80 @@ impl Streams {
     /// Connection errors, a missing group (`NOGROUP`).
     pub async fn read(&self, stream: &str, group: &str, consumer: &str, count: usize) -> Result<Vec<StreamEntry>> {
         self.read_from(stream, group, consumer, count, ">").await
+    }
+
+    /// Reads up to `count` new entries like [`Streams::read`], unless
+    /// entries the group has not read were removed from the stream since its
+    /// last read (trimmed by a length bound): then nothing is read and the
+    /// [`Gap`] is returned, checked and read in one atomic step. Call again
+    /// with that gap as `told` once the consumer knows, to read past it
+    /// (a further trim meanwhile is a new gap). Bounded like a read.
+    ///
+    /// # Errors
+    /// Connection errors, a missing group (`NOGROUP`), a key of another type,
+    /// a reply of another shape ([`Error::Corrupt`]).
+    pub async fn read_or_gap(
+        &self,
+        stream: &str,
+        group: &str,
+        consumer: &str,
+        count: usize,
+        told: Option<&Gap>,
+    ) -> Result<NewEntries> {
+        let count = Self::count(count).to_string();
+        let (last, removed) = match told {
+            Some(g) => (g.last_had.clone(), g.removed.map(|n| n.to_string()).unwrap_or_default()),
+            None => (String::new(), String::new()),
+        };
+        let call = READ_OR_GAP_SCRIPT
+            .call()
+            .key(stream)
+            .arg(group.as_bytes())
+            .arg(consumer.as_bytes())
+            .arg(count.as_bytes())
+            .arg(last.as_bytes())
+            .arg(removed.as_bytes());
+        let call = &call;
+        let v: Value = retry::read(&self.valkey, |mut con| async move { call.run(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        let corrupt =
+            || Error::Corrupt { key: stream.to_owned(), reason: "the read script's reply has another shape".into() };
+        let Value::Array(mut parts) = v else { return Err(corrupt()) };
+        if parts.len() != 2 {
+            return Err(corrupt());
+        }
+        let read = parts.pop().unwrap_or(Value::Nil);
+        let gap = match parts.pop() {
+            Some(Value::Array(g)) => g,
+            _ => return Err(corrupt()),
+        };
+        if gap.is_empty() {
+            return Ok(NewEntries::Entries(match &read {
+                Value::Array(streams) => streams
+                    .iter()
+                    .flat_map(|s| match s {
+                        Value::Array(pair) if pair.len() == 2 => entries(&pair[1]),
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+                Value::Map(m) => m.iter().flat_map(|(_, e)| entries(e)).collect(),
+                _ => Vec::new(),
+            }));
+        }
+        let field = |i: usize| gap.get(i).and_then(text).ok_or_else(corrupt);
+        let number = |i: usize| -> Result<Option<u64>> {
+            let t = field(i)?;
+            if t.is_empty() { Ok(None) } else { t.parse().map(Some).map_err(|_| corrupt()) }
+        };
+        let first = field(1)?;
+        Ok(NewEntries::Gap(Gap {
+            stream: stream.to_owned(),
+            last_had: field(0)?,
+            first_gets: (!first.is_empty()).then_some(first),
+            lost: number(2)?,
+            removed: number(3)?,
+        }))
     }
 
     /// Like [`Streams::read`] from `id`: `>` for new entries, `0` for this
@@ -386,6 +621,39 @@ impl Streams {
             .await
             .map_err(|e| Error::from_redis(e, stream))?;
         Ok(groups.into_iter().map(GroupInfo::from_reply).collect())
+    }
+
+    /// When the oldest entry `group` has not handled yet was written (the
+    /// milliseconds of its id): its oldest pending entry, else the first
+    /// entry after `group`'s last delivered one; `None` when nothing waits.
+    /// One or two reads, bounded like a read.
+    ///
+    /// # Errors
+    /// Connection errors, a key of another type.
+    pub(crate) async fn oldest_waiting(&self, stream: &str, g: &GroupInfo) -> Result<Option<u64>> {
+        let ms = |id: &str| id.split_once('-').and_then(|(ms, _)| ms.parse::<u64>().ok());
+        if g.pending > 0 {
+            let cmd = redis::cmd("XPENDING").arg(stream).arg(&g.name).clone();
+            let cmd = &cmd;
+            let v: Value = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, stream))?;
+            if let Value::Array(parts) = v
+                && let Some(oldest) = parts.get(1).and_then(text)
+            {
+                return Ok(ms(&oldest));
+            }
+        }
+        if g.lag == Some(0) {
+            return Ok(None);
+        }
+        let cmd =
+            redis::cmd("XRANGE").arg(stream).arg(format!("({}", g.last_delivered)).arg("+").arg("COUNT").arg(1).clone();
+        let cmd = &cmd;
+        let v: Value = retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, stream))?;
+        Ok(entries(&v).first().and_then(|e| ms(&e.id)))
     }
 
     /// Claims up to `count` (at most [`Streams::MAX_COUNT`]) entries pending

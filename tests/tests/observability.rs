@@ -24,6 +24,22 @@ struct ObsDoc {
     n: u32,
 }
 
+/// The skip test's own kind: its consumer reads a stream it shares with `ObsOther`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obsskip")]
+struct ObsSkip {
+    id: String,
+    scope: String,
+}
+
+/// The other kind on the skip test's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "obsother")]
+struct ObsOther {
+    id: String,
+    scope: String,
+}
+
 /// The poller test's own kind, so the two tests never count each other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
 #[microdcs(kind = "obspoll")]
@@ -78,7 +94,7 @@ struct ObsRead {
 
 microdcs_valkey::keyspace! {
     Obs {
-        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope, ObsRead],
+        documents: [ObsDoc, ObsPoll, ObsRace, ObsLag, ObsScope, ObsRead, ObsSkip, ObsOther],
         obs_hits: counter("obshits:{scope}"),
         obs_tally: hash("obstally:{scope}"),
     }
@@ -477,6 +493,54 @@ async fn the_poller_counts_nudges_and_handled_entries_by_kind() {
     assert!(count(microdcs_valkey::observe::POLLER_NUDGES) > nudges_before, "nudges counted");
 }
 
+/// A typed consumer on a change stream shared with another type: only the
+/// changes of its own type count as handled; the others as skipped.
+#[tokio::test]
+async fn entries_of_other_kinds_count_as_skipped_not_handled() {
+    install();
+    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let mut config = microdcs_valkey::MicroDcsConfig::default();
+    config.set("Valkey:ConnectionString", &server.host_port()).unwrap();
+    config.set("Valkey:KeyPrefix", unique_prefix("obs-skip").as_str()).unwrap();
+    config.set("Valkey:PollInterval", "100ms").unwrap();
+    config.set("Valkey:ScopeRefreshInterval", "100ms").unwrap();
+    let valkey = Valkey::connect(&config.valkey).await.unwrap();
+    let keyspace = Obs::open(valkey.clone());
+    let (handler, mut rx) = microdcs_tests::change_channel::<ObsSkip>();
+    let poller = microdcs_valkey::Poller::new(valkey.clone(), "i-1")
+        .consumer(microdcs_valkey::Changes::new(keyspace.store::<ObsSkip>(), "skip", handler))
+        .start()
+        .await
+        .unwrap();
+    let others = keyspace.store::<ObsOther>();
+    let mine = keyspace.store::<ObsSkip>();
+    for n in 0..5 {
+        let _ = others.create(&ObsOther { id: format!("d-{n}"), scope: "s1".into() }).await.unwrap();
+    }
+    for n in 0..2 {
+        let _ = mine.create(&ObsSkip { id: format!("k-{n}"), scope: "s1".into() }).await.unwrap();
+    }
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("delivered").unwrap();
+    }
+    poller.shutdown().await;
+    let by_outcome = |outcome: &str| -> f64 {
+        RECORDS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, l, _)| {
+                n == microdcs_valkey::observe::POLLER_ENTRIES
+                    && label(l, "microdcs.target") == Some("obsskip")
+                    && label(l, "microdcs.outcome") == Some(outcome)
+            })
+            .map(|(_, _, v)| v)
+            .sum()
+    };
+    assert_eq!(by_outcome("handled"), 2.0, "only its own type's changes are handled");
+    assert_eq!(by_outcome("skipped"), 5.0, "the other type's changes are skipped");
+}
+
 #[tokio::test]
 async fn writers_racing_on_index_fields_count_contention_retries() {
     install();
@@ -560,7 +624,7 @@ async fn the_poller_samples_pending_entries_and_lag_per_stream() {
         let health = poller.health();
         // The only stream of this prefix: scope `s1`'s change stream.
         if let Some((key, b)) = health.backlog.iter().find(|(_, b)| b.pending == 5) {
-            assert!(key.ends_with(":s1"), "{key}");
+            assert!(key.0.ends_with(":s1") && key.1 == "obs-lag" && b.scope == "s1", "{key:?}");
             break b.clone();
         }
         assert!(std::time::Instant::now() < deadline, "no backlog sample of five pending: {health:?}");

@@ -149,6 +149,15 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(streams.append_capped("k", 10, &[]));
     send(streams.read("k", "g", "c", 1));
     send(streams.read_from("k", "g", "c", 1, "0"));
+    send(streams.read_or_gap("k", "g", "c", 1, None));
+    let resyncing = microdcs_valkey::Changes::new(
+        plant.store::<JobResponse>(),
+        "g",
+        |_: String, _: Vec<microdcs_valkey::Change<JobResponse>>| async { Ok(()) },
+    );
+    send(async move {
+        let _ = resyncing.resync("s1").await;
+    });
     send(streams.ack("k", "g", &[]));
     send(streams.trim_acknowledged("k"));
     send(streams.autoclaim("k", "g", "c", Duration::from_secs(1), 1));

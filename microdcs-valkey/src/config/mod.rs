@@ -68,7 +68,9 @@ pub struct ValkeyConfig {
     pub write_attempts: u32,
     /// Pause before such a write is checked and repeated.
     pub write_retry_delay: Duration,
-    /// Approximate length of the change streams.
+    /// Approximate length of the change streams: with a poller running,
+    /// which trims the entries every group has read, the bound on entries
+    /// not yet read.
     pub change_stream_max_length: u64,
     /// Operation ids kept per document for exactly-once retries (1 to 64).
     pub op_history_length: u32,

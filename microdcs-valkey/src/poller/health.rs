@@ -20,15 +20,47 @@ pub struct PollerHealth {
     pub registry: ReadHealth,
     /// Each stream read so far, by key.
     pub streams: BTreeMap<String, ReadHealth>,
-    /// Each stream's backlog for its consumer's group, by key, as last
+    /// Each consumer's backlog per scope, by stream key and group, as last
     /// sampled (each `PollInterval`, with the fallback poll).
-    pub backlog: BTreeMap<String, Backlog>,
+    pub backlog: BTreeMap<(String, String), Backlog>,
+    /// Undelivered entries of one consumer in one scope from which the
+    /// poller is unhealthy: half of `ChangeStreamMaxLength` (at least 1),
+    /// so a burst of that size again would trim entries it has not read.
+    pub lag_limit: u64,
+    /// Each stream where entries its consumer's group had not read were
+    /// trimmed, by key (see [`crate::poller::StreamConsumer::gap`]).
+    pub gaps: BTreeMap<String, GapHealth>,
+}
+
+/// The gaps of one stream: entries trimmed before its consumer read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GapHealth {
+    /// Gaps seen since the poller started.
+    pub gaps: u64,
+    /// Entries lost in them, as far as the server could count.
+    pub lost: u64,
+    /// The last gap.
+    pub last: crate::streams::Gap,
+    /// When it was seen.
+    pub at: SystemTime,
+    /// Whether the consumer made up for the last gap
+    /// ([`crate::poller::GapOutcome::Recovered`]), or it was cleared
+    /// ([`crate::poller::PollerHandle::clear_gaps`]).
+    pub recovered: bool,
 }
 
 /// What waits in one stream for a consumer's group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backlog {
+    /// The consumer's group.
+    pub group: String,
+    /// The scope.
+    pub scope: String,
+    /// When the oldest entry the group has not handled yet (pending or not
+    /// delivered) was written, by its id; `None` when nothing waits.
+    pub oldest_waiting: Option<SystemTime>,
     /// Entries delivered to the group and not acknowledged yet.
     pub pending: u64,
     /// Entries not yet delivered to the group; `None` when the server
@@ -72,15 +104,30 @@ impl ReadHealth {
 }
 
 impl PollerHealth {
-    /// Healthy: running, subscribed, and neither the registry nor any
-    /// stream has been failing for longer than `grace` (a failure shorter
-    /// than that is a blip the next read may already have healed).
+    /// Healthy: running, subscribed, neither the registry nor any stream
+    /// failing for longer than `grace` (a failure shorter than that is a
+    /// blip the next read may already have healed), no gap its consumer has
+    /// not recovered from (a loss does not heal by waiting), and every
+    /// consumer keeping up in every scope: no entry waiting longer than
+    /// `grace` (a scope left unserved shows here too) and fewer than
+    /// [`PollerHealth::lag_limit`] entries undelivered. Backlogs are sampled
+    /// each `PollInterval`, so give a `grace` of at least two.
     pub fn is_healthy(&self, grace: Duration) -> bool {
         let now = SystemTime::now();
         self.running
             && self.subscribed
             && !self.registry.failing_longer(grace, now)
             && !self.streams.values().any(|s| s.failing_longer(grace, now))
+            && self.gaps.values().all(|g| g.recovered)
+            && self.backlog.values().all(|b| b.keeps_up(grace, self.lag_limit, now))
+    }
+}
+
+impl Backlog {
+    /// Whether the consumer keeps up in this scope, as of `now`.
+    fn keeps_up(&self, grace: Duration, lag_limit: u64, now: SystemTime) -> bool {
+        let waited = self.oldest_waiting.map(|t| now.duration_since(t).unwrap_or_default());
+        waited.is_none_or(|w| w <= grace) && self.lag.is_none_or(|l| l < lag_limit)
     }
 }
 
@@ -89,13 +136,15 @@ impl PollerHealth {
 pub(super) struct Recorder(Arc<Mutex<PollerHealth>>);
 
 impl Recorder {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(lag_limit: u64) -> Self {
         Recorder(Arc::new(Mutex::new(PollerHealth {
+            lag_limit,
             running: true,
             subscribed: true,
             registry: ReadHealth::default(),
             streams: BTreeMap::new(),
             backlog: BTreeMap::new(),
+            gaps: BTreeMap::new(),
         })))
     }
 
@@ -122,11 +171,54 @@ impl Recorder {
         });
     }
 
-    pub(super) fn backlog(&self, key: &str, pending: u64, lag: Option<u64>) {
+    pub(super) fn backlog(&self, key: &str, scope: &str, g: &crate::streams::GroupInfo, oldest_ms: Option<u64>) {
         let sampled_at = SystemTime::now();
+        let oldest_waiting = oldest_ms.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        let b = Backlog {
+            group: g.name.clone(),
+            scope: scope.to_owned(),
+            oldest_waiting,
+            pending: g.pending,
+            lag: g.lag,
+            sampled_at,
+        };
         self.with(|h| {
-            h.backlog.insert(key.to_owned(), Backlog { pending, lag, sampled_at });
+            h.backlog.insert((key.to_owned(), g.name.clone()), b);
         });
+    }
+
+    /// A gap seen on `key`: open (not recovered) until its consumer says
+    /// otherwise.
+    pub(super) fn gap(&self, key: &str, gap: &crate::streams::Gap) {
+        let at = SystemTime::now();
+        self.with(|h| {
+            let g = h.gaps.entry(key.to_owned()).or_insert_with(|| GapHealth {
+                gaps: 0,
+                lost: 0,
+                last: gap.clone(),
+                at,
+                recovered: false,
+            });
+            g.last = gap.clone();
+            g.at = at;
+            g.recovered = false;
+        });
+    }
+
+    /// The consumer of `key` was told of its gap (counted now, once per
+    /// telling), and whether it recovered.
+    pub(super) fn gap_told(&self, key: &str, lost: Option<u64>, recovered: bool) {
+        self.with(|h| {
+            if let Some(g) = h.gaps.get_mut(key) {
+                g.gaps += 1;
+                g.lost += lost.unwrap_or(0);
+                g.recovered = recovered;
+            }
+        });
+    }
+
+    pub(super) fn clear_gaps(&self) {
+        self.with(|h| h.gaps.values_mut().for_each(|g| g.recovered = true));
     }
 
     pub(super) fn subscribed(&self, up: bool) {

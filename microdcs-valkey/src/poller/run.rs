@@ -5,11 +5,36 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
-pub(super) struct Loop {
+/// What the loop and its workers share: the connection, the plans, the
+/// health report and each consumer's failures.
+pub(super) struct Shared {
     pub(super) valkey: Valkey,
     pub(super) streams: Streams,
     pub(super) consumer_name: String,
     pub(super) plans: Vec<ConsumerPlan>,
+    /// Turns `true` (or closes) when the loop should stop.
+    pub(super) stop: watch::Receiver<bool>,
+    /// What the handle reports as the poller's health.
+    pub(super) health: health::Recorder,
+    /// Per consumer and scope whose last batch failed: not read again
+    /// before this instant, and the pause that led to it (doubled at each
+    /// failure, up to the poll interval), so a failing consumer is not
+    /// called again at every nudge.
+    pub(super) failing: std::sync::Mutex<BTreeMap<(usize, String), (tokio::time::Instant, Duration)>>,
+    /// The last backlog sample (pending, lag) per consumer and scope,
+    /// summed into the gauges at each poll.
+    pub(super) samples: std::sync::Mutex<BTreeMap<(usize, String), (u64, u64)>>,
+    /// Per consumer: how many of its scopes are drained at once.
+    pub(super) permits: Vec<Arc<tokio::sync::Semaphore>>,
+}
+
+/// How many scopes of one consumer are drained at once: each scope has its
+/// own worker, and this bounds the calls into one consumer (and the
+/// connections' load) when many scopes have entries at the same time.
+pub(crate) const SCOPES_AT_ONCE: usize = 8;
+
+pub(super) struct Loop {
+    pub(super) shared: Arc<Shared>,
     pub(super) tasks: Vec<Arc<dyn PollerTask>>,
     /// Known scopes per registry key.
     pub(super) scopes: BTreeMap<String, BTreeSet<String>>,
@@ -22,15 +47,28 @@ pub(super) struct Loop {
     pub(super) sub: Connection,
     /// For the resubscription task to report back.
     pub(super) events: mpsc::UnboundedSender<Nudge>,
-    /// Turns `true` (or closes) when the loop should stop.
-    pub(super) stop: watch::Receiver<bool>,
-    /// What the handle reports as the poller's health.
-    pub(super) health: health::Recorder,
-    /// Per consumer and scope whose last batch failed: not read again
-    /// before this instant, and the pause that led to it (doubled at each
-    /// failure, up to the poll interval), so a failing consumer is not
-    /// called again at every nudge.
-    pub(super) failing: std::sync::Mutex<BTreeMap<(usize, String), (tokio::time::Instant, Duration)>>,
+    /// One worker per consumer and known scope: drains run there, so a
+    /// slow consumer or a busy scope holds up only itself.
+    pub(super) workers: BTreeMap<(usize, String), Worker>,
+    /// The backlog sampling round in progress, if any.
+    pub(super) sampling: Option<JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Loop {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+/// The worker of one consumer and scope: woken by nudges, polls and its own
+/// unfinished drains.
+pub(super) struct Worker {
+    wake: Arc<tokio::sync::Notify>,
+    /// Set by the fallback poll: the next run also takes over entries left
+    /// pending by others and samples the backlog.
+    poll: Arc<std::sync::atomic::AtomicBool>,
+    join: JoinHandle<()>,
 }
 
 /// The first pause after a consumer's batch failed.
@@ -162,7 +200,7 @@ impl Loop {
                                 }
                                 self.add_scope(&registry, &scope).await;
                             }
-                            self.drain(i, &scope).await;
+                            self.wake(i, &scope);
                         }
                     }
                 }
@@ -171,22 +209,29 @@ impl Loop {
         if let Some(h) = resubscribing {
             h.abort();
         }
-    }
-
-    /// Whether a stop was asked for (or the handle dropped).
-    fn stopping(&self) -> bool {
-        *self.stop.borrow() || self.stop.has_changed().is_err()
-    }
-
-    /// Runs `f` unless a stop comes first (`None` then): what is given up is
-    /// a read, claim or acknowledge, after which the entries stay pending.
-    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
-        let mut stop = self.stop.clone();
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => None,
-            v = f => Some(v),
+        if let Some(h) = self.sampling.take() {
+            let _ = h.await;
         }
+        // Each worker stops after the batch in hand.
+        for (_, w) in std::mem::take(&mut self.workers) {
+            w.wake.notify_one();
+            let _ = w.join.await;
+        }
+    }
+
+    /// Wakes the worker of consumer `plan` for `scope`, starting it if needed.
+    fn wake(&mut self, plan: usize, scope: &str) {
+        self.worker(plan, scope).wake.notify_one();
+    }
+
+    fn worker(&mut self, plan: usize, scope: &str) -> &Worker {
+        let shared = self.shared.clone();
+        self.workers.entry((plan, scope.to_owned())).or_insert_with(|| {
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let poll = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let join = tokio::spawn(work(shared, plan, scope.to_owned(), wake.clone(), poll.clone()));
+            Worker { wake, poll, join }
+        })
     }
 
     fn knows(&self, registry: &str, scope: &str) -> bool {
@@ -225,7 +270,7 @@ impl Loop {
                             let on_registry: Vec<usize> =
                                 (0..self.plans.len()).filter(|i| self.plans[*i].registry == registry).collect();
                             for i in on_registry {
-                                self.drain(i, &s).await;
+                                self.wake(i, &s);
                             }
                         }
                     }
@@ -271,12 +316,12 @@ impl Loop {
     }
 
     /// Reads once the streams whose nudges a shard channel carries.
-    async fn drain_channel(&self, channel: &str) {
-        let Some(scope) = self.shard_channels.get(channel) else { return };
+    async fn drain_channel(&mut self, channel: &str) {
+        let Some(scope) = self.shard_channels.get(channel).cloned() else { return };
         let prefix = self.valkey.prefix().clone();
         for i in 0..self.plans.len() {
-            if self.plans[i].channel.of(&prefix, scope).is_some_and(|c| c == channel) {
-                self.drain(i, scope).await;
+            if self.plans[i].channel.of(&prefix, &scope).is_some_and(|c| c == channel) {
+                self.wake(i, &scope);
             }
         }
     }
@@ -324,63 +369,143 @@ impl Loop {
     }
 
     /// Every stream of every known scope, once (after a resubscription).
-    async fn drain_all(&self) {
+    async fn drain_all(&mut self) {
         for i in 0..self.plans.len() {
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
             for s in &scopes {
-                if self.stopping() {
-                    return;
-                }
-                self.drain(i, s).await;
+                self.wake(i, s);
             }
         }
     }
 
-    /// Every stream of every scope: first take over entries another
-    /// consumer left pending for long (a crashed instance), then drain.
+    /// Every stream of every scope: each worker first takes over entries
+    /// another consumer left pending for long (a crashed instance), then
+    /// drains. The backlogs are sampled (into health and the gauges) by a
+    /// task of their own, so a worker busy in a long drain is still seen
+    /// falling behind.
     async fn poll_all(&mut self) {
-        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
-        // Backlog per feed and group, summed over the scopes, for the gauges.
-        let mut backlog: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+        let mut pairs = Vec::new();
         for i in 0..self.plans.len() {
-            let p = &self.plans[i];
-            let labels = (p.consumer.feed().kind.to_owned(), p.consumer.group().to_owned());
-            backlog.entry(labels.clone()).or_default();
             let scopes: Vec<String> =
                 self.scopes.get(&self.plans[i].registry).map(|s| s.iter().cloned().collect()).unwrap_or_default();
-            for s in &scopes {
-                if self.stopping() {
-                    return;
-                }
-                let p = &self.plans[i];
-                if let Ok(key) = p.stream.render(self.valkey.prefix(), &[s.as_str()]) {
-                    // Claimed entries become our pending entries; the drain handles them.
-                    let claim =
-                        self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
-                    match self.unless_stopped(claim).await {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => {
-                            tracing::warn!(stream = key, error = %e, "autoclaim failed");
-                            loop_error("autoclaim");
-                        }
-                        None => return,
-                    }
-                }
-                if self.drain(i, s).await > 0 {
-                    metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
-                }
-                if let Some((pending, lag)) = self.sample(i, s).await {
-                    let sum = backlog.entry(labels.clone()).or_default();
-                    sum.0 += pending;
-                    sum.1 += lag.unwrap_or(0);
-                }
+            for s in scopes {
+                let w = self.worker(i, &s);
+                w.poll.store(true, std::sync::atomic::Ordering::Release);
+                w.wake.notify_one();
+                pairs.push((i, s));
             }
         }
-        for ((kind, group), (pending, lag)) in backlog {
-            let labels = [("microdcs.target", kind), ("messaging.consumer.group.name", group)];
-            metrics::gauge!(crate::observe::POLLER_PENDING, &labels).set(pending as f64);
-            metrics::gauge!(crate::observe::POLLER_LAG, &labels).set(lag as f64);
+        // One sampling round at a time: a slow server delays the next.
+        if self.sampling.as_ref().is_none_or(JoinHandle::is_finished) {
+            let shared = self.shared.clone();
+            self.sampling = Some(tokio::spawn(async move {
+                let mut trimmed = BTreeSet::new();
+                for (plan, scope) in pairs {
+                    if shared.stopping() {
+                        return;
+                    }
+                    shared.sample(plan, &scope).await;
+                    if let Ok(key) = shared.plans[plan].stream.render(shared.valkey.prefix(), &[scope.as_str()])
+                        && trimmed.insert(key.clone())
+                    {
+                        shared.trim(&key).await;
+                    }
+                }
+            }));
+        }
+    }
+}
+
+/// The worker of consumer `plan` for `scope`: waits to be woken, then
+/// drains (after a poll also claims and samples) while one of the
+/// consumer's permits is held; a drain that stopped at its budget wakes it
+/// again, behind the other scopes waiting for a permit.
+async fn work(
+    shared: Arc<Shared>,
+    plan: usize,
+    scope: String,
+    wake: Arc<tokio::sync::Notify>,
+    poll: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut stop = shared.stop.clone();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            () = wake.notified() => {}
+        }
+        let permits = shared.permits[plan].clone();
+        let permit = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            p = permits.acquire_owned() => p,
+        };
+        let Ok(_permit) = permit else { return };
+        let polled = poll.swap(false, std::sync::atomic::Ordering::AcqRel);
+        if polled && !shared.claim(plan, &scope).await {
+            return;
+        }
+        let (taken, more) = shared.drain(plan, &scope).await;
+        if polled && taken > 0 {
+            metrics::counter!(crate::observe::POLLER_FALLBACK_FOUND).increment(1);
+        }
+        if more {
+            wake.notify_one();
+        }
+    }
+}
+
+impl Shared {
+    /// Whether a stop was asked for (or the handle dropped).
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() || self.stop.has_changed().is_err()
+    }
+
+    /// Runs `f` unless a stop comes first (`None` then): what is given up is
+    /// a read, claim or acknowledge, after which the entries stay pending.
+    async fn unless_stopped<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => None,
+            v = f => Some(v),
+        }
+    }
+
+    /// Removes from `key` the entries every group of it has read and
+    /// acknowledged ([`Streams::trim_acknowledged`], which keeps everything
+    /// when the stream has no group): retention follows the readers, so the
+    /// length bound of a change stream applies to entries not yet read.
+    async fn trim(&self, key: &str) {
+        match self.unless_stopped(self.streams.trim_acknowledged(key)).await {
+            Some(Ok(removed)) if removed > 0 => {
+                tracing::debug!(stream = key, removed, "entries every group has read trimmed");
+            }
+            Some(Ok(_)) | None => {}
+            Some(Err(e)) => {
+                tracing::warn!(stream = key, error = %e, "cannot trim the entries every group has read");
+                loop_error("trim");
+            }
+        }
+    }
+
+    /// Takes over entries of `scope`'s stream another consumer left pending
+    /// for long (a crashed instance): they become ours and the drain
+    /// handles them. `false` when a stop came first.
+    async fn claim(&self, plan: usize, scope: &str) -> bool {
+        let min_idle = self.valkey.poll_options().poll_interval.saturating_mul(10).max(Duration::from_secs(30));
+        let p = &self.plans[plan];
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return true };
+        let claim = self.streams.autoclaim(&key, p.consumer.group(), &self.consumer_name, min_idle, batch(p));
+        match self.unless_stopped(claim).await {
+            Some(Ok(_)) => true,
+            Some(Err(e)) => {
+                tracing::warn!(stream = key, error = %e, "autoclaim failed");
+                loop_error("autoclaim");
+                true
+            }
+            None => false,
         }
     }
 
@@ -393,7 +518,32 @@ impl Loop {
         match self.unless_stopped(self.streams.groups(&key)).await? {
             Ok(groups) => {
                 let g = groups.into_iter().find(|g| g.name == p.consumer.group())?;
-                self.health.backlog(&key, g.pending, g.lag);
+                let oldest = match self.unless_stopped(self.streams.oldest_waiting(&key, &g)).await? {
+                    Ok(ms) => ms,
+                    Err(e) => {
+                        tracing::warn!(stream = key, error = %e, "cannot read the age of the stream's backlog");
+                        loop_error("backlog");
+                        None
+                    }
+                };
+                self.health.backlog(&key, scope, &g, oldest);
+                let (kind, group) = (p.consumer.feed().kind, p.consumer.group());
+                // The gauges: this consumer's backlog summed over its scopes.
+                let (pending, lag) = {
+                    let mut samples = self.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    samples.insert((plan, scope.to_owned()), (g.pending, g.lag.unwrap_or(0)));
+                    samples
+                        .iter()
+                        .filter(|((i, _), _)| {
+                            let q = &self.plans[*i];
+                            q.consumer.feed().kind == kind && q.consumer.group() == group
+                        })
+                        .fold((0u64, 0u64), |sum, (_, (pending, lag))| (sum.0 + pending, sum.1 + lag))
+                };
+                let labels =
+                    [("microdcs.target", kind.to_owned()), ("messaging.consumer.group.name", group.to_owned())];
+                metrics::gauge!(crate::observe::POLLER_PENDING, &labels).set(pending as f64);
+                metrics::gauge!(crate::observe::POLLER_LAG, &labels).set(lag as f64);
                 Some((g.pending, g.lag))
             }
             Err(e) => {
@@ -405,34 +555,56 @@ impl Loop {
     }
 
     /// Own pending entries first (a failed batch comes again), then new ones
-    /// until a read returns nothing or the consumer fails.
-    /// How many entries the consumer handled.
-    async fn drain(&self, plan: usize, scope: &str) -> usize {
+    /// until a read returns nothing or the consumer fails; a gap found on
+    /// the way is told to the consumer before any entry after it.
+    /// How many entries were taken off the stream (handled or skipped), and
+    /// whether it stopped at its budget with entries perhaps left.
+    async fn drain(&self, plan: usize, scope: &str) -> (usize, bool) {
         let p = &self.plans[plan];
         let mut handled = 0;
         if self.paused(plan, scope) {
-            return handled;
+            return (handled, false);
         }
-        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return handled };
+        let Ok(key) = p.stream.render(self.valkey.prefix(), &[scope]) else { return (handled, false) };
         let group = p.consumer.group();
         let batch = batch(p);
         let mut pending = true;
         let mut group_made = false;
+        // A gap the consumer was told of: the next read moves past it.
+        let mut told: Option<Gap> = None;
         // At most this many batches per call, so one busy stream cannot hold
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
         loop {
-            if budget == 0 || self.stopping() {
-                return handled;
+            if self.stopping() {
+                return (handled, false);
+            }
+            if budget == 0 {
+                return (handled, true);
             }
             budget -= 1;
             let got = if pending {
                 self.unless_stopped(self.streams.read_from(&key, group, &self.consumer_name, batch, "0")).await
             } else {
-                self.unless_stopped(self.streams.read(&key, group, &self.consumer_name, batch)).await
+                let read = self.streams.read_or_gap(&key, group, &self.consumer_name, batch, told.as_ref());
+                match self.unless_stopped(read).await {
+                    None => None,
+                    Some(Ok(NewEntries::Gap(gap))) => {
+                        if !self.tell_gap(plan, scope, &key, &gap).await {
+                            return (handled, false);
+                        }
+                        told = Some(gap);
+                        continue;
+                    }
+                    Some(Ok(NewEntries::Entries(e))) => {
+                        told = None;
+                        Some(Ok(e))
+                    }
+                    Some(Err(e)) => Some(Err(e)),
+                }
             };
             let entries = match got {
-                None => return handled,
+                None => return (handled, false),
                 Some(Ok(e)) => {
                     self.health.stream(&key, Ok(()));
                     e
@@ -453,16 +625,16 @@ impl Loop {
                             tracing::warn!(stream = key, error = %e, "consumer group cannot be created again");
                             loop_error("read");
                             self.health.stream(&key, Err(&e));
-                            return handled;
+                            return (handled, false);
                         }
-                        None => return handled,
+                        None => return (handled, false),
                     }
                 }
                 Some(Err(e)) => {
                     tracing::warn!(stream = key, error = %e, "stream read failed");
                     loop_error("read");
                     self.health.stream(&key, Err(&e));
-                    return handled;
+                    return (handled, false);
                 }
             };
             if entries.is_empty() {
@@ -470,7 +642,7 @@ impl Loop {
                     pending = false;
                     continue;
                 }
-                return handled;
+                return (handled, false);
             }
             // A pending entry deleted from the stream comes back without
             // fields: it is lost, never handed to the consumer.
@@ -486,39 +658,50 @@ impl Loop {
                     Some(Err(e)) => {
                         tracing::warn!(stream = key, error = %e, "acknowledge of lost entries failed");
                         loop_error("ack");
-                        return handled;
+                        return (handled, false);
                     }
-                    None => return handled,
+                    None => return (handled, false),
                 }
                 if entries.is_empty() {
                     continue;
                 }
             }
             let kind = p.consumer.feed().kind.to_owned();
-            match p.consumer.handle(scope, &entries).await {
+            let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+            // Entries of other kinds (a change stream shared by several
+            // types) are acknowledged with the batch, never handed over.
+            let (wanted, skipped): (Vec<StreamEntry>, Vec<StreamEntry>) =
+                entries.into_iter().partition(|e| p.consumer.wants(e));
+            let outcome = if wanted.is_empty() { Ok(()) } else { p.consumer.handle(scope, &wanted).await };
+            match outcome {
                 Ok(()) => {
-                    metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "handled")
-                        .increment(entries.len() as u64);
-                    handled += entries.len();
+                    let count = |outcome: &'static str, n: usize| {
+                        if n > 0 {
+                            metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind.clone(), "microdcs.outcome" => outcome)
+                                .increment(n as u64);
+                        }
+                    };
+                    count("handled", wanted.len());
+                    count("skipped", skipped.len());
+                    handled += ids.len();
                     self.recovered(plan, scope);
-                    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
                     match self.unless_stopped(self.streams.ack(&key, group, &ids)).await {
                         Some(Ok(_)) => {}
                         Some(Err(e)) => {
                             tracing::warn!(stream = key, error = %e, "acknowledge failed; the entries come again");
                             loop_error("ack");
-                            return handled;
+                            return (handled, false);
                         }
                         // Stopping: the batch stays pending and comes again.
-                        None => return handled,
+                        None => return (handled, false),
                     }
                 }
                 Err(e) => {
                     metrics::counter!(crate::observe::POLLER_ENTRIES, "microdcs.target" => kind, "microdcs.outcome" => "failed")
-                        .increment(entries.len() as u64);
+                        .increment(wanted.len() as u64);
                     let pause = self.failed(plan, scope);
-                    tracing::warn!(stream = key, entries = entries.len(), error = %e, ?pause, "consumer failed; entries stay pending");
-                    return handled;
+                    tracing::warn!(stream = key, entries = wanted.len(), error = %e, ?pause, "consumer failed; entries stay pending");
+                    return (handled, false);
                 }
             }
             if pending && read_len < batch {
@@ -528,7 +711,37 @@ impl Loop {
     }
 }
 
-impl Loop {
+impl Shared {
+    /// Tells the consumer `plan` of a gap in `scope`'s stream `key`: logged,
+    /// shown in health at once, counted once the consumer knows. Whether
+    /// the drain may read past it (not when the consumer failed: it is told
+    /// again after a pause).
+    async fn tell_gap(&self, plan: usize, scope: &str, key: &str, gap: &Gap) -> bool {
+        let p = &self.plans[plan];
+        tracing::error!(
+            stream = key,
+            group = p.consumer.group(),
+            last_had = gap.last_had,
+            first_gets = gap.first_gets.as_deref().unwrap_or(""),
+            lost = gap.lost,
+            "entries the consumer group had not read were trimmed from the stream"
+        );
+        self.health.gap(key, gap);
+        match p.consumer.gap(scope, gap).await {
+            Ok(outcome) => {
+                self.valkey.metrics().add_gap();
+                self.valkey.metrics().add_entries_lost(gap.lost.unwrap_or(0));
+                self.health.gap_told(key, gap.lost, outcome == GapOutcome::Recovered);
+                true
+            }
+            Err(e) => {
+                let pause = self.failed(plan, scope);
+                tracing::warn!(stream = key, error = %e, ?pause, "consumer failed on a gap; it is told again");
+                false
+            }
+        }
+    }
+
     /// Whether the consumer `plan` of `scope` is pausing after a failure.
     fn paused(&self, plan: usize, scope: &str) -> bool {
         let failing = self.failing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -1,0 +1,441 @@
+//! Consumers that never lose silently: a consumer that falls behind past the
+//! change stream's bound is told what it lost, and one slow consumer does
+//! not hold back the others. Against a real Valkey.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use microdcs_tests::{server, unique_prefix};
+use microdcs_valkey::poller::GapOutcome;
+use microdcs_valkey::streams::Gap;
+use microdcs_valkey::{
+    BoxError, BoxFuture, Change, ChangeKind, Changes, Document, Feed, MicroDcsConfig, Poller, PutOutcome,
+    StreamConsumer, StreamEntry, Valkey, ValkeyConfig,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+#[microdcs(kind = "order", list(key = "order:list:{scope}", score = n))]
+struct Order {
+    id: String,
+    scope: String,
+    n: u32,
+}
+
+microdcs_valkey::keyspace! {
+    /// The consumer tests' document type.
+    Orders {
+        documents: [Order],
+    }
+}
+
+fn config(hostport: &str, prefix: &str, max_len: u64) -> ValkeyConfig {
+    let mut c = MicroDcsConfig::default();
+    c.set("Valkey:ConnectionString", hostport).unwrap();
+    c.set("Valkey:KeyPrefix", prefix).unwrap();
+    c.set("Valkey:PollInterval", "200ms").unwrap();
+    c.set("Valkey:ScopeRefreshInterval", "200ms").unwrap();
+    c.set("Valkey:ChangeStreamMaxLength", &max_len.to_string()).unwrap();
+    c.valkey
+}
+
+/// What a consumer saw: the document ids of the entries handed to it, the
+/// entry ids in the order handed over, and the gaps it was told of.
+#[derive(Default)]
+struct Seen {
+    ids: Mutex<BTreeSet<String>>,
+    order: Mutex<Vec<String>>,
+    gaps: Mutex<Vec<Gap>>,
+}
+
+impl Seen {
+    fn count(&self) -> usize {
+        self.ids.lock().unwrap().len()
+    }
+    fn has(&self, id: &str) -> bool {
+        self.ids.lock().unwrap().contains(id)
+    }
+}
+
+/// A consumer that waits at its gate before it handles a batch: closed, it
+/// falls behind as long as the test wants.
+struct Gated {
+    seen: Arc<Seen>,
+    gate: watch::Receiver<bool>,
+}
+
+impl StreamConsumer for Gated {
+    fn feed(&self) -> Feed<'_> {
+        Order::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        "indexer"
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let mut gate = self.gate.clone();
+            gate.wait_for(|open| *open).await.map_err(|_| "the test ended")?;
+            let mut ids = self.seen.ids.lock().unwrap();
+            for e in entries {
+                ids.insert(e.field("id").unwrap_or_default().to_owned());
+                self.seen.order.lock().unwrap().push(e.id.clone());
+            }
+            Ok(())
+        })
+    }
+    fn gap<'a>(&'a self, _scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, Result<GapOutcome, BoxError>> {
+        Box::pin(async move {
+            self.seen.gaps.lock().unwrap().push(gap.clone());
+            Ok(GapOutcome::NotRecovered)
+        })
+    }
+}
+
+/// Waits, within a bound that only a broken poller reaches, until `done`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+const WRITES: u32 = 1_000;
+
+/// Waits until the indexer group holds one entry pending: the first change
+/// was handed over and its consumer waits at the gate.
+async fn until_pending(con: &mut microdcs_valkey::client::Connection, stream: &str) {
+    for _ in 0..600 {
+        let pending: Vec<microdcs_valkey::redis::Value> = microdcs_valkey::redis::cmd("XPENDING")
+            .arg(stream)
+            .arg("indexer")
+            .query_async(con)
+            .await
+            .unwrap_or_default();
+        if pending.first() == Some(&microdcs_valkey::redis::Value::Int(1)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the first change was never handed over");
+}
+
+/// Starts a gated consumer, lets it take the first change and stop at its
+/// gate, writes `WRITES` more changes, opens the gate and waits until the
+/// last change arrived. The poller, what the consumer saw, and the handle.
+async fn fall_behind(
+    max_len: u64,
+    name: &str,
+) -> (microdcs_valkey::PollerHandle, Arc<Seen>, Valkey, microdcs_tests::ValkeyServer) {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix(name).as_str(), max_len)).await.unwrap();
+    let seen = Arc::new(Seen::default());
+    let (open, gate) = watch::channel(false);
+    let poller =
+        Poller::new(valkey.clone(), "instance-1").consumer(Gated { seen: seen.clone(), gate }).start().await.unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let write = |n: u32| {
+        let store = store.clone();
+        async move {
+            let doc = Order { id: format!("o-{n}"), scope: "t1".into(), n };
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    };
+    write(0).await;
+    // The first change is handed over and held at the gate.
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    let mut con = valkey.connection();
+    until_pending(&mut con, &stream).await;
+    for n in 1..=WRITES {
+        write(n).await;
+    }
+    let _ = open.send(true);
+    let last = format!("o-{WRITES}");
+    until("the last change arrived", || seen.has(&last)).await;
+    (poller, seen, valkey, s)
+}
+
+/// The indexer stopped while writes ran past the bound: it is told of the
+/// gap with the last entry it had and the first it gets, every change it
+/// did not get is counted, and health is unhealthy until the gap is dealt with.
+#[tokio::test]
+async fn a_consumer_that_falls_behind_past_the_bound_is_told_what_it_lost() {
+    let (poller, seen, valkey, _server) = fall_behind(50, "gap").await;
+    let got = seen.count() as u64;
+    let lost = valkey.metrics().stream_entries_lost();
+    assert!(got < u64::from(WRITES), "the bound trimmed unread changes: got {got}");
+    assert_eq!(got + lost, u64::from(WRITES) + 1, "every change is either delivered or counted as lost");
+    let gaps = seen.gaps.lock().unwrap().clone();
+    assert_eq!(gaps.len(), 1, "one gap, told once: {gaps:?}");
+    assert_eq!(valkey.metrics().stream_gaps(), 1);
+    let gap = &gaps[0];
+    assert_eq!(gap.lost, Some(lost), "{gap:?}");
+    let order = seen.order.lock().unwrap().clone();
+    assert_eq!(gap.last_had, order[0], "the last entry it had: the one held at the gate");
+    assert_eq!(gap.first_gets.as_deref(), Some(order[1].as_str()), "the first entry it gets after the gap");
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    assert_eq!(gap.stream, stream);
+    let h = poller.health();
+    assert!(!h.is_healthy(Duration::from_secs(3600)), "a loss turns health unhealthy: {h:?}");
+    let g = &h.gaps[&stream];
+    assert_eq!((g.gaps, g.lost, g.recovered), (1, lost, false), "{g:?}");
+    // Dealt with by the operator: healthy again (once a backlog sample sees
+    // the consumer caught up), the gap still on record.
+    poller.clear_gaps();
+    until("healthy after the gap was cleared", || poller.health().is_healthy(Duration::from_secs(3600))).await;
+    assert_eq!(poller.health().gaps[&stream].gaps, 1);
+    poller.shutdown().await;
+}
+
+/// A typed consumer that resyncs: after the gap it gets every document of
+/// the scope as stored now, and health is not held down.
+#[tokio::test]
+async fn a_resyncing_consumer_gets_the_documents_as_stored_after_a_gap() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("resync").as_str(), 50)).await.unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let (open, gate) = watch::channel(false);
+    let seen: Arc<Mutex<Vec<Change<Order>>>> = Arc::default();
+    let into = seen.clone();
+    let handler = move |_scope: String, changes: Vec<Change<Order>>| {
+        let gate = gate.clone();
+        let into = into.clone();
+        async move {
+            let mut gate = gate;
+            gate.wait_for(|open| *open).await.map_err(|_| "the test ended")?;
+            into.lock().unwrap().extend(changes);
+            Ok::<(), BoxError>(())
+        }
+    };
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Changes::new(store.clone(), "indexer", handler).resyncing())
+        .start()
+        .await
+        .unwrap();
+    let write = |n: u32| {
+        let store = store.clone();
+        async move {
+            let doc = Order { id: format!("o-{n}"), scope: "t1".into(), n };
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    };
+    write(0).await;
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    let mut con = valkey.connection();
+    until_pending(&mut con, &stream).await;
+    for n in 1..=WRITES {
+        write(n).await;
+    }
+    let _ = open.send(true);
+    let last = format!("o-{WRITES}");
+    until("the last document arrived", || seen.lock().unwrap().iter().any(|c| c.id == last)).await;
+    until("the resync ended", || {
+        let c = seen.lock().unwrap();
+        let resynced: BTreeSet<&str> =
+            c.iter().filter(|c| c.kind == ChangeKind::Resynced).map(|c| c.id.as_str()).collect();
+        resynced.len() == WRITES as usize + 1
+    })
+    .await;
+    let c = seen.lock().unwrap().clone();
+    let all: BTreeSet<&str> = c.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(all.len(), WRITES as usize + 1, "every document reached the consumer");
+    assert!(c.iter().filter(|c| c.kind == ChangeKind::Resynced).all(|c| c.document.is_some() && c.entry_id.is_empty()));
+    assert_eq!(valkey.metrics().stream_gaps(), 1);
+    assert!(poller.health().gaps[&stream].recovered);
+    until("healthy: the gap recovered, the consumer caught up", || {
+        poller.health().is_healthy(Duration::from_secs(3600))
+    })
+    .await;
+    poller.shutdown().await;
+}
+
+/// With the bound above the backlog, nothing is lost at all.
+#[tokio::test]
+async fn with_the_bound_above_the_backlog_nothing_is_lost() {
+    let (poller, seen, valkey, _server) = fall_behind(100_000, "nogap").await;
+    assert_eq!(seen.count() as u64, u64::from(WRITES) + 1);
+    assert_eq!(valkey.metrics().stream_entries_lost(), 0);
+    let h = poller.health();
+    assert!(h.is_healthy(Duration::from_secs(3600)), "{h:?}");
+    poller.shutdown().await;
+}
+
+/// Counts what it is handed; `pause` per batch makes it slow.
+struct Counting {
+    group: &'static str,
+    pause: Duration,
+    seen: Arc<Seen>,
+}
+
+impl StreamConsumer for Counting {
+    fn feed(&self) -> Feed<'_> {
+        Order::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        self.group
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.pause).await;
+            let mut ids = self.seen.ids.lock().unwrap();
+            for e in entries {
+                ids.insert(e.field("id").unwrap_or_default().to_owned());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A slow consumer (2 s a batch) and a fast one in one poller, over three
+/// scopes: the fast one keeps up (under 100 entries behind) and a new
+/// scope's groups exist as soon as its first change does, while the slow
+/// one is still busy with its first scope.
+#[tokio::test]
+async fn a_slow_consumer_delays_only_itself() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("slowfast").as_str(), 100_000)).await.unwrap();
+    let slow = Arc::new(Seen::default());
+    let fast = Arc::new(Seen::default());
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Counting { group: "slow", pause: Duration::from_secs(2), seen: slow.clone() })
+        .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: fast.clone() })
+        .start()
+        .await
+        .unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let written = std::cell::Cell::new(0usize);
+    let write = |scope: &str, n: u32| {
+        written.set(written.get() + 1);
+        let store = store.clone();
+        let doc = Order { id: format!("{scope}-{n}"), scope: scope.into(), n };
+        async move {
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    };
+    // The slow consumer gets a backlog on t1 that takes it a minute.
+    for n in 0..3_000 {
+        write("t1", n).await;
+    }
+    until("the fast consumer has t1", || fast.count() == 3_000).await;
+    // New scopes: their groups appear and the fast consumer reads them while
+    // the slow one still works through t1.
+    let mut con = valkey.connection();
+    for scope in ["t2", "t3"] {
+        write(scope, 0).await;
+    }
+    for scope in ["t2", "t3"] {
+        let stream = format!("{}:changes:{scope}", valkey.prefix().as_str());
+        let mut found = false;
+        for _ in 0..50 {
+            let groups: Vec<microdcs_valkey::redis::Value> = microdcs_valkey::redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(&stream)
+                .query_async(&mut con)
+                .await
+                .unwrap_or_default();
+            if groups.len() == 2 {
+                found = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(found, "both groups of {scope} within 5 s of its first change");
+    }
+    until("the fast consumer has t2 and t3", || fast.has("t2-0") && fast.has("t3-0")).await;
+    // Writes over the three scopes: the fast consumer stays close behind.
+    for round in 1..=10u32 {
+        for n in 0..30 {
+            for scope in ["t1", "t2", "t3"] {
+                write(scope, 10_000 + round * 100 + n).await;
+            }
+        }
+        let behind = |fast: &Seen| written.get() - fast.count();
+        for _ in 0..100 {
+            if behind(&fast) < 100 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(behind(&fast) < 100, "round {round}: the fast consumer is {} behind", behind(&fast));
+    }
+    assert!(slow.count() < 3_000, "the slow consumer is still at its backlog: {}", slow.count());
+    // Health sees it per consumer and scope: the slow one behind on t1 (its
+    // oldest waiting change older than the grace), the fast one nowhere.
+    let t1 = format!("{}:changes:t1", valkey.prefix().as_str());
+    let grace = Duration::from_secs(2);
+    until("health shows the slow consumer behind on t1", || {
+        let h = poller.health();
+        h.backlog.get(&(t1.clone(), "slow".to_owned())).is_some_and(|b| {
+            b.scope == "t1" && b.oldest_waiting.is_some_and(|t| t.elapsed().unwrap_or_default() > grace)
+        }) && !h.is_healthy(grace)
+    })
+    .await;
+    let h = poller.health();
+    for scope in ["t1", "t2", "t3"] {
+        let key = (format!("{}:changes:{scope}", valkey.prefix().as_str()), "fast".to_owned());
+        let b = h.backlog.get(&key).unwrap_or_else(|| panic!("no sample of {key:?}: {h:?}"));
+        assert!(b.lag.is_some_and(|l| l < 100), "{key:?}: {b:?}");
+    }
+    poller.shutdown().await;
+}
+
+/// Retention follows the readers: entries every group has read go, entries
+/// a group has not read stay.
+#[tokio::test]
+async fn read_entries_are_trimmed_unread_ones_stay() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("retain").as_str(), 100_000)).await.unwrap();
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    // A group whose consumer is not running: what it has not read must stay.
+    microdcs_valkey::Streams::new(valkey.clone()).create_group(&stream, "offline").await.unwrap();
+    let fast = Arc::new(Seen::default());
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: fast.clone() })
+        .start()
+        .await
+        .unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    for n in 0..200 {
+        let doc = Order { id: format!("o-{n}"), scope: "t1".into(), n };
+        assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+    }
+    until("the consumer has every change", || fast.count() == 200).await;
+    let mut con = valkey.connection();
+    let len = |con: &mut microdcs_valkey::client::Connection| {
+        let mut con = con.clone();
+        let stream = stream.clone();
+        async move { microdcs_valkey::redis::cmd("XLEN").arg(&stream).query_async::<u64>(&mut con).await.unwrap() }
+    };
+    // Several polls (each samples and trims): the offline group keeps all.
+    let sampled =
+        |h: &microdcs_valkey::PollerHealth| h.backlog.get(&(stream.clone(), "fast".to_owned())).map(|b| b.sampled_at);
+    let first = loop {
+        if let Some(t) = sampled(&poller.health()) {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    until("three more samples", || sampled(&poller.health()).is_some_and(|t| t > first + Duration::from_millis(400)))
+        .await;
+    assert_eq!(len(&mut con).await, 200, "entries a group has not read stay");
+    // Once that group goes, everything has been read by every group: trimmed.
+    let _: i64 = microdcs_valkey::redis::cmd("XGROUP")
+        .arg("DESTROY")
+        .arg(&stream)
+        .arg("offline")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    for _ in 0..600 {
+        if len(&mut con).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(len(&mut con).await, 0, "entries every group has read are trimmed");
+    poller.shutdown().await;
+}
