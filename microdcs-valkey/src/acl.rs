@@ -87,8 +87,10 @@ const APP: &[&str] = &[
     "xautoclaim",
     "xgroup|create",
     "xinfo|groups",
+    "xinfo|stream",
     "xlen",
     "xpending",
+    "xrange",
     "xreadgroup",
     "xtrim",
 ];
@@ -98,9 +100,10 @@ const APP: &[&str] = &[
 /// script right after `SCRIPT LOAD`.
 const FALLBACK: &[&str] = &["auth", "eval", "select"];
 
-/// The application's: those, and `WAIT` or `WAITAOF` after a write that
-/// asks for replicas or the append-only file.
-const APP_FALLBACK: &[&str] = &["auth", "eval", "select", "wait", "waitaof"];
+/// The application's: those, `WAIT` or `WAITAOF` after a write that asks
+/// for replicas or the append-only file, and `XGROUP SETID` when a consumer
+/// group is moved past a gap of trimmed entries it was told of.
+const APP_FALLBACK: &[&str] = &["auth", "eval", "select", "wait", "waitaof", "xgroup|setid"];
 
 /// The inspector runs no script, so its fallbacks are the connection's only.
 const INSPECTOR_FALLBACK: &[&str] = &["auth", "select"];
