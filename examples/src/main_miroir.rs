@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use microdcs_examples::miroir::{AdminSession, Alias, Miroir, Task, TaskStore};
-use microdcs_valkey::{Acquire, Expect, MaintenanceOptions, Page};
+use microdcs_valkey::{Expect, Page, lease::Acquire, store::MaintenanceOptions};
 
 use microdcs_examples::Res;
 
@@ -43,8 +43,10 @@ async fn run() -> Res<()> {
         store.table::<Alias>().put(&Alias { id: "search".into(), indexes: vec!["movies".into()] }, Expect::Any).await?;
     for i in 0..3 {
         let id = format!("j-{i}");
-        let _ =
-            store.table::<microdcs_examples::miroir::Job>().delete_id(&id, microdcs_valkey::DeleteExpect::Any).await?;
+        let _ = store
+            .table::<microdcs_examples::miroir::Job>()
+            .delete_id(&id, microdcs_valkey::store::DeleteExpect::Any)
+            .await?;
         let _ = store.enqueue_job(&id, "reindex").await?;
     }
     while let Some(job) = store.claim_job("worker-1").await? {

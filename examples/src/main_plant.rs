@@ -14,12 +14,14 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use microdcs_examples::plant::{Plant, RefKind, SfcState};
-use microdcs_valkey::{Codec, DeleteExpect, Document, MaintenanceOptions, Report, Store};
+use microdcs_valkey::{Document, Store, store::Codec, store::DeleteExpect, store::MaintenanceOptions, store::Report};
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_valkey::redis;
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{AclRole, Inspector, MicroDcsConfig, Page, PutOutcome, Valkey, keyspace_markdown};
+use microdcs_valkey::{
+    MicroDcsConfig, Page, PutOutcome, Valkey, acl::AclRole, inspect::Inspector, inspect::keyspace_markdown,
+};
 
 /// The plant demo and index maintenance.
 #[derive(Parser)]

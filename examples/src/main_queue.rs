@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use microdcs_examples::queue::{Job, JobOptions, Queue, Queues, Settled};
-use microdcs_valkey::MaintenanceOptions;
+use microdcs_valkey::store::MaintenanceOptions;
 
 use microdcs_examples::Res;
 

@@ -15,7 +15,7 @@
 //! families; the leader lease is our fencing [`LeaseStore`] on families
 //! this keyspace declares, so the overlap check covers them too.
 //!
-//! [`LeaseStore`]: microdcs_valkey::LeaseStore
+//! [`LeaseStore`]: microdcs_valkey::lease::LeaseStore
 
 use microdcs_valkey::{Document, keyspace};
 use serde::{Deserialize, Serialize};
@@ -192,10 +192,10 @@ keyspace! {
     }
 }
 
-/// The lease families of [`Miroir`], for [`microdcs_valkey::LeaseStore::with_families`].
-pub fn lease_families() -> microdcs_valkey::LeaseFamilies {
+/// The lease families of [`Miroir`], for [`microdcs_valkey::lease::LeaseStore::with_families`].
+pub fn lease_families() -> microdcs_valkey::lease::LeaseFamilies {
     let family = |name: &str| *Miroir::SPEC.declared(name).unwrap_or_else(|| panic!("the keyspace declares `{name}`"));
-    microdcs_valkey::LeaseFamilies {
+    microdcs_valkey::lease::LeaseFamilies {
         record: family("leader_lease"),
         fence: family("leader_lease_fence"),
         request: family("leader_lease_request"),
@@ -210,7 +210,7 @@ pub fn lease_families() -> microdcs_valkey::LeaseFamilies {
 pub struct TaskStore {
     valkey: microdcs_valkey::Valkey,
     ks: microdcs_valkey::KeyspaceHandle<Miroir>,
-    leases: std::sync::Arc<microdcs_valkey::LeaseStore>,
+    leases: std::sync::Arc<microdcs_valkey::lease::LeaseStore>,
     // The stores its operations use, made once: a store derives its
     // scripts and templates when it is made.
     tasks: microdcs_valkey::Store<Task>,
@@ -218,7 +218,7 @@ pub struct TaskStore {
     sessions: microdcs_valkey::Store<Session>,
     // Many tiny entries: stored by position (see `CompactJson`); the
     // type's fields only ever grow at the end.
-    idempotency: microdcs_valkey::Store<Idempotency, microdcs_valkey::CompactJson>,
+    idempotency: microdcs_valkey::Store<Idempotency, microdcs_valkey::store::CompactJson>,
     admins: microdcs_valkey::Store<AdminSession>,
 }
 
@@ -236,13 +236,13 @@ impl TaskStore {
     /// # Errors
     /// The lease families refused (they are declared above, so never).
     pub fn new(valkey: microdcs_valkey::Valkey) -> Res<Self> {
-        let leases = microdcs_valkey::LeaseStore::new(valkey.clone()).with_families(lease_families())?;
+        let leases = microdcs_valkey::lease::LeaseStore::new(valkey.clone()).with_families(lease_families())?;
         let ks = Miroir::open(valkey.clone());
         Ok(TaskStore {
             tasks: ks.store(),
             jobs: ks.store(),
             sessions: ks.store(),
-            idempotency: ks.store_with(microdcs_valkey::CompactJson),
+            idempotency: ks.store_with(microdcs_valkey::store::CompactJson),
             admins: ks.store(),
             ks,
             valkey,
@@ -253,15 +253,15 @@ impl TaskStore {
     /// The typed store of one table (made on each call: keep it).
     pub fn table<D>(&self) -> microdcs_valkey::Store<D>
     where
-        D: microdcs_valkey::InKeyspace<Miroir> + Serialize + serde::de::DeserializeOwned,
+        D: microdcs_valkey::schema::InKeyspace<Miroir> + Serialize + serde::de::DeserializeOwned,
     {
         self.ks.store::<D>()
     }
 
     /// The idempotency entries' store: fields stored by position
-    /// ([`microdcs_valkey::CompactJson`]), which keeps these many tiny
+    /// ([`microdcs_valkey::store::CompactJson`]), which keeps these many tiny
     /// hashes in the server's compact encoding.
-    pub fn idempotency(&self) -> &microdcs_valkey::Store<Idempotency, microdcs_valkey::CompactJson> {
+    pub fn idempotency(&self) -> &microdcs_valkey::Store<Idempotency, microdcs_valkey::store::CompactJson> {
         &self.idempotency
     }
 
@@ -277,7 +277,7 @@ impl TaskStore {
     ///
     /// # Errors
     /// As [`microdcs_valkey::Store::list_all`].
-    pub async fn list_tasks(&self, page: microdcs_valkey::Page) -> Res<microdcs_valkey::IdPage> {
+    pub async fn list_tasks(&self, page: microdcs_valkey::Page) -> Res<microdcs_valkey::store::IdPage> {
         self.tasks.list_all(page).await
     }
 
@@ -308,15 +308,15 @@ impl TaskStore {
     /// Tries to become the leader of `scope` for `ttl` (a fencing lease).
     ///
     /// # Errors
-    /// As [`microdcs_valkey::LeaseBackend::acquire`].
+    /// As [`microdcs_valkey::lease::LeaseBackend::acquire`].
     pub async fn acquire_leader(
         &self,
         scope: &str,
         owner: &str,
         ttl: std::time::Duration,
-    ) -> Res<microdcs_valkey::Acquire> {
-        use microdcs_valkey::LeaseBackend as _;
-        self.leases.acquire(scope, owner, ttl, &microdcs_valkey::new_op_id()).await
+    ) -> Res<microdcs_valkey::lease::Acquire> {
+        use microdcs_valkey::lease::LeaseBackend as _;
+        self.leases.acquire(scope, owner, ttl, &microdcs_valkey::store::new_op_id()).await
     }
 
     /// Pins a session to a node (expires after the type's 30 min, or `ttl`).
@@ -405,7 +405,7 @@ impl TaskStore {
     pub async fn admin_login_allowed(&self, ip: &str) -> Res<bool> {
         let limit = Miroir::adminlogin_rate(&self.ks, ip)?;
         let decision = limit.attempt(10, std::time::Duration::from_secs(60)).await?;
-        Ok(matches!(decision, microdcs_valkey::RateDecision::Allowed { .. }))
+        Ok(matches!(decision, microdcs_valkey::families::RateDecision::Allowed { .. }))
     }
 
     /// A failed admin login from `ip`: the backoff doubles from 1 s, to 5 min.

@@ -23,8 +23,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use microdcs_valkey::{
-    Document, Effects, Error, ExpirySweep, KeyspaceHandle, PutOutcome, StepOutcome, Store, Stored, Valkey, WorkEntry,
-    keyspace,
+    Document, Error, KeyspaceHandle, PutOutcome, Store, Stored, Valkey, keyspace, store::Effects, store::StepOutcome,
+    store::WorkEntry, sweep::ExpirySweep,
 };
 use serde::{Deserialize, Serialize};
 
@@ -152,7 +152,8 @@ keyspace! {
 }
 
 /// The retention sweep of completed jobs ([`Queue::retention`]).
-pub type Retention = ExpirySweep<Job, microdcs_valkey::Json, fn(&str) -> microdcs_valkey::GroupQuery<Job>>;
+pub type Retention =
+    ExpirySweep<Job, microdcs_valkey::store::Json, fn(&str) -> microdcs_valkey::schema::GroupQuery<Job>>;
 
 /// The longest delay, backoff, lease, retention or rate window a queue
 /// takes: 30 days, the library's own bound for leases. A longer one would
@@ -250,13 +251,13 @@ impl Queue {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a `limit` of 0 or above
-    /// [`microdcs_valkey::RateLimitKey::MAX_LIMIT`], or a `window` outside
+    /// [`microdcs_valkey::families::RateLimitKey::MAX_LIMIT`], or a `window` outside
     /// 1 ms to [`MAX_WAIT`].
     pub fn rate_limit(mut self, limit: u64, window: Duration) -> Result<Self, Error> {
-        if limit == 0 || limit > microdcs_valkey::RateLimitKey::MAX_LIMIT {
+        if limit == 0 || limit > microdcs_valkey::families::RateLimitKey::MAX_LIMIT {
             return Err(Error::InvalidArgument(format!(
                 "a rate limit allows 1 to {} claims per window, not {limit}",
-                microdcs_valkey::RateLimitKey::MAX_LIMIT
+                microdcs_valkey::families::RateLimitKey::MAX_LIMIT
             )));
         }
         check_wait("rate window", window, false)?;
@@ -333,7 +334,8 @@ impl Queue {
                 return Ok(None);
             }
             let limiter = Queues::limiter(&self.handle, &self.name)?;
-            if matches!(limiter.attempt(limit, window).await?, microdcs_valkey::RateDecision::Limited { .. }) {
+            if matches!(limiter.attempt(limit, window).await?, microdcs_valkey::families::RateDecision::Limited { .. })
+            {
                 return Ok(None);
             }
         }

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use microdcs_valkey::{
-    BoxError, BoxFuture, DeleteExpect, Document, DueSweep, Effects, Event, Feed, Page, Poller, StepOutcome, Store,
-    StreamConsumer, StreamEntry, Valkey, WorkEntry,
+    Document, Page, Store, Valkey, poller::BoxError, poller::BoxFuture, poller::Poller, poller::StreamConsumer,
+    schema::Feed, store::DeleteExpect, store::Effects, store::Event, store::StepOutcome, store::WorkEntry,
+    streams::StreamEntry, sweep::DueSweep,
 };
 
 use crate::plant::{Plant, SfcState};
@@ -142,7 +143,7 @@ pub async fn run(valkey: &Valkey) -> Result<Vec<String>, BoxError> {
     // The sweep fires the timer: `mix` is over, the job waits for `qc`.
     let fire_states = states.clone();
     let fire_log = log.clone();
-    let fire = move |scope: String, due: microdcs_valkey::Due| {
+    let fire = move |scope: String, due: microdcs_valkey::sweep::Due| {
         let (states, log) = (fire_states.clone(), fire_log.clone());
         async move {
             for job in due.into_iter().map(|d| d.member) {

@@ -12,7 +12,8 @@ use microdcs_examples::miroir::{
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::testing::{ValkeyServer, unique_prefix};
 use microdcs_valkey::{
-    Acquire, Document, Error, Expect, KeyspaceHandle, MaintenanceOptions, Page, PutOutcome, Valkey, WriteOptions,
+    Document, Error, Expect, KeyspaceHandle, Page, PutOutcome, Valkey, config::WriteOptions, lease::Acquire,
+    store::MaintenanceOptions,
 };
 
 struct Env {
@@ -204,7 +205,7 @@ async fn verify_is_clean_after_a_mixed_workload() {
         let _ = tasks.update_in_place(&mut read, done).await.unwrap();
     }
     for i in (0..200).step_by(5) {
-        let _ = tasks.delete_id(&format!("t-{i}"), microdcs_valkey::DeleteExpect::Any).await.unwrap();
+        let _ = tasks.delete_id(&format!("t-{i}"), microdcs_valkey::store::DeleteExpect::Any).await.unwrap();
     }
     // Jobs: 300 queued, 10 workers, each job taken once.
     for i in 0..300 {
@@ -251,7 +252,7 @@ async fn verify_is_clean_after_a_mixed_workload() {
         assert!(s.remember(&format!("req-{i}"), 201, "created").await.unwrap());
         assert!(!s.remember(&format!("req-{i}"), 500, "again").await.unwrap(), "an idempotency key is kept");
     }
-    let _ = s.table::<Alias>().delete_id("alias-3", microdcs_valkey::DeleteExpect::Any).await.unwrap();
+    let _ = s.table::<Alias>().delete_id("alias-3", microdcs_valkey::store::DeleteExpect::Any).await.unwrap();
 
     let opts = MaintenanceOptions::default();
     macro_rules! clean {
@@ -264,7 +265,7 @@ async fn verify_is_clean_after_a_mixed_workload() {
     // Unscoped documents carry the one scope, and their lists are global.
     let listed = s.list_tasks(Page::first(1000)).await.unwrap().ids;
     assert_eq!(listed.len(), 200 - 40);
-    assert!(tasks.get("t-1").await.unwrap().unwrap().scope == microdcs_valkey::UNSCOPED);
+    assert!(tasks.get("t-1").await.unwrap().unwrap().scope == microdcs_valkey::schema::UNSCOPED);
     let err = tasks.list("s1", Page::first(10)).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
@@ -287,7 +288,7 @@ async fn every_declared_family_has_its_typed_operations() {
     assert_eq!(Miroir::cdc_cursor(ks, "kafka", "idx-1").unwrap().get().await.unwrap().as_deref(), Some("42"));
     assert!(Miroir::cdc_cursors(ks).unwrap().contains("kafka/idx-1").await.unwrap());
     // Tenant map and scoped keys.
-    let tenant = Miroir::tenant_map(ks, &microdcs_valkey::content_digest("tenant-key")).unwrap();
+    let tenant = Miroir::tenant_map(ks, &microdcs_valkey::families::content_digest("tenant-key")).unwrap();
     assert!(tenant.set("indexes", "a,b").await.unwrap());
     assert_eq!(tenant.get("indexes").await.unwrap().as_deref(), Some("a,b"));
     let scoped = Miroir::scoped_key(ks, "idx-1").unwrap();
@@ -307,12 +308,12 @@ async fn every_declared_family_has_its_typed_operations() {
     for _ in 0..3 {
         assert!(matches!(
             search.attempt(3, Duration::from_secs(60)).await.unwrap(),
-            microdcs_valkey::RateDecision::Allowed { .. }
+            microdcs_valkey::families::RateDecision::Allowed { .. }
         ));
     }
     assert!(matches!(
         search.attempt(3, Duration::from_secs(60)).await.unwrap(),
-        microdcs_valkey::RateDecision::Limited { .. }
+        microdcs_valkey::families::RateDecision::Limited { .. }
     ));
     assert!(s.admin_login_allowed("10.0.0.2").await.unwrap());
     let first = s.admin_login_failed("10.0.0.2").await.unwrap();
@@ -327,7 +328,7 @@ async fn every_declared_family_has_its_typed_operations() {
         assert!(
             Miroir::SPEC
                 .all_families()
-                .any(|f| microdcs_valkey::KeyTemplate::parse(f.key).is_ok_and(|t| t.parse_key(&p, k).is_some())),
+                .any(|f| microdcs_valkey::schema::KeyTemplate::parse(f.key).is_ok_and(|t| t.parse_key(&p, k).is_some())),
             "{rest} matches no declared family"
         );
     }

@@ -3,7 +3,7 @@
 //! below), family by family, with prefix `microdcs`.
 
 use microdcs_examples::plant::{JobOrder, JobResponse, Plant, SfcState, WorkMaster, key_table};
-use microdcs_valkey::check_keyspace;
+use microdcs_valkey::schema::check_keyspace;
 use microdcs_valkey::{Document, KeyPrefix};
 
 /// (reference template, Valkey type, expected key with the sample values
@@ -91,7 +91,7 @@ fn plant_keyspace_checks_clean() {
 /// templates the services use, so its overlap check covers their keys.
 #[test]
 fn plant_declares_the_runtime_families_as_the_runtime_uses_them() {
-    use microdcs_valkey::builtin;
+    use microdcs_valkey::schema::builtin;
     for b in
         [builtin::CHANGES, builtin::NUDGE, builtin::SCOPES, builtin::DEDUPE, builtin::START_LOCK, builtin::FINGERPRINTS]
     {
@@ -113,8 +113,8 @@ fn id_that_looks_like_a_list_stays_unambiguous() {
     let list = JobOrder::list_key(&p, "s1").unwrap();
     assert_eq!(doc, "microdcs:joborder:list%3As1");
     assert_ne!(doc, list);
-    let doc_t = microdcs_valkey::KeyTemplate::parse(JobOrder::SPEC.key).unwrap();
-    let list_t = microdcs_valkey::KeyTemplate::parse(JobOrder::SPEC.list.unwrap().key).unwrap();
+    let doc_t = microdcs_valkey::schema::KeyTemplate::parse(JobOrder::SPEC.key).unwrap();
+    let list_t = microdcs_valkey::schema::KeyTemplate::parse(JobOrder::SPEC.list.unwrap().key).unwrap();
     assert_eq!(doc_t.parse_key(&p, &doc).unwrap(), ["list:s1"]);
     assert_eq!(list_t.parse_key(&p, &doc), None);
     assert_eq!(doc_t.parse_key(&p, &list), None);

@@ -290,7 +290,6 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
     }
 
     let p = crate::runtime::private();
-    let rt = crate::runtime::path();
     let KeyspaceInput { attrs, vis, name, documents, .. } = input;
     // `#[microdcs(...)]` configures this expansion; the rest (docs, derives)
     // goes on the generated type.
@@ -369,7 +368,7 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                 #(#builders)*
 
                 /// This keyspace on a connection: stores of its document types.
-                pub fn open(valkey: #rt::Valkey) -> #rt::KeyspaceHandle<Self> {
+                pub fn open(valkey: #p::Valkey) -> #p::KeyspaceHandle<Self> {
                     #p::open_keyspace(valkey)
                 }
             }
@@ -392,29 +391,28 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
 /// kind, scope)`), made from its key builder `builder`; nothing for a stream
 /// (read and written through `Streams`).
 fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
-    let rt = crate::runtime::path();
     let p = crate::runtime::private();
     let handle = match (f.ty.to_string().as_str(), f.key_type) {
         ("value", _) => {
             let t = &f.type_args;
-            quote!(#rt::families::TypedValue<#(#t),*>)
+            quote!(#p::TypedValue<#(#t),*>)
         }
         ("hash", _) if !f.type_args.is_empty() => {
             let t = &f.type_args;
-            quote!(#rt::families::TypedHash<#(#t),*>)
+            quote!(#p::TypedHash<#(#t),*>)
         }
         ("channel", _) if !f.type_args.is_empty() => {
             let t = &f.type_args;
-            quote!(#rt::families::TypedChannel<#(#t),*>)
+            quote!(#p::TypedChannel<#(#t),*>)
         }
-        ("counter", _) => quote!(#rt::families::CounterKey),
-        ("rate_limit", _) => quote!(#rt::families::RateLimitKey),
-        (_, Some(KeyType::List)) => quote!(#rt::families::ListKey),
-        (_, Some(KeyType::String)) => quote!(#rt::families::StringKey),
-        (_, Some(KeyType::Hash)) => quote!(#rt::families::HashKey),
-        (_, Some(KeyType::Set)) => quote!(#rt::families::SetKey),
-        (_, Some(KeyType::SortedSet)) => quote!(#rt::families::SortedSetKey),
-        (_, Some(KeyType::Channel)) => quote!(#rt::families::ChannelKey),
+        ("counter", _) => quote!(#p::CounterKey),
+        ("rate_limit", _) => quote!(#p::RateLimitKey),
+        (_, Some(KeyType::List)) => quote!(#p::ListKey),
+        (_, Some(KeyType::String)) => quote!(#p::StringKey),
+        (_, Some(KeyType::Hash)) => quote!(#p::HashKey),
+        (_, Some(KeyType::Set)) => quote!(#p::SetKey),
+        (_, Some(KeyType::SortedSet)) => quote!(#p::SortedSetKey),
+        (_, Some(KeyType::Channel)) => quote!(#p::ChannelKey),
         _ => return TokenStream::new(),
     };
     let Ok(t) = microdcs_schema::KeyTemplate::parse(&f.key.value()) else { return TokenStream::new() };
@@ -426,9 +424,9 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
         return quote! {
             #[doc = #doc]
             pub fn #name(
-                handle: &#rt::KeyspaceHandle<#keyspace>,
-            ) -> ::core::result::Result<#rt::families::ContentFamily, #rt::Error> {
-                #rt::families::ContentFamily::from_template(handle.valkey().clone(), #key)
+                handle: &#p::KeyspaceHandle<#keyspace>,
+            ) -> ::core::result::Result<#p::ContentFamily, #p::Error> {
+                #p::ContentFamily::from_template(handle.valkey().clone(), #key)
             }
         };
     }
@@ -446,10 +444,10 @@ fn typed_fn(keyspace: &Ident, f: &FamilyDecl, builder: &Ident) -> TokenStream {
     quote! {
         #[doc = #doc]
         pub fn #name(
-            handle: &#rt::KeyspaceHandle<#keyspace>,
+            handle: &#p::KeyspaceHandle<#keyspace>,
             #(#params: &(impl #p::KeySegment + ?::core::marker::Sized),)*
-        ) -> ::core::result::Result<#handle, #rt::Error> {
-            let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(#rt::Error::Key)?;
+        ) -> ::core::result::Result<#handle, #p::Error> {
+            let key = Self::#builder(handle.valkey().prefix(), #(#params),*).map_err(#p::Error::Key)?;
             ::core::result::Result::Ok(<#handle as #p::FromKey>::from_family_key(handle.valkey().clone(), #family, key, #ttl))
         }
     }

@@ -7,9 +7,9 @@ use std::future::Future;
 
 use microdcs_schema::{Document, Feed};
 
-use crate::Json;
 use crate::codec::Codec;
 use crate::poller::{BoxError, BoxFuture, GapOutcome, StreamConsumer};
+use crate::store::Json;
 use crate::store::{Page, Store};
 use crate::streams::{Gap, StreamEntry};
 
@@ -44,7 +44,7 @@ pub struct Change<D> {
     pub kind: ChangeKind,
     /// The operation id of the write as stored: a generated id as is; for
     /// an id you passed (`update_with_op`), its fixed-length digest
-    /// [`stored_op_id`](crate::stored_op_id)`(yours)`.
+    /// [`stored_op_id`](crate::schema::lua::stored_op_id)`(yours)`.
     pub op: String,
     /// The document as stored when the batch was read, when the consumer
     /// fetches documents ([`Changes::fetching`]); `None` otherwise, after a
@@ -98,7 +98,7 @@ where
 }
 
 /// A [`StreamConsumer`] of `D`'s change stream that hands [`Change`]s to a
-/// [`ChangeHandler`]. Add it to a [`crate::Poller`] like any consumer.
+/// [`ChangeHandler`]. Add it to a [`crate::poller::Poller`] like any consumer.
 ///
 /// The change stream may be shared by several document types (the default
 /// `changes:{scope}` is); entries of other kinds are passed over and

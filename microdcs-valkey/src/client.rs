@@ -79,7 +79,7 @@ impl Valkey {
     /// Wraps an existing connection manager. [`Valkey::ping`] and
     /// [`Valkey::health`] then wait at most the default `ResponseTimeout`,
     /// and their messages cannot name the endpoint. Such a handle has no
-    /// client for the poller's pub/sub connection: [`crate::Poller::start`]
+    /// client for the poller's pub/sub connection: [`crate::poller::Poller::start`]
     /// refuses it with [`crate::Error::InvalidArgument`]. Use
     /// [`Valkey::connect`] (every setting) or [`Valkey::connect_url`] for a
     /// handle that can do everything.
@@ -240,7 +240,7 @@ impl Valkey {
     /// steps as [`Valkey::connect`], so start-up is bounded by the default
     /// connect timeout and reconnects back off alike. Prefer
     /// [`Valkey::connect`]: for poll intervals, timeouts, TLS or a password
-    /// file, put the URL in a [`crate::ValkeyConfig`]'s `connection_string`
+    /// file, put the URL in a [`crate::config::ValkeyConfig`]'s `connection_string`
     /// and set the rest there.
     ///
     /// # Errors
@@ -294,7 +294,7 @@ impl Valkey {
     /// [`crate::Error::InvalidArgument`], before anything is written, for
     /// every replica on a handle not made through Sentinel: only the
     /// Sentinels keep a count of replicas that a promotion does not shrink.
-    pub(crate) fn durability_for(&self, durability: crate::Durability) -> Result<crate::Durability> {
+    pub(crate) fn durability_for(&self, durability: crate::config::Durability) -> Result<crate::config::Durability> {
         if !durability.every_replica {
             return Ok(durability);
         }
@@ -305,7 +305,7 @@ impl Valkey {
                     .into(),
             ));
         };
-        Ok(crate::Durability { replicas: durability.replicas.max(known).max(1), ..durability })
+        Ok(crate::config::Durability { replicas: durability.replicas.max(known).max(1), ..durability })
     }
 
     /// Write options.
@@ -343,7 +343,7 @@ pub(crate) async fn bounded<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ValkeyConfig;
+    use crate::config::ValkeyConfig;
 
     #[test]
     fn option_defaults_are_the_config_defaults() {

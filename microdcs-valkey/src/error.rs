@@ -22,7 +22,7 @@ pub enum Error {
         /// The last connection error.
         source: redis::RedisError,
     },
-    /// A write that waited for replicas ([`crate::Durability`]) *was*
+    /// A write that waited for replicas ([`crate::config::Durability`]) *was*
     /// applied, at `version`, but fewer copies than asked acknowledged it:
     /// it is on the primary and may be lost if the primary fails before
     /// the replicas catch up. A repeat with the same operation id is
@@ -254,7 +254,7 @@ impl Error {
     /// script before its first write, but a refused write command (a
     /// `PUBLISH` the user's channel rules refuse comes last) may follow
     /// writes that stay. Give the user every command and channel of its
-    /// [`AclRole`](crate::AclRole); read the document to learn what a
+    /// [`AclRole`](crate::acl::AclRole); read the document to learn what a
     /// refused write left.
     pub fn is_auth(&self) -> bool {
         match self {

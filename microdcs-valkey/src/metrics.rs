@@ -33,7 +33,7 @@ impl Metrics {
     /// could not sweep), each also logged as a warning.
     pub const SWEEP_DAMAGED: &'static str = "microdcs.valkey.sweep.damaged";
     /// `microdcs.valkey.stream.gaps`: gaps a consumer was told of (entries
-    /// its group had not read were trimmed; see `crate::StreamConsumer::gap`).
+    /// its group had not read were trimmed; see `crate::poller::StreamConsumer::gap`).
     pub const STREAM_GAPS: &'static str = "microdcs.valkey.stream.gaps";
 
     /// Current value of `microdcs.valkey.write.retries`.

@@ -86,7 +86,7 @@ pub trait StreamConsumer: Send + Sync + 'static {
     ///
     /// Return [`GapOutcome::Recovered`] once the consumer has made up for
     /// the loss (for example by a resync from the documents as stored:
-    /// [`crate::Changes::resyncing`]); [`GapOutcome::NotRecovered`] (the
+    /// [`crate::changes::Changes::resyncing`]); [`GapOutcome::NotRecovered`] (the
     /// default) keeps the poller unhealthy until a later gap of the stream
     /// is recovered or [`PollerHandle::clear_gaps`] is called. An `Err`
     /// reads nothing past the gap: the consumer is told again after the

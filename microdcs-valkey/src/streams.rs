@@ -14,10 +14,6 @@ use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
-/// The earlier name of [`StreamEntry`].
-#[doc(hidden)]
-pub type Entry = StreamEntry;
-
 /// One stream entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamEntry {

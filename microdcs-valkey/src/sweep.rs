@@ -14,7 +14,7 @@ use crate::poller::{BoxError, BoxFuture, PollerTask};
 use crate::store::{Page, Store};
 
 /// What a sweep hands its callback: one scope's due ids with their scores
-/// (each a [`Scored`](crate::Scored): the id as `member`).
+/// (each a [`Scored`](crate::families::Scored): the id as `member`).
 pub type Due = Vec<crate::page::Scored>;
 
 /// The due sweep of document type `D`: a poller task that fires the timers
@@ -27,7 +27,7 @@ pub type Due = Vec<crate::page::Scored>;
 /// scored in another unit fires at the wrong time. Scores are finite (a
 /// write with a NaN or infinite score is refused).
 ///
-/// Built with [`DueSweep::new`], run by the [`crate::Poller`]
+/// Built with [`DueSweep::new`], run by the [`crate::poller::Poller`]
 /// (`Poller::task`) or by hand ([`DueSweep::sweep`]).
 pub struct DueSweep<D, C, Q, F> {
     store: Store<D, C>,
@@ -122,7 +122,7 @@ where
     /// after the other scopes ran. A scope that cannot be swept (a key of
     /// another type, a registry member that is no valid scope) is also
     /// logged as a warning and counted in `microdcs.valkey.sweep.damaged`
-    /// ([`Metrics::SWEEP_DAMAGED`](crate::Metrics::SWEEP_DAMAGED)).
+    /// ([`Metrics::SWEEP_DAMAGED`](crate::client::Metrics::SWEEP_DAMAGED)).
     pub async fn sweep(&self) -> Result<u64> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let (mut fired, mut first_err, mut walk_failed) = (0u64, None, false);
@@ -334,7 +334,7 @@ where
     /// [`Expired::damaged`], a scope that cannot be swept in
     /// [`Expired::damaged_scopes`]; each is logged as a warning and counted
     /// in `microdcs.valkey.sweep.damaged`
-    /// ([`Metrics::SWEEP_DAMAGED`](crate::Metrics::SWEEP_DAMAGED)).
+    /// ([`Metrics::SWEEP_DAMAGED`](crate::client::Metrics::SWEEP_DAMAGED)).
     pub async fn sweep(&self) -> Result<Expired> {
         let now = crate::retry::server_time_ms(self.store.valkey()).await?;
         let mut done = Expired::default();
@@ -442,7 +442,7 @@ where
                 // by. Left in place instead, for `verify` to name and
                 // `rebuild` to rewrite; the next run then deletes it.
                 match self.store.delete(&read).await {
-                    Ok(crate::DeleteOutcome::Deleted { .. }) => {
+                    Ok(crate::store::DeleteOutcome::Deleted { .. }) => {
                         done.deleted += 1;
                         deleted += 1;
                     }

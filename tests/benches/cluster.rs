@@ -15,7 +15,9 @@ use microdcs_examples::plant::sharded::{self, ShardedPlant};
 use microdcs_tests::fixtures::{JobResponse, Plant, SfcState};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::testing::{ValkeyCluster, ValkeyServer, unique_island, unique_prefix};
-use microdcs_valkey::{Effects, Expect, MicroDcsConfig, Placement, Valkey, ValkeyConfig, WorkEntry};
+use microdcs_valkey::{
+    Expect, MicroDcsConfig, Valkey, config::Placement, config::ValkeyConfig, store::Effects, store::WorkEntry,
+};
 
 /// A handle for the sharded plant: an untagged prefix, `Placement=sharded`.
 async fn connect_sharded(connection_string: String, name: &str) -> Valkey {

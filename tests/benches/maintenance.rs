@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{MaintenanceOptions, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{PutOutcome, Valkey, config::WriteOptions, store::MaintenanceOptions};
 
 use microdcs_tests::fixtures::JobResponse;
 

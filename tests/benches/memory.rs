@@ -13,7 +13,7 @@ use microdcs_tests::used_memory;
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{Expect, Valkey, WriteOptions};
+use microdcs_valkey::{Expect, Valkey, config::WriteOptions};
 
 fn entry(i: usize) -> Idempotency {
     Idempotency { id: format!("req-{i:08}-7f3c9a2e"), status: 200, body: "{\"ok\":true,\"task\":42}".into() }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, Feed, MicroDcsConfig, Poller, PutOutcome, StreamConsumer, StreamEntry, Valkey,
+    Document, MicroDcsConfig, PutOutcome, Valkey, poller::BoxError, poller::BoxFuture, poller::Poller,
+    poller::StreamConsumer, schema::Feed, streams::StreamEntry,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::redis;
 use microdcs_valkey::testing::{ValkeyServer, command, unique_prefix};
-use microdcs_valkey::{Durability, Expect, Valkey, WriteOptions};
+use microdcs_valkey::{Expect, Valkey, config::Durability, config::WriteOptions};
 
 fn pair() -> (ValkeyServer, ValkeyServer) {
     let fast = ["--appendonly", "yes", "--appendfsync", "always", "--repl-diskless-sync-delay", "0"];

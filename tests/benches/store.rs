@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, command_usec, unique_prefix, used_memory};
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, Script, aio::ConnectionManager};
-use microdcs_valkey::{Document, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{Document, PutOutcome, Store, Valkey, config::WriteOptions};
 
 use microdcs_tests::fixtures::JobResponse;
 
@@ -104,7 +104,7 @@ impl Raw {
         let state = d.normalized_state();
         let prev = if step.is_multiple_of(2) { "Held" } else { "Running" };
         let old_present = if step == 0 { "0" } else { "1" };
-        let op = microdcs_valkey::new_op_id();
+        let op = microdcs_valkey::store::new_op_id();
         let _: redis::Value = self
             .script
             .key(format!("{p}:jobresponse:r-{i}"))
@@ -582,7 +582,7 @@ async fn batch(server: &ValkeyServer) {
 async fn step_bench(server: &ValkeyServer, quick: bool) {
     use microdcs_schema::lua::StepLayout;
     use microdcs_tests::fixtures::SfcState;
-    use microdcs_valkey::{Effects, StepOutcome, WorkEntry};
+    use microdcs_valkey::{store::Effects, store::StepOutcome, store::WorkEntry};
 
     let prefix = unique_prefix("step");
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
@@ -663,7 +663,7 @@ async fn step_bench(server: &ValkeyServer, quick: bool) {
         assert!(matches!(out, StepOutcome::Written { .. }), "{out:?}");
 
         args[c.expect - 1] = raw_version.to_string();
-        args[c.op - 1] = microdcs_valkey::new_op_id();
+        args[c.op - 1] = microdcs_valkey::store::new_op_id();
         let mut inv = script.prepare_invoke();
         for k in &keys {
             inv.key(k);

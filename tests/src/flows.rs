@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use microdcs_valkey::{
-    Acquire, Changes, DedupeStore, DeleteExpect, Error, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, Page,
-    Poller, StartLease, Streams, Valkey, ValkeyDedupe, ValkeyStartLease,
+    Error, Expect, Page, Valkey, changes::Changes, dedupe::DedupeStore, dedupe::ValkeyDedupe, lease::Acquire,
+    lease::LeaseBackend, lease::LeaseStore, poller::Poller, start_lease::StartLease, start_lease::ValkeyStartLease,
+    store::DeleteExpect, store::MaintenanceOptions, streams::Streams,
 };
 
 use crate::change_channel;
@@ -149,9 +150,9 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     };
     // With an effect of every kind on the keyspace's families, each a
     // command the role must allow inside the script.
-    let effects = microdcs_valkey::Effects::new()
-        .work(microdcs_valkey::WorkEntry::new().field("step", "mix"))
-        .event(microdcs_valkey::Event::new("urn:line-1", "e-1"))
+    let effects = microdcs_valkey::store::Effects::new()
+        .work(microdcs_valkey::store::WorkEntry::new().field("step", "mix"))
+        .event(microdcs_valkey::store::Event::new("urn:line-1", "e-1"))
         .incr(&Plant::pubseq(&plant, "s1")?, 1)
         .hincr(&Plant::publisher_cursors(&plant)?, "s1", 1)
         .add(&Plant::reference(&plant, "sfc", "s1")?, "j-1")
@@ -159,7 +160,10 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
         .zadd(&crate::fixtures::Extras::recent(&extras, "s1")?, "j-1", 1.5)
         .zrem(&crate::fixtures::Extras::recent(&extras, "s1")?, "j-0");
     let out = states.step(None, &job, &effects).await?;
-    assert!(matches!(&out, microdcs_valkey::StepOutcome::Written { values, .. } if values.len() == 6), "{out:?}");
+    assert!(
+        matches!(&out, microdcs_valkey::store::StepOutcome::Written { values, .. } if values.len() == 6),
+        "{out:?}"
+    );
 
     // Streams.
     let streams = Streams::new(valkey.clone());

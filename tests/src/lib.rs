@@ -25,7 +25,7 @@ pub use microdcs_valkey::testing::{
     FaultProxy, HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_prefix,
 };
 
-use microdcs_valkey::{Codec, Document, PutOutcome, Store};
+use microdcs_valkey::{Document, PutOutcome, Store, store::Codec};
 
 /// The server of one test: `MICRODCS_VALKEY_URL`, else a new local one.
 /// A missing binary or a failed start fails the test with the reason and
@@ -50,10 +50,12 @@ pub async fn created<D: Document, C: Codec<D>>(store: &Store<D, C>, doc: &D) -> 
 
 /// A change handler that forwards every change it is given, and the
 /// receiving end: a test reads what a typed consumer delivered.
-pub fn change_channel<D: Send + 'static>()
--> (impl microdcs_valkey::ChangeHandler<D>, tokio::sync::mpsc::UnboundedReceiver<microdcs_valkey::Change<D>>) {
+pub fn change_channel<D: Send + 'static>() -> (
+    impl microdcs_valkey::changes::ChangeHandler<D>,
+    tokio::sync::mpsc::UnboundedReceiver<microdcs_valkey::changes::Change<D>>,
+) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let handler = move |_scope: String, changes: Vec<microdcs_valkey::Change<D>>| {
+    let handler = move |_scope: String, changes: Vec<microdcs_valkey::changes::Change<D>>| {
         let tx = tx.clone();
         async move {
             for c in changes {

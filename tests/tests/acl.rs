@@ -9,7 +9,9 @@ use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
 use microdcs_tests::{command_calls, flows, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{AclRole, EntryState, Error, Inspector, KeyPrefix, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Error, KeyPrefix, Valkey, acl::AclRole, config::WriteOptions, inspect::EntryState, inspect::Inspector,
+};
 
 const PASSWORD: &str = "acl-test-password-1";
 
@@ -137,7 +139,7 @@ async fn the_maintenance_user_verifies_and_repairs_with_exactly_its_commands() {
     let used = e.used().await;
     exactly(AclRole::Maintenance, &used);
     // The rebuild repaired everything.
-    let opts = microdcs_valkey::MaintenanceOptions::default();
+    let opts = microdcs_valkey::store::MaintenanceOptions::default();
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     assert!(store.verify(&opts).await.unwrap().is_clean());
 }
@@ -154,7 +156,7 @@ async fn the_inspector_reads_everything_and_writes_nothing() {
     let _ = responses.create(&JobResponse::new("r-9", "s1", "o-9", &["A"])).await.unwrap();
     Plant::sfc_heartbeat(&plant).unwrap().set("1700000000000", None).await.unwrap();
     {
-        use microdcs_valkey::{LeaseBackend, LeaseStore};
+        use microdcs_valkey::{lease::LeaseBackend, lease::LeaseStore};
         let leases = LeaseStore::new(admin_valkey.clone());
         let _ = leases.acquire("leader", "node-7", std::time::Duration::from_secs(60), "q-9").await.unwrap();
     }
@@ -295,7 +297,7 @@ async fn verify_as_the_app_user_says_it_needs_the_maintenance_role() {
     let _ = responses.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
     let valkey = e.connect_as(AclRole::App).await;
     let store = Plant::open(valkey).store::<JobResponse>();
-    let err = store.verify(&microdcs_valkey::MaintenanceOptions::default()).await.unwrap_err();
+    let err = store.verify(&microdcs_valkey::store::MaintenanceOptions::default()).await.unwrap_err();
     // A typed refusal naming the role, recognised as a permission error,
     // not a protocol error quoting the server's text.
     assert!(

@@ -3,7 +3,7 @@
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{command_calls, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Error, Page, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{Error, Page, PutOutcome, Store, Valkey, config::WriteOptions};
 
 #[tokio::test]
 async fn get_many_answers_in_request_order_in_one_round_trip() {

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::fixtures::JobResponse;
 use microdcs_tests::{ValkeyServer, created, unique_prefix};
-use microdcs_valkey::defaults;
+use microdcs_valkey::config::defaults;
 use microdcs_valkey::redis;
-use microdcs_valkey::{ConnectError, DeleteExpect, Error, Expect, Health, Valkey, ValkeyConfig};
+use microdcs_valkey::{
+    Error, Expect, Valkey, client::ConnectError, client::Health, config::ValkeyConfig, store::DeleteExpect,
+};
 
 /// Slack over every bound: the machine is shared and noisy, and a bound
 /// that holds only on a quiet machine is no bound.
@@ -26,7 +28,7 @@ fn closed_port() -> u16 {
 
 fn config(cs: &str, connect_timeout: Duration, response_timeout: Duration) -> ValkeyConfig {
     ValkeyConfig {
-        connection_string: microdcs_valkey::Secret::new(cs),
+        connection_string: microdcs_valkey::config::Secret::new(cs),
         key_prefix: unique_prefix("bounds").as_str().to_owned(),
         connect_timeout,
         response_timeout,
@@ -291,8 +293,8 @@ async fn reads_and_writes_of_a_killed_server_end_within_their_bounds() {
 // reconnect (its retries times the connect timeout, plus backoff).
 
 use microdcs_valkey::{
-    BoxError, BoxFuture, Document, LeaseBackend, LeaseStore, MaintenanceOptions, Poller, StreamConsumer, StreamEntry,
-    Streams,
+    Document, lease::LeaseBackend, lease::LeaseStore, poller::BoxError, poller::BoxFuture, poller::Poller,
+    poller::StreamConsumer, store::MaintenanceOptions, streams::StreamEntry, streams::Streams,
 };
 
 /// A write sent once (`append`): one response timeout.
@@ -368,7 +370,7 @@ async fn stream_lease_and_maintenance_calls_of_a_killed_server_end_within_their_
 struct Count(std::sync::Arc<std::sync::atomic::AtomicU32>);
 
 impl StreamConsumer for Count {
-    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+    fn feed(&self) -> microdcs_valkey::schema::Feed<'_> {
         JobResponse::SPEC.feed().expect("job responses have a change stream")
     }
     fn group(&self) -> &str {
@@ -498,7 +500,8 @@ async fn a_damaged_cached_lease_result_is_lease_corrupt_and_changes_nothing() {
     let (valkey, _store) = store_env(&s).await;
     let leases = LeaseStore::new(valkey.clone());
     let ttl = Duration::from_secs(30);
-    let microdcs_valkey::Acquire::Acquired(lease) = leases.acquire("press", "alice", ttl, "req-1").await.unwrap()
+    let microdcs_valkey::lease::Acquire::Acquired(lease) =
+        leases.acquire("press", "alice", ttl, "req-1").await.unwrap()
     else {
         panic!("a free lease")
     };

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::fixtures::JobResponse;
 use microdcs_tests::{ValkeyServer, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Error, KeyPrefix, MaintenanceOptions, PutOutcome, Stored, Valkey, WriteOptions};
+use microdcs_valkey::{Error, KeyPrefix, PutOutcome, Stored, Valkey, config::WriteOptions, store::MaintenanceOptions};
 
 const WRITERS: u64 = 8;
 /// How long the server stays down.

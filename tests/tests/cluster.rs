@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::flows::{app_flow, maintenance_flow};
-use microdcs_valkey::AclRole;
+use microdcs_valkey::acl::AclRole;
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::cluster_routing::Slot;
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
 use microdcs_valkey::{
-    ConnectError, Expect, Inspector, MaintenanceOptions, MicroDcsConfig, Page, PutOutcome, Valkey, ValkeyConfig,
+    Expect, MicroDcsConfig, Page, PutOutcome, Valkey, client::ConnectError, config::ValkeyConfig, inspect::Inspector,
+    store::MaintenanceOptions,
 };
 
 fn config(cluster: &ValkeyCluster, prefix: &str) -> ValkeyConfig {

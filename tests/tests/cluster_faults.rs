@@ -30,8 +30,8 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::testing::{ValkeyCluster, unique_island, unique_prefix};
 use microdcs_valkey::{
-    Changes, Effects, Error, Expect, MaintenanceOptions, MicroDcsConfig, Placement, Poller, PutOutcome, StepOutcome,
-    Valkey, ValkeyConfig, WorkEntry,
+    Error, Expect, MicroDcsConfig, PutOutcome, Valkey, changes::Changes, config::Placement, config::ValkeyConfig,
+    poller::Poller, store::Effects, store::MaintenanceOptions, store::StepOutcome, store::WorkEntry,
 };
 
 /// The busy scope of the sharded runs: every writer writes there.
@@ -130,7 +130,7 @@ async fn version_of(valkey: &Valkey, shape: Shape, w: usize) -> u64 {
 }
 
 /// Writer `w`'s counter (sent at most once), in the busy scope's slot when sharded.
-fn counter_of(valkey: &Valkey, shape: Shape, w: usize) -> microdcs_valkey::CounterKey {
+fn counter_of(valkey: &Valkey, shape: Shape, w: usize) -> microdcs_valkey::families::CounterKey {
     match shape {
         Shape::Island => Plant::pubseq(&Plant::open(valkey.clone()), &format!("w{w}")).unwrap(),
         Shape::Sharded => ShardedPlant::pubseq(&ShardedPlant::open(valkey.clone()), &format!("{BUSY}-w{w}")).unwrap(),

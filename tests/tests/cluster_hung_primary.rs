@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::testing::{ValkeyCluster, unique_island};
-use microdcs_valkey::{Error, Expect, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
+use microdcs_valkey::{Error, Expect, MicroDcsConfig, PutOutcome, Valkey, config::ValkeyConfig};
 use tokio::sync::Mutex;
 
 const WRITERS: usize = 3;

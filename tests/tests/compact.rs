@@ -7,7 +7,7 @@ use microdcs_examples::miroir::{Idempotency, Miroir, TaskStore};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Error, Expect, Inspector, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{Error, Expect, PutOutcome, Valkey, config::WriteOptions, inspect::Inspector};
 
 async fn setup(name: &str) -> (microdcs_valkey::testing::ValkeyServer, Valkey, ConnectionManager) {
     let s = server();

@@ -7,7 +7,9 @@
 use microdcs_examples::miroir::{Idempotency, Miroir, TaskStore};
 use microdcs_tests::{created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Codec, CompactJson, Document, Expect, Inspector, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Document, Expect, PutOutcome, Valkey, config::WriteOptions, inspect::Inspector, store::Codec, store::CompactJson,
+};
 use serde::{Deserialize, Serialize};
 
 /// A note whose title is left out when it has none: by position, the

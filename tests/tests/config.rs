@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use microdcs_valkey::{MicroDcsConfig, ValkeyConfig, defaults};
+use microdcs_valkey::{MicroDcsConfig, config::ValkeyConfig, config::defaults};
 
 fn tmp_file(name: &str, content: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("microdcs-config-{}-{name}", std::process::id()));

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use microdcs_tests::tls::{certificates, temp_dir};
 use microdcs_tests::{ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{ConnectError, Document, Health, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
+use microdcs_valkey::{
+    Document, MicroDcsConfig, PutOutcome, Valkey, client::ConnectError, client::Health, config::ValkeyConfig,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]

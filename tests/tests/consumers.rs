@@ -10,8 +10,9 @@ use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::poller::GapOutcome;
 use microdcs_valkey::streams::Gap;
 use microdcs_valkey::{
-    BoxError, BoxFuture, Change, ChangeKind, Changes, Document, Feed, MicroDcsConfig, Poller, PutOutcome,
-    StreamConsumer, StreamEntry, Valkey, ValkeyConfig,
+    Document, MicroDcsConfig, PutOutcome, Valkey, changes::Change, changes::ChangeKind, changes::Changes,
+    config::ValkeyConfig, poller::BoxError, poller::BoxFuture, poller::Poller, poller::StreamConsumer, schema::Feed,
+    streams::StreamEntry,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -130,7 +131,7 @@ async fn until_pending(con: &mut microdcs_valkey::client::Connection, stream: &s
 async fn fall_behind(
     max_len: u64,
     name: &str,
-) -> (microdcs_valkey::PollerHandle, Arc<Seen>, Valkey, microdcs_tests::ValkeyServer) {
+) -> (microdcs_valkey::poller::PollerHandle, Arc<Seen>, Valkey, microdcs_tests::ValkeyServer) {
     let s = server();
     let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix(name).as_str(), max_len)).await.unwrap();
     let seen = Arc::new(Seen::default());
@@ -391,7 +392,7 @@ async fn read_entries_are_trimmed_unread_ones_stay() {
     let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("retain").as_str(), 100_000)).await.unwrap();
     let stream = format!("{}:changes:t1", valkey.prefix().as_str());
     // A group whose consumer is not running: what it has not read must stay.
-    microdcs_valkey::Streams::new(valkey.clone()).create_group(&stream, "offline").await.unwrap();
+    microdcs_valkey::streams::Streams::new(valkey.clone()).create_group(&stream, "offline").await.unwrap();
     let fast = Arc::new(Seen::default());
     let poller = Poller::new(valkey.clone(), "instance-1")
         .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: fast.clone() })
@@ -411,8 +412,9 @@ async fn read_entries_are_trimmed_unread_ones_stay() {
         async move { microdcs_valkey::redis::cmd("XLEN").arg(&stream).query_async::<u64>(&mut con).await.unwrap() }
     };
     // Several polls (each samples and trims): the offline group keeps all.
-    let sampled =
-        |h: &microdcs_valkey::PollerHealth| h.backlog.get(&(stream.clone(), "fast".to_owned())).map(|b| b.sampled_at);
+    let sampled = |h: &microdcs_valkey::poller::PollerHealth| {
+        h.backlog.get(&(stream.clone(), "fast".to_owned())).map(|b| b.sampled_at)
+    };
     let first = loop {
         if let Some(t) = sampled(&poller.health()) {
             break t;

@@ -12,8 +12,9 @@ use std::time::Duration;
 use microdcs_tests::{FaultProxy, ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Acquire, Claim, DedupeStore, Error, Lease, LeaseBackend, LeaseFamilies, LeaseStore, MemoryDedupe, MemoryLeases,
-    MemoryStartLease, StartLease, Valkey, ValkeyDedupe, ValkeyStartLease, WriteOptions,
+    Error, Valkey, config::WriteOptions, dedupe::Claim, dedupe::DedupeStore, dedupe::MemoryDedupe,
+    dedupe::ValkeyDedupe, lease::Acquire, lease::Lease, lease::LeaseBackend, lease::LeaseFamilies, lease::LeaseStore,
+    lease::MemoryLeases, start_lease::MemoryStartLease, start_lease::StartLease, start_lease::ValkeyStartLease,
 };
 
 const LEASE: Duration = Duration::from_secs(1);
@@ -223,11 +224,11 @@ async fn old_format_dedupe_keys_answer_during_an_upgrade() {
     // A cluster node with every slot refuses a script across slots: with
     // an untagged prefix the old key is read on its own.
     let cluster = microdcs_valkey::testing::ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
-    let config = microdcs_valkey::ValkeyConfig {
+    let config = microdcs_valkey::config::ValkeyConfig {
         connection_string: microdcs_valkey::config::Secret::new(cluster.connection_string()),
         // The cluster is this test's own: a fixed untagged prefix.
         key_prefix: "dedupe-legacy-sharded".to_owned(),
-        placement: microdcs_valkey::Placement::Sharded,
+        placement: microdcs_valkey::config::Placement::Sharded,
         ..microdcs_valkey::MicroDcsConfig::default().valkey
     };
     let sharded = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"));
@@ -239,9 +240,9 @@ async fn old_format_dedupe_keys_answer_during_an_upgrade() {
     assert_ne!(slot(old).await, slot(d.key("urn:line-1", "e-1").unwrap()).await, "the two-step read is what runs");
     legacy_keys_contract(&sharded).await;
     // An island prefix: both keys in the claim's own script.
-    let config = microdcs_valkey::ValkeyConfig {
+    let config = microdcs_valkey::config::ValkeyConfig {
         key_prefix: microdcs_valkey::testing::unique_island("dedupe-legacy-island").as_str().to_owned(),
-        placement: microdcs_valkey::Placement::Island,
+        placement: microdcs_valkey::config::Placement::Island,
         ..config
     };
     legacy_keys_contract(&Valkey::connect(&config).await.unwrap_or_else(|e| panic!("{e}"))).await;

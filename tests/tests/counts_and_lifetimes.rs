@@ -11,7 +11,7 @@ use microdcs_tests::fixtures::{Extras, Job, Plant, Session, WorkMaster};
 use microdcs_tests::{created, server, unique_prefix};
 use microdcs_valkey::observe::OPERATIONS;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DeleteExpect, Document, Error, Expect, Page, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{Document, Error, Expect, Page, PutOutcome, Valkey, config::WriteOptions, store::DeleteExpect};
 use serde::{Deserialize, Serialize};
 
 /// An entry of one list for the whole keyspace.

@@ -13,7 +13,8 @@ use microdcs_tests::fixtures::{Extras, Idempotency, JobResponse, Plant};
 use microdcs_tests::{ValkeyServer, server, snapshot, unique_prefix};
 use microdcs_valkey::redis::{self, AsyncCommands, aio::ConnectionManager};
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, Expect, KeyPrefix, PutOutcome, Revision, RevisionParseError, Valkey, WriteOptions,
+    Expect, KeyPrefix, PutOutcome, Revision, RevisionParseError, Valkey, config::WriteOptions, store::DeleteExpect,
+    store::DeleteOutcome,
 };
 
 struct Env {

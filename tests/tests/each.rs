@@ -14,8 +14,8 @@ use microdcs_valkey::inspect::{EntryState, Inspector};
 use microdcs_valkey::redis::AsyncCommands;
 use microdcs_valkey::testing::{ValkeyCluster, unique_prefix};
 use microdcs_valkey::{
-    DiffKind, Document, Effects, Error, Expect, MaintenanceOptions, MicroDcsConfig, Page, Placement, PutOutcome,
-    StepOutcome, Store, Valkey, ValkeyConfig, keyspace,
+    Document, Error, Expect, MicroDcsConfig, Page, PutOutcome, Store, Valkey, config::Placement, config::ValkeyConfig,
+    keyspace, store::DiffKind, store::Effects, store::MaintenanceOptions, store::StepOutcome,
 };
 use serde::{Deserialize, Serialize};
 
@@ -178,16 +178,16 @@ async fn everything(connection_string: String, name: &str) {
 
     // Deleted: out of every set.
     let read = store.get_in("s1", "t-1").await.unwrap().unwrap();
-    assert!(matches!(store.delete(&read).await.unwrap(), microdcs_valkey::DeleteOutcome::Deleted { .. }));
+    assert!(matches!(store.delete(&read).await.unwrap(), microdcs_valkey::store::DeleteOutcome::Deleted { .. }));
     for tag in ["urgent", "a:b", "größe"] {
         assert!(!tagged(&store, tag).await.contains("t-1"), "{tag}");
     }
 
     // Too many values: refused before anything is sent.
-    let many: Vec<String> = (0..=microdcs_valkey::MAX_EACH_VALUES).map(|i| format!("tag-{i}")).collect();
+    let many: Vec<String> = (0..=microdcs_valkey::schema::MAX_EACH_VALUES).map(|i| format!("tag-{i}")).collect();
     let crowded = Ticket { tags: many, ..ticket("t-5", &[]) };
     let e = store.create(&crowded).await.unwrap_err();
-    assert!(matches!(e, Error::Index(microdcs_valkey::IndexError::TooManyValues { count: 257, .. })), "{e:?}");
+    assert!(matches!(e, Error::Index(microdcs_valkey::schema::IndexError::TooManyValues { count: 257, .. })), "{e:?}");
     assert_eq!(store.get_in("s1", "t-5").await.unwrap(), None);
     // A value too long for a key is refused the same way.
     let long = ticket("t-5", &[&"x".repeat(2000)]);

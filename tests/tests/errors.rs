@@ -4,7 +4,7 @@
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{server, unique_prefix};
-use microdcs_valkey::{Error, MaintenanceOptions, Poller, Valkey, WriteOptions};
+use microdcs_valkey::{Error, Valkey, config::WriteOptions, poller::Poller, store::MaintenanceOptions};
 
 #[tokio::test]
 async fn caller_mistakes_are_invalid_arguments() {

@@ -10,7 +10,8 @@ use microdcs_tests::{server, stream_entries};
 use microdcs_valkey::redis::{AsyncCommands, aio::ConnectionManager};
 use microdcs_valkey::testing::unique_prefix;
 use microdcs_valkey::{
-    Document, Expired, ExpirySweep, MaintenanceOptions, Page, Poller, PutOutcome, Valkey, WriteOptions, keyspace,
+    Document, Page, PutOutcome, Valkey, config::WriteOptions, keyspace, poller::Poller, store::MaintenanceOptions,
+    sweep::Expired, sweep::ExpirySweep,
 };
 use serde::{Deserialize, Serialize};
 
@@ -77,7 +78,7 @@ async fn expired_messages_are_deleted_through_the_delete_script() {
     // the document is the truth, and the index entry is verify's to find.
     let expiry_c1 = Message::expiry("c1");
     let key = Message::SPEC.groups[expiry_c1.index()].key;
-    let key = microdcs_valkey::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
+    let key = microdcs_valkey::schema::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
     let _: () = raw.zadd(&key, "m-4", 0).await.unwrap();
 
     let sweep = ExpirySweep::new(store.clone(), Message::expiry, Duration::from_secs(3600));
@@ -136,7 +137,7 @@ async fn damage_at_the_head_does_not_stop_the_sweep() {
     let store = Chat::open(valkey.clone()).store::<Message>();
     let p = valkey.prefix().clone();
     let key = Message::SPEC.groups[Message::expiry("c1").index()].key;
-    let index = microdcs_valkey::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
+    let index = microdcs_valkey::schema::KeyTemplate::parse(key).unwrap().render(&p, &["c1"]).unwrap();
     // Behind everything: two expired messages.
     for m in [message("m-1", "c1", 31), message("m-2", "c1", 32)] {
         assert_eq!(store.create(&m).await.unwrap(), PutOutcome::Written { version: 1 });
@@ -302,7 +303,7 @@ async fn damaged_scopes_do_not_stop_the_other_scopes() {
     let registry = format!("{}:scopes", p.as_str());
     let _: () = raw.sadd(&registry, "").await.unwrap();
     let _: () = raw.sadd(&registry, "x".repeat(5000)).await.unwrap();
-    let b3 = microdcs_valkey::KeyTemplate::parse("post:expiry:{scope}").unwrap().render(&p, &["b3"]).unwrap();
+    let b3 = microdcs_valkey::schema::KeyTemplate::parse("post:expiry:{scope}").unwrap().render(&p, &["b3"]).unwrap();
     let _: () = raw.del(&b3).await.unwrap();
     let _: () = raw.set(&b3, "garbage").await.unwrap();
 

@@ -9,7 +9,7 @@ use microdcs_tests::fixtures::{Plant, PlantHandle};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::redis::{self, AsyncCommands, aio::ConnectionManager};
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{Error, KeyPrefix, Page, Scored, Valkey, WriteOptions};
+use microdcs_valkey::{Error, KeyPrefix, Page, Valkey, config::WriteOptions, families::Scored};
 
 struct Env {
     _server: ValkeyServer,
@@ -517,7 +517,7 @@ async fn hash_set_many() {
 #[tokio::test]
 async fn rate_limit_family() {
     use microdcs_tests::fixtures::Extras;
-    use microdcs_valkey::{RateDecision, RateLimitKey};
+    use microdcs_valkey::{families::RateDecision, families::RateLimitKey};
     let e = env("fam-rate").await;
     let extras = Extras::open(e.plant.valkey().clone());
     let logins = Extras::logins(&extras, "s1", "ada").unwrap();
@@ -622,7 +622,7 @@ async fn every_rate_limit_write_leaves_a_bounded_lifetime() {
 #[tokio::test]
 async fn rate_limit_reset_forgets_the_window_and_the_failures() {
     use microdcs_tests::fixtures::Extras;
-    use microdcs_valkey::RateDecision;
+    use microdcs_valkey::families::RateDecision;
     let e = env("fam-rate-reset").await;
     let extras = Extras::open(e.plant.valkey().clone());
     let mut raw = e.raw.clone();
@@ -659,7 +659,7 @@ async fn rate_limit_reset_forgets_the_window_and_the_failures() {
 #[tokio::test]
 async fn rate_limit_peek_counts_nothing() {
     use microdcs_tests::fixtures::Extras;
-    use microdcs_valkey::RateDecision;
+    use microdcs_valkey::families::RateDecision;
     let e = env("fam-rate-peek").await;
     let extras = Extras::open(e.plant.valkey().clone());
     let logins = Extras::logins(&extras, "s1", "ada").unwrap();
@@ -746,10 +746,10 @@ async fn content_family() {
     let recipes = Plant::sfc_recipes(&e.plant).unwrap();
     let text = "step mix 5 min\nstep hold until ev\nstep fill";
     let digest = recipes.put(text).await.unwrap();
-    assert_eq!(digest, microdcs_valkey::content_digest(text));
+    assert_eq!(digest, microdcs_valkey::families::content_digest(text));
     assert_eq!(recipes.put(text).await.unwrap(), digest, "idempotent");
     assert_eq!(recipes.get(&digest).await.unwrap().as_deref(), Some(text));
-    assert_eq!(recipes.get(&microdcs_valkey::content_digest("other")).await.unwrap(), None);
+    assert_eq!(recipes.get(&microdcs_valkey::families::content_digest("other")).await.unwrap(), None);
     assert!(matches!(recipes.get("not-a-digest").await, Err(Error::InvalidArgument(_))));
     // Tampered: read back refused, and a put of the true text does not hide it.
     let key = format!("{}:sfc:recipe:{digest}", e.prefix.as_str());

@@ -26,7 +26,9 @@ use microdcs_schema::lua::{OP_ID_LEN, stored_op_id};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
 use microdcs_valkey::testing::{Sentinel, ValkeyCluster, ValkeyServer, command, unique_island};
-use microdcs_valkey::{DeleteOutcome, Durability, Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey};
+use microdcs_valkey::{
+    Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, store::DeleteOutcome,
+};
 
 const IDS: [&str; 3] = ["d-0", "d-1", "d-2"];
 const CLIENTS: u64 = 4;

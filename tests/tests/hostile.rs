@@ -8,7 +8,8 @@ use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
 use microdcs_tests::{created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Changes, DeleteExpect, Error, Expect, KeyPrefix, MicroDcsConfig, Page, Poller, Valkey, WriteOptions,
+    Error, Expect, KeyPrefix, MicroDcsConfig, Page, Valkey, changes::Changes, config::WriteOptions, poller::Poller,
+    store::DeleteExpect,
 };
 
 async fn setup(name: &str) -> (microdcs_valkey::testing::ValkeyServer, Valkey, KeyPrefix, ConnectionManager) {
@@ -117,7 +118,7 @@ fn pieces_of_a_password_with_a_comma_never_reach_an_error() {
 
 #[tokio::test]
 async fn an_empty_dedupe_token_is_refused_before_anything_is_written() {
-    use microdcs_valkey::{DedupeStore, MemoryDedupe, ValkeyDedupe};
+    use microdcs_valkey::{dedupe::DedupeStore, dedupe::MemoryDedupe, dedupe::ValkeyDedupe};
     let (_s, valkey, _prefix, mut raw) = setup("hostile-dedupe").await;
     let dedupe = ValkeyDedupe::new(valkey, Duration::from_secs(5), Duration::from_secs(60));
     let err = dedupe.claim("urn:a", "e-1", "").await.unwrap_err();

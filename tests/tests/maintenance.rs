@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 use microdcs_tests::{ValkeyServer, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DiffKind, Document, MaintenanceOptions, Report, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Document, Valkey, config::WriteOptions, store::DiffKind, store::MaintenanceOptions, store::Report,
+};
 use serde::{Deserialize, Serialize};
 
 use microdcs_tests::fixtures::{JobResponse, WorkMaster};
@@ -95,7 +97,7 @@ fn set(items: &[(&str, &str, &str)]) -> BTreeSet<(String, String, String)> {
 /// Damage, verify (exactly `expected`), rebuild, verify clean.
 async fn case<D>(server: &ValkeyServer, name: &str, damage: &[&[&str]], expected: &[(&str, &str, &str)])
 where
-    D: microdcs_valkey::InKeyspace<Space> + Serialize + for<'de> Deserialize<'de>,
+    D: microdcs_valkey::schema::InKeyspace<Space> + Serialize + for<'de> Deserialize<'de>,
 {
     let mut e = env(server, name).await;
     let store = Space::open(e.valkey.clone()).store::<D>();

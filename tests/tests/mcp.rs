@@ -7,7 +7,7 @@
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{AclRole, Inspector, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{PutOutcome, Valkey, acl::AclRole, config::WriteOptions, inspect::Inspector};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

@@ -6,7 +6,8 @@ use microdcs_tests::fixtures::{Extras, Job};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, DiffKind, MaintenanceOptions, Page, PutOutcome, Valkey, WriteOptions,
+    Page, PutOutcome, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome, store::DiffKind,
+    store::MaintenanceOptions,
 };
 
 fn job(id: &str, status: &str) -> Job {
@@ -119,7 +120,7 @@ async fn sorted_indexes_follow_the_score_and_bounded_ones_keep_the_highest() {
     assert_eq!(field, None);
     // Newest first, and ids by score through pages.
     let newest = store.range(Job::due("s1"), f64::NEG_INFINITY, f64::INFINITY, true, 1).await.unwrap();
-    assert_eq!(newest, [microdcs_valkey::Scored { member: "j-2".into(), score: 300.0 }]);
+    assert_eq!(newest, [microdcs_valkey::families::Scored { member: "j-2".into(), score: 300.0 }]);
     assert!(matches!(
         store.range(Job::by_status("s1", "queued"), 0.0, 1.0, false, 1).await,
         Err(microdcs_valkey::Error::InvalidArgument(_))

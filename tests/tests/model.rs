@@ -25,7 +25,8 @@ use microdcs_tests::fixtures::JobResponse;
 use microdcs_tests::{FaultProxy, server, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, Error, Expect, MaintenanceOptions, PutOutcome, Store, Stored, Valkey, WriteOptions,
+    Error, Expect, PutOutcome, Store, Stored, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome,
+    store::MaintenanceOptions,
 };
 
 /// A pattern no request contains: arming it disarms a proxy.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use microdcs_tests::{FaultProxy, ValkeyServer, unique_prefix};
 use microdcs_valkey::observe::{CONTENTION_RETRIES, OPERATION_DURATION, OPERATIONS, RETRIES};
-use microdcs_valkey::{Document, Expect, Metrics, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{Document, Expect, PutOutcome, Valkey, client::Metrics, config::WriteOptions};
 use serde::{Deserialize, Serialize};
 
 /// A document kind only this binary writes, so its labels are ours alone.
@@ -373,8 +373,8 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
     assert_eq!(family_ops("obs_tally"), [("increment".to_owned(), "ok".to_owned())]);
 
     // Leases report under their family.
-    use microdcs_valkey::LeaseBackend;
-    let leases = microdcs_valkey::LeaseStore::new(valkey.clone());
+    use microdcs_valkey::lease::LeaseBackend;
+    let leases = microdcs_valkey::lease::LeaseStore::new(valkey.clone());
     let before = RECORDS.lock().unwrap().len();
     let _ = leases.acquire("obs-leader", "node-1", Duration::from_secs(30), "q-1").await.unwrap();
     let lease_ops: Vec<_> = RECORDS.lock().unwrap()[before..]
@@ -436,8 +436,8 @@ async fn operations_report_counts_durations_and_spans_by_outcome() {
 /// Takes every entry and counts them.
 struct Take(Arc<AtomicU64>);
 
-impl microdcs_valkey::StreamConsumer for Take {
-    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+impl microdcs_valkey::poller::StreamConsumer for Take {
+    fn feed(&self) -> microdcs_valkey::schema::Feed<'_> {
         ObsPoll::SPEC.feed().expect("has a change stream")
     }
     fn group(&self) -> &str {
@@ -446,8 +446,8 @@ impl microdcs_valkey::StreamConsumer for Take {
     fn handle<'a>(
         &'a self,
         _: &'a str,
-        entries: &'a [microdcs_valkey::StreamEntry],
-    ) -> microdcs_valkey::BoxFuture<'a, Result<(), microdcs_valkey::BoxError>> {
+        entries: &'a [microdcs_valkey::streams::StreamEntry],
+    ) -> microdcs_valkey::poller::BoxFuture<'a, Result<(), microdcs_valkey::poller::BoxError>> {
         self.0.fetch_add(entries.len() as u64, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
     }
@@ -464,8 +464,11 @@ async fn the_poller_counts_nudges_and_handled_entries_by_kind() {
     config.set("Valkey:ScopeRefreshInterval", "100ms").unwrap();
     let valkey = Valkey::connect(&config.valkey).await.unwrap();
     let taken = Arc::new(AtomicU64::new(0));
-    let poller =
-        microdcs_valkey::Poller::new(valkey.clone(), "i-1").consumer(Take(taken.clone())).start().await.unwrap();
+    let poller = microdcs_valkey::poller::Poller::new(valkey.clone(), "i-1")
+        .consumer(Take(taken.clone()))
+        .start()
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let nudges_before = count(microdcs_valkey::observe::POLLER_NUDGES);
     let store = Obs::open(valkey.clone()).store::<ObsPoll>();
@@ -507,8 +510,8 @@ async fn entries_of_other_kinds_count_as_skipped_not_handled() {
     let valkey = Valkey::connect(&config.valkey).await.unwrap();
     let keyspace = Obs::open(valkey.clone());
     let (handler, mut rx) = microdcs_tests::change_channel::<ObsSkip>();
-    let poller = microdcs_valkey::Poller::new(valkey.clone(), "i-1")
-        .consumer(microdcs_valkey::Changes::new(keyspace.store::<ObsSkip>(), "skip", handler))
+    let poller = microdcs_valkey::poller::Poller::new(valkey.clone(), "i-1")
+        .consumer(microdcs_valkey::changes::Changes::new(keyspace.store::<ObsSkip>(), "skip", handler))
         .start()
         .await
         .unwrap();
@@ -587,8 +590,8 @@ async fn writers_racing_on_index_fields_count_contention_retries() {
 /// Fails every batch, so entries stay pending.
 struct Refuse;
 
-impl microdcs_valkey::StreamConsumer for Refuse {
-    fn feed(&self) -> microdcs_valkey::Feed<'_> {
+impl microdcs_valkey::poller::StreamConsumer for Refuse {
+    fn feed(&self) -> microdcs_valkey::schema::Feed<'_> {
         ObsLag::SPEC.feed().expect("has a change stream")
     }
     fn group(&self) -> &str {
@@ -597,8 +600,8 @@ impl microdcs_valkey::StreamConsumer for Refuse {
     fn handle<'a>(
         &'a self,
         _: &'a str,
-        _: &'a [microdcs_valkey::StreamEntry],
-    ) -> microdcs_valkey::BoxFuture<'a, Result<(), microdcs_valkey::BoxError>> {
+        _: &'a [microdcs_valkey::streams::StreamEntry],
+    ) -> microdcs_valkey::poller::BoxFuture<'a, Result<(), microdcs_valkey::poller::BoxError>> {
         Box::pin(async { Err("not now".into()) })
     }
 }
@@ -617,7 +620,7 @@ async fn the_poller_samples_pending_entries_and_lag_per_stream() {
     for n in 0..5 {
         let _ = store.create(&ObsLag { id: format!("l-{n}"), scope: "s1".into(), n }).await.unwrap();
     }
-    let poller = microdcs_valkey::Poller::new(valkey.clone(), "i-1").consumer(Refuse).start().await.unwrap();
+    let poller = microdcs_valkey::poller::Poller::new(valkey.clone(), "i-1").consumer(Refuse).start().await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // Every entry was delivered and refused: all five pending, none left to deliver.
     let backlog = loop {
@@ -662,7 +665,7 @@ async fn trace_scopes_puts_the_scope_on_spans_and_never_on_metrics() {
     let doc = ObsScope { id: "sc-1".into(), scope: "tenant-a".into(), n: 1 };
     let _ = store.create(&doc).await.unwrap();
     let _ = store.get("sc-1").await.unwrap().unwrap();
-    let _ = store.delete_id("sc-1", microdcs_valkey::DeleteExpect::Any).await.unwrap();
+    let _ = store.delete_id("sc-1", microdcs_valkey::store::DeleteExpect::Any).await.unwrap();
     let scopes_of = |op: &str| -> Vec<Option<String>> {
         SPANS
             .spans
@@ -805,7 +808,7 @@ async fn reads_and_maintenance_are_operations_and_keep_scopes_off_by_default() {
     let _ = store.list(SCOPE, page.clone()).await.unwrap();
     let _ = store.range(ObsRead::due(SCOPE), 0.0, 10.0, false, 10).await.unwrap();
     let _ = store.docs(ObsRead::due(SCOPE), page.clone()).await.unwrap();
-    let scoped = microdcs_valkey::MaintenanceOptions { scope: Some(SCOPE), ..Default::default() };
+    let scoped = microdcs_valkey::store::MaintenanceOptions { scope: Some(SCOPE), ..Default::default() };
     let _ = store.verify(&scoped).await.unwrap();
     let _ = store.find(ObsRead::by_name("name-q7h-1")).await.unwrap().unwrap();
     let _ = store.get_many(&["rd-q7h-1", "rd-q7h-2"]).await.unwrap();

@@ -7,7 +7,7 @@ use std::future::Future;
 
 use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
 use microdcs_tests::{created, server, unique_prefix};
-use microdcs_valkey::{IdPage, Page, Result, Valkey, WriteOptions};
+use microdcs_valkey::{Page, Result, Valkey, config::WriteOptions, store::IdPage};
 
 async fn plant(name: &str) -> (microdcs_tests::fixtures::PlantHandle, microdcs_valkey::testing::ValkeyServer) {
     let s = server();

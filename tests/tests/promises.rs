@@ -10,7 +10,9 @@ use std::time::Duration;
 use microdcs_tests::fixtures::{Extras, Job, Ticket};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::testing::FaultProxy;
-use microdcs_valkey::{DeleteExpect, Error, Page, PutOutcome, RateDecision, Store, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Error, Page, PutOutcome, Store, Valkey, config::WriteOptions, families::RateDecision, store::DeleteExpect,
+};
 
 fn job(id: &str, status: &str, due: Option<i64>) -> Job {
     Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000, due }
@@ -268,7 +270,7 @@ async fn a_patient_client_that_waits_out_every_block_still_escalates() {
 
 #[tokio::test]
 async fn the_inspector_agrees_with_the_store_on_member_and_sorted_entries() {
-    use microdcs_valkey::{EntryState, Inspector};
+    use microdcs_valkey::{inspect::EntryState, inspect::Inspector};
     let server = server();
     let valkey =
         Valkey::connect_url(server.url(), unique_prefix("inspect-gated"), WriteOptions::default()).await.unwrap();
@@ -279,7 +281,7 @@ async fn the_inspector_agrees_with_the_store_on_member_and_sorted_entries() {
     // Running with a deadline: in both.
     let _ = store.create(&job("busy", "running", Some(500))).await.unwrap();
     let inspector = Inspector::new(&extras);
-    let state = |view: &microdcs_valkey::DocumentView, index: &str| {
+    let state = |view: &microdcs_valkey::inspect::DocumentView, index: &str| {
         view.entries.iter().find(|e| e.index == index).map(|e| e.state.clone()).unwrap()
     };
     let idle = inspector.document("job", "idle").await.unwrap().unwrap();
@@ -299,7 +301,7 @@ fn persisted_digests_are_pinned_by_literals() {
     use microdcs_valkey::Document;
     // Layout fingerprints recorded on servers by a rebuild: a change would
     // flag every index of every deployment as needing a rebuild.
-    let fps = microdcs_valkey::fingerprints(&JobResponse::SPEC);
+    let fps = microdcs_valkey::store::fingerprints(&JobResponse::SPEC);
     assert_eq!(fps, FINGERPRINTS.map(|(f, d)| (f.to_owned(), d.to_owned())).to_vec());
     // The stored form of a caller's operation id: a change would make a
     // retry across an upgrade unrecognised, and apply an `Expect::Any`
@@ -329,7 +331,7 @@ async fn a_page_belongs_to_its_walk_and_resumes_from_its_token() {
     let queued = || Job::by_status("s1", "queued");
     let page = store.ids(queued(), Page::first(4)).await.unwrap().next.expect("more queued");
     // Another group, a list, another scope: refused, nothing walked.
-    let refused = |r: Result<microdcs_valkey::IdPage, Error>, what: &str| {
+    let refused = |r: Result<microdcs_valkey::store::IdPage, Error>, what: &str| {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
     };
     refused(store.ids(Job::by_status("s1", "done"), page.clone()).await, "another group");
@@ -422,7 +424,7 @@ async fn put_any_converges_under_contention() {
 
 #[test]
 fn the_key_table_says_what_each_declared_family_is() {
-    let table = microdcs_valkey::keyspace_markdown(&Extras::SPEC);
+    let table = microdcs_valkey::inspect::keyspace_markdown(&Extras::SPEC);
     let row = |family: &str| {
         table
             .lines()
@@ -495,7 +497,7 @@ async fn every_write_takes_its_options_by_name() {
     let _ = store.create(&ticket("bolt", "t2", "B-1", "open")).await.unwrap();
     let bolt = store.get_in("bolt", "t2").await.unwrap().unwrap();
     assert!(matches!(store.delete(&bolt).in_scope("acme").await, Err(Error::InvalidArgument(_))));
-    assert!(matches!(store.delete(&bolt).op("d-2").await, Ok(microdcs_valkey::DeleteOutcome::Deleted { .. })));
+    assert!(matches!(store.delete(&bolt).op("d-2").await, Ok(microdcs_valkey::store::DeleteOutcome::Deleted { .. })));
 }
 
 #[tokio::test]

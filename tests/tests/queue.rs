@@ -13,7 +13,7 @@ use microdcs_examples::queue::{Enqueued, Job, JobOptions, Queue, Settled, now_ms
 use microdcs_tests::{server, stream_entries};
 use microdcs_valkey::redis::aio::ConnectionManager;
 use microdcs_valkey::testing::unique_prefix;
-use microdcs_valkey::{Valkey, WriteOptions};
+use microdcs_valkey::{Valkey, config::WriteOptions};
 
 const JOBS: usize = 5000;
 const WORKERS: usize = 50;
@@ -204,7 +204,7 @@ async fn fifty_workers_settle_five_thousand_jobs_exactly_once() {
     assert!(doomed.doc.attempts >= 2 || doomed.doc.state == "dead", "{doomed:?}");
     assert_ne!(doomed.doc.worker.as_deref(), Some("doomed"));
     assert!(stalls_dead <= 1, "only the doomed job can die by a stall here: {stalls_dead}");
-    let opts = microdcs_valkey::MaintenanceOptions::default();
+    let opts = microdcs_valkey::store::MaintenanceOptions::default();
     assert!(queue.store().verify(&opts).await.unwrap().differences.is_empty());
     println!("{JOBS} jobs, {WORKERS} workers: {completed} completed, {dead} dead, in {elapsed:?}");
 }

@@ -7,7 +7,10 @@
 
 use microdcs_tests::{created, server, snapshot, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{Codec, CompactJson, Document, Error, Expect, Json, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Document, Error, Expect, PutOutcome, Store, Valkey, config::WriteOptions, store::Codec, store::CompactJson,
+    store::Json,
+};
 use serde::{Deserialize, Serialize};
 
 /// A measurement with a float and a free-form detail.

@@ -10,7 +10,8 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::testing::command;
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, Durability, Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, WriteOptions,
+    Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, config::WriteOptions,
+    store::DeleteExpect, store::DeleteOutcome,
 };
 
 /// A primary and one replica of it on loopback, both with an append-only

@@ -15,8 +15,9 @@ use microdcs_tests::{ValkeyServer, unique_prefix};
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Acquire, ChangeKind, Changes, Claim, ConnectError, DedupeStore, Document, Error, LeaseBackend, LeaseStore,
-    MicroDcsConfig, Poller, PutOutcome, Valkey, ValkeyConfig, ValkeyDedupe,
+    Document, Error, MicroDcsConfig, PutOutcome, Valkey, changes::ChangeKind, changes::Changes, client::ConnectError,
+    config::ValkeyConfig, dedupe::Claim, dedupe::DedupeStore, dedupe::ValkeyDedupe, lease::Acquire,
+    lease::LeaseBackend, lease::LeaseStore, poller::Poller,
 };
 use serde::{Deserialize, Serialize};
 

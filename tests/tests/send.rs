@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use microdcs_tests::fixtures::{JobResponse, PlantHandle, WorkMaster};
 use microdcs_valkey::{
-    DedupeStore, DeleteExpect, Expect, LeaseBackend, LeaseStore, MaintenanceOptions, MemoryDedupe, MemoryLeases, Page,
-    Poller, StartLease, Streams, Valkey, ValkeyConfig, ValkeyDedupe, ValkeyStartLease,
+    Expect, Page, Valkey, config::ValkeyConfig, dedupe::DedupeStore, dedupe::MemoryDedupe, dedupe::ValkeyDedupe,
+    lease::LeaseBackend, lease::LeaseStore, lease::MemoryLeases, poller::Poller, start_lease::StartLease,
+    start_lease::ValkeyStartLease, store::DeleteExpect, store::MaintenanceOptions, streams::Streams,
 };
 
 fn send<T: Send>(_: T) {}
@@ -46,7 +47,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         wait_type: None,
         wait_start: None,
     };
-    let effects = microdcs_valkey::Effects::new().event(microdcs_valkey::Event::new("line", "e-1"));
+    let effects = microdcs_valkey::store::Effects::new().event(microdcs_valkey::store::Event::new("line", "e-1"));
     send(states.step(None, &job, &effects));
     send(async move {
         if let Ok(Some(mut read)) = states.get("j-1").await {
@@ -82,10 +83,10 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let _ = limit.reset().await;
         let _ = limit.attempt(3, Duration::from_secs(1)).await;
         let _ = limit.fail(Duration::from_secs(1), Duration::from_secs(2)).await;
-        let sweep = microdcs_valkey::DueSweep::new(
+        let sweep = microdcs_valkey::sweep::DueSweep::new(
             Plant::open(p.valkey().clone()).store::<microdcs_tests::fixtures::SfcState>(),
             |scope: &str| microdcs_tests::fixtures::SfcState::due(scope),
-            |_scope: String, _due: microdcs_valkey::Due| async { Ok(()) },
+            |_scope: String, _due: microdcs_valkey::sweep::Due| async { Ok(()) },
             Duration::from_secs(1),
         );
         let _ = sweep.sweep().await;
@@ -101,20 +102,23 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
         let p = &more;
         let receipts = p.store::<JobResponse>();
         let r = JobResponse::new("r-1", "s1", "o-1", &[]);
-        let effects = microdcs_valkey::Effects::new();
+        let effects = microdcs_valkey::store::Effects::new();
         let _ = receipts.write(None, &r, &effects).await;
         if let Ok(Some(mut read)) = receipts.get("r-1").await {
             let _ = receipts.write_in_place(&mut read, r.clone(), &effects).await;
         }
-        let compact = p.store_with::<JobResponse, _>(microdcs_valkey::CompactJson);
+        let compact = p.store_with::<JobResponse, _>(microdcs_valkey::store::CompactJson);
         let _ = compact.get("r-1").await;
         let _ = compact.put(&r, Expect::Any).await;
         let states = p.store::<SfcState>();
         let _ = states.range(SfcState::due("s1"), 0.0, 1.0, false, 10).await;
-        let expiry =
-            microdcs_valkey::ExpirySweep::new(states, |scope: &str| SfcState::due(scope), Duration::from_secs(1));
+        let expiry = microdcs_valkey::sweep::ExpirySweep::new(
+            states,
+            |scope: &str| SfcState::due(scope),
+            Duration::from_secs(1),
+        );
         let _ = expiry.sweep().await;
-        let _ = microdcs_valkey::Inspector::new(p).document("jobresponse", "r-1").await;
+        let _ = microdcs_valkey::inspect::Inspector::new(p).document("jobresponse", "r-1").await;
         let x = Extras::open(p.valkey().clone());
         let runs = Extras::canary_runs(&x, "s1", "web").expect("compile-time only");
         let _ = runs.remove_by_rank(0, 1).await;
@@ -150,10 +154,10 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(streams.read("k", "g", "c", 1));
     send(streams.read_from("k", "g", "c", 1, "0"));
     send(streams.read_or_gap("k", "g", "c", 1, None));
-    let resyncing = microdcs_valkey::Changes::new(
+    let resyncing = microdcs_valkey::changes::Changes::new(
         plant.store::<JobResponse>(),
         "g",
-        |_: String, _: Vec<microdcs_valkey::Change<JobResponse>>| async { Ok(()) },
+        |_: String, _: Vec<microdcs_valkey::changes::Change<JobResponse>>| async { Ok(()) },
     );
     send(async move {
         let _ = resyncing.resync("s1").await;

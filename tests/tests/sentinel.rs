@@ -14,8 +14,9 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
 use microdcs_valkey::testing::{DOWN_AFTER_MS, Sentinel, command};
 use microdcs_valkey::{
-    BoxError, BoxFuture, ConnectError, Document, Durability, Error, Expect, Feed, Inspector, LeaseBackend, LeaseStore,
-    MicroDcsConfig, Poller, PutOutcome, StreamConsumer, StreamEntry, Valkey, ValkeyConfig,
+    Document, Error, Expect, MicroDcsConfig, PutOutcome, Valkey, client::ConnectError, config::Durability,
+    config::ValkeyConfig, inspect::Inspector, lease::LeaseBackend, lease::LeaseStore, poller::BoxError,
+    poller::BoxFuture, poller::Poller, poller::StreamConsumer, schema::Feed, streams::StreamEntry,
 };
 use tokio::sync::mpsc;
 
@@ -151,7 +152,7 @@ async fn a_killed_primary_is_followed_by_writes_the_poller_leases_and_the_inspec
 
     let leases = LeaseStore::new(valkey.clone());
     let taken = leases.acquire("leader", "node-1", Duration::from_secs(30), "q-1").await.unwrap();
-    assert!(matches!(taken, microdcs_valkey::Acquire::Acquired(_)), "{taken:?}");
+    assert!(matches!(taken, microdcs_valkey::lease::Acquire::Acquired(_)), "{taken:?}");
     let inspector = Inspector::new(&plant);
     let view = inspector.document("jobresponse", "r-1").await.unwrap().expect("the inspector reads it");
     assert_eq!(view.version.as_deref(), Some("2"));

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
 use microdcs_valkey::testing::{Sentinel, command};
-use microdcs_valkey::{Durability, Error, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, ValkeyConfig};
+use microdcs_valkey::{Error, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, config::ValkeyConfig};
 
 const WRITERS: usize = 4;
 

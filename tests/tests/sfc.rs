@@ -4,7 +4,9 @@
 use microdcs_tests::fixtures::{Plant, SfcState};
 use microdcs_tests::{command_calls, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DiffKind, MaintenanceOptions, Page, PutOutcome, Scored, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Page, PutOutcome, Valkey, config::WriteOptions, families::Scored, store::DiffKind, store::MaintenanceOptions,
+};
 
 fn state(job: &str, deadline: Option<i64>, running: bool, wait: Option<(&str, i64)>) -> SfcState {
     SfcState {
@@ -78,7 +80,7 @@ async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
 
 #[tokio::test]
 async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones() {
-    use microdcs_valkey::DueSweep;
+    use microdcs_valkey::sweep::DueSweep;
     use std::collections::BTreeSet;
     use std::sync::{Arc, Mutex};
 
@@ -115,7 +117,7 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
     let sweep = DueSweep::new(
         store.clone(),
         |scope: &str| SfcState::due(scope),
-        move |scope: String, due: microdcs_valkey::Due| {
+        move |scope: String, due: microdcs_valkey::sweep::Due| {
             let seen = seen.clone();
             async move {
                 assert!(due.windows(2).all(|w| w[0].score <= w[1].score), "oldest first in {scope}");
@@ -136,7 +138,9 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
     let failing = DueSweep::new(
         store,
         |scope: &str| SfcState::due(scope),
-        |scope: String, _due: microdcs_valkey::Due| async move { if scope == "s3" { Err("boom".into()) } else { Ok(()) } },
+        |scope: String, _due: microdcs_valkey::sweep::Due| async move {
+            if scope == "s3" { Err("boom".into()) } else { Ok(()) }
+        },
         std::time::Duration::from_secs(1),
     );
     match failing.sweep().await {
@@ -150,7 +154,7 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
     let stuck = DueSweep::new(
         Plant::open(valkey.clone()).store::<SfcState>(),
         |scope: &str| SfcState::due(scope),
-        move |scope: String, due: microdcs_valkey::Due| {
+        move |scope: String, due: microdcs_valkey::sweep::Due| {
             let seen = seen.clone();
             async move {
                 if scope == "s0" {
@@ -172,7 +176,7 @@ async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones()
 
 #[tokio::test]
 async fn after_an_outage_longer_than_the_grace_the_sweep_walks_the_running_jobs() {
-    use microdcs_valkey::DueSweep;
+    use microdcs_valkey::sweep::DueSweep;
     use std::sync::{Arc, Mutex};
 
     let server = server();
@@ -189,7 +193,7 @@ async fn after_an_outage_longer_than_the_grace_the_sweep_walks_the_running_jobs(
     let sweep = DueSweep::new(
         store,
         |scope: &str| SfcState::due(scope),
-        |_scope: String, _due: microdcs_valkey::Due| async { Ok(()) },
+        |_scope: String, _due: microdcs_valkey::sweep::Due| async { Ok(()) },
         std::time::Duration::from_secs(1),
     )
     .heartbeat(beat.clone())
@@ -227,7 +231,7 @@ async fn beat_ms(valkey: &Valkey) -> i64 {
 /// the damage as the run's error and meters it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_due_sweep_steps_over_an_empty_registry_member_and_meters_it() {
-    use microdcs_valkey::DueSweep;
+    use microdcs_valkey::sweep::DueSweep;
     use std::sync::{Arc, Mutex};
 
     let server = server();
@@ -246,7 +250,7 @@ async fn the_due_sweep_steps_over_an_empty_registry_member_and_meters_it() {
     let sweep = DueSweep::new(
         store,
         |scope: &str| SfcState::due(scope),
-        move |_scope: String, due: microdcs_valkey::Due| {
+        move |_scope: String, due: microdcs_valkey::sweep::Due| {
             let seen = seen.clone();
             async move {
                 seen.lock().unwrap().extend(due.into_iter().map(|d| d.member));

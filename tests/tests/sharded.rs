@@ -18,8 +18,9 @@ use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::{self, Value};
 use microdcs_valkey::testing::{ValkeyCluster, command, unique_island, unique_prefix};
 use microdcs_valkey::{
-    Changes, ConnectError, DeleteExpect, DeleteOutcome, DiffKind, Effects, Event, Inspector, MaintenanceOptions,
-    MicroDcsConfig, Page, Placement, Poller, PutOutcome, StepOutcome, Valkey, ValkeyConfig, WorkEntry,
+    MicroDcsConfig, Page, PutOutcome, Valkey, changes::Changes, client::ConnectError, config::Placement,
+    config::ValkeyConfig, inspect::Inspector, poller::Poller, store::DeleteExpect, store::DeleteOutcome,
+    store::DiffKind, store::Effects, store::Event, store::MaintenanceOptions, store::StepOutcome, store::WorkEntry,
 };
 
 const SCOPES: usize = 12;

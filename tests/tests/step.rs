@@ -10,7 +10,8 @@ use microdcs_tests::{FaultProxy, ValkeyServer, server, stream_entries, unique_pr
 use microdcs_valkey::Document as _;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Effects, Error, Event, MaintenanceOptions, Page, StepOutcome, Store, Valkey, WorkEntry, WriteOptions,
+    Error, Page, Store, Valkey, config::WriteOptions, store::Effects, store::Event, store::MaintenanceOptions,
+    store::StepOutcome, store::WorkEntry,
 };
 
 fn state(job: &str, step: &str, deadline: Option<i64>, running: bool, wait: Option<(&str, i64)>) -> SfcState {
@@ -311,7 +312,8 @@ async fn bad_effects_and_a_damaged_work_stream_write_nothing() {
     assert_eq!(e.store.get("j-1").await.unwrap().unwrap().version, 1);
     assert!(e.work("s1").await.is_empty(), "no work appended");
     // Too many entries, or too many fields in all: refused.
-    let many = (0..=microdcs_valkey::MAX_WORK_ENTRIES).fold(Effects::new(), |ef, i| ef.work(work(&i.to_string())));
+    let many =
+        (0..=microdcs_valkey::store::MAX_WORK_ENTRIES).fold(Effects::new(), |ef, i| ef.work(work(&i.to_string())));
     assert!(e.store.step(Some(&read), &next, &many).await.unwrap_err().is_invalid_input());
     let wide = (0..11)
         .fold(Effects::new(), |ef, i| ef.work((0..1000).fold(WorkEntry::new(), |w, f| w.field(format!("f{f}"), i))));
@@ -343,7 +345,7 @@ async fn a_malformed_call_of_the_step_script_writes_nothing() {
         keys[o.work_key - 1] = Plant::sfc_work_key(&p, "s1").unwrap();
         let mut args = vec![String::new(); l.num_args];
         args[l.put.common.expect - 1] = "1".into();
-        args[l.put.common.op - 1] = microdcs_valkey::new_op_id();
+        args[l.put.common.op - 1] = microdcs_valkey::store::new_op_id();
         args[l.put.common.id - 1] = "j-1".into();
         args[l.put.common.scope - 1] = "s1".into();
         args[l.put.history - 1] = "8".into();

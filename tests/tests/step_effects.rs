@@ -10,8 +10,8 @@ use microdcs_valkey::config::Secret;
 use microdcs_valkey::redis::AsyncCommands;
 use microdcs_valkey::testing::{ValkeyCluster, unique_prefix};
 use microdcs_valkey::{
-    Document, Effects, Error, KeyspaceHandle, MicroDcsConfig, Placement, StepOutcome, Store, Valkey, ValkeyConfig,
-    keyspace,
+    Document, Error, KeyspaceHandle, MicroDcsConfig, Store, Valkey, config::Placement, config::ValkeyConfig, keyspace,
+    store::Effects, store::StepOutcome,
 };
 use serde::{Deserialize, Serialize};
 
@@ -215,10 +215,10 @@ async fn plain_writes(chat: &KeyspaceHandle<Chat>, raw: &mut microdcs_valkey::cl
     assert_eq!(out, StepOutcome::Written { version: 3, values: vec![] });
     assert_eq!((read.version, read.doc.upto), (3, 9));
     // No outbox: work entries and events are refused before anything is sent.
-    let work = Effects::new().incr(&seen, 1).work(microdcs_valkey::WorkEntry::new().field("a", 1));
+    let work = Effects::new().incr(&seen, 1).work(microdcs_valkey::store::WorkEntry::new().field("a", 1));
     let e = receipts.write(Some(&read), &Receipt { upto: 10, ..r.clone() }, &work).await.unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("no outbox")), "{e:?}");
-    let event = Effects::new().event(microdcs_valkey::Event::id("e-1"));
+    let event = Effects::new().event(microdcs_valkey::store::Event::id("e-1"));
     let e = receipts.write(Some(&read), &Receipt { upto: 10, ..r.clone() }, &event).await.unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument(_)), "{e:?}");
     assert_eq!(seen.get().await.unwrap(), 2);

@@ -10,7 +10,8 @@ use std::time::Duration;
 use microdcs_tests::{FaultProxy, ValkeyServer, command_calls, created, snapshot, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    Codec, DeleteExpect, DeleteOutcome, Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, WriteOptions,
+    Document, Error, Expect, KeyPrefix, Page, PutOutcome, Valkey, config::WriteOptions, store::Codec,
+    store::DeleteExpect, store::DeleteOutcome,
 };
 
 use microdcs_tests::fixtures::{JobResponse, Plant, WorkMaster};
@@ -832,7 +833,10 @@ async fn non_finite_scores_are_refused_before_anything_is_written() {
         let r = Reading { id: "x-1".into(), scope: "s1".into(), value: bad };
         let got = store.create(&r).await;
         assert!(
-            matches!(got, Err(Error::Index(microdcs_valkey::IndexError::NonFiniteScore { type_name: "Reading", .. }))),
+            matches!(
+                got,
+                Err(Error::Index(microdcs_valkey::schema::IndexError::NonFiniteScore { type_name: "Reading", .. }))
+            ),
             "{bad}: {got:?}"
         );
         let got = store.put(&r, Expect::Any).await;

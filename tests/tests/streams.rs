@@ -8,8 +8,9 @@ use microdcs_tests::change_channel;
 use microdcs_tests::{FaultProxy, command_calls, created, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    BoxError, BoxFuture, Change, ChangeKind, Changes, DeleteOutcome, Document, Feed, MicroDcsConfig, Poller,
-    PutOutcome, StreamConsumer, StreamEntry, Streams, Valkey, ValkeyConfig,
+    Document, MicroDcsConfig, PutOutcome, Valkey, changes::Change, changes::ChangeKind, changes::Changes,
+    config::ValkeyConfig, poller::BoxError, poller::BoxFuture, poller::Poller, poller::StreamConsumer, schema::Feed,
+    store::DeleteOutcome, streams::StreamEntry, streams::Streams,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -229,7 +230,7 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
     assert_eq!(alarms.update_with_op(&read, &a, "op-7").await.unwrap(), PutOutcome::Written { version: 2 });
     let c = next_change(&mut rx).await;
     assert_eq!((c.kind, c.version), (ChangeKind::Updated, 2));
-    assert_eq!(c.op, microdcs_valkey::stored_op_id("op-7"), "the stored form of the caller's op id");
+    assert_eq!(c.op, microdcs_valkey::schema::lua::stored_op_id("op-7"), "the stored form of the caller's op id");
     let read = alarms.get("a-1").await.unwrap().unwrap();
     assert!(matches!(alarms.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 2 }));
     let c = next_change(&mut rx).await;
@@ -565,7 +566,7 @@ async fn the_poller_never_sends_a_blocking_command() {
 
 struct Tick(Arc<AtomicU32>);
 
-impl microdcs_valkey::PollerTask for Tick {
+impl microdcs_valkey::poller::PollerTask for Tick {
     fn interval(&self) -> Duration {
         Duration::from_millis(100)
     }

@@ -6,8 +6,8 @@ use microdcs_tests::fixtures::{Extras, Ticket};
 use microdcs_tests::{ValkeyServer, server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
-    DeleteExpect, DeleteOutcome, DiffKind, Error, Expect, MaintenanceOptions, Page, PutOutcome, Store, Valkey,
-    WriteOptions,
+    Error, Expect, Page, PutOutcome, Store, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome,
+    store::DiffKind, store::MaintenanceOptions,
 };
 
 fn ticket(scope: &str, id: &str, reference: &str, status: &str, opened: i64) -> Ticket {

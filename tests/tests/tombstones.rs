@@ -7,7 +7,9 @@ use std::time::Duration;
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::{FaultProxy, ValkeyServer, server, snapshot, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DeleteExpect, DeleteOutcome, Error, Expect, KeyPrefix, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Error, Expect, KeyPrefix, PutOutcome, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome,
+};
 
 struct Env {
     _server: ValkeyServer,

@@ -6,7 +6,9 @@ use std::time::Duration;
 use microdcs_tests::fixtures::{Extras, Session};
 use microdcs_tests::{server, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
-use microdcs_valkey::{DeleteExpect, DeleteOutcome, Document, Error, Expect, PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{
+    Document, Error, Expect, PutOutcome, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome,
+};
 
 fn session(id: &str, token: &str) -> Session {
     Session { id: id.into(), scope: "s1".into(), token: token.into(), user: "ada".into() }

@@ -7,7 +7,9 @@
 
 use microdcs_tests::{created, server, snapshot, unique_prefix};
 use microdcs_valkey::redis;
-use microdcs_valkey::{DiffKind, Document, Error, Expect, KeyPrefix, MaintenanceOptions, Report, Store, Valkey};
+use microdcs_valkey::{
+    Document, Error, Expect, KeyPrefix, Store, Valkey, store::DiffKind, store::MaintenanceOptions, store::Report,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use microdcs_examples::plant::Plant;
-use microdcs_valkey::{Inspector, Valkey};
+use microdcs_valkey::{Valkey, inspect::Inspector};
 
 use super::Res;
 

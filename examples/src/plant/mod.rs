@@ -190,8 +190,8 @@ pub struct KeyRow {
 ///
 /// # Errors
 /// A sample value rejected by the encoding (never, for these samples).
-pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, microdcs_valkey::KeyError> {
-    use microdcs_valkey::Role;
+pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, microdcs_valkey::schema::KeyError> {
+    use microdcs_valkey::schema::Role;
     let p = prefix;
     let mut rows = Vec::new();
     for f in Plant::SPEC.all_families() {

@@ -155,7 +155,7 @@ keyspace! {
 /// # Errors
 /// Any error of the store.
 pub async fn demo(valkey: &microdcs_valkey::Valkey) -> Result<Vec<String>, microdcs_valkey::Error> {
-    use microdcs_valkey::{Effects, MaintenanceOptions, Page, WorkEntry};
+    use microdcs_valkey::{Page, store::Effects, store::MaintenanceOptions, store::WorkEntry};
     let plant = ShardedPlant::open(valkey.clone());
     let responses = plant.store::<JobResponse>();
     let states = plant.store::<SfcState>();

@@ -62,7 +62,7 @@ impl Default for WriteOptions {
 ///
 /// ```
 /// use std::time::Duration;
-/// use microdcs_valkey::Durability;
+/// use microdcs_valkey::config::Durability;
 /// let d = Durability::replicas(1).with_timeout(Duration::from_millis(500));
 /// assert_eq!(d.replicas, 1);
 /// assert!(!Durability::NONE.waits());

@@ -46,7 +46,7 @@ pub use list::ListKey;
 pub use rate_limit::{RateDecision, RateLimitKey};
 pub use set::SetKey;
 pub use value::TypedValue;
-pub use value::{CounterKey, StringKey, ValueKey};
+pub use value::{CounterKey, StringKey};
 pub use zset::{Scored, SortedSetKey};
 
 /// One key of a declared family on a connection.

@@ -13,10 +13,6 @@ use crate::client::Valkey;
 use crate::error::{Error, Result};
 use crate::retry::{self, LuaScript};
 
-/// The earlier name of [`StringKey`] (a `string` family's handle).
-#[doc(hidden)]
-pub type ValueKey = StringKey;
-
 /// One key of a string family holding a text (a limit, a heartbeat, a
 /// marker), optionally with a lifetime.
 #[derive(Debug, Clone)]

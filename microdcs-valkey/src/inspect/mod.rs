@@ -2,7 +2,7 @@
 //! developer tools. Kinds and families, scopes, ids, one document with the
 //! state of each of its index entries, dedupe claims, leases, streams and
 //! values (a heartbeat). It sends only the reads of
-//! [`AclRole::Inspector`](crate::AclRole::Inspector), so it works as a
+//! [`AclRole::Inspector`](crate::acl::AclRole::Inspector), so it works as a
 //! user with read-only key access, and offers no way to send any other
 //! command.
 
@@ -27,14 +27,14 @@ pub use mcp::PROTOCOL_VERSION as MCP_PROTOCOL_VERSION;
 pub use crate::keyspace_doc::keyspace_markdown;
 
 pub use views::{
-    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, IdsPage, InspectorPage, KindInfo,
-    LeaseView, StreamView, ValueView,
+    DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, InspectorPage, KindInfo, LeaseView,
+    StreamView, ValueView,
 };
 
 /// Read-only views of keyspace `K` through its spec, for developer tools:
 /// kinds and families, scopes, ids, one document with the state of each of
 /// its index entries, dedupe claims, leases, streams and values. It sends
-/// only the reads of [`AclRole::Inspector`](crate::AclRole::Inspector), so
+/// only the reads of [`AclRole::Inspector`](crate::acl::AclRole::Inspector), so
 /// it works as a user with read-only key access.
 pub struct Inspector<K> {
     valkey: Valkey,

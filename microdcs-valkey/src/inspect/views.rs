@@ -31,10 +31,6 @@ pub struct FamilyInfo {
     pub template: String,
 }
 
-/// The earlier name of [`InspectorPage`].
-#[doc(hidden)]
-pub type IdsPage = InspectorPage;
-
 /// A page of ids and where the next one starts (`None` at the end).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InspectorPage {
@@ -154,7 +150,7 @@ pub struct GroupView {
     pub lag: Option<u64>,
     /// Age in milliseconds of the oldest pending entry (server clock);
     /// `None` with nothing pending, or past the first
-    /// [`Inspector::MAX_GROUP_DETAILS`](crate::Inspector::MAX_GROUP_DETAILS) groups.
+    /// [`Inspector::MAX_GROUP_DETAILS`](crate::inspect::Inspector::MAX_GROUP_DETAILS) groups.
     pub oldest_pending_age_ms: Option<u64>,
 }
 

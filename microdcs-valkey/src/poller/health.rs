@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-/// A snapshot of a poller's health ([`crate::PollerHandle::health`]).
+/// A snapshot of a poller's health ([`crate::poller::PollerHandle::health`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PollerHealth {

@@ -15,7 +15,7 @@
 //!   holds it.
 //! - `.in_scope(scope)` (deletes by id): the scope, for ids unique per scope.
 //! - `.durability(d)`: wait for replicas after the write (overrides the
-//!   handle's [`WriteOptions::durability`](crate::WriteOptions)); see
+//!   handle's [`WriteOptions::durability`](crate::config::WriteOptions)); see
 //!   [`Durability`].
 //! - `.keep_lifetime()` (puts): the document keeps the lifetime it has
 //!   left instead of getting its type's again.
@@ -92,7 +92,7 @@ impl<'a, D, C> PutCall<'a, D, C> {
     }
 
     /// What this write waits for once applied (overrides the handle's
-    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// [`WriteOptions::durability`](crate::config::WriteOptions)): with replicas,
     /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
     /// which carries the version written.
     pub fn durability(mut self, durability: Durability) -> Self {
@@ -181,7 +181,7 @@ impl<'a, D, C> DeleteCall<'a, D, C> {
     }
 
     /// What this write waits for once applied (overrides the handle's
-    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// [`WriteOptions::durability`](crate::config::WriteOptions)): with replicas,
     /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
     /// which carries the version written.
     pub fn durability(mut self, durability: Durability) -> Self {
@@ -250,7 +250,7 @@ impl<'a, D, C> StepCall<'a, D, C> {
     }
 
     /// What this write waits for once applied (overrides the handle's
-    /// [`WriteOptions::durability`](crate::WriteOptions)): with replicas,
+    /// [`WriteOptions::durability`](crate::config::WriteOptions)): with replicas,
     /// a shortfall is [`Error::NotReplicated`](crate::Error::NotReplicated),
     /// which carries the version written.
     pub fn durability(mut self, durability: Durability) -> Self {

@@ -322,7 +322,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// an event ([`Error::InvalidArgument`], nothing sent).
     ///
     /// ```no_run
-    /// # use microdcs_valkey::{Document, Effects, Store, StepOutcome, families::CounterKey};
+    /// # use microdcs_valkey::{Document, store::Effects, Store, store::StepOutcome, families::CounterKey};
     /// # async fn demo<D>(messages: &Store<D>, msg: &D, seq: &CounterKey) -> microdcs_valkey::Result<()>
     /// # where D: Document + serde::Serialize + serde::de::DeserializeOwned {
     /// let out = messages.write(None, msg, &Effects::new().incr(seq, 1)).await?;

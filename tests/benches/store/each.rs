@@ -8,7 +8,7 @@ use microdcs_tests::fixtures::{Article, Extras};
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::testing::{ValkeyServer, unique_prefix};
-use microdcs_valkey::{PutOutcome, Valkey, WriteOptions};
+use microdcs_valkey::{PutOutcome, Valkey, config::WriteOptions};
 
 use super::median;
 

@@ -9,7 +9,7 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::client::Connection;
 use microdcs_valkey::redis::aio::ConnectionManager;
 use microdcs_valkey::testing::{FaultProxy, ValkeyServer, unique_prefix};
-use microdcs_valkey::{Store, Valkey, WriteOptions};
+use microdcs_valkey::{Store, Valkey, config::WriteOptions};
 
 use super::{store_throughput, watch_throughput};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::testing::{ValkeyServer, unique_prefix};
-use microdcs_valkey::{Codec, CompactJson, Json, PutOutcome, Store, Valkey, WriteOptions};
+use microdcs_valkey::{PutOutcome, Store, Valkey, config::WriteOptions, store::Codec, store::CompactJson, store::Json};
 
 use super::{doc, median, pct, us};
 

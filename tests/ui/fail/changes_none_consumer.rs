@@ -1,4 +1,4 @@
-use microdcs_valkey::{Change, Changes, Document, Store};
+use microdcs_valkey::{changes::Change, changes::Changes, Document, Store};
 
 #[derive(Debug, serde::Serialize, serde::Deserialize, Document)]
 #[microdcs(changes = none)]
@@ -7,7 +7,7 @@ struct Mark {
     scope: String,
 }
 
-async fn handle(_scope: String, _changes: Vec<Change<Mark>>) -> Result<(), microdcs_valkey::BoxError> {
+async fn handle(_scope: String, _changes: Vec<Change<Mark>>) -> Result<(), microdcs_valkey::poller::BoxError> {
     Ok(())
 }
 

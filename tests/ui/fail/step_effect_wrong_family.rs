@@ -1,6 +1,6 @@
 //! A step's family effects take the family's own handle: an increment of
 //! a set, or an add to a counter, does not compile.
-use microdcs_valkey::{Effects, keyspace};
+use microdcs_valkey::{store::Effects, keyspace};
 
 keyspace! {
     Chat {

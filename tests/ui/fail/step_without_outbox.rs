@@ -1,4 +1,4 @@
-use microdcs_valkey::{Document, Effects, Store};
+use microdcs_valkey::{Document, store::Effects, Store};
 
 #[derive(Debug, serde::Serialize, serde::Deserialize, Document)]
 struct Order {

@@ -1,4 +1,4 @@
-use microdcs_valkey::{Document, KeyPrefix, UNSCOPED};
+use microdcs_valkey::{Document, KeyPrefix, schema::UNSCOPED};
 
 // An unscoped type: no scope field, a global list, indexes without `{scope}`.
 #[derive(Document)]

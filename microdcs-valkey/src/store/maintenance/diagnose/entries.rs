@@ -39,10 +39,10 @@ enum Claim {
 /// the batch, because the server returns only keys of the family's type
 /// and most slots hold documents, so a step of `batch` slots would return
 /// a fraction of a batch for a full round trip. Still one short command
-/// (bounded by [`crate::MaintenanceOptions::MAX_BATCH`]); the keys it
+/// (bounded by [`crate::store::MaintenanceOptions::MAX_BATCH`]); the keys it
 /// returns are checked a batch at a time.
 fn walk_step(batch: usize) -> usize {
-    (batch * 8).clamp(1, crate::MaintenanceOptions::MAX_BATCH)
+    (batch * 8).clamp(1, crate::store::MaintenanceOptions::MAX_BATCH)
 }
 
 impl<D: Document, C: Codec<D>> Store<D, C> {
