@@ -70,8 +70,8 @@ pub mod __private {
     pub use std::borrow::Cow;
 
     /// What the `open` function of a keyspace returns.
-    pub fn open_keyspace<K: Keyspace>(valkey: crate::Valkey) -> crate::KeyspaceHandle<K> {
-        crate::KeyspaceHandle::new(valkey)
+    pub fn open_keyspace<K: Keyspace>(valkey: Valkey) -> KeyspaceHandle<K> {
+        KeyspaceHandle::new(valkey)
     }
 
     /// The spec emitted for a document type whose attributes did not check.
