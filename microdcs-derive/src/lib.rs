@@ -141,8 +141,9 @@ use proc_macro::TokenStream;
 /// may both hold a `t-1`. A document is then named by its scope and id
 /// (`Store::get_in`, `delete_id_in`, `get_many_in`, `key_in`; the id-only
 /// forms refuse), every index key must hold `{scope}` too (an entry holds
-/// an id, which names a document only within its scope), and tombstones,
-/// unique lookups and `verify` work per scope.
+/// an id, which names a document only within its scope; a compile error
+/// otherwise), and unique lookups, claims, document pages, tombstones and
+/// `verify`/`rebuild` all work per scope.
 ///
 /// ```ignore
 /// #[derive(Document)]
@@ -271,21 +272,51 @@ use proc_macro::TokenStream;
 /// is true; a sorted index keeps it in a sorted set scored by a number (or
 /// an `Option` of one; `None` leaves it out), bounded to the `N` highest
 /// scores with `max`. Both bind placeholders like `group`, and keep their
-/// marker or score in the hash field named after the index.
+/// marker or score in the hash field named after the index. Each takes a
+/// `name = "..."` like the other indexes (`member(key =
+/// "job:running:{scope}", when = is_running(), name = "running")`,
+/// `sorted(key = "job:due:{scope}", score = due, name = "due")`).
+///
+/// A sorted score, like a list's, must be finite: a NaN or infinite score is
+/// refused with `Error::Index`, nothing written. With `max = N` the set is
+/// trimmed to the `N` highest scores by the write that adds one, and
+/// `verify` does not count the evicted ids as missing.
+///
+/// ## `each(key = "...", value = field_or_method, name = "...")`
+///
+/// A multi-valued index: `each(key = "ticket:bytag:{scope}:{tag}", tag =
+/// tags, name = "by_tag")` puts the document in one set per distinct value
+/// of `tags`, a field or `&self` method giving a `Vec`, a slice, a
+/// `BTreeSet` or `HashSet`, or an `Option` of one, of index values (the
+/// `IndexValues` trait). Every write moves it exactly: out of the sets of
+/// the values it dropped, into those of the values it gained, untouched
+/// where a value stays, all in the write's one script (the keys of the
+/// values read and of the new ones are passed as `KEYS`, so the script
+/// stays in one slot on a cluster). Empty values are left out and repeats
+/// merged; more than 256 distinct values is `Error::Index`
+/// (`TooManyValues`), nothing written. The document hash keeps the values,
+/// encoded and joined by `|`, in the field named after the index, so every
+/// write, `verify` and `rebuild` know the entries from the hash alone.
+/// Rules, each a compile error at the attribute: exactly one value
+/// placeholder besides `{scope}`, no `{id}`, no `when` or `score`, and the
+/// value must be a collection (`IndexValues`).
 ///
 /// ## `ttl = "..."`
 ///
-/// A lifetime for the documents (`"30m"`, `"1h30m"`, `"500ms"`), set again by
-/// every write for the document and its unique index keys in the same
-/// script. A type with a lifetime has no list and no group index: their
-/// entries would outlive the documents.
+/// A lifetime for the documents in the settings' duration grammar (`"90s"`,
+/// `"30m"`, `"1h30m"`, `"500ms"`, `"00:30:00"`), set again by every write
+/// for the document and its unique index keys in the same script, so they
+/// expire together. A type with a lifetime has no list and no group index:
+/// their entries would outlive the documents, and the build fails with an
+/// error pointing at the index.
 ///
 /// ## `unscoped`
 ///
 /// A type whose documents belong to no scope (a control-plane table, a
 /// global registry): it needs no scope field (a field named `scope` is an
-/// ordinary field then), every document carries the scope `UNSCOPED`
-/// (`"_"`) in its hash, the registry, its change entries and nudges, its
+/// ordinary field then), every document reads as the scope `UNSCOPED`
+/// (`"_"`), which the registry, its change entries and nudges carry (its
+/// hash leaves the field out, to save memory), its
 /// list is one global set whose key has no placeholder (read it with
 /// `Store::list_all`), and no index may use `{scope}`.
 ///

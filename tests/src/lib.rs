@@ -10,9 +10,55 @@
 #![warn(missing_docs)]
 
 /// The repository README's examples, compiled and run as doctests here
-/// (the published crate's front page is its own, shorter README).
+/// (the published crate's front page is its own, shorter README); below it
+/// the guide's chapters (`docs/guide/`), each its own module the same way.
 #[doc = include_str!("../../README.md")]
 mod readme {}
+
+#[doc = include_str!("../../docs/guide/README.md")]
+mod guide_index {}
+
+#[doc = include_str!("../../docs/guide/01-documents.md")]
+mod guide_documents {}
+
+#[doc = include_str!("../../docs/guide/02-reading-writing.md")]
+mod guide_reading_writing {}
+
+#[doc = include_str!("../../docs/guide/03-configuration.md")]
+mod guide_configuration {}
+
+#[doc = include_str!("../../docs/guide/04-cluster.md")]
+mod guide_cluster {}
+
+#[doc = include_str!("../../docs/guide/05-failover-and-durability.md")]
+mod guide_failover {}
+
+#[doc = include_str!("../../docs/guide/06-errors-and-bounds.md")]
+mod guide_errors {}
+
+#[doc = include_str!("../../docs/guide/07-streams-and-consumers.md")]
+mod guide_streams {}
+
+#[doc = include_str!("../../docs/guide/08-steps-and-effects.md")]
+mod guide_steps {}
+
+#[doc = include_str!("../../docs/guide/09-coordination.md")]
+mod guide_coordination {}
+
+#[doc = include_str!("../../docs/guide/10-maintenance.md")]
+mod guide_maintenance {}
+
+#[doc = include_str!("../../docs/guide/11-observability.md")]
+mod guide_observability {}
+
+#[doc = include_str!("../../docs/guide/12-testing.md")]
+mod guide_testing {}
+
+#[doc = include_str!("../../docs/guide/13-key-rules.md")]
+mod guide_key_rules {}
+
+#[doc = include_str!("../../docs/guide/cookbook.md")]
+mod guide_cookbook {}
 
 pub mod fixtures;
 pub mod flows;
