@@ -2,7 +2,7 @@
 //! search cluster's control-plane store (hand-written over raw Redis
 //! commands in miroir's `redis.rs`), as document types and typed families,
 //! with a dozen operations of our own over them; not miroir's `TaskStore`
-//! trait (the README, where it introduces this program, compares a port
+//! trait (the guide's index, where it introduces this program, compares a port
 //! of the whole trait).
 //!
 //! Every table is an unscoped document type (miroir has no tenants in its

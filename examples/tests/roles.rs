@@ -26,7 +26,7 @@ fn user(server: &ValkeyServer, prefix: &str, role: &str) -> String {
     assert_eq!(code, 0, "{line}");
     let line = line.trim();
     assert!(line.starts_with(&format!("ACL SETUSER {name} ")) && !line.contains(PASSWORD), "{line}");
-    // The line's words as a shell reads them (the way the README gives to
+    // The line's words as a shell reads them (the way the guide gives to
     // apply it: after `valkey-cli` on a command line).
     let out = Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {line}")).output().unwrap();
     assert!(out.status.success(), "sh refused `{line}`: {}", String::from_utf8_lossy(&out.stderr));

@@ -17,9 +17,10 @@
 //!
 //! Time is the server's: expiry is a key TTL, never a client clock. Through
 //! Sentinel or on a cluster, the store follows a failover like every other
-//! call of the handle (see the README, "Through Sentinel"), and a call whose
-//! reply was lost is repeated with its request id, so it never takes a
-//! second token: it answers with the grant it made, as it is now.
+//! call of the handle (see the guide's failover chapter,
+//! `docs/guide/05-failover-and-durability.md`), and a call whose reply was
+//! lost is repeated with its request id, so it never takes a second token:
+//! it answers with the grant it made, as it is now.
 //!
 //! Valkey replication is asynchronous: an acquire acknowledged by the old
 //! primary but not yet on the promoted replica is lost with the failover.

@@ -81,7 +81,7 @@ async fn scripts_go_with_their_first_line(cluster: &ValkeyCluster) {
 }
 
 async fn roles_applied_on_every_node(cluster: &ValkeyCluster) {
-    // ACL users are per node: the README says to apply each role's rules
+    // ACL users are per node: the guide (chapter 4) says to apply each role's rules
     // on every node. Done so, the restricted users run everything.
     let prefix = unique_island("cl-acl");
     let password = "cluster-acl-password-1";

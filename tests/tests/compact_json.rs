@@ -114,7 +114,7 @@ async fn the_entry_by_position_is_smaller_and_both_codecs_read_both_forms() {
     assert_eq!(text(&mut raw, &key_b).await, r#" [201,"{\"ok\":true,\"task\":42}"]"#);
     let got = json.get(&b.id).await.unwrap().expect("stored");
     assert_eq!((got.doc, got.version), (next, 2));
-    // The README's idiom: a second answer under the same key is refused.
+    // The guide's idiom: a second answer under the same key is refused.
     assert!(tasks.remember("req-r", 202, "accepted").await.unwrap());
     assert!(!tasks.remember("req-r", 500, "other").await.unwrap());
     assert_eq!(compact.get("req-r").await.unwrap().unwrap().doc.status, 202);

@@ -3,7 +3,7 @@
 //! creates, compare-and-set updates, unconditional puts, deletes and reads
 //! on a few documents while a nemesis kills, stops and fails over the
 //! primary and cuts every client connection. Every call is recorded with its outcome; afterwards a small
-//! checker proves the consistency model the README states:
+//! checker proves the consistency model the guide states (chapter 5):
 //!
 //! - every write acknowledged as replicated is present or superseded: no
 //!   later history shows another write at its version;

@@ -1,4 +1,4 @@
-//! Documented promises probed from the outside, each through the README's
+//! Documented promises probed from the outside, each through the guide's
 //! own idiom: claims hand a document to one worker (also on a sorted index
 //! and under connection cuts), and a read of one tenant never writes over
 //! another. Against a real Valkey.
@@ -18,7 +18,7 @@ fn job(id: &str, status: &str, due: Option<i64>) -> Job {
     Job { id: id.into(), scope: "s1".into(), status: status.into(), created: 1_700_000_000_000, due }
 }
 
-/// 50 workers claim queued jobs with exactly the README's closure (which
+/// 50 workers claim queued jobs with exactly the guide's closure (which
 /// never looks at the state) until none is left; returns every id claimed.
 async fn claim_all(store: &Store<Job>, workers: usize) -> Vec<String> {
     let tasks: Vec<_> = (0..workers)
@@ -152,7 +152,7 @@ async fn many_workers_on_a_sorted_index_claim_each_due_job_once() {
             let store = store.clone();
             tokio::spawn(async move {
                 let mut mine = Vec::new();
-                // The README idiom: the closure keeps the deadline, so the
+                // The guide's idiom: the closure keeps the deadline, so the
                 // store alone must keep a claimed job from a second worker.
                 while let Some(s) = store
                     .claim_due(Job::due("s1"), 1e12, |d| Some(Job { status: "running".into(), due: None, ..d.clone() }))

@@ -407,7 +407,7 @@ async fn steps_in_place_need_no_read_between_them() {
 
 #[tokio::test]
 async fn a_step_takes_its_op_id_like_every_write() {
-    // The README's form: `store.step(Some(&read), &next, &effects).op(id)`.
+    // The guide's form: `store.step(Some(&read), &next, &effects).op(id)`.
     let mut e = env("step-op").await;
     let first = state("j-9", "start", None, true, None);
     assert_eq!(

@@ -54,7 +54,7 @@ fn message(id: &str, conversation: &str, from: &str) -> Message {
     Message { id: id.into(), scope: conversation.into(), from: from.into(), text: format!("hello from {from}") }
 }
 
-/// Sends one message the way the README shows: the document, the next
+/// Sends one message the way the guide shows (chapter 8): the document, the next
 /// sequence number, an unread count for each other member, the sender's
 /// membership and the conversation's recency, all in the step.
 async fn send(
@@ -183,7 +183,7 @@ async fn everything(connection_string: String, name: &str) {
 }
 
 /// A type without an outbox writes with family effects through
-/// `Store::write`, the README's idiom: exactly once by operation id, an
+/// `Store::write`, the guide's idiom: exactly once by operation id, an
 /// update from a read, `write_in_place`, and no work entries or event.
 async fn plain_writes(chat: &KeyspaceHandle<Chat>, raw: &mut microdcs_valkey::client::Connection) {
     let receipts = chat.store::<Receipt>();
