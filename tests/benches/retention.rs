@@ -195,8 +195,7 @@ async fn throughput(server: &ValkeyServer, consumers: usize, per_scope: u32) -> 
     }
     let start = Instant::now();
     let poller = poller.start().await.unwrap();
-    until("every consumer has every entry", async || counters.iter().all(|c| c.load(Ordering::Relaxed) == total))
-        .await;
+    until("every consumer has every entry", async || counters.iter().all(|c| c.load(Ordering::Relaxed) == total)).await;
     let took = start.elapsed();
     // Let the next polls trim what every group has read.
     for scope in SCOPES {
