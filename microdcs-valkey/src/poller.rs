@@ -272,8 +272,12 @@ impl Poller {
             retry::bounded(timeout, async move { sub_con.subscribe(ch).await }).await?;
         }
         let (stop, stop_rx) = watch::channel(false);
-        let health = health::Recorder::new((self.valkey.write_options().change_stream_max_len / 2).max(1));
-        let permits = plans.iter().map(|_| Arc::new(tokio::sync::Semaphore::new(run::SCOPES_AT_ONCE))).collect();
+        let poll = self.valkey.poll_options();
+        let health = health::Recorder::new(poll.lag_limit.max(1));
+        // At least one permit: zero would never drain (the setting refuses
+        // it; `PollOptions` set in code is not validated).
+        let at_once = usize::try_from(poll.scopes_at_once).unwrap_or(usize::MAX).max(1);
+        let permits = plans.iter().map(|_| Arc::new(tokio::sync::Semaphore::new(at_once))).collect();
         let shared = Shared {
             health: health.clone(),
             streams: Streams::new(self.valkey.clone()),

@@ -377,3 +377,43 @@ fn an_unknown_setting_suggests_the_closest_known_name() {
         assert!(err.as_ref().is_ok() || !err.as_ref().unwrap_err().contains("unknown setting"), "{name}: {err:?}");
     }
 }
+
+/// The poller's consumer settings: read from the environment and from
+/// serde, defaults as documented, bounds refused by name.
+#[test]
+fn consumer_scopes_at_once_and_lag_limit_are_settings() {
+    let d = MicroDcsConfig::default();
+    assert_eq!(d.valkey.consumer_scopes_at_once, 8);
+    assert_eq!(d.valkey.consumer_lag_limit, None, "unset: half of ChangeStreamMaxLength");
+    let c = MicroDcsConfig::from_vars([
+        ("APP_MicroDcs__Valkey__ConsumerScopesAtOnce", "2"),
+        ("APP_MicroDcs__Valkey__ConsumerLagLimit", "300"),
+    ])
+    .unwrap();
+    assert_eq!(c.valkey.consumer_scopes_at_once, 2);
+    assert_eq!(c.valkey.consumer_lag_limit, Some(300));
+    let c = MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__ConsumerLagLimit", "")]).unwrap();
+    assert_eq!(c.valkey.consumer_lag_limit, None, "empty is unset");
+    let c: MicroDcsConfig = serde_json::from_value(serde_json::json!({
+        "Valkey": { "ConsumerScopesAtOnce": 1024, "ConsumerLagLimit": "5000" }
+    }))
+    .unwrap();
+    assert_eq!(c.valkey.consumer_scopes_at_once, 1024);
+    assert_eq!(c.valkey.consumer_lag_limit, Some(5000));
+    let at_once = "MicroDcs:Valkey:ConsumerScopesAtOnce";
+    one(&[("Valkey__ConsumerScopesAtOnce", "0")], at_once, "between 1 and 1024");
+    one(&[("Valkey__ConsumerScopesAtOnce", "1025")], at_once, "between 1 and 1024");
+    one(&[("Valkey__ConsumerScopesAtOnce", "many")], at_once, "whole number");
+    let lag = "MicroDcs:Valkey:ConsumerLagLimit";
+    one(&[("Valkey__ConsumerLagLimit", "0")], lag, "between 1 and ChangeStreamMaxLength (5000)");
+    one(&[("Valkey__ConsumerLagLimit", "5001")], lag, "between 1 and ChangeStreamMaxLength (5000)");
+    one(
+        &[("Valkey__ChangeStreamMaxLength", "100"), ("Valkey__ConsumerLagLimit", "101")],
+        lag,
+        "between 1 and ChangeStreamMaxLength (100)",
+    );
+    one(&[("Valkey__ConsumerLagLimit", "-1")], lag, "whole number");
+    let e =
+        serde_json::from_value::<ValkeyConfig>(serde_json::json!({"ConsumerScopesAtOnce": 0})).unwrap_err().to_string();
+    assert!(e.contains("MicroDcs:Valkey:ConsumerScopesAtOnce"), "{e}");
+}

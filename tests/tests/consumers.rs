@@ -441,3 +441,85 @@ async fn read_entries_are_trimmed_unread_ones_stay() {
     assert_eq!(len(&mut con).await, 0, "entries every group has read are trimmed");
     poller.shutdown().await;
 }
+
+/// Tracks how many batches are in its `handle` at once, each taking
+/// `pause`.
+struct InFlight {
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+    seen: Arc<Seen>,
+}
+
+impl StreamConsumer for InFlight {
+    fn feed(&self) -> Feed<'_> {
+        Order::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        "one-at-a-time"
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            {
+                let mut ids = self.seen.ids.lock().unwrap();
+                for e in entries {
+                    ids.insert(e.field("id").unwrap_or_default().to_owned());
+                }
+            }
+            self.now.fetch_sub(1, SeqCst);
+            Ok(())
+        })
+    }
+}
+
+/// `ConsumerScopesAtOnce = 1`: with changes waiting in three scopes, a
+/// slow consumer is never in two scopes' batches at once (with the default
+/// of 8 all three are drained together).
+#[tokio::test]
+async fn consumer_scopes_at_once_bounds_the_scopes_in_flight() {
+    let s = server();
+    let mut c = config(&s.host_port(), unique_prefix("atonce").as_str(), 100_000);
+    c.consumer_scopes_at_once = 1;
+    let valkey = Valkey::connect(&c).await.unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    // Written before the poller starts: its first poll finds all three
+    // scopes waiting at once.
+    for scope in ["t1", "t2", "t3"] {
+        for n in 0..2 {
+            let doc = Order { id: format!("{scope}-{n}"), scope: scope.into(), n };
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(InFlight { now: Arc::default(), most: most.clone(), seen: seen.clone() })
+        .start()
+        .await
+        .unwrap();
+    until("every change handled", || seen.count() == 6).await;
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 1, "one scope's batch at a time");
+    poller.shutdown().await;
+}
+
+/// `ConsumerLagLimit` is the health's lag threshold; unset, it is half of
+/// `ChangeStreamMaxLength`.
+#[tokio::test]
+async fn consumer_lag_limit_is_the_health_threshold() {
+    let s = server();
+    for (limit, max_len, expected) in [(Some(7), 100, 7), (None, 100, 50), (None, 1, 1)] {
+        let mut c = config(&s.host_port(), unique_prefix("laglimit").as_str(), max_len);
+        c.consumer_lag_limit = limit;
+        let valkey = Valkey::connect(&c).await.unwrap();
+        let poller = Poller::new(valkey, "instance-1")
+            .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: Arc::default() })
+            .start()
+            .await
+            .unwrap();
+        assert_eq!(poller.health().lag_limit, expected, "{limit:?} with ChangeStreamMaxLength {max_len}");
+        poller.shutdown().await;
+    }
+}

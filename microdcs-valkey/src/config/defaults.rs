@@ -16,6 +16,19 @@ pub const WRITE_ATTEMPTS: u32 = 4;
 pub const WRITE_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// `ChangeStreamMaxLength`.
 pub const CHANGE_STREAM_MAX_LENGTH: u64 = 5000;
+/// `ConsumerScopesAtOnce`: scopes of one consumer drained at once.
+pub const CONSUMER_SCOPES_AT_ONCE: u32 = 8;
+/// The largest `ConsumerScopesAtOnce` (not a default: the bound the
+/// setting is checked against); every scope in flight is a drain and its
+/// reads on the shared connections.
+pub const MAX_CONSUMER_SCOPES_AT_ONCE: u32 = 1024;
+/// `ConsumerLagLimit` when unset: half of `ChangeStreamMaxLength` (at
+/// least 1), so a burst of that size again would trim unread entries.
+#[must_use]
+pub const fn consumer_lag_limit(change_stream_max_length: u64) -> u64 {
+    let half = change_stream_max_length / 2;
+    if half == 0 { 1 } else { half }
+}
 /// `OpHistoryLength`: operation ids kept per document.
 pub const OP_HISTORY_LENGTH: u32 = 8;
 /// The largest `OpHistoryLength` (not a default: the bound the setting

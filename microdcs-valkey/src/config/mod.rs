@@ -72,6 +72,13 @@ pub struct ValkeyConfig {
     /// which trims the entries every group has read, the bound on entries
     /// not yet read.
     pub change_stream_max_length: u64,
+    /// How many scopes of one consumer the poller drains at once (1 to
+    /// 1024): a slow consumer then holds at most this many scopes' drains.
+    pub consumer_scopes_at_once: u32,
+    /// Undelivered entries of one consumer in one scope from which the
+    /// poller's health is unhealthy (1 to `ChangeStreamMaxLength`); unset,
+    /// half of `ChangeStreamMaxLength`.
+    pub consumer_lag_limit: Option<u64>,
     /// Operation ids kept per document for exactly-once retries (1 to 64).
     pub op_history_length: u32,
     /// How long a deleted document's tombstone (its last version and
@@ -146,6 +153,8 @@ impl Default for ValkeyConfig {
             write_attempts: defaults::WRITE_ATTEMPTS,
             write_retry_delay: defaults::WRITE_RETRY_DELAY,
             change_stream_max_length: defaults::CHANGE_STREAM_MAX_LENGTH,
+            consumer_scopes_at_once: defaults::CONSUMER_SCOPES_AT_ONCE,
+            consumer_lag_limit: None,
             op_history_length: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
             write_replicas: defaults::WRITE_REPLICAS,
@@ -178,6 +187,8 @@ impl fmt::Debug for ValkeyConfig {
             .field("write_attempts", &self.write_attempts)
             .field("write_retry_delay", &self.write_retry_delay)
             .field("change_stream_max_length", &self.change_stream_max_length)
+            .field("consumer_scopes_at_once", &self.consumer_scopes_at_once)
+            .field("consumer_lag_limit", &self.consumer_lag_limit)
             .field("op_history_length", &self.op_history_length)
             .field("tombstone_retention", &self.tombstone_retention)
             .field("write_replicas", &self.write_replicas)
@@ -356,6 +367,8 @@ impl MicroDcsConfig {
         "Valkey:WriteAttempts",
         "Valkey:WriteRetryDelay",
         "Valkey:ChangeStreamMaxLength",
+        "Valkey:ConsumerScopesAtOnce",
+        "Valkey:ConsumerLagLimit",
         "Valkey:OpHistoryLength",
         "Valkey:TombstoneRetention",
         "Valkey:WriteReplicas",
@@ -400,6 +413,17 @@ impl MicroDcsConfig {
             "valkey:changestreammaxlength" => {
                 v.change_stream_max_length =
                     value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            }
+            "valkey:consumerscopesatonce" => {
+                v.consumer_scopes_at_once =
+                    value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            }
+            "valkey:consumerlaglimit" => {
+                v.consumer_lag_limit = if value.trim().is_empty() {
+                    None
+                } else {
+                    Some(value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?)
+                };
             }
             "valkey:ophistorylength" => {
                 v.op_history_length = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
@@ -574,6 +598,21 @@ impl ValkeyConfig {
         if self.change_stream_max_length > i64::MAX as u64 {
             bad("ChangeStreamMaxLength", format!("must be at most {}", i64::MAX));
         }
+        // No scope at a time would drain nothing; the upper bound keeps one
+        // consumer's drains from taking over the shared connections.
+        if !(1..=defaults::MAX_CONSUMER_SCOPES_AT_ONCE).contains(&self.consumer_scopes_at_once) {
+            bad("ConsumerScopesAtOnce", format!("must be between 1 and {}", defaults::MAX_CONSUMER_SCOPES_AT_ONCE));
+        }
+        // Zero would be unhealthy always; above `ChangeStreamMaxLength` never,
+        // since unread entries past that bound are trimmed (a gap) first.
+        if let Some(limit) = self.consumer_lag_limit
+            && (limit == 0 || limit > self.change_stream_max_length.max(1))
+        {
+            bad(
+                "ConsumerLagLimit",
+                format!("must be between 1 and ChangeStreamMaxLength ({})", self.change_stream_max_length),
+            );
+        }
         // Fewer than one id would recognise no retry; more than the bound
         // would let the history outweigh the document.
         if !(1..=defaults::MAX_OP_HISTORY_LENGTH).contains(&self.op_history_length) {
@@ -622,7 +661,14 @@ impl ValkeyConfig {
 
     /// The poll options these settings give.
     pub(crate) fn poll_options(&self) -> PollOptions {
-        PollOptions { poll_interval: self.poll_interval, scope_refresh_interval: self.scope_refresh_interval }
+        PollOptions {
+            poll_interval: self.poll_interval,
+            scope_refresh_interval: self.scope_refresh_interval,
+            scopes_at_once: self.consumer_scopes_at_once,
+            lag_limit: self
+                .consumer_lag_limit
+                .unwrap_or_else(|| defaults::consumer_lag_limit(self.change_stream_max_length)),
+        }
     }
 
     /// The validated key prefix.

@@ -158,18 +158,32 @@ impl Default for Durability {
     }
 }
 
-/// How the poller reads (settings `PollInterval`, `ScopeRefreshInterval`;
-/// defaults from [`crate::config::defaults`]).
+/// How the poller reads (settings `PollInterval`, `ScopeRefreshInterval`,
+/// `ConsumerScopesAtOnce`, `ConsumerLagLimit`; defaults from
+/// [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollOptions {
     /// Fallback read of all streams when no nudge arrives (default 1 s).
     pub poll_interval: Duration,
     /// Read of the scope registry (default 5 s).
     pub scope_refresh_interval: Duration,
+    /// How many scopes of one consumer are drained at once (default 8):
+    /// each scope has its own worker, and this bounds the calls into one
+    /// consumer when many scopes have entries at the same time.
+    pub scopes_at_once: u32,
+    /// Undelivered entries of one consumer in one scope from which the
+    /// poller's health is unhealthy (default half of the default
+    /// `ChangeStreamMaxLength`).
+    pub lag_limit: u64,
 }
 
 impl Default for PollOptions {
     fn default() -> Self {
-        PollOptions { poll_interval: defaults::POLL_INTERVAL, scope_refresh_interval: defaults::SCOPE_REFRESH_INTERVAL }
+        PollOptions {
+            poll_interval: defaults::POLL_INTERVAL,
+            scope_refresh_interval: defaults::SCOPE_REFRESH_INTERVAL,
+            scopes_at_once: defaults::CONSUMER_SCOPES_AT_ONCE,
+            lag_limit: defaults::consumer_lag_limit(defaults::CHANGE_STREAM_MAX_LENGTH),
+        }
     }
 }

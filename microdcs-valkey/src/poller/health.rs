@@ -24,8 +24,9 @@ pub struct PollerHealth {
     /// sampled (each `PollInterval`, with the fallback poll).
     pub backlog: BTreeMap<(String, String), Backlog>,
     /// Undelivered entries of one consumer in one scope from which the
-    /// poller is unhealthy: half of `ChangeStreamMaxLength` (at least 1),
-    /// so a burst of that size again would trim entries it has not read.
+    /// poller is unhealthy: setting `ConsumerLagLimit`, by default half of
+    /// `ChangeStreamMaxLength` (at least 1), so a burst of that size again
+    /// would trim entries it has not read.
     pub lag_limit: u64,
     /// Each stream where entries its consumer's group had not read were
     /// trimmed, by key (see [`crate::poller::StreamConsumer::gap`]).

@@ -24,14 +24,12 @@ pub(super) struct Shared {
     /// The last backlog sample (pending, lag) per consumer and scope,
     /// summed into the gauges at each poll.
     pub(super) samples: std::sync::Mutex<BTreeMap<(usize, String), (u64, u64)>>,
-    /// Per consumer: how many of its scopes are drained at once.
+    /// Per consumer: how many of its scopes are drained at once (setting
+    /// `ConsumerScopesAtOnce`): each scope has its own worker, and this
+    /// bounds the calls into one consumer (and the connections' load) when
+    /// many scopes have entries at the same time.
     pub(super) permits: Vec<Arc<tokio::sync::Semaphore>>,
 }
-
-/// How many scopes of one consumer are drained at once: each scope has its
-/// own worker, and this bounds the calls into one consumer (and the
-/// connections' load) when many scopes have entries at the same time.
-pub(crate) const SCOPES_AT_ONCE: usize = 8;
 
 pub(super) struct Loop {
     pub(super) shared: Arc<Shared>,
