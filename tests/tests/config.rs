@@ -417,3 +417,21 @@ fn consumer_scopes_at_once_and_lag_limit_are_settings() {
         serde_json::from_value::<ValkeyConfig>(serde_json::json!({"ConsumerScopesAtOnce": 0})).unwrap_err().to_string();
     assert!(e.contains("MicroDcs:Valkey:ConsumerScopesAtOnce"), "{e}");
 }
+
+/// `WriteReplicas=all` asks every write to wait for every replica the
+/// Sentinels know; a number asks for that many; anything else is refused
+/// by the setting's name.
+#[test]
+fn write_replicas_all_is_every_replica() {
+    let c = MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__WriteReplicas", "all")]).unwrap();
+    let d = c.valkey.write_options().durability;
+    assert!(d.every_replica, "{d:?}");
+    let c: MicroDcsConfig =
+        serde_json::from_value(serde_json::json!({ "Valkey": { "WriteReplicas": "ALL" } })).unwrap();
+    assert!(c.valkey.write_options().durability.every_replica);
+    let c = MicroDcsConfig::from_vars([("APP_MicroDcs__Valkey__WriteReplicas", "2")]).unwrap();
+    let d = c.valkey.write_options().durability;
+    assert!(!d.every_replica && d.replicas == 2, "{d:?}");
+    assert!(!MicroDcsConfig::default().valkey.write_options().durability.every_replica);
+    one(&[("Valkey__WriteReplicas", "most")], "MicroDcs:Valkey:WriteReplicas", "nor `all`");
+}

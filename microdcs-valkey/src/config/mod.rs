@@ -86,6 +86,10 @@ pub struct ValkeyConfig {
     pub tombstone_retention: Duration,
     /// Replicas every single-document write of a store waits for (0: none).
     pub write_replicas: u32,
+    /// `WriteReplicas=all`: every write waits for every replica the
+    /// Sentinels know for the service ([`Durability::every_replica`]), the
+    /// level that survives every kind of Sentinel failover.
+    pub write_every_replica: bool,
     /// The longest such wait (1 ms to 60 s).
     pub write_replica_timeout: Duration,
     /// Wait for the append-only files (`WAITAOF`) instead.
@@ -158,6 +162,7 @@ impl Default for ValkeyConfig {
             op_history_length: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
             write_replicas: defaults::WRITE_REPLICAS,
+            write_every_replica: false,
             write_replica_timeout: defaults::WRITE_REPLICA_TIMEOUT,
             write_wait_aof: false,
             sentinel_user: None,
@@ -192,6 +197,7 @@ impl fmt::Debug for ValkeyConfig {
             .field("op_history_length", &self.op_history_length)
             .field("tombstone_retention", &self.tombstone_retention)
             .field("write_replicas", &self.write_replicas)
+            .field("write_every_replica", &self.write_every_replica)
             .field("write_replica_timeout", &self.write_replica_timeout)
             .field("write_wait_aof", &self.write_wait_aof)
             .field("sentinel_user", &self.sentinel_user)
@@ -430,7 +436,14 @@ impl MicroDcsConfig {
             }
             "valkey:tombstoneretention" => v.tombstone_retention = dur(value)?,
             "valkey:writereplicas" => {
-                v.write_replicas = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+                if value.trim().eq_ignore_ascii_case("all") {
+                    v.write_replicas = 0;
+                    v.write_every_replica = true;
+                } else {
+                    v.write_replicas =
+                        value.trim().parse().map_err(|_| format!("`{value}` is neither a whole number nor `all`"))?;
+                    v.write_every_replica = false;
+                }
             }
             "valkey:writereplicatimeout" => v.write_replica_timeout = dur(value)?,
             "valkey:writewaitaof" => v.write_wait_aof = parse_bool(value)?,
@@ -654,7 +667,7 @@ impl ValkeyConfig {
                 replicas: self.write_replicas,
                 aof: self.write_wait_aof,
                 timeout: self.write_replica_timeout,
-                every_replica: false,
+                every_replica: self.write_every_replica,
             },
         }
     }
