@@ -14,7 +14,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult
 
 use crate::KeyPrefix;
 use crate::client::{Connection, PollOptions, Valkey, WriteOptions};
-use crate::config::{ConfigError, ValkeyConfig, defaults};
+use crate::config::{ConfigError, NO_TLS_BACKEND, ValkeyConfig, defaults};
 use crate::error::is_unknown_outcome;
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
@@ -116,6 +116,21 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/cert.pem",
     "/etc/ssl/ca-bundle.pem",
 ];
+
+/// A TLS client trusting the PEM `roots` (`TlsCaFile`).
+pub(super) fn client_trusting(info: redis::ConnectionInfo, roots: &[u8]) -> RedisResult<redis::Client> {
+    #[cfg(feature = "tls-native-tls")]
+    {
+        redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls: None, root_cert: Some(roots.to_vec()) })
+    }
+    // Configuration checks refuse TLS without a backend first; this is the
+    // same refusal for a path that skipped them.
+    #[cfg(not(feature = "tls-native-tls"))]
+    {
+        let _ = (info, roots);
+        Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, NO_TLS_BACKEND)))
+    }
+}
 
 /// The PEM roots to trust with `TlsCaFile`: the system bundle and the CA.
 /// redis-rs replaces the platform store when given roots, so both go in.
@@ -282,6 +297,9 @@ impl ConnectPlan {
             })
         })?;
         let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        if tls && cfg!(not(feature = "tls-native-tls")) {
+            return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
+        }
         Ok(ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             user: info.redis_settings().username().map(str::to_owned),
@@ -315,11 +333,7 @@ impl ConnectPlan {
             info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
         match &self.roots {
-            Some(roots) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(roots.clone()) },
-            )
-            .map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint))),
+            Some(roots) => client_trusting(info, roots).map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint))),
             None => redis::Client::open(info).map_err(|e| {
                 if self.tls {
                     ConnectError::Tls(format!("{}: {e}", self.endpoint))

@@ -253,6 +253,7 @@ impl Connection {
     /// channel): on a cluster at the primary serving its slot, followed
     /// there after a failover or a slot move; on one server as any
     /// subscription. Messages reach the push sender as `smessage`.
+    #[cfg(feature = "consumers")]
     pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match &mut self.kind {
             // The confirmation is the reply, and the connection remembers

@@ -34,6 +34,10 @@ pub use secret::{Secret, redact_connection_string};
 /// values from here, so they cannot drift apart.
 pub mod defaults;
 
+/// Why a connection asking for TLS is refused by a build without a backend.
+pub(crate) const NO_TLS_BACKEND: &str =
+    "TLS needs a TLS backend: enable the `tls-native-tls` feature of microdcs-valkey";
+
 /// Section `MicroDcs:Valkey`.
 ///
 /// Deserializing goes through the same parsing and validation as
@@ -499,6 +503,12 @@ impl ValkeyConfig {
                     bad(
                         "RequireTls",
                         "TLS is off: set TlsCaFile, or use rediss:// or ssl=true in ConnectionString".into(),
+                    );
+                }
+                if cfg!(not(feature = "tls-native-tls")) && (ep.tls || self.tls_ca_file.is_some()) {
+                    bad(
+                        if ep.tls { "ConnectionString" } else { "TlsCaFile" },
+                        NO_TLS_BACKEND.to_owned(),
                     );
                 }
                 if ep.service_name.is_some() {

@@ -16,7 +16,10 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod effects;
+#[cfg(feature = "maintenance")]
 mod maintenance;
+#[cfg(any(feature = "maintenance", feature = "inspect"))]
+mod pipe;
 mod plan;
 mod read;
 mod request;
@@ -27,17 +30,22 @@ mod write;
 pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
-pub(crate) use maintenance::{Answer, answer, read_pipe};
+#[cfg(feature = "inspect")]
+pub(crate) use pipe::{Answer, answer, read_pipe};
+#[cfg(feature = "maintenance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
 pub use request::{DeleteCall, PutCall, StepCall, WriteFuture};
 pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
 };
+#[cfg(any(feature = "consumers", feature = "maintenance"))]
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Revision, RevisionParseError, Stored};
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;
+#[cfg(feature = "maintenance")]
 use types::ReadState;
 
 use crate::client::Valkey;
