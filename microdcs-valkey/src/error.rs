@@ -300,9 +300,10 @@ impl Error {
         match self {
             Error::UniqueViolation { .. } | Error::Contention { .. } => true,
             #[cfg(feature = "coordination")]
-            Error::Fenced { .. } | Error::LeaseLost { .. } | Error::LeaseNotHeld { .. } | Error::RequestConflict { .. } => {
-                true
-            }
+            Error::Fenced { .. }
+            | Error::LeaseLost { .. }
+            | Error::LeaseNotHeld { .. }
+            | Error::RequestConflict { .. } => true,
             _ => false,
         }
     }

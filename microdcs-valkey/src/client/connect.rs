@@ -121,7 +121,10 @@ const SYSTEM_BUNDLES: &[&str] = &[
 pub(super) fn client_trusting(info: redis::ConnectionInfo, roots: &[u8]) -> RedisResult<redis::Client> {
     #[cfg(feature = "tls-native-tls")]
     {
-        redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls: None, root_cert: Some(roots.to_vec()) })
+        redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates { client_tls: None, root_cert: Some(roots.to_vec()) },
+        )
     }
     // Configuration checks refuse TLS without a backend first; this is the
     // same refusal for a path that skipped them.
@@ -217,6 +220,7 @@ pub(crate) struct ConnectPlan {
     poll: PollOptions,
     /// The Sentinels to ask for the primary (`serviceName=`); the
     /// endpoints are theirs then.
+    #[cfg(feature = "sentinel")]
     sentinel: Option<sentinel::SentinelPlan>,
     /// Whether spans carry the scope (`TraceScopes`).
     trace_scopes: bool,
@@ -261,12 +265,17 @@ impl ConnectPlan {
             read_password_file(path)
                 .map_err(|e| ConnectError::PasswordFile { path: path.clone(), reason: e.to_string() })?;
         }
+        #[cfg(feature = "sentinel")]
         let sentinel = sentinel::SentinelPlan::from_config(config, &ep, tls);
         Ok(ConnectPlan {
+            #[cfg(feature = "sentinel")]
             endpoint: match &sentinel {
                 Some(s) => s.describe(&endpoint_of(info.addr())),
                 None => endpoint_of(info.addr()),
             },
+            #[cfg(not(feature = "sentinel"))]
+            endpoint: endpoint_of(info.addr()),
+            #[cfg(feature = "sentinel")]
             sentinel,
             info,
             seeds,
@@ -311,6 +320,7 @@ impl ConnectPlan {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
             poll: PollOptions::default(),
+            #[cfg(feature = "sentinel")]
             sentinel: None,
             trace_scopes: false,
             placement: crate::config::Placement::Island,
@@ -333,7 +343,9 @@ impl ConnectPlan {
             info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
         match &self.roots {
-            Some(roots) => client_trusting(info, roots).map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint))),
+            Some(roots) => {
+                client_trusting(info, roots).map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint)))
+            }
             None => redis::Client::open(info).map_err(|e| {
                 if self.tls {
                     ConnectError::Tls(format!("{}: {e}", self.endpoint))
@@ -420,6 +432,7 @@ impl ConnectPlan {
     /// The steps of [`ConnectPlan::open`], without the deadline. `last` keeps the
     /// latest failure, so a timeout can say what went wrong.
     async fn establish(&self, prefix: &KeyPrefix, last: &mut Option<String>) -> Result<Opened, ConnectError> {
+        #[cfg(feature = "sentinel")]
         if let Some(plan) = &self.sentinel {
             return self.establish_sentinel(plan, last).await;
         }
@@ -592,6 +605,7 @@ impl Valkey {
 mod cluster;
 pub(crate) use cluster::PubSub;
 // Through Sentinel: asking for the primary at start.
+#[cfg(feature = "sentinel")]
 mod sentinel;
 // `ping` and `health`.
 mod health;

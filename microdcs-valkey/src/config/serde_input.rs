@@ -2,8 +2,10 @@
 //! parsing and validation as the environment, and unknown fields are
 //! refused, so a misspelt setting is an error rather than a silent default.
 
+use super::load::unknown_setting;
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use serde::Deserialize;
 
 /// A setting's value as text, whatever scalar the format gave, so it is
 /// parsed exactly as from the environment.

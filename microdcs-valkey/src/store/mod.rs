@@ -30,11 +30,11 @@ mod write;
 pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
-#[cfg(feature = "inspect")]
-pub(crate) use pipe::{Answer, answer, read_pipe};
 #[cfg(feature = "maintenance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
+#[cfg(feature = "inspect")]
+pub(crate) use pipe::{Answer, answer, read_pipe};
 pub use request::{DeleteCall, PutCall, StepCall, WriteFuture};
 pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,

@@ -13,7 +13,10 @@ pub(crate) enum Answer<'v> {
     Reply(&'v Value),
     /// The server refused because the key holds another type: a difference
     /// to report, not a reason to stop. The server's error, as text.
-    #[cfg_attr(not(feature = "inspect"), allow(dead_code, reason = "the inspector shows the text; verify needs only the kind"))]
+    #[cfg_attr(
+        not(feature = "inspect"),
+        allow(dead_code, reason = "the inspector shows the text; verify needs only the kind")
+    )]
     WrongType(String),
 }
 
@@ -51,4 +54,3 @@ pub(crate) async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::
     }
     redis::from_redis_value(v).map_err(|e| Error::from_redis(e.into(), key))
 }
-
