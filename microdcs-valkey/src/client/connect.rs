@@ -297,6 +297,11 @@ impl ConnectPlan {
     /// The URL does not parse; the message never quotes the URL (it may hold
     /// a password).
     pub(crate) fn from_url(url: &str) -> crate::Result<ConnectPlan> {
+        let lower = url.trim_start().to_ascii_lowercase();
+        if cfg!(not(feature = "tls-native-tls")) && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
+        {
+            return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
+        }
         let info = url.into_connection_info().map_err(|e| {
             let msg = e.to_string();
             crate::Error::InvalidArgument(if msg.contains(url) {
@@ -306,9 +311,6 @@ impl ConnectPlan {
             })
         })?;
         let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
-        if tls && cfg!(not(feature = "tls-native-tls")) {
-            return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
-        }
         Ok(ConnectPlan {
             endpoint: endpoint_of(info.addr()),
             user: info.redis_settings().username().map(str::to_owned),
