@@ -5,6 +5,7 @@ use super::serde_input::SettingText;
 #[allow(clippy::wildcard_imports, reason = "the settings' module, split in two files")]
 use super::*;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl MicroDcsConfig {
     /// Reads `APP_MicroDcs__Valkey__*`, `APP_MicroDcs__DedupeLease` and
     /// `APP_MicroDcs__DedupeRetention` from the environment (names compared

@@ -137,6 +137,7 @@ fn unknown_problems(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<Con
         .collect()
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl<'de> Deserialize<'de> for MicroDcsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawMicroDcs::deserialize(d)?;
@@ -155,6 +156,7 @@ impl<'de> Deserialize<'de> for MicroDcsConfig {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl<'de> Deserialize<'de> for ValkeyConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawValkey::deserialize(d)?;

@@ -5,7 +5,7 @@
 //! taking `.op(id)`, see [`PutCall`]), reads them ([`Store::get`],
 //! [`Store::find`], pages of [`IdPage`]), claims them from an index
 //! ([`Store::claim`]), runs workflow steps ([`Store::step`]) and verifies and
-//! rebuilds indexes ([`Store::verify`], [`Store::rebuild`]).
+//! rebuilds indexes (`Store::verify`, `Store::rebuild`, feature `maintenance`).
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -179,6 +179,7 @@ impl<'o> Pass<'o> {
 /// (`AclRole::Maintenance`, a layer above this one, checked by a test).
 const MAINTENANCE_ROLE: &str = "maintenance";
 
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Compares every index of `D` with the documents and returns the
     /// differences. Read-only.
