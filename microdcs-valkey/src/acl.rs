@@ -13,7 +13,7 @@ pub enum AclRole {
     /// The application: stores, typed families, streams, the poller,
     /// dedupe, the start lease and the fencing leases.
     App,
-    /// Developer tools: the [`crate::inspect::Inspector`]'s reads, read-only keys.
+    /// Developer tools: the inspector's reads (`inspect::Inspector`, feature `inspect`), read-only keys.
     Inspector,
     /// `verify` and `rebuild` of the indexes and the layout fingerprints.
     Maintenance,

@@ -18,9 +18,17 @@ mod connection;
 // A cluster's topology learnt from the nodes that answer, after a time-out.
 mod relearn;
 // Following the primary a group of Sentinels names.
+#[cfg(feature = "sentinel")]
 mod sentinel;
 
+#[cfg(feature = "sentinel")]
 pub(crate) use sentinel::is_switch;
+/// Whether `e` is the Sentinel follower's own "the primary changed" error:
+/// never, without Sentinel.
+#[cfg(not(feature = "sentinel"))]
+pub(crate) fn is_switch(_: &redis::RedisError) -> bool {
+    false
+}
 
 pub use crate::metrics::Metrics;
 pub use connect::{ConnectError, Health, read_password_file};

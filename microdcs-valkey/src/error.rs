@@ -122,6 +122,8 @@ pub enum Error {
         /// Reads tried.
         attempts: u32,
     },
+    #[cfg(feature = "coordination")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
     /// The lease expired or was taken over; it cannot be renewed.
     #[error("lease `{name}` (token {token}) is no longer held")]
     LeaseLost {
@@ -130,6 +132,8 @@ pub enum Error {
         /// The token of the lost grant.
         token: u64,
     },
+    #[cfg(feature = "coordination")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
     /// Release of a lease this grant does not hold.
     #[error("lease `{name}` (token {token}) is not held by this grant")]
     LeaseNotHeld {
@@ -138,6 +142,8 @@ pub enum Error {
         /// The token of the grant.
         token: u64,
     },
+    #[cfg(feature = "coordination")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
     /// A fenced write with a token older than the newest issued.
     #[error("write to `{name}` with token {token} refused: token {highest} was issued since")]
     Fenced {
@@ -148,6 +154,8 @@ pub enum Error {
         /// The highest token issued.
         highest: u64,
     },
+    #[cfg(feature = "coordination")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
     /// The lease state is corrupt; nothing was changed (fails closed).
     #[error("lease `{name}` state is corrupt: {reason}; nothing changed (release cleans it up)")]
     LeaseCorrupt {
@@ -156,6 +164,8 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    #[cfg(feature = "coordination")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
     /// A request id reused with different arguments.
     #[error("request id `{request_id}` was used before with different arguments")]
     RequestConflict {
@@ -208,6 +218,8 @@ pub enum Error {
         /// The reply, shortened.
         reply: String,
     },
+    #[cfg(feature = "consumers")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
     /// A callback of yours failed (the due sweep's, for one scope).
     #[error("the {what} callback failed for scope `{scope}`: {source}")]
     Callback {
@@ -271,6 +283,7 @@ impl Error {
     /// `self`, or [`Error::NoPermission`] naming `operation` and `role`
     /// when the server refused a command for the user's ACL (its `NOPERM`,
     /// matched by code, or a refusal inside a script).
+    #[cfg(feature = "maintenance")]
     pub(crate) fn needing_role(self, operation: &'static str, role: &'static str) -> Self {
         match self {
             Error::Redis(e) if e.code() == Some("NOPERM") || is_acl_failure_in_script(&e) => {
@@ -284,28 +297,27 @@ impl Error {
     /// another document, index fields that kept moving, a newer fencing
     /// token, a lease taken over, a request id reused.
     pub fn is_conflict(&self) -> bool {
-        matches!(
-            self,
-            Error::UniqueViolation { .. }
-                | Error::Contention { .. }
-                | Error::Fenced { .. }
-                | Error::LeaseLost { .. }
-                | Error::LeaseNotHeld { .. }
-                | Error::RequestConflict { .. }
-        )
+        match self {
+            Error::UniqueViolation { .. } | Error::Contention { .. } => true,
+            #[cfg(feature = "coordination")]
+            Error::Fenced { .. }
+            | Error::LeaseLost { .. }
+            | Error::LeaseNotHeld { .. }
+            | Error::RequestConflict { .. } => true,
+            _ => false,
+        }
     }
 
     /// Whether stored data is damaged (a hash that is no valid document, a
     /// document text the codec cannot decode, a key of the wrong type,
     /// corrupt lease state); nothing was written.
     pub fn is_corrupt(&self) -> bool {
-        matches!(
-            self,
-            Error::Corrupt { .. }
-                | Error::WrongType { .. }
-                | Error::LeaseCorrupt { .. }
-                | Error::Codec { action: "decode", .. }
-        )
+        match self {
+            Error::Corrupt { .. } | Error::WrongType { .. } | Error::Codec { action: "decode", .. } => true,
+            #[cfg(feature = "coordination")]
+            Error::LeaseCorrupt { .. } => true,
+            _ => false,
+        }
     }
 
     /// Whether the caller passed something invalid (an argument, an id, an

@@ -6,7 +6,9 @@
 //! back to a default when a spec does not fit: a custom family of the wrong
 //! shape is refused when the service is built.
 
-use microdcs_schema::{FamilySpec, KeyPrefix, KeyTemplate, KeyType};
+#[cfg(feature = "coordination")]
+use microdcs_schema::KeyType;
+use microdcs_schema::{FamilySpec, KeyPrefix, KeyTemplate};
 
 use crate::error::{Error, Result};
 
@@ -15,6 +17,7 @@ use crate::error::{Error, Result};
 /// service is built, not on every key.
 #[derive(Debug, Clone)]
 pub(crate) struct FamilyKey {
+    #[cfg_attr(not(feature = "coordination"), allow(dead_code, reason = "named in the errors of a caller's family"))]
     spec: FamilySpec<'static>,
     template: std::result::Result<KeyTemplate, String>,
 }
@@ -30,6 +33,7 @@ impl FamilyKey {
 
     /// A caller's family for the role `what`: it must parse, be of type
     /// `key_type`, and have exactly `placeholders` in that order.
+    #[cfg(feature = "coordination")]
     pub(crate) fn checked(
         what: &str,
         spec: FamilySpec<'static>,
@@ -51,6 +55,7 @@ impl FamilyKey {
     }
 
     /// The family's spec.
+    #[cfg(feature = "coordination")]
     pub(crate) const fn spec(&self) -> &FamilySpec<'static> {
         &self.spec
     }

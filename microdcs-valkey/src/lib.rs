@@ -4,37 +4,51 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The connection speaks TLS through a backend chosen by feature; without
-// one, `rediss://` could not work, so say so at build time.
-#[cfg(not(feature = "tls-native-tls"))]
-compile_error!("microdcs-valkey needs a TLS backend: enable the `tls-native-tls` feature (on by default)");
-
 // The happy path is at the root (about a dozen items); each area of the
 // runtime is a public module whose documentation says how it works, and
 // every other item is reached at its module path only.
+// Each subsystem beyond the core is a feature (see the README).
 pub mod acl;
+#[cfg(feature = "consumers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod changes;
 pub mod client;
 mod codec;
 pub mod config;
+#[cfg(feature = "coordination")]
+#[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod dedupe;
 mod error;
 pub mod families;
+#[cfg(any(feature = "coordination", feature = "maintenance"))]
 mod family;
 mod handle;
+#[cfg(feature = "inspect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
+#[cfg(feature = "inspect")]
 mod keyspace_doc;
+#[cfg(feature = "coordination")]
+#[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod lease;
 mod limits;
 mod metrics;
 pub mod observe;
 mod op_id;
 mod page;
+#[cfg(feature = "consumers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod poller;
 mod retry;
+#[cfg(feature = "coordination")]
+#[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod start_lease;
 pub mod store;
+#[cfg(feature = "consumers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod streams;
+#[cfg(feature = "consumers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod sweep;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -2,8 +2,11 @@
 //! services: a leaf, so the configuration can check a value against a
 //! bound without reaching into the module that enforces it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "coordination")]
+use std::time::Instant;
 
+#[cfg(feature = "coordination")]
 use crate::error::{Error, Result};
 
 /// The longest lease accepted (a bound so `PEXPIRE` cannot fail after the
@@ -16,10 +19,12 @@ pub(crate) const MIN_LIFETIME: Duration = Duration::from_millis(1);
 
 /// The longest claim lease, retention or start lease lifetime: the bound
 /// of the fencing lease store, for the same reason.
+#[cfg(feature = "coordination")]
 const MAX_LIFETIME: Duration = MAX_LEASE_TTL;
 
 /// Refuses a lifetime the stores cannot keep: zero, or so long that an
 /// `Instant` would overflow or the server would refuse the `PX`.
+#[cfg(feature = "coordination")]
 pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
     if d < MIN_LIFETIME || d > MAX_LIFETIME {
         Err(Error::InvalidArgument(format!("{what} {d:?} must be between 1 ms and 30 days")))
@@ -30,6 +35,7 @@ pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
 
 /// `now + d` for a checked lifetime; never overflows after [`check_lifetime`],
 /// but stays checked rather than trusting that.
+#[cfg(feature = "coordination")]
 pub(crate) fn expiry(now: Instant, what: &str, d: Duration) -> Result<Instant> {
     check_lifetime(what, d)?;
     now.checked_add(d).ok_or_else(|| Error::InvalidArgument(format!("{what} {d:?} is too long")))

@@ -185,6 +185,7 @@ impl Error {
             Error::NotReplicated { .. } => "not_replicated",
             Error::NoReplicas { .. } => "no_replicas",
             Error::WrongType { .. } => "wrong_type",
+            #[cfg(feature = "coordination")]
             Error::LeaseLost { .. } | Error::LeaseNotHeld { .. } | Error::Fenced { .. } => "lease",
             e if e.is_conflict() => "conflict",
             e if e.is_timeout() => "timeout",

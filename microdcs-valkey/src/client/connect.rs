@@ -14,7 +14,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult
 
 use crate::KeyPrefix;
 use crate::client::{Connection, PollOptions, Valkey, WriteOptions};
-use crate::config::{ConfigError, ValkeyConfig, defaults};
+use crate::config::{ConfigError, NO_TLS_BACKEND, ValkeyConfig, defaults};
 use crate::error::is_unknown_outcome;
 
 /// Why [`Valkey::connect`] failed. Never contains a password.
@@ -117,6 +117,24 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/ca-bundle.pem",
 ];
 
+/// A TLS client trusting the PEM `roots` (`TlsCaFile`).
+pub(super) fn client_trusting(info: redis::ConnectionInfo, roots: &[u8]) -> RedisResult<redis::Client> {
+    #[cfg(feature = "tls-native-tls")]
+    {
+        redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates { client_tls: None, root_cert: Some(roots.to_vec()) },
+        )
+    }
+    // Configuration checks refuse TLS without a backend first; this is the
+    // same refusal for a path that skipped them.
+    #[cfg(not(feature = "tls-native-tls"))]
+    {
+        let _ = (info, roots);
+        Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, NO_TLS_BACKEND)))
+    }
+}
+
 /// The PEM roots to trust with `TlsCaFile`: the system bundle and the CA.
 /// redis-rs replaces the platform store when given roots, so both go in.
 fn trust_bundle(ca_file: &Path) -> Result<Vec<u8>, ConnectError> {
@@ -202,6 +220,7 @@ pub(crate) struct ConnectPlan {
     poll: PollOptions,
     /// The Sentinels to ask for the primary (`serviceName=`); the
     /// endpoints are theirs then.
+    #[cfg(feature = "sentinel")]
     sentinel: Option<sentinel::SentinelPlan>,
     /// Whether spans carry the scope (`TraceScopes`).
     trace_scopes: bool,
@@ -246,12 +265,17 @@ impl ConnectPlan {
             read_password_file(path)
                 .map_err(|e| ConnectError::PasswordFile { path: path.clone(), reason: e.to_string() })?;
         }
+        #[cfg(feature = "sentinel")]
         let sentinel = sentinel::SentinelPlan::from_config(config, &ep, tls);
         Ok(ConnectPlan {
+            #[cfg(feature = "sentinel")]
             endpoint: match &sentinel {
                 Some(s) => s.describe(&endpoint_of(info.addr())),
                 None => endpoint_of(info.addr()),
             },
+            #[cfg(not(feature = "sentinel"))]
+            endpoint: endpoint_of(info.addr()),
+            #[cfg(feature = "sentinel")]
             sentinel,
             info,
             seeds,
@@ -273,6 +297,11 @@ impl ConnectPlan {
     /// The URL does not parse; the message never quotes the URL (it may hold
     /// a password).
     pub(crate) fn from_url(url: &str) -> crate::Result<ConnectPlan> {
+        let lower = url.trim_start().to_ascii_lowercase();
+        if cfg!(not(feature = "tls-native-tls")) && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
+        {
+            return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
+        }
         let info = url.into_connection_info().map_err(|e| {
             let msg = e.to_string();
             crate::Error::InvalidArgument(if msg.contains(url) {
@@ -293,6 +322,7 @@ impl ConnectPlan {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
             poll: PollOptions::default(),
+            #[cfg(feature = "sentinel")]
             sentinel: None,
             trace_scopes: false,
             placement: crate::config::Placement::Island,
@@ -315,11 +345,9 @@ impl ConnectPlan {
             info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
         match &self.roots {
-            Some(roots) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(roots.clone()) },
-            )
-            .map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint))),
+            Some(roots) => {
+                client_trusting(info, roots).map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint)))
+            }
             None => redis::Client::open(info).map_err(|e| {
                 if self.tls {
                     ConnectError::Tls(format!("{}: {e}", self.endpoint))
@@ -406,6 +434,7 @@ impl ConnectPlan {
     /// The steps of [`ConnectPlan::open`], without the deadline. `last` keeps the
     /// latest failure, so a timeout can say what went wrong.
     async fn establish(&self, prefix: &KeyPrefix, last: &mut Option<String>) -> Result<Opened, ConnectError> {
+        #[cfg(feature = "sentinel")]
         if let Some(plan) = &self.sentinel {
             return self.establish_sentinel(plan, last).await;
         }
@@ -578,6 +607,7 @@ impl Valkey {
 mod cluster;
 pub(crate) use cluster::PubSub;
 // Through Sentinel: asking for the primary at start.
+#[cfg(feature = "sentinel")]
 mod sentinel;
 // `ping` and `health`.
 mod health;

@@ -19,6 +19,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
 
 use super::relearn::Relearn;
+#[cfg(feature = "sentinel")]
 use super::sentinel::Follower;
 
 /// A multiplexed, reconnecting connection to one Valkey server or to a
@@ -38,6 +39,7 @@ pub struct Connection {
 #[derive(Clone)]
 enum Kind {
     Single(ConnectionManager),
+    #[cfg(feature = "sentinel")]
     Sentinel(Follower),
     /// With what it needs to learn the topology after a time-out, if it
     /// does (the pub/sub connection follows its subscriptions instead).
@@ -48,6 +50,7 @@ impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
             Kind::Single(_) => "Connection(server)",
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(_) => "Connection(sentinel)",
             Kind::Cluster(..) => "Connection(cluster)",
         })
@@ -60,6 +63,7 @@ impl From<ConnectionManager> for Connection {
     }
 }
 
+#[cfg(feature = "sentinel")]
 impl From<Follower> for Connection {
     fn from(con: Follower) -> Self {
         Connection { kind: Kind::Sentinel(con), ask: None }
@@ -111,10 +115,11 @@ impl Connection {
     /// How many replicas the Sentinels know for the service (through
     /// Sentinel only; `None` otherwise).
     pub(crate) fn known_replicas(&self) -> Option<u32> {
-        match &self.kind {
-            Kind::Sentinel(f) => Some(f.known_replicas()),
-            _ => None,
+        #[cfg(feature = "sentinel")]
+        if let Kind::Sentinel(f) = &self.kind {
+            return Some(f.known_replicas());
         }
+        None
     }
 
     /// Runs `cmd` on the primary that owns `slot` (on one server, on the
@@ -123,6 +128,7 @@ impl Connection {
     pub(crate) async fn query_on_slot<T: redis::FromRedisValue>(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<T> {
         match &mut self.kind {
             Kind::Single(con) => cmd.query_async(con).await,
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => cmd.query_async(con).await,
             Kind::Cluster(con, _) => {
                 let route =
@@ -162,6 +168,7 @@ impl Connection {
         }
         let values: Vec<Value> = match &mut self.kind {
             Kind::Single(con) => pipe.query_async(con).await?,
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => pipe.query_async(con).await?,
             Kind::Cluster(con, _) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
@@ -244,6 +251,7 @@ impl Connection {
     pub(crate) async fn subscribe(&mut self, channel: impl ToRedisArgs + Send) -> RedisResult<()> {
         match &mut self.kind {
             Kind::Single(con) => con.subscribe(channel).await,
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => con.subscribe(channel).await,
             Kind::Cluster(con, _) => con.subscribe(channel).await,
         }
@@ -253,11 +261,13 @@ impl Connection {
     /// channel): on a cluster at the primary serving its slot, followed
     /// there after a failover or a slot move; on one server as any
     /// subscription. Messages reach the push sender as `smessage`.
+    #[cfg(feature = "consumers")]
     pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match &mut self.kind {
             // The confirmation is the reply, and the connection remembers
             // the subscription for its reconnects.
             Kind::Single(con) => redis::cmd("SSUBSCRIBE").arg(channel).exec_async(con).await,
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => con.ssubscribe(channel).await,
             Kind::Cluster(con, _) => con.ssubscribe(channel).await,
         }
@@ -268,6 +278,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match (&mut self.kind, &self.ask) {
             (Kind::Single(con), _) => con.req_packed_command(cmd),
+            #[cfg(feature = "sentinel")]
             (Kind::Sentinel(con), _) => con.req_packed_command(cmd),
             (Kind::Cluster(con, _), None) => con.req_packed_command(cmd),
             (Kind::Cluster(con, _), Some((host, port))) => {
@@ -292,6 +303,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.kind {
             Kind::Single(con) => con.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => con.req_packed_commands(pipeline, offset, count),
             Kind::Cluster(con, _) => con.req_packed_commands(pipeline, offset, count),
         }
@@ -300,6 +312,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match &self.kind {
             Kind::Single(con) => con.get_db(),
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(con) => con.get_db(),
             Kind::Cluster(con, _) => con.get_db(),
         }

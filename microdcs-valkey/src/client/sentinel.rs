@@ -296,9 +296,7 @@ fn client(
     let info =
         addr.into_connection_info()?.set_tcp_settings(super::connect::tcp_settings()).set_redis_settings(settings);
     match roots {
-        Some(r) if tls => {
-            redis::Client::build_with_tls(info, redis::TlsCertificates { client_tls: None, root_cert: Some(r.clone()) })
-        }
+        Some(r) if tls => super::connect::client_trusting(info, r),
         _ => redis::Client::open(info),
     }
 }

@@ -96,6 +96,10 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
     }
     let lower = cs.to_ascii_lowercase();
     if ["redis://", "rediss://", "valkey://", "valkeys://"].iter().any(|s| lower.starts_with(s)) {
+        if cfg!(not(feature = "tls-native-tls")) && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
+        {
+            return Err(super::NO_TLS_BACKEND.into());
+        }
         return parse_url(cs);
     }
     if lower.contains("://") {
@@ -281,9 +285,12 @@ mod tests {
         assert_eq!(ep.password.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(ep.connect_timeout, Some(Duration::from_secs(2)));
         assert!(!format!("{ep:?}").contains("s3cret"));
-        let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
-        assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));
-        assert_eq!(ep.password.as_ref().map(Secret::expose), Some("p@ss"));
+        #[cfg(feature = "tls-native-tls")]
+        {
+            let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
+            assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));
+            assert_eq!(ep.password.as_ref().map(Secret::expose), Some("p@ss"));
+        }
         let ep = parse_connection_string("a:1, b:2,[::1]:3,password=p").unwrap();
         let e = parse_connection_string("a:1,password=p,b:2").unwrap_err();
         assert!(e.contains("endpoint after `password=`") && !e.contains("b:2"), "{e}");

@@ -2,8 +2,10 @@
 //! parsing and validation as the environment, and unknown fields are
 //! refused, so a misspelt setting is an error rather than a silent default.
 
+use super::load::unknown_setting;
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use serde::Deserialize;
 
 /// A setting's value as text, whatever scalar the format gave, so it is
 /// parsed exactly as from the environment.
@@ -139,6 +141,7 @@ fn unknown_problems(names: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<Con
         .collect()
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl<'de> Deserialize<'de> for MicroDcsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawMicroDcs::deserialize(d)?;
@@ -157,6 +160,7 @@ impl<'de> Deserialize<'de> for MicroDcsConfig {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 impl<'de> Deserialize<'de> for ValkeyConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawValkey::deserialize(d)?;

@@ -384,6 +384,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// document created meanwhile wrote its entry in the same script as
     /// itself, so the check and the removal in one script cannot take a
     /// live entry. Returns whether the entry was removed.
+    #[cfg(feature = "consumers")]
     pub(crate) async fn drop_orphan_entry(&self, query: &GroupQuery<D>, scope: &str, id: &str) -> Result<bool> {
         let index_key = self.group_key(query)?;
         let doc_key = self.plan.doc_key(self.valkey.prefix(), Some(scope), id)?;
@@ -423,6 +424,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 }
 
 /// Removes a sorted-index entry whose document is absent.
+#[cfg(feature = "consumers")]
 const ORPHAN_ENTRY: &str = "\
 -- KEYS[1] document hash; KEYS[2] sorted index; ARGV[1] the id.
 -- Returns 1 if the entry was removed, 0 if the document exists or the entry is gone.
@@ -430,5 +432,6 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 return redis.call('ZREM', KEYS[2], ARGV[1])
 ";
 
+#[cfg(feature = "consumers")]
 static ORPHAN_SCRIPT: std::sync::LazyLock<crate::retry::LuaScript> =
     std::sync::LazyLock::new(|| crate::retry::LuaScript::new(ORPHAN_ENTRY));

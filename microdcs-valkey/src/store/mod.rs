@@ -5,7 +5,7 @@
 //! taking `.op(id)`, see [`PutCall`]), reads them ([`Store::get`],
 //! [`Store::find`], pages of [`IdPage`]), claims them from an index
 //! ([`Store::claim`]), runs workflow steps ([`Store::step`]) and verifies and
-//! rebuilds indexes ([`Store::verify`], [`Store::rebuild`]).
+//! rebuilds indexes (`Store::verify`, `Store::rebuild`, feature `maintenance`).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -16,7 +16,10 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod effects;
+#[cfg(feature = "maintenance")]
 mod maintenance;
+#[cfg(any(feature = "maintenance", feature = "inspect"))]
+mod pipe;
 mod plan;
 mod read;
 mod request;
@@ -27,17 +30,22 @@ mod write;
 pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
-pub(crate) use maintenance::{Answer, answer, read_pipe};
+#[cfg(feature = "maintenance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};
+#[cfg(feature = "inspect")]
+pub(crate) use pipe::{Answer, answer, read_pipe};
 pub use request::{DeleteCall, PutCall, StepCall, WriteFuture};
 pub use step::{
     Effects, Event, MAX_ENTRY_FIELDS, MAX_STEP_FIELDS, MAX_WORK_ENTRIES, StepOutcome, WORK_ENTRY_FIELDS, WorkEntry,
 };
+#[cfg(any(feature = "consumers", feature = "maintenance"))]
 pub(crate) use types::parse_version;
 pub use types::{DeleteExpect, DeleteOutcome, Expect, IdPage, Page, PutOutcome, Revision, RevisionParseError, Stored};
 
 // Reached as `super::...` by the maintenance module.
 use plan::Plan;
+#[cfg(feature = "maintenance")]
 use types::ReadState;
 
 use crate::client::Valkey;

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::server::{HarnessError, ValkeyServer};
+#[cfg(feature = "tls-native-tls")]
 use std::path::Path;
 
 /// How long the primary may be unreachable before the Sentinels fail it

@@ -10,6 +10,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use super::{ConnectPlan, Opened, is_auth};
 use crate::KeyPrefix;
 use crate::client::relearn::Relearn;
+#[cfg(feature = "sentinel")]
 use crate::client::sentinel::{Follower, OnSwitch, Sentinels};
 use crate::client::{Connection, bounded, millis};
 use crate::config::{ConfigError, defaults};
@@ -160,6 +161,7 @@ pub(crate) enum PubSub {
     /// One server: a reconnecting connection manager.
     Single { client: redis::Client, config: ConnectionManagerConfig },
     /// The primary Sentinel names: a follower, moved by a switch.
+    #[cfg(feature = "sentinel")]
     Sentinel { sentinels: std::sync::Arc<Sentinels>, config: ConnectionManagerConfig },
     /// A cluster; `durable` is the client of the connections that wait
     /// for replicas, `probe` the key they read to learn the topology
@@ -189,6 +191,7 @@ impl PubSub {
                 let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
                 Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
             }
+            #[cfg(feature = "sentinel")]
             PubSub::Sentinel { sentinels, config } => {
                 let on_push = std::sync::Arc::new(on_push);
                 let config = config.clone().set_push_sender(on_push.clone()).set_automatic_resubscription();
@@ -226,6 +229,7 @@ impl PubSub {
                 let timeout = config.connection_timeout().unwrap_or(defaults::CONNECT_TIMEOUT);
                 Ok(bounded(timeout, ConnectionManager::new_with_config(client.clone(), config)).await?.into())
             }
+            #[cfg(feature = "sentinel")]
             PubSub::Sentinel { sentinels, config } => {
                 let wait = config.response_timeout().unwrap_or(defaults::RESPONSE_TIMEOUT).saturating_add(longest);
                 let config = config.clone().set_response_timeout(Some(wait));

@@ -22,6 +22,7 @@ fn both_constructors_share_the_defaults() {
 #[test]
 fn endpoints_are_host_port() {
     assert_eq!(ConnectPlan::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
+    #[cfg(feature = "tls-native-tls")]
     assert_eq!(ConnectPlan::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
     let config =
         ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
@@ -57,4 +58,43 @@ fn every_client_turns_nagle_off() {
     let config = ValkeyConfig::default();
     let plan = ConnectPlan::from_config(&config).unwrap();
     assert!(plan.client(None).unwrap().get_connection_info().tcp_settings().nodelay());
+}
+
+/// A build without a TLS backend refuses a request for TLS by the
+/// feature's name, before any network traffic, rather than at connect time
+/// with the `redis` crate's words.
+#[cfg(not(feature = "tls-native-tls"))]
+#[test]
+fn tls_without_a_backend_is_refused_naming_the_feature() {
+    let err = ConnectPlan::from_url("rediss://h:7000/").err().expect("TLS refused");
+    assert!(matches!(&err, crate::Error::InvalidArgument(m) if m.contains("`tls-native-tls`")), "{err}");
+    for s in ["h:1,ssl=true", "rediss://h:1/"] {
+        let config = ValkeyConfig { connection_string: crate::config::Secret::new(s), ..Default::default() };
+        let err = config.validate().expect_err("TLS refused");
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| p.setting == "MicroDcs:Valkey:ConnectionString" && p.problem.contains("`tls-native-tls`")),
+            "{err}"
+        );
+    }
+}
+
+/// A build without the `sentinel` feature refuses a service name, naming
+/// the feature, instead of treating the Sentinels as data nodes.
+#[cfg(not(feature = "sentinel"))]
+#[test]
+fn a_service_name_without_the_sentinel_feature_is_refused_naming_it() {
+    let config = ValkeyConfig {
+        connection_string: crate::config::Secret::new("h:26379,serviceName=mymaster"),
+        ..Default::default()
+    };
+    let err = config.validate().expect_err("service refused");
+    assert!(
+        err.problems
+            .iter()
+            .any(|p| p.setting == "MicroDcs:Valkey:ConnectionString" && p.problem.contains("`sentinel`")),
+        "{err}"
+    );
+    assert!(ConnectPlan::from_config(&config).is_err());
 }

@@ -101,6 +101,7 @@ impl Follower {
 
     /// Subscribes to a shard channel on the current primary and remembers
     /// it for the next.
+    #[cfg(feature = "consumers")]
     pub(crate) async fn ssubscribe(&mut self, channel: &str) -> RedisResult<()> {
         // Remembered first: a switch while this subscribes then carries
         // it to the new primary (a second subscription does no harm).

@@ -9,6 +9,7 @@ use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// `(index, field, fingerprint)` per index of `D`.
     fn fingerprint_fields(&self) -> Vec<(&'static str, String, String)> {

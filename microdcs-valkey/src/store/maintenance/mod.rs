@@ -38,6 +38,8 @@ mod fingerprint;
 mod repair;
 mod report;
 
+use super::pipe::{Answer, answer, read_pipe};
+
 pub use fingerprint::fingerprints;
 pub use report::{DiffKind, Difference, MaintenanceOptions, Report};
 
@@ -177,6 +179,7 @@ impl<'o> Pass<'o> {
 /// (`AclRole::Maintenance`, a layer above this one, checked by a test).
 const MAINTENANCE_ROLE: &str = "maintenance";
 
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Compares every index of `D` with the documents and returns the
     /// differences. Read-only.
@@ -403,27 +406,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 }
 
-/// What one answer of a pipeline run with `ignore_errors` says about its key.
-pub(crate) enum Answer<'v> {
-    /// The command ran; its reply.
-    Reply(&'v Value),
-    /// The server refused because the key holds another type: a difference
-    /// to report, not a reason to stop. The server's error, as text.
-    WrongType(String),
-}
-
-/// Sorts one pipeline answer: the server's wrong-type refusal (matched by
-/// its error code) is a damaged key; any other server error ends the run.
-pub(crate) fn answer(v: &Value) -> Result<Answer<'_>> {
-    match v {
-        Value::ServerError(e) if e.code() == "WRONGTYPE" => {
-            Ok(Answer::WrongType(redis::RedisError::from(e.clone()).to_string()))
-        }
-        Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
-        v => Ok(Answer::Reply(v)),
-    }
-}
-
 /// A document missing from its group and present in another is one
 /// difference, "in the wrong group": drops the `Missing` of such a document.
 fn merge_moved(mut out: Vec<Difference>) -> Vec<Difference> {
@@ -459,29 +441,6 @@ async fn scan_batch(valkey: &Valkey, cursor: u64, pattern: &str, ty: &str, count
 // A read command: within `ResponseTimeout`, plus one `WriteRetryDelay` and
 // a quick second read after a dropped connection (the one helper of all reads).
 use crate::retry::read_cmd;
-
-/// A pipeline of reads, bounded like [`read_cmd`].
-pub(crate) async fn read_pipe<T: FromRedisValue>(valkey: &Valkey, pipe: &redis::Pipeline, key: &str) -> Result<T> {
-    // Split by slot, a command's error is its answer (`answer` sorts them
-    // for the pipelines that ask for that); where a pipeline did not, the
-    // error still fails the read, as the conversion of its answer.
-    let v: Value = crate::retry::read(valkey, |mut con| async move { con.query_pipe(pipe, true).await })
-        .await
-        .map_err(|e| Error::from_redis(e, key))?;
-    // A command the user's ACL refuses is answered `NOPERM` in its place
-    // (the pipelines keep each command's error): no answer about the key,
-    // and the same for every key after it, so the run ends with the
-    // refusal itself, which `verify` and `rebuild` name by their role.
-    if let Value::Array(items) = &v
-        && let Some(e) = items.iter().find_map(|r| match r {
-            Value::ServerError(e) if e.code() == "NOPERM" => Some(e),
-            _ => None,
-        })
-    {
-        return Err(Error::Redis(e.clone().into()));
-    }
-    redis::from_redis_value(v).map_err(|e| Error::from_redis(e.into(), key))
-}
 
 /// A pipeline of repairs. Each repair leaves the same state when applied
 /// twice (a rebuild runs while no writer is active), so it runs under the
