@@ -146,10 +146,8 @@ impl MicroDcsConfig {
                     v.write_replicas = 0;
                     v.write_every_replica = true;
                 } else {
-                    v.write_replicas = value
-                        .trim()
-                        .parse()
-                        .map_err(|_| format!("`{value}` is neither a whole number nor `all`"))?;
+                    v.write_replicas =
+                        value.trim().parse().map_err(|_| format!("`{value}` is neither a whole number nor `all`"))?;
                     v.write_every_replica = false;
                 }
             }
