@@ -77,6 +77,7 @@ mod tests {
         let p = KeyPrefix::default();
         assert_eq!(FamilyKey::builtin(builtin::DEDUPE).render(&p, &["ab"]).unwrap(), "microdcs:ce:dedupe:ab");
         assert_eq!(FamilyKey::builtin(builtin::FINGERPRINTS).render(&p, &[]).unwrap(), "microdcs:schema:fingerprints");
+        assert_eq!(FamilyKey::builtin(builtin::CLUSTER_PROBE).render(&p, &[]).unwrap(), "microdcs:cluster-probe");
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! failover the load and the call may reach different servers. So a call
 //! loads the script and runs it again, and when the cache misses a second
 //! time sends the script's text with `EVAL`, which cannot miss.
+//!
+//! Over 600 lines on purpose: the rule, the attempts it counts and the
+//! answers that prove nothing ran are read together, and splitting them
+//! would scatter the one place a reviewer checks exactly-once. The walk of
+//! a multi-step call is already apart, in `retry/walk.rs`.
 
 use std::future::Future;
 

@@ -32,77 +32,7 @@ impl StreamEntry {
 
 /// Trim to what every group has acknowledged, atomically (a group created
 /// between reading the groups and trimming cannot lose entries).
-const TRIM_ACKNOWLEDGED: &str = "\
--- KEYS[1] stream. Returns the number of entries removed.
--- Keeps everything from the lowest, over all groups, of: the oldest pending
--- id, and the id after the last delivered one. Both bounds count: after
--- XGROUP SETID rewinds a group, its pending list can start above what the
--- group will be handed again.
--- Ids are compared as digit strings (never as Lua numbers, which lose
--- precision above 2^53), so any valid id is handled exactly.
-local function parse(id)
-  return string.match(id, '^(%d+)-(%d+)$')
-end
--- Byte order, never Lua's locale-dependent string `<`.
-local function bytes_lt(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local function num_lt(a, b)
-  if #a ~= #b then return #a < #b end
-  return bytes_lt(a, b)
-end
-local function id_lt(ams, aseq, bms, bseq)
-  if ams ~= bms then return num_lt(ams, bms) end
-  return num_lt(aseq, bseq)
-end
--- Decimal digit string plus one.
-local function succ(d)
-  local i = #d
-  while i > 0 and string.sub(d, i, i) == '9' do i = i - 1 end
-  if i == 0 then return '1' .. string.rep('0', #d) end
-  return string.sub(d, 1, i - 1) .. string.char(string.byte(d, i) + 1) .. string.rep('0', #d - i)
-end
-local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
-if #groups == 0 then return 0 end
-local best_ms, best_seq = nil, nil
-local function keep(ms, seq)
-  if ms == nil then return false end
-  if best_ms == nil or id_lt(ms, seq, best_ms, best_seq) then
-    best_ms, best_seq = ms, seq
-  end
-  return true
-end
-for _, g in ipairs(groups) do
-  local name, last = nil, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] end
-    if g[i] == 'last-delivered-id' then last = g[i + 1] end
-  end
-  local ms, seq = parse(last or '0-0')
-  if ms == nil then return 0 end
-  -- The id right after the last delivered one; a sequence at its 64-bit
-  -- limit carries into the milliseconds, and past the last possible id
-  -- nothing can be trimmed safely.
-  local U64_MAX = '18446744073709551615'
-  if seq ~= U64_MAX then
-    seq = succ(seq)
-  elseif ms ~= U64_MAX then
-    ms, seq = succ(ms), '0'
-  else
-    return 0
-  end
-  if not keep(ms, seq) then return 0 end
-  local pending = redis.call('XPENDING', KEYS[1], name)
-  if pending[1] > 0 then
-    if not keep(parse(pending[2])) then return 0 end
-  end
-end
-return redis.call('XTRIM', KEYS[1], 'MINID', best_ms .. '-' .. best_seq)
-";
+const TRIM_ACKNOWLEDGED: &str = include_str!("streams/trim_acknowledged.lua");
 
 static TRIM_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(TRIM_ACKNOWLEDGED));
 
@@ -110,24 +40,7 @@ static TRIM_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(||
 /// at the entries already removed from the stream, so the counter is exact
 /// from the first read on and a later trim of entries it never read shows
 /// (see [`READ_OR_GAP`]).
-const CREATE_GROUP: &str = "\
--- KEYS[1] stream. ARGV[1] group.
--- Returns OK; BUSYGROUP (the server's error) when the group exists.
--- The group starts at 0-0 (everything the stream keeps) with ENTRIESREAD at
--- the number of entries removed so far (entries-added minus length): those
--- went before the group existed and are no loss of its own.
-local removed = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  local added, length = 0, 0
-  for i = 1, #info, 2 do
-    if info[i] == 'entries-added' then added = info[i + 1] end
-    if info[i] == 'length' then length = info[i + 1] end
-  end
-  removed = added - length
-end
-return redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
-";
+const CREATE_GROUP: &str = include_str!("streams/create_group.lua");
 
 static CREATE_GROUP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(CREATE_GROUP));
 
@@ -135,97 +48,7 @@ static CREATE_GROUP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock
 /// were removed from the stream (a trim by `MAXLEN`): then it reads nothing
 /// and reports the gap, in the same atomic step, so no later trim can slip
 /// between the check and the read.
-const READ_OR_GAP: &str = "\
--- KEYS[1] stream. ARGV[1] group, ARGV[2] consumer, ARGV[3] count,
--- ARGV[4] the group's last-delivered id when a gap was reported and the
--- consumer told ('' for none), ARGV[5] the entries removed that gap's report
--- counted ('' when it could not count them).
--- Returns {gap, entries}:
---   gap {} and entries the XREADGROUP reply (nil when nothing is new); or
---   gap {last_had, first_gets ('' when the stream is empty), lost ('' when
---   unknown), removed ('' when unknown)} and entries {}: nothing is read
---   past a gap the consumer has not been told of.
--- Errors: NOGROUP (from XREADGROUP) for a missing stream or group; WRONGTYPE.
--- Counting: trims remove entries from the head, so of the entries ever added
--- (entries-added) the first `removed` = entries-added - length are gone; a
--- group whose read counter (entries-read) is below that lost the difference.
--- The counter is exact when no entry was deleted from the middle
--- (max-deleted-entry-id 0-0, or below the first entry kept); otherwise the
--- gap is reported when the group stands before the first entry kept, with
--- its size unknown.
-local function read()
-  return {{}, redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')}
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then return read() end
-local function parse(id)
-  return string.match(id, '^(%d+)-(%d+)$')
-end
--- Byte order, never Lua's locale-dependent string `<`.
-local function bytes_lt(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local function num_lt(a, b)
-  if #a ~= #b then return #a < #b end
-  return bytes_lt(a, b)
-end
-local function id_lt(a, b)
-  local ams, aseq = parse(a)
-  local bms, bseq = parse(b)
-  if ams == nil or bms == nil then return false end
-  if ams ~= bms then return num_lt(ams, bms) end
-  return num_lt(aseq, bseq)
-end
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local added, length, maxdel, first = 0, 0, '0-0', '0-0'
-for i = 1, #info, 2 do
-  local k, v = info[i], info[i + 1]
-  if k == 'entries-added' then added = v end
-  if k == 'length' then length = v end
-  if k == 'max-deleted-entry-id' then maxdel = v end
-  if k == 'first-entry' and type(v) == 'table' then first = v[1] end
-end
-local last, entries_read = nil, false
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, l, r = nil, nil, false
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] end
-    if g[i] == 'last-delivered-id' then l = g[i + 1] end
-    if g[i] == 'entries-read' then r = g[i + 1] end
-  end
-  if name == ARGV[1] then last, entries_read = l, r end
-end
--- No such group: XREADGROUP's own NOGROUP error.
-if last == nil then return read() end
-local removed = added - length
-local exact = type(entries_read) == 'number' and (maxdel == '0-0' or (length > 0 and id_lt(maxdel, first)))
-if ARGV[4] ~= '' and ARGV[4] == last then
-  -- The consumer was told of the gap after `last`: its counter moves past
-  -- the entries that gap counted, and what was removed since is a new gap.
-  if ARGV[5] ~= '' and exact and entries_read < tonumber(ARGV[5]) then
-    redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], last, 'ENTRIESREAD', ARGV[5])
-    entries_read = tonumber(ARGV[5])
-  elseif not exact then
-    return read()
-  end
-end
-local before_first = length == 0 or id_lt(last, first)
-local function first_gets()
-  if length == 0 then return '' end
-  return first
-end
-if exact then
-  if removed > entries_read then
-    return {{last, first_gets(), tostring(removed - entries_read), tostring(removed)}, {}}
-  end
-elseif last ~= '0-0' and before_first then
-  return {{last, first_gets(), '', ''}, {}}
-end
-return read()
-";
+const READ_OR_GAP: &str = include_str!("streams/read_or_gap.lua");
 
 static READ_OR_GAP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(READ_OR_GAP));
 

@@ -146,8 +146,19 @@ pub const FINGERPRINTS: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
+/// The key a cluster connection reads (never writes) after a time-out,
+/// so that a primary which no longer serves its slot answers `MOVED` and
+/// the cluster client learns the new slot map.
+pub const CLUSTER_PROBE: FamilySpec<'static> = FamilySpec {
+    name: "cluster_probe",
+    key: "cluster-probe",
+    key_type: KeyType::String,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
 /// Every family above.
-pub const ALL: [FamilySpec<'static>; 11] = [
+pub const ALL: [FamilySpec<'static>; 12] = [
     CHANGES,
     NUDGE,
     SCOPES,
@@ -159,6 +170,7 @@ pub const ALL: [FamilySpec<'static>; 11] = [
     LEASE_REQUEST,
     LEASE_DATA,
     FINGERPRINTS,
+    CLUSTER_PROBE,
 ];
 
 #[cfg(test)]

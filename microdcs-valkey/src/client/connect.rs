@@ -17,60 +17,9 @@ use crate::client::{Connection, PollOptions, Valkey, WriteOptions};
 use crate::config::{ConfigError, NO_TLS_BACKEND, ValkeyConfig, defaults};
 use crate::error::is_unknown_outcome;
 
-/// Why [`Valkey::connect`] failed. Never contains a password.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// The configuration is invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The password file cannot be read.
-    #[error("MicroDcs:Valkey:PasswordFile: cannot read `{}`: {reason}", path.display())]
-    PasswordFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// The TLS set-up failed (CA file unreadable or not PEM, or no TLS
-    /// client could be built). Not used for anything but TLS.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// The server was not reachable, or did not answer, within the connect timeout.
-    #[error("cannot connect to {endpoint} within {timeout:?}: {reason}")]
-    Unreachable {
-        /// `host:port`.
-        endpoint: String,
-        /// The connect timeout.
-        timeout: Duration,
-        /// What happened.
-        reason: String,
-    },
-    /// The server refused the credentials, or requires some and none were
-    /// given (`NOAUTH`).
-    #[error("{endpoint} refused the credentials of user `{user}`: {reason}")]
-    Auth {
-        /// `host:port`.
-        endpoint: String,
-        /// The ACL user (`default` when none is set).
-        user: String,
-        /// The server's reason (no secrets).
-        reason: String,
-    },
-    /// The server runs without its Lua scripting engine (Valkey 9.1 lets
-    /// operators leave it out), so no write, claim or step can run: each is
-    /// one script.
-    #[error(
-        "{endpoint} runs without Lua scripting ({reason}): every write of this library is a Lua script; load the \
-         server's `lua` engine (Valkey 9.1+: do not unload the built-in `lua` module)"
-    )]
-    NoScripting {
-        /// `host:port`.
-        endpoint: String,
-        /// The server's answer to a one-line script.
-        reason: String,
-    },
-}
+// The start's one error type, and how it becomes the runtime's.
+mod error;
+pub use error::ConnectError;
 
 /// Reads the password file: the whole file, one trailing line break removed.
 ///
@@ -562,27 +511,6 @@ struct Opened {
     once: Connection,
     pubsub: PubSub,
     rtt: Duration,
-}
-
-impl ConnectError {
-    /// The same failure as the runtime's error, for [`Valkey::connect_url`]:
-    /// the text (endpoint, reason, never a password) is kept; an unreachable
-    /// server stays a connection error, refused credentials stay an
-    /// authentication error, and set-up problems are the caller's.
-    pub(crate) fn into_error(self) -> crate::Error {
-        let text = self.to_string();
-        match self {
-            ConnectError::Unreachable { .. } => {
-                crate::Error::Redis(std::io::Error::new(std::io::ErrorKind::NotConnected, text).into())
-            }
-            ConnectError::Auth { .. } => crate::Error::Redis(redis::RedisError::from((
-                redis::ErrorKind::AuthenticationFailed,
-                "authentication failed",
-                text,
-            ))),
-            _ => crate::Error::InvalidArgument(text),
-        }
-    }
 }
 
 impl Valkey {

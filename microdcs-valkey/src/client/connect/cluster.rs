@@ -111,7 +111,9 @@ impl ConnectPlan {
         // the wait would be cut and resent behind itself.
         let longest = timeout.saturating_add(crate::config::Durability::MAX_TIMEOUT);
         let durable = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, longest)?;
-        let probe = probe_key(prefix);
+        let probe = crate::family::FamilyKey::builtin(microdcs_schema::builtin::CLUSTER_PROBE)
+            .render(prefix, &[])
+            .map_err(|e| ConnectError::Config(ConfigError::key_prefix(e.to_string())))?;
         let con = client.get_async_connection().await.map_err(fail)?;
         let mut con = Connection::cluster(con, Relearn::new(probe.clone(), timeout)).await;
         let start = Instant::now();
@@ -132,13 +134,6 @@ impl ConnectPlan {
             rtt,
         })
     }
-}
-
-/// The key a cluster connection reads to make the cluster client learn a
-/// changed slot map (see `client/relearn.rs`): in the handle's prefix, so
-/// the ACL rules of every role let it be read; it is never written.
-fn probe_key(prefix: &KeyPrefix) -> String {
-    format!("{}:cluster-probe", prefix.as_str())
 }
 
 /// The longest pause of the cluster client between two resends.
