@@ -111,9 +111,11 @@ impl ConnectPlan {
         // the wait would be cut and resent behind itself.
         let longest = timeout.saturating_add(crate::config::Durability::MAX_TIMEOUT);
         let durable = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, longest)?;
-        let probe = crate::family::FamilyKey::builtin(microdcs_schema::builtin::CLUSTER_PROBE)
-            .render(prefix, &[])
-            .map_err(|e| ConnectError::Config(ConfigError::key_prefix(e.to_string())))?;
+        // The schema's template directly: the family layer sits above the client.
+        let probe = microdcs_schema::KeyTemplate::parse(microdcs_schema::builtin::CLUSTER_PROBE.key)
+            .map_err(|e| format!("{e:?}"))
+            .and_then(|t| t.render(prefix, &[]).map_err(|e| e.to_string()))
+            .map_err(|e| ConnectError::Config(ConfigError::key_prefix(e)))?;
         let con = client.get_async_connection().await.map_err(fail)?;
         let mut con = Connection::cluster(con, Relearn::new(probe.clone(), timeout)).await;
         let start = Instant::now();
