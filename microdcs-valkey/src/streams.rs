@@ -32,7 +32,7 @@ impl StreamEntry {
 
 /// Trim to what every group has acknowledged, atomically (a group created
 /// between reading the groups and trimming cannot lose entries).
-const TRIM_ACKNOWLEDGED: &str = include_str!("streams/trim_acknowledged.lua");
+const TRIM_ACKNOWLEDGED: &str = concat!(include_str!("streams/ids.lua"), include_str!("streams/trim_acknowledged.lua"));
 
 static TRIM_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(TRIM_ACKNOWLEDGED));
 
@@ -48,7 +48,7 @@ static CREATE_GROUP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock
 /// were removed from the stream (a trim by `MAXLEN`): then it reads nothing
 /// and reports the gap, in the same atomic step, so no later trim can slip
 /// between the check and the read.
-const READ_OR_GAP: &str = include_str!("streams/read_or_gap.lua");
+const READ_OR_GAP: &str = concat!(include_str!("streams/ids.lua"), include_str!("streams/read_or_gap.lua"));
 
 static READ_OR_GAP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(READ_OR_GAP));
 

@@ -19,21 +19,6 @@ local function read()
   return {{}, redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return read() end
-local function parse(id)
-  return string.match(id, '^(%d+)-(%d+)$')
-end
--- Byte order, never Lua's locale-dependent string `<`.
-local function bytes_lt(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local function num_lt(a, b)
-  if #a ~= #b then return #a < #b end
-  return bytes_lt(a, b)
-end
 local function id_lt(a, b)
   local ams, aseq = parse(a)
   local bms, bseq = parse(b)

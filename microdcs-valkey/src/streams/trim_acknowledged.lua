@@ -5,21 +5,6 @@
 -- group will be handed again.
 -- Ids are compared as digit strings (never as Lua numbers, which lose
 -- precision above 2^53), so any valid id is handled exactly.
-local function parse(id)
-  return string.match(id, '^(%d+)-(%d+)$')
-end
--- Byte order, never Lua's locale-dependent string `<`.
-local function bytes_lt(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local function num_lt(a, b)
-  if #a ~= #b then return #a < #b end
-  return bytes_lt(a, b)
-end
 local function id_lt(ams, aseq, bms, bseq)
   if ams ~= bms then return num_lt(ams, bms) end
   return num_lt(aseq, bseq)
