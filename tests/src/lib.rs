@@ -83,6 +83,17 @@ pub fn server() -> ValkeyServer {
     ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A server of the test's own, always new and local, whatever
+/// `MICRODCS_VALKEY_URL` says: for a test that stops, restarts or cuts its
+/// server, kills its clients or counts its commands, which would disturb
+/// (or be disturbed by) the other tests on a shared server.
+///
+/// # Panics
+/// When no server can be started.
+pub fn own_server() -> ValkeyServer {
+    ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Creates `doc` and asserts it was written; returns its version.
 ///
 /// # Panics

@@ -115,31 +115,6 @@ async fn raw(server: &ValkeyServer) -> ConnectionManager {
 }
 
 #[tokio::test]
-async fn connects_from_config_and_reports_health() {
-    let cap = capture();
-    let s = server();
-    let prefix = unique_prefix("health");
-    let valkey =
-        Valkey::connect(&config(&s.host_port(), prefix.as_str())).await.unwrap_or_else(|e| s.fail("connect", &e));
-    assert_eq!(valkey.prefix(), &prefix);
-    match valkey.health().await {
-        Health::Healthy { rtt } => assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1)),
-        other => panic!("{other:?}"),
-    }
-    let store = Items::open(valkey.clone()).store::<Item>();
-    assert_eq!(
-        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
-        PutOutcome::Written { version: 1 }
-    );
-    let log = cap.lines.lock().unwrap().join("\n");
-    assert!(log.contains("connected to valkey"), "the capture sees our events: {log}");
-    drop(s);
-    // The server is gone: health says so instead of hanging or panicking.
-    let h = valkey.health().await;
-    assert!(!h.is_healthy(), "{h:?}");
-}
-
-#[tokio::test]
 async fn password_file_rotation_reaches_the_next_reconnect() {
     let cap = capture();
     let s = server();
@@ -192,33 +167,6 @@ async fn password_file_rotation_reaches_the_next_reconnect() {
 }
 
 #[tokio::test]
-async fn wrong_password_fails_at_start_without_the_password() {
-    let s = server();
-    let mut admin = raw(&s).await;
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("app-wrong")
-        .arg("on")
-        .arg(">Right-Pw-55")
-        .arg("~*")
-        .arg("+@all")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let cs = format!("redis://app-wrong:Wrong-Pw-66@{}/", s.host_port());
-    let err = Valkey::connect(&config(&cs, "p")).await.unwrap_err();
-    assert!(matches!(err, ConnectError::Auth { .. }), "{err:?}");
-    for text in [err.to_string(), format!("{err:?}")] {
-        assert!(!text.contains("Wrong-Pw-66"), "{text}");
-        assert!(text.contains(&s.host_port()), "the endpoint is named: {text}");
-    }
-    let cs = format!("{},user=app-wrong,password=Right-Pw-55", s.host_port());
-    let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
-    assert!(valkey.health().await.is_healthy());
-    assert!(!format!("{valkey:?}").contains("Right-Pw-55"));
-}
-
-#[tokio::test]
 async fn unreachable_server_fails_within_the_connect_timeout() {
     // A listener that accepts and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -246,29 +194,6 @@ async fn unreachable_server_fails_within_the_connect_timeout() {
 }
 
 #[tokio::test]
-async fn operations_resume_after_a_server_restart() {
-    let mut s = server();
-    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("restart").as_str()))
-        .await
-        .unwrap_or_else(|e| s.fail("connect", &e));
-    let store = Items::open(valkey.clone()).store::<Item>();
-    assert!(matches!(
-        store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
-        PutOutcome::Written { .. }
-    ));
-    s.restart().unwrap_or_else(|e| panic!("{e}"));
-    // Empty server (no persistence), no scripts loaded: the write goes through
-    // the reconnect and the NOSCRIPT reload without manual action.
-    let out = store
-        .create(&Item { id: "b".into(), scope: "s".into(), n: 2 })
-        .await
-        .unwrap_or_else(|e| s.fail("write after restart", &e));
-    assert_eq!(out, PutOutcome::Written { version: 1 });
-    assert_eq!(store.get("b").await.unwrap().unwrap().doc.n, 2);
-    assert!(valkey.health().await.is_healthy());
-}
-
-#[tokio::test]
 async fn tls_with_a_ca_file() {
     let dir = temp_dir("tls");
     certificates(&dir);
@@ -280,6 +205,9 @@ async fn tls_with_a_ca_file() {
     let mut c = config(&cs, unique_prefix("tls").as_str());
     c.tls_ca_file = Some(dir.join("ca.crt"));
     c.require_tls = true;
+    // Loading the system trust store and the handshake take seconds on a
+    // machine busy compiling; the point here is trust, not speed.
+    c.connect_timeout = Duration::from_secs(30);
     let valkey = Valkey::connect(&c).await.unwrap_or_else(|e| s.fail("TLS connect", &e));
     assert!(valkey.is_tls());
     let store = Items::open(valkey.clone()).store::<Item>();
@@ -544,4 +472,88 @@ async fn a_server_without_lua_fails_at_start_with_a_named_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("without Lua"), "{err}");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn connects_from_config_and_reports_health() {
+        let cap = capture();
+        let s = server();
+        let prefix = unique_prefix("health");
+        let valkey =
+            Valkey::connect(&config(&s.host_port(), prefix.as_str())).await.unwrap_or_else(|e| s.fail("connect", &e));
+        assert_eq!(valkey.prefix(), &prefix);
+        match valkey.health().await {
+            Health::Healthy { rtt } => assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1)),
+            other => panic!("{other:?}"),
+        }
+        let store = Items::open(valkey.clone()).store::<Item>();
+        assert_eq!(
+            store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+            PutOutcome::Written { version: 1 }
+        );
+        let log = cap.lines.lock().unwrap().join("\n");
+        assert!(log.contains("connected to valkey"), "the capture sees our events: {log}");
+        drop(s);
+        // The server is gone: health says so instead of hanging or panicking.
+        let h = valkey.health().await;
+        assert!(!h.is_healthy(), "{h:?}");
+    }
+
+    #[tokio::test]
+    async fn operations_resume_after_a_server_restart() {
+        let mut s = server();
+        let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("restart").as_str()))
+            .await
+            .unwrap_or_else(|e| s.fail("connect", &e));
+        let store = Items::open(valkey.clone()).store::<Item>();
+        assert!(matches!(
+            store.create(&Item { id: "a".into(), scope: "s".into(), n: 1 }).await.unwrap(),
+            PutOutcome::Written { .. }
+        ));
+        s.restart().unwrap_or_else(|e| panic!("{e}"));
+        // Empty server (no persistence), no scripts loaded: the write goes through
+        // the reconnect and the NOSCRIPT reload without manual action.
+        let out = store
+            .create(&Item { id: "b".into(), scope: "s".into(), n: 2 })
+            .await
+            .unwrap_or_else(|e| s.fail("write after restart", &e));
+        assert_eq!(out, PutOutcome::Written { version: 1 });
+        assert_eq!(store.get("b").await.unwrap().unwrap().doc.n, 2);
+        assert!(valkey.health().await.is_healthy());
+    }
+
+    #[tokio::test]
+    async fn wrong_password_fails_at_start_without_the_password() {
+        let s = server();
+        let mut admin = raw(&s).await;
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("app-wrong")
+            .arg("on")
+            .arg(">Right-Pw-55")
+            .arg("~*")
+            .arg("+@all")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let cs = format!("redis://app-wrong:Wrong-Pw-66@{}/", s.host_port());
+        let err = Valkey::connect(&config(&cs, "p")).await.unwrap_err();
+        assert!(matches!(err, ConnectError::Auth { .. }), "{err:?}");
+        for text in [err.to_string(), format!("{err:?}")] {
+            assert!(!text.contains("Wrong-Pw-66"), "{text}");
+            assert!(text.contains(&s.host_port()), "the endpoint is named: {text}");
+        }
+        let cs = format!("{},user=app-wrong,password=Right-Pw-55", s.host_port());
+        let valkey = Valkey::connect(&config(&cs, "p")).await.unwrap_or_else(|e| s.fail("connect", &e));
+        assert!(valkey.health().await.is_healthy());
+        assert!(!format!("{valkey:?}").contains("Right-Pw-55"));
+    }
 }

@@ -716,7 +716,8 @@ fn spans_of(target: &str, op: &str) -> Vec<Vec<(String, String)>> {
 async fn reads_and_maintenance_are_operations_and_keep_scopes_off_by_default() {
     install();
     const SCOPE: &str = "scope-q7h";
-    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    // Its own server: the one-page `scan` below must see only this test's keys.
+    let server = microdcs_tests::own_server();
     let prefix = unique_prefix("obs-reads");
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let store = Obs::open(valkey.clone()).store::<ObsRead>();

@@ -1,6 +1,6 @@
 //! The plant keyspace, our reference keyspace (its key table is the one a
 //! plant data layer of this kind has always used, checked key by key in
-//! `examples/tests/seed_keys.rs`): job
+//! `examples/tests/it/reference_keys.rs`): job
 //! orders, job responses, work masters and SFC states, plus every
 //! non-document family (dedupe, locks, reference lists, streams, counters,
 //! cursors, heartbeat, the nudge channel).

@@ -275,106 +275,6 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
 }
 
 #[tokio::test]
-async fn nudges_lost_while_the_subscription_was_down_are_made_up_at_once() {
-    let s = server();
-    let prefix = unique_prefix("resub");
-    let proxy = FaultProxy::start(s.host_port()).await;
-    let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
-    // The poller reaches the server through the proxy; polls are 30 s apart,
-    // so only the read after resubscribing can deliver in time.
-    let valkey = Valkey::connect(&config(&through, prefix.as_str(), "30s", "30s")).await.unwrap();
-    let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
-    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let feed = JobResponse::SPEC.feed().expect("has a change stream");
-    let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
-        .start()
-        .await
-        .unwrap();
-    let store = Feeds::open(direct.clone()).store::<JobResponse>();
-    created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
-    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
-    // The subscription drops and cannot come back for a while.
-    proxy.refuse_new_connections(true);
-    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
-    assert!(killed >= 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Its nudge goes nowhere.
-    created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
-    let channel = format!("{}:nudge:jobresponse", prefix.as_str());
-    let (subscribers,): (Vec<(String, u64)>,) =
-        redis::pipe().cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
-    assert_eq!(subscribers[0].1, 0, "nobody heard the nudge");
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let back = Instant::now();
-    proxy.refuse_new_connections(false);
-    let (_, id, at) = next(&mut rx, Duration::from_secs(15)).await.expect("made up after resubscribing");
-    assert_eq!(id, "r-1");
-    let took = at.duration_since(back);
-    assert!(took < Duration::from_secs(12), "well before the 30 s poll: {took:?}");
-    poller.shutdown().await;
-}
-
-#[tokio::test]
-async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
-    let s = server();
-    let prefix = unique_prefix("killsub");
-    // PollInterval 3 s: within one interval by the fallback poll; much sooner only by a nudge.
-    let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "3s", "30s")).await.unwrap();
-    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect {
-            tx,
-            fail: AtomicU32::new(0),
-            deliveries: Arc::default(),
-            feed: JobResponse::SPEC.feed().expect("has a change stream"),
-        })
-        .start()
-        .await
-        .unwrap();
-    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
-    let _ = store.create(&JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await.unwrap();
-    assert_eq!(next(&mut rx, Duration::from_secs(5)).await.unwrap().1, "r-0");
-    let channel = format!("{}:nudge:jobresponse", prefix.as_str());
-    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
-    assert!(killed >= 1, "the subscriber was killed");
-    // Written while the subscription may be down: the fallback poll delivers it.
-    let t0 = Instant::now();
-    let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
-    let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the fallback poll");
-    assert_eq!(id, "r-1");
-    assert!(
-        at.duration_since(t0) <= Duration::from_secs(5),
-        "within one PollInterval (3 s) and a margin for a loaded machine: {:?}",
-        at.duration_since(t0)
-    );
-    // The subscription comes back by itself.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: Vec<redis::Value> =
-            redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
-        if matches!(n.get(1), Some(redis::Value::Int(1))) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not resubscribed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Nudges work again: delivered well inside the 3 s PollInterval.
-    let mut best = Duration::MAX;
-    for i in 2..5 {
-        let t0 = Instant::now();
-        let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
-        let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered");
-        assert_eq!(id, format!("r-{i}"));
-        best = best.min(at.duration_since(t0));
-    }
-    assert!(best < Duration::from_millis(1500), "no delivery faster than the fallback poll: {best:?}");
-    poller.shutdown().await;
-}
-
-#[tokio::test]
 async fn a_new_scope_written_elsewhere_is_discovered() {
     let s = server();
     let prefix = unique_prefix("scopes");
@@ -525,45 +425,6 @@ async fn trim_never_passes_a_rewound_group() {
     assert_eq!(again, expected, "the rewound group gets entries 3..9 again");
 }
 
-#[tokio::test]
-async fn the_poller_never_sends_a_blocking_command() {
-    let s = server();
-    let proxy = FaultProxy::start(s.host_port()).await;
-    let addr = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
-    let valkey = Valkey::connect(&config(&addr, unique_prefix("poll-only").as_str(), "100ms", "100ms")).await.unwrap();
-    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect {
-            tx,
-            fail: AtomicU32::new(0),
-            deliveries: Arc::default(),
-            feed: JobResponse::SPEC.feed().expect("has a change stream"),
-        })
-        .start()
-        .await
-        .unwrap();
-    let store = Feeds::open(valkey.clone()).store::<JobResponse>();
-    for i in 0..5 {
-        let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
-    }
-    for _ in 0..5 {
-        next(&mut rx, Duration::from_secs(5)).await.expect("delivered");
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    poller.shutdown().await;
-    assert!(proxy.commands() > 10, "the traffic went through the proxy");
-    assert!(proxy.saw(b"XREADGROUP"), "the proxy sees the poller's reads");
-    assert!(!proxy.saw(b"$5\r\nBLOCK\r\n"), "a read with BLOCK was sent");
-    let calls = command_calls(&mut admin).await;
-    for blocking in
-        ["blpop", "brpop", "blmove", "brpoplpush", "bzpopmin", "bzpopmax", "blmpop", "bzmpop", "wait", "waitaof"]
-    {
-        assert!(!calls.contains_key(blocking), "{blocking} was called");
-    }
-    assert!(calls.get("xreadgroup").copied().unwrap_or(0) > 0);
-}
-
 struct Tick(Arc<AtomicU32>);
 
 impl microdcs_valkey::poller::PollerTask for Tick {
@@ -617,70 +478,221 @@ async fn autoclaim_returns_at_most_count() {
     assert_eq!(claimed.len(), 5, "the two claimed before (idle 0) and the three left");
 }
 
-#[tokio::test]
-async fn the_poller_reports_its_health() {
-    let s = server();
-    let prefix = unique_prefix("health");
-    let proxy = FaultProxy::start(s.host_port()).await;
-    let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
-    let valkey = Valkey::connect(&config(&through, prefix.as_str(), "200ms", "200ms")).await.unwrap();
-    let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
-    let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let feed = JobResponse::SPEC.feed().expect("has a change stream");
-    let poller = Poller::new(valkey.clone(), "instance-1")
-        .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
-        .start()
-        .await
-        .unwrap();
-    let store = Feeds::open(direct.clone()).store::<JobResponse>();
-    created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
-    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let h = poller.health();
-    let stream = format!("{}:changes:s1", prefix.as_str());
-    assert!(h.running && h.subscribed, "{h:?}");
-    assert!(h.registry.last_ok.is_some() && h.registry.errors == 0, "{h:?}");
-    assert!(h.streams.get(&stream).is_some_and(|r| r.last_ok.is_some() && r.errors == 0), "{stream}: {h:?}");
-    assert!(h.is_healthy(Duration::from_millis(500)), "{h:?}");
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
 
-    // The poller's connections drop and cannot come back for a while.
-    proxy.refuse_new_connections(true);
-    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let sick = loop {
-        let h = poller.health();
-        if !h.subscribed && h.registry.errors > 0 && !h.is_healthy(Duration::from_millis(300)) {
-            break h;
-        }
-        assert!(Instant::now() < deadline, "the outage never showed: {h:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(sick.running, "the loop rides the outage out: {sick:?}");
-    assert!(sick.registry.failing_since.is_some() && sick.registry.last_error.is_some(), "{sick:?}");
+    use microdcs_tests::own_server as server;
 
-    // Back: healthy again, the failures counted, no longer failing.
-    proxy.refuse_new_connections(false);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let well = loop {
-        let h = poller.health();
-        if h.subscribed && h.registry.failing_since.is_none() && h.is_healthy(Duration::from_millis(300)) {
-            break h;
+    #[tokio::test]
+    async fn nudges_lost_while_the_subscription_was_down_are_made_up_at_once() {
+        let s = server();
+        let prefix = unique_prefix("resub");
+        let proxy = FaultProxy::start(s.host_port()).await;
+        let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        // The poller reaches the server through the proxy; polls are 30 s apart,
+        // so only the read after resubscribing can deliver in time.
+        let valkey = Valkey::connect(&config(&through, prefix.as_str(), "30s", "30s")).await.unwrap();
+        let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+        let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let feed = JobResponse::SPEC.feed().expect("has a change stream");
+        let poller = Poller::new(valkey.clone(), "instance-1")
+            .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
+            .start()
+            .await
+            .unwrap();
+        let store = Feeds::open(direct.clone()).store::<JobResponse>();
+        created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
+        assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
+        // The subscription drops and cannot come back for a while.
+        proxy.refuse_new_connections(true);
+        let killed: i64 =
+            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+        assert!(killed >= 1);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Its nudge goes nowhere.
+        created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
+        let channel = format!("{}:nudge:jobresponse", prefix.as_str());
+        let (subscribers,): (Vec<(String, u64)>,) =
+            redis::pipe().cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
+        assert_eq!(subscribers[0].1, 0, "nobody heard the nudge");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let back = Instant::now();
+        proxy.refuse_new_connections(false);
+        let (_, id, at) = next(&mut rx, Duration::from_secs(15)).await.expect("made up after resubscribing");
+        assert_eq!(id, "r-1");
+        let took = at.duration_since(back);
+        assert!(took < Duration::from_secs(12), "well before the 30 s poll: {took:?}");
+        poller.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn the_poller_never_sends_a_blocking_command() {
+        let s = server();
+        let proxy = FaultProxy::start(s.host_port()).await;
+        let addr = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        let valkey =
+            Valkey::connect(&config(&addr, unique_prefix("poll-only").as_str(), "100ms", "100ms")).await.unwrap();
+        let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let poller = Poller::new(valkey.clone(), "instance-1")
+            .consumer(Collect {
+                tx,
+                fail: AtomicU32::new(0),
+                deliveries: Arc::default(),
+                feed: JobResponse::SPEC.feed().expect("has a change stream"),
+            })
+            .start()
+            .await
+            .unwrap();
+        let store = Feeds::open(valkey.clone()).store::<JobResponse>();
+        for i in 0..5 {
+            let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
         }
-        assert!(Instant::now() < deadline, "the poller never recovered: {h:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(well.registry.errors >= sick.registry.errors, "{well:?}");
-    created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
-    assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-1");
-    poller.shutdown().await;
+        for _ in 0..5 {
+            next(&mut rx, Duration::from_secs(5)).await.expect("delivered");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        poller.shutdown().await;
+        assert!(proxy.commands() > 10, "the traffic went through the proxy");
+        assert!(proxy.saw(b"XREADGROUP"), "the proxy sees the poller's reads");
+        assert!(!proxy.saw(b"$5\r\nBLOCK\r\n"), "a read with BLOCK was sent");
+        let calls = command_calls(&mut admin).await;
+        for blocking in
+            ["blpop", "brpop", "blmove", "brpoplpush", "bzpopmin", "bzpopmax", "blmpop", "bzmpop", "wait", "waitaof"]
+        {
+            assert!(!calls.contains_key(blocking), "{blocking} was called");
+        }
+        assert!(calls.get("xreadgroup").copied().unwrap_or(0) > 0);
+    }
+
+    #[tokio::test]
+    async fn the_poller_reports_its_health() {
+        let s = server();
+        let prefix = unique_prefix("health");
+        let proxy = FaultProxy::start(s.host_port()).await;
+        let through = proxy.url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        let valkey = Valkey::connect(&config(&through, prefix.as_str(), "200ms", "200ms")).await.unwrap();
+        let direct = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "30s", "30s")).await.unwrap();
+        let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let feed = JobResponse::SPEC.feed().expect("has a change stream");
+        let poller = Poller::new(valkey.clone(), "instance-1")
+            .consumer(Collect { tx, fail: AtomicU32::new(0), deliveries: Arc::default(), feed })
+            .start()
+            .await
+            .unwrap();
+        let store = Feeds::open(direct.clone()).store::<JobResponse>();
+        created(&store, &JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await;
+        assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-0");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let h = poller.health();
+        let stream = format!("{}:changes:s1", prefix.as_str());
+        assert!(h.running && h.subscribed, "{h:?}");
+        assert!(h.registry.last_ok.is_some() && h.registry.errors == 0, "{h:?}");
+        assert!(h.streams.get(&stream).is_some_and(|r| r.last_ok.is_some() && r.errors == 0), "{stream}: {h:?}");
+        assert!(h.is_healthy(Duration::from_millis(500)), "{h:?}");
+
+        // The poller's connections drop and cannot come back for a while.
+        proxy.refuse_new_connections(true);
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let sick = loop {
+            let h = poller.health();
+            if !h.subscribed && h.registry.errors > 0 && !h.is_healthy(Duration::from_millis(300)) {
+                break h;
+            }
+            assert!(Instant::now() < deadline, "the outage never showed: {h:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(sick.running, "the loop rides the outage out: {sick:?}");
+        assert!(sick.registry.failing_since.is_some() && sick.registry.last_error.is_some(), "{sick:?}");
+
+        // Back: healthy again, the failures counted, no longer failing.
+        proxy.refuse_new_connections(false);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let well = loop {
+            let h = poller.health();
+            if h.subscribed && h.registry.failing_since.is_none() && h.is_healthy(Duration::from_millis(300)) {
+                break h;
+            }
+            assert!(Instant::now() < deadline, "the poller never recovered: {h:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(well.registry.errors >= sick.registry.errors, "{well:?}");
+        created(&store, &JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await;
+        assert_eq!(next(&mut rx, Duration::from_secs(10)).await.unwrap().1, "r-1");
+        poller.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn entries_flow_while_the_subscription_is_down_and_nudges_return() {
+        let s = server();
+        let prefix = unique_prefix("killsub");
+        // PollInterval 3 s: within one interval by the fallback poll; much sooner only by a nudge.
+        let valkey = Valkey::connect(&config(&s.host_port(), prefix.as_str(), "3s", "30s")).await.unwrap();
+        let mut admin = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let poller = Poller::new(valkey.clone(), "instance-1")
+            .consumer(Collect {
+                tx,
+                fail: AtomicU32::new(0),
+                deliveries: Arc::default(),
+                feed: JobResponse::SPEC.feed().expect("has a change stream"),
+            })
+            .start()
+            .await
+            .unwrap();
+        let store = Feeds::open(valkey.clone()).store::<JobResponse>();
+        let _ = store.create(&JobResponse { id: "r-0".into(), scope: "s1".into(), n: 0 }).await.unwrap();
+        assert_eq!(next(&mut rx, Duration::from_secs(5)).await.unwrap().1, "r-0");
+        let channel = format!("{}:nudge:jobresponse", prefix.as_str());
+        let killed: i64 =
+            redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut admin).await.unwrap();
+        assert!(killed >= 1, "the subscriber was killed");
+        // Written while the subscription may be down: the fallback poll delivers it.
+        let t0 = Instant::now();
+        let _ = store.create(&JobResponse { id: "r-1".into(), scope: "s1".into(), n: 1 }).await.unwrap();
+        let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered by the fallback poll");
+        assert_eq!(id, "r-1");
+        assert!(
+            at.duration_since(t0) <= Duration::from_secs(5),
+            "within one PollInterval (3 s) and a margin for a loaded machine: {:?}",
+            at.duration_since(t0)
+        );
+        // The subscription comes back by itself.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let n: Vec<redis::Value> =
+                redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut admin).await.unwrap();
+            if matches!(n.get(1), Some(redis::Value::Int(1))) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not resubscribed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Nudges work again: delivered well inside the 3 s PollInterval.
+        let mut best = Duration::MAX;
+        for i in 2..5 {
+            let t0 = Instant::now();
+            let _ = store.create(&JobResponse { id: format!("r-{i}"), scope: "s1".into(), n: i }).await.unwrap();
+            let (_, id, at) = next(&mut rx, Duration::from_secs(10)).await.expect("delivered");
+            assert_eq!(id, format!("r-{i}"));
+            best = best.min(at.duration_since(t0));
+        }
+        assert!(best < Duration::from_millis(1500), "no delivery faster than the fallback poll: {best:?}");
+        poller.shutdown().await;
+    }
 }

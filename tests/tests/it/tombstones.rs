@@ -130,40 +130,6 @@ async fn a_retried_delete_reports_only_its_own_delete() {
 }
 
 #[tokio::test]
-async fn a_delete_whose_reply_is_lost_is_applied_once_even_if_the_document_returns() {
-    let server = server();
-    let proxy = FaultProxy::start(server.host_port()).await;
-    let prefix = unique_prefix("tomb-cut");
-    let write = WriteOptions { retry_delay: Duration::from_millis(400), ..WriteOptions::default() };
-    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
-    let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    let other_store = Plant::open(other).store::<JobResponse>();
-    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
-    // Loads the delete script, so the cut request is the delete itself.
-    assert_eq!(store.delete_id("r-0", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
-    let _ = store.create(&doc).await.unwrap();
-    let read = store.get("r-1").await.unwrap().unwrap();
-
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    let (out, ()) = tokio::join!(store.delete(&read), async {
-        proxy.wait_cut().await;
-        // Between the lost reply and the retry, the document is created
-        // again (its versions going on from the deleted one's).
-        assert!(other_store.get("r-1").await.unwrap().is_none(), "the cut delete was applied");
-        assert_eq!(other_store.create(&doc).await.unwrap(), PutOutcome::Written { version: 2 });
-    });
-    assert_eq!(proxy.cuts(), 1);
-    assert_eq!(out.unwrap(), DeleteOutcome::Deleted { version: 1 }, "its own delete, reported once");
-    assert_eq!(valkey.metrics().write_already_applied(), 1);
-    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2, "the document created since is kept");
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let entries = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
-    let changes: Vec<&str> = entries.iter().map(|e| e["change"].as_str()).collect();
-    assert_eq!(changes, ["created", "deleted", "created"], "one delete");
-}
-
-#[tokio::test]
 async fn the_tombstone_lasts_for_the_retention_setting() {
     // Long enough that the replays below land within it on a loaded machine.
     let retention = Duration::from_secs(3);
@@ -237,4 +203,47 @@ async fn a_damaged_tombstone_is_corrupt_and_nothing_is_written() {
     let read = store.get("r-1").await.unwrap().unwrap();
     let next = JobResponse { state: vec!["B".into()], ..doc.clone() };
     assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn a_delete_whose_reply_is_lost_is_applied_once_even_if_the_document_returns() {
+        let server = server();
+        let proxy = FaultProxy::start(server.host_port()).await;
+        let prefix = unique_prefix("tomb-cut");
+        let write = WriteOptions { retry_delay: Duration::from_millis(400), ..WriteOptions::default() };
+        let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+        let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
+        let other_store = Plant::open(other).store::<JobResponse>();
+        let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+        // Loads the delete script, so the cut request is the delete itself.
+        assert_eq!(store.delete_id("r-0", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
+        let _ = store.create(&doc).await.unwrap();
+        let read = store.get("r-1").await.unwrap().unwrap();
+
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        let (out, ()) = tokio::join!(store.delete(&read), async {
+            proxy.wait_cut().await;
+            // Between the lost reply and the retry, the document is created
+            // again (its versions going on from the deleted one's).
+            assert!(other_store.get("r-1").await.unwrap().is_none(), "the cut delete was applied");
+            assert_eq!(other_store.create(&doc).await.unwrap(), PutOutcome::Written { version: 2 });
+        });
+        assert_eq!(proxy.cuts(), 1);
+        assert_eq!(out.unwrap(), DeleteOutcome::Deleted { version: 1 }, "its own delete, reported once");
+        assert_eq!(valkey.metrics().write_already_applied(), 1);
+        assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2, "the document created since is kept");
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let entries = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+        let changes: Vec<&str> = entries.iter().map(|e| e["change"].as_str()).collect();
+        assert_eq!(changes, ["created", "deleted", "created"], "one delete");
+    }
 }

@@ -338,71 +338,6 @@ async fn concurrent_cas_writers_on_one_document() {
 }
 
 #[tokio::test]
-async fn unknown_outcome_is_applied_exactly_once() {
-    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = FaultProxy::start(server.host_port()).await;
-    let prefix = unique_prefix("unknown");
-    let write = WriteOptions { retry_delay: Duration::from_millis(100), ..WriteOptions::default() };
-    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    assert!(matches!(
-        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
-        PutOutcome::Written { .. }
-    ));
-    let read = store.get("r-1").await.unwrap().unwrap();
-
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
-    let out = store.update(&read, &next).await.unwrap();
-    assert_eq!(proxy.cuts(), 1, "the proxy cut the reply");
-    assert_eq!(out, PutOutcome::Written { version: 2 });
-    assert_eq!(valkey.metrics().write_retries(), 1);
-    assert_eq!(valkey.metrics().write_already_applied(), 1);
-    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
-    assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")], "applied once");
-    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
-}
-
-#[tokio::test]
-async fn unknown_outcome_with_another_writer_in_between() {
-    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = FaultProxy::start(server.host_port()).await;
-    let prefix = unique_prefix("unknown2");
-    let write = WriteOptions { retry_delay: Duration::from_millis(400), ..WriteOptions::default() };
-    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
-    let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    let other_store = Plant::open(other.clone()).store::<JobResponse>();
-    assert!(matches!(
-        store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
-        PutOutcome::Written { .. }
-    ));
-    let read = store.get("r-1").await.unwrap().unwrap();
-
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
-    let (out, ()) = tokio::join!(store.update(&read, &next), async {
-        proxy.wait_cut().await;
-        // Between the cut and the retry, another writer updates the document.
-        let seen = other_store.get("r-1").await.unwrap().unwrap();
-        assert_eq!(seen.version, 2, "the cut write was applied");
-        let theirs = JobResponse { state: vec!["C".into()], ..seen.doc.clone() };
-        assert_eq!(other_store.update(&seen, &theirs).await.unwrap(), PutOutcome::Written { version: 3 });
-    });
-    assert_eq!(out.unwrap(), PutOutcome::Written { version: 2 }, "applied, not a conflict");
-    assert_eq!(valkey.metrics().write_already_applied(), 1);
-    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
-    assert_eq!(
-        summarize(&changes),
-        [change("r-1", 1, "created"), change("r-1", 2, "updated"), change("r-1", 3, "updated")]
-    );
-    let now = store.get("r-1").await.unwrap().unwrap();
-    assert_eq!((now.version, now.doc.state.clone()), (3, vec!["C".to_owned()]));
-}
-
-#[tokio::test]
 async fn caller_op_id_recognised_across_calls() {
     let e = env("opid").await;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
@@ -548,76 +483,6 @@ async fn corrupt_hashes_give_typed_errors() {
     // invalid ids are typed errors
     assert!(matches!(store.get("").await, Err(Error::Key(_))));
     assert!(matches!(store.create(&JobResponse::new("", "s1", "o", &[])).await, Err(Error::Index(_))));
-}
-
-#[tokio::test]
-async fn round_trips_per_operation() {
-    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = FaultProxy::start(server.host_port()).await;
-    let prefix = unique_prefix("roundtrips");
-    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    // Warm up: load the scripts.
-    assert!(matches!(
-        store.create(&JobResponse::new("warm", "s1", "o-w", &["A"])).await.unwrap(),
-        PutOutcome::Written { .. }
-    ));
-    store.find(JobResponse::by_order("o-w")).await.unwrap();
-    let w = store.get("warm").await.unwrap().unwrap();
-    assert!(matches!(store.delete(&w).await.unwrap(), DeleteOutcome::Deleted { .. }));
-
-    async fn measure<F: Future<Output = ()>>(
-        proxy: &FaultProxy,
-        raw: &mut ConnectionManager,
-        f: F,
-    ) -> (u64, BTreeMap<String, u64>) {
-        let before = command_calls(raw).await;
-        let p0 = proxy.commands();
-        f.await;
-        let after = command_calls(raw).await;
-        let top: BTreeMap<String, u64> = ["evalsha", "eval", "hgetall", "hmget", "script|load", "get"]
-            .into_iter()
-            .map(|c| (c.to_owned(), after.get(c).copied().unwrap_or(0) - before.get(c).copied().unwrap_or(0)))
-            .filter(|(_, n)| *n > 0)
-            .collect();
-        (proxy.commands() - p0, top)
-    }
-
-    let r = JobResponse::new("r-1", "s1", "o-1", &["A"]);
-    let (n, _) = measure(&proxy, &mut raw, async {
-        created(&store, &r).await;
-    })
-    .await;
-    assert_eq!(n, 1, "create");
-    let mut read = None;
-    let (n, stats) = measure(&proxy, &mut raw, async {
-        read = store.get("r-1").await.unwrap();
-    })
-    .await;
-    assert_eq!(n, 1, "get");
-    assert_eq!(stats.get("hgetall"), Some(&1));
-    let read = read.unwrap();
-    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
-    let (n, stats) = measure(&proxy, &mut raw, async {
-        assert!(matches!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { .. }));
-    })
-    .await;
-    assert_eq!(n, 1, "update with known version");
-    assert_eq!(stats.get("evalsha"), Some(&1));
-    let (n, stats) = measure(&proxy, &mut raw, async {
-        store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
-    })
-    .await;
-    assert_eq!(n, 1, "unique lookup");
-    assert_eq!(stats.get("evalsha"), Some(&1));
-    let read = store.get("r-1").await.unwrap().unwrap();
-    let (n, stats) = measure(&proxy, &mut raw, async {
-        assert!(matches!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { .. }));
-    })
-    .await;
-    assert_eq!(n, 1, "delete");
-    assert_eq!(stats.get("evalsha"), Some(&1));
 }
 
 #[tokio::test]
@@ -1082,55 +947,6 @@ async fn a_document_must_be_the_one_its_key_and_scope_name() {
     assert!(matches!(store.find(JobResponse::by_order("o-1")).await, Err(Error::Corrupt { .. })));
 }
 
-/// When every attempt loses its reply, the write ends after `WriteAttempts`
-/// attempts as an unknown outcome (never as success or a plain connection
-/// error), and the attempts together applied it at most once.
-#[tokio::test]
-async fn write_attempts_running_out_is_an_unknown_outcome() {
-    let server = ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = std::sync::Arc::new(FaultProxy::start(server.host_port()).await);
-    let prefix = unique_prefix("attempts");
-    let write = WriteOptions { attempts: 3, retry_delay: Duration::from_millis(200), ..WriteOptions::default() };
-    let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey.clone()).store::<JobResponse>();
-    created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
-    let read = store.get("r-1").await.unwrap().unwrap();
-
-    // Cut every EVALSHA: the proxy's cut is one-shot, so arm it again after each.
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    let rearm = {
-        let proxy = proxy.clone();
-        tokio::spawn(async move {
-            let mut seen = 0;
-            loop {
-                if proxy.cuts() > seen {
-                    seen = proxy.cuts();
-                    proxy.cut_after_request_containing(b"EVALSHA").await;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
-    let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
-    let out = store.update(&read, &next).await;
-    rearm.abort();
-    match out {
-        Err(Error::UnknownOutcome { key, attempts, .. }) => {
-            assert_eq!(key, format!("{}:jobresponse:r-1", prefix.as_str()));
-            assert_eq!(attempts, 3);
-        }
-        other => panic!("expected UnknownOutcome after 3 attempts, got {other:?}"),
-    }
-    assert_eq!(proxy.cuts(), 3, "every attempt was sent and cut");
-    assert_eq!(valkey.metrics().write_retries(), 2);
-    // Once the connection works again, so does the store: the write was applied.
-    assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
-    // Applied by the first attempt, recognised (not applied again) by the others.
-    let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
-    assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")]);
-}
-
 /// `ChangeStreamMaxLength` trims the change stream on a real server. `MAXLEN
 /// ~` trims whole stream nodes only, so the server keeps small nodes here and
 /// the stream stays within the limit plus one node.
@@ -1183,4 +999,197 @@ async fn scripts_run_when_they_cannot_be_loaded() {
     let found = store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
     assert_eq!(found.version, 2);
     assert_eq!(store.delete(&found).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn unknown_outcome_is_applied_exactly_once() {
+        let server = server();
+        let proxy = FaultProxy::start(server.host_port()).await;
+        let prefix = unique_prefix("unknown");
+        let write = WriteOptions { retry_delay: Duration::from_millis(100), ..WriteOptions::default() };
+        let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
+        assert!(matches!(
+            store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+            PutOutcome::Written { .. }
+        ));
+        let read = store.get("r-1").await.unwrap().unwrap();
+
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+        let out = store.update(&read, &next).await.unwrap();
+        assert_eq!(proxy.cuts(), 1, "the proxy cut the reply");
+        assert_eq!(out, PutOutcome::Written { version: 2 });
+        assert_eq!(valkey.metrics().write_retries(), 1);
+        assert_eq!(valkey.metrics().write_already_applied(), 1);
+        let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+        assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")], "applied once");
+        assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+    }
+
+    #[tokio::test]
+    async fn unknown_outcome_with_another_writer_in_between() {
+        let server = server();
+        let proxy = FaultProxy::start(server.host_port()).await;
+        let prefix = unique_prefix("unknown2");
+        let write = WriteOptions { retry_delay: Duration::from_millis(400), ..WriteOptions::default() };
+        let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+        let other = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
+        let other_store = Plant::open(other.clone()).store::<JobResponse>();
+        assert!(matches!(
+            store.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap(),
+            PutOutcome::Written { .. }
+        ));
+        let read = store.get("r-1").await.unwrap().unwrap();
+
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+        let (out, ()) = tokio::join!(store.update(&read, &next), async {
+            proxy.wait_cut().await;
+            // Between the cut and the retry, another writer updates the document.
+            let seen = other_store.get("r-1").await.unwrap().unwrap();
+            assert_eq!(seen.version, 2, "the cut write was applied");
+            let theirs = JobResponse { state: vec!["C".into()], ..seen.doc.clone() };
+            assert_eq!(other_store.update(&seen, &theirs).await.unwrap(), PutOutcome::Written { version: 3 });
+        });
+        assert_eq!(out.unwrap(), PutOutcome::Written { version: 2 }, "applied, not a conflict");
+        assert_eq!(valkey.metrics().write_already_applied(), 1);
+        let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+        assert_eq!(
+            summarize(&changes),
+            [change("r-1", 1, "created"), change("r-1", 2, "updated"), change("r-1", 3, "updated")]
+        );
+        let now = store.get("r-1").await.unwrap().unwrap();
+        assert_eq!((now.version, now.doc.state.clone()), (3, vec!["C".to_owned()]));
+    }
+
+    #[tokio::test]
+    async fn round_trips_per_operation() {
+        let server = server();
+        let proxy = FaultProxy::start(server.host_port()).await;
+        let prefix = unique_prefix("roundtrips");
+        let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
+        // Warm up: load the scripts.
+        assert!(matches!(
+            store.create(&JobResponse::new("warm", "s1", "o-w", &["A"])).await.unwrap(),
+            PutOutcome::Written { .. }
+        ));
+        store.find(JobResponse::by_order("o-w")).await.unwrap();
+        let w = store.get("warm").await.unwrap().unwrap();
+        assert!(matches!(store.delete(&w).await.unwrap(), DeleteOutcome::Deleted { .. }));
+
+        async fn measure<F: Future<Output = ()>>(
+            proxy: &FaultProxy,
+            raw: &mut ConnectionManager,
+            f: F,
+        ) -> (u64, BTreeMap<String, u64>) {
+            let before = command_calls(raw).await;
+            let p0 = proxy.commands();
+            f.await;
+            let after = command_calls(raw).await;
+            let top: BTreeMap<String, u64> = ["evalsha", "eval", "hgetall", "hmget", "script|load", "get"]
+                .into_iter()
+                .map(|c| (c.to_owned(), after.get(c).copied().unwrap_or(0) - before.get(c).copied().unwrap_or(0)))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            (proxy.commands() - p0, top)
+        }
+
+        let r = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+        let (n, _) = measure(&proxy, &mut raw, async {
+            created(&store, &r).await;
+        })
+        .await;
+        assert_eq!(n, 1, "create");
+        let mut read = None;
+        let (n, stats) = measure(&proxy, &mut raw, async {
+            read = store.get("r-1").await.unwrap();
+        })
+        .await;
+        assert_eq!(n, 1, "get");
+        assert_eq!(stats.get("hgetall"), Some(&1));
+        let read = read.unwrap();
+        let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+        let (n, stats) = measure(&proxy, &mut raw, async {
+            assert!(matches!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { .. }));
+        })
+        .await;
+        assert_eq!(n, 1, "update with known version");
+        assert_eq!(stats.get("evalsha"), Some(&1));
+        let (n, stats) = measure(&proxy, &mut raw, async {
+            store.find(JobResponse::by_order("o-1")).await.unwrap().unwrap();
+        })
+        .await;
+        assert_eq!(n, 1, "unique lookup");
+        assert_eq!(stats.get("evalsha"), Some(&1));
+        let read = store.get("r-1").await.unwrap().unwrap();
+        let (n, stats) = measure(&proxy, &mut raw, async {
+            assert!(matches!(store.delete(&read).await.unwrap(), DeleteOutcome::Deleted { .. }));
+        })
+        .await;
+        assert_eq!(n, 1, "delete");
+        assert_eq!(stats.get("evalsha"), Some(&1));
+    }
+
+    /// When every attempt loses its reply, the write ends after `WriteAttempts`
+    /// attempts as an unknown outcome (never as success or a plain connection
+    /// error), and the attempts together applied it at most once.
+    #[tokio::test]
+    async fn write_attempts_running_out_is_an_unknown_outcome() {
+        let server = server();
+        let proxy = std::sync::Arc::new(FaultProxy::start(server.host_port()).await);
+        let prefix = unique_prefix("attempts");
+        let write = WriteOptions { attempts: 3, retry_delay: Duration::from_millis(200), ..WriteOptions::default() };
+        let valkey = Valkey::connect_url(&proxy.url(), prefix.clone(), write).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey.clone()).store::<JobResponse>();
+        created(&store, &JobResponse::new("r-1", "s1", "o-1", &["A"])).await;
+        let read = store.get("r-1").await.unwrap().unwrap();
+
+        // Cut every EVALSHA: the proxy's cut is one-shot, so arm it again after each.
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        let rearm = {
+            let proxy = proxy.clone();
+            tokio::spawn(async move {
+                let mut seen = 0;
+                loop {
+                    if proxy.cuts() > seen {
+                        seen = proxy.cuts();
+                        proxy.cut_after_request_containing(b"EVALSHA").await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        };
+        let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
+        let out = store.update(&read, &next).await;
+        rearm.abort();
+        match out {
+            Err(Error::UnknownOutcome { key, attempts, .. }) => {
+                assert_eq!(key, format!("{}:jobresponse:r-1", prefix.as_str()));
+                assert_eq!(attempts, 3);
+            }
+            other => panic!("expected UnknownOutcome after 3 attempts, got {other:?}"),
+        }
+        assert_eq!(proxy.cuts(), 3, "every attempt was sent and cut");
+        assert_eq!(valkey.metrics().write_retries(), 2);
+        // Once the connection works again, so does the store: the write was applied.
+        assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
+        // Applied by the first attempt, recognised (not applied again) by the others.
+        let changes = stream_entries(&mut raw, &format!("{}:changes:s1", prefix.as_str())).await;
+        assert_eq!(summarize(&changes), [change("r-1", 1, "created"), change("r-1", 2, "updated")]);
+    }
 }

@@ -3,7 +3,7 @@
 //! tests and the demo use) are committed under `tests/snapshots/lua/<kind>.<op>.lua`, and
 //! this test fails when the generator's output differs from them. After an
 //! intended generator change, rewrite them with
-//! `BLESS=1 cargo test -p microdcs-tests --test lua_snapshots` and review the
+//! `BLESS=1 cargo test -p microdcs-tests --test it lua_snapshots` and review the
 //! Lua diff in the commit.
 
 use std::path::{Path, PathBuf};
@@ -117,7 +117,7 @@ fn generated_lua_matches_the_committed_snapshots() {
     assert!(
         stale.is_empty(),
         "generated Lua differs from tests/snapshots/lua:\n  {}\nreview the change, then bless it with \
-         `BLESS=1 cargo test -p microdcs-tests --test lua_snapshots`",
+         `BLESS=1 cargo test -p microdcs-tests --test it lua_snapshots`",
         stale.join("\n  ")
     );
 }

@@ -81,38 +81,47 @@ async fn an_expired_document_and_its_unique_keys_are_gone_together() {
     assert!(report.is_clean(), "{:?}", report.differences);
 }
 
-#[tokio::test]
-async fn a_type_without_changes_writes_no_entry_and_no_nudge() {
-    use microdcs_tests::fixtures::Idempotency;
-    let server = server();
-    let prefix = unique_prefix("no-changes");
-    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Extras::open(valkey).store::<Idempotency>();
-    assert_eq!(Idempotency::SPEC.changes, None);
-    assert!(Idempotency::SPEC.feed().is_none());
-    let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut raw).await.unwrap();
-    let doc = Idempotency { id: "req-1".into(), scope: "s1".into(), response: "201".into() };
-    assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
-    let read = store.get("req-1").await.unwrap().unwrap();
-    let next = Idempotency { response: "200".into(), ..doc.clone() };
-    assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
-    assert_eq!(store.delete_id("req-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
-    let calls = microdcs_tests::command_calls(&mut raw).await;
-    assert_eq!(calls.get("xadd"), None, "no change entry: {calls:?}");
-    assert_eq!(calls.get("publish"), None, "no nudge: {calls:?}");
-    let stream: i64 =
-        redis::cmd("EXISTS").arg(format!("{}:changes:s1", prefix.as_str())).query_async(&mut raw).await.unwrap();
-    assert_eq!(stream, 0);
-    // Retries stay recognised through the history and the tombstone.
-    assert_eq!(
-        store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
-        PutOutcome::Written { version: 3 }
-    );
-    assert_eq!(
-        store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
-        PutOutcome::Written { version: 3 }
-    );
-    let ttl = pttl(&mut raw, &format!("{}:idem:req-1", prefix.as_str())).await;
-    assert!(ttl > 3_500_000 && ttl <= 3_600_000, "an hour: {ttl}");
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn a_type_without_changes_writes_no_entry_and_no_nudge() {
+        use microdcs_tests::fixtures::Idempotency;
+        let server = server();
+        let prefix = unique_prefix("no-changes");
+        let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Extras::open(valkey).store::<Idempotency>();
+        assert_eq!(Idempotency::SPEC.changes, None);
+        assert!(Idempotency::SPEC.feed().is_none());
+        let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut raw).await.unwrap();
+        let doc = Idempotency { id: "req-1".into(), scope: "s1".into(), response: "201".into() };
+        assert_eq!(store.create(&doc).await.unwrap(), PutOutcome::Written { version: 1 });
+        let read = store.get("req-1").await.unwrap().unwrap();
+        let next = Idempotency { response: "200".into(), ..doc.clone() };
+        assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Written { version: 2 });
+        assert_eq!(store.delete_id("req-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
+        let calls = microdcs_tests::command_calls(&mut raw).await;
+        assert_eq!(calls.get("xadd"), None, "no change entry: {calls:?}");
+        assert_eq!(calls.get("publish"), None, "no nudge: {calls:?}");
+        let stream: i64 =
+            redis::cmd("EXISTS").arg(format!("{}:changes:s1", prefix.as_str())).query_async(&mut raw).await.unwrap();
+        assert_eq!(stream, 0);
+        // Retries stay recognised through the history and the tombstone.
+        assert_eq!(
+            store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
+            PutOutcome::Written { version: 3 }
+        );
+        assert_eq!(
+            store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
+            PutOutcome::Written { version: 3 }
+        );
+        let ttl = pttl(&mut raw, &format!("{}:idem:req-1", prefix.as_str())).await;
+        assert!(ttl > 3_500_000 && ttl <= 3_600_000, "an hour: {ttl}");
+    }
 }

@@ -5,7 +5,7 @@
 //! its missing entry, and get typed tool errors for bad arguments.
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
-use microdcs_tests::{server, unique_prefix};
+use microdcs_tests::unique_prefix;
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{PutOutcome, Valkey, acl::AclRole, config::WriteOptions, inspect::Inspector};
 use serde_json::{Value, json};
@@ -46,7 +46,7 @@ impl Session {
 
 #[tokio::test]
 async fn an_mcp_session_reads_the_keyspace_as_the_inspector_user() {
-    let server = server();
+    let server = microdcs_tests::own_server();
     let prefix = unique_prefix("mcp");
     // Written as the admin: a document, then one of its index entries removed.
     let admin = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();

@@ -23,7 +23,10 @@ async fn env(name: &str) -> Env {
     let server = server();
     let prefix = unique_prefix(name);
     let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+    // The test's own commands (a ZADD of a page and more) are not the
+    // library's bounds: wait for them as long as a busy machine needs.
+    let config = redis::aio::ConnectionManagerConfig::new().set_response_timeout(Some(Duration::from_secs(60)));
+    let raw = ConnectionManager::new_with_config(redis::Client::open(server.url()).unwrap(), config).await.unwrap();
     Env { url: server.url().to_owned(), _server: server, plant: Plant::open(valkey), prefix, raw }
 }
 

@@ -6,32 +6,6 @@ use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{Error, Page, PutOutcome, Store, Valkey, config::WriteOptions};
 
 #[tokio::test]
-async fn get_many_answers_in_request_order_in_one_round_trip() {
-    let server = server();
-    let prefix = unique_prefix("many");
-    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey).store::<JobResponse>();
-    for i in 0..5 {
-        let _ = store.create(&JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["A"])).await.unwrap();
-    }
-    let before = command_calls(&mut raw).await;
-    let got = store.get_many(&["r-3", "nope", "r-0", "r-3", "r-4"]).await.unwrap();
-    let after = command_calls(&mut raw).await;
-    let ids: Vec<Option<&str>> = got.iter().map(|s| s.as_ref().map(|s| s.doc.id.as_str())).collect();
-    assert_eq!(ids, [Some("r-3"), None, Some("r-0"), Some("r-3"), Some("r-4")]);
-    assert!(got.iter().flatten().all(|s| s.version == 1));
-    let delta = |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
-    assert_eq!(delta("hgetall"), 5, "one HGETALL per id, pipelined: {after:?}");
-    assert_eq!(after.values().sum::<u64>() - before.values().sum::<u64>(), 5 + 1, "nothing else (besides INFO)");
-
-    assert!(store.get_many::<&str>(&[]).await.unwrap().is_empty());
-    let too_many = vec!["r-0"; Store::<JobResponse>::MAX_MANY + 1];
-    assert!(matches!(store.get_many(&too_many).await, Err(Error::InvalidArgument(_))));
-    assert!(matches!(store.get_many(&["r-0", ""]).await, Err(Error::Key(_))));
-}
-
-#[tokio::test]
 async fn get_many_names_a_damaged_document() {
     let server = server();
     let prefix = unique_prefix("many-bad");
@@ -144,4 +118,39 @@ async fn scopes_docs_and_a_walk_over_every_document() {
     seen.dedup();
     assert_eq!(seen.len(), 120, "every document");
     assert!(steps > 1, "in steps");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn get_many_answers_in_request_order_in_one_round_trip() {
+        let server = server();
+        let prefix = unique_prefix("many");
+        let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey).store::<JobResponse>();
+        for i in 0..5 {
+            let _ = store.create(&JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["A"])).await.unwrap();
+        }
+        let before = command_calls(&mut raw).await;
+        let got = store.get_many(&["r-3", "nope", "r-0", "r-3", "r-4"]).await.unwrap();
+        let after = command_calls(&mut raw).await;
+        let ids: Vec<Option<&str>> = got.iter().map(|s| s.as_ref().map(|s| s.doc.id.as_str())).collect();
+        assert_eq!(ids, [Some("r-3"), None, Some("r-0"), Some("r-3"), Some("r-4")]);
+        assert!(got.iter().flatten().all(|s| s.version == 1));
+        let delta = |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+        assert_eq!(delta("hgetall"), 5, "one HGETALL per id, pipelined: {after:?}");
+        assert_eq!(after.values().sum::<u64>() - before.values().sum::<u64>(), 5 + 1, "nothing else (besides INFO)");
+
+        assert!(store.get_many::<&str>(&[]).await.unwrap().is_empty());
+        let too_many = vec!["r-0"; Store::<JobResponse>::MAX_MANY + 1];
+        assert!(matches!(store.get_many(&too_many).await, Err(Error::InvalidArgument(_))));
+        assert!(matches!(store.get_many(&["r-0", ""]).await, Err(Error::Key(_))));
+    }
 }

@@ -36,7 +36,7 @@ fn every_example_is_compiled_by_a_trybuild_pass_case() {
         .unwrap_or_else(|e| panic!("the trybuild pass cases are read from {}: {e}", dir.display()))
         .map(|entry| std::fs::read_to_string(entry.expect("directory entry").path()).expect("a pass case"))
         .collect();
-    let examples = ignored_examples(include_str!("../../microdcs-derive/src/lib.rs"));
+    let examples = ignored_examples(include_str!("../../../microdcs-derive/src/lib.rs"));
     assert!(examples.len() >= 10, "found only {} examples", examples.len());
     for example in examples {
         assert!(

@@ -21,64 +21,6 @@ fn state(job: &str, deadline: Option<i64>, running: bool, wait: Option<(&str, i6
 }
 
 #[tokio::test]
-async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
-    let server = server();
-    let prefix = unique_prefix("sfc");
-    let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
-    let store = Plant::open(valkey).store::<SfcState>();
-    let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
-    let due = |store: microdcs_valkey::Store<SfcState>| async move {
-        let due = store.range(SfcState::due("s1"), f64::NEG_INFINITY, f64::INFINITY, false, 100).await.unwrap();
-        due.into_iter().map(|d| (d.member, d.score)).collect::<Vec<_>>()
-    };
-
-    assert_eq!(
-        store.create(&state("j-1", Some(100), true, Some(("ev", 50)))).await.unwrap(),
-        PutOutcome::Written { version: 1 }
-    );
-    assert_eq!(store.create(&state("j-2", Some(300), true, None)).await.unwrap(), PutOutcome::Written { version: 1 });
-    assert_eq!(due(store.clone()).await, [("j-1".to_owned(), 100.0), ("j-2".to_owned(), 300.0)]);
-    let mut active = store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids;
-    active.sort();
-    assert_eq!(active, ["j-1", "j-2"]);
-    assert_eq!(store.ids(SfcState::waits("s1", "ev"), Page::first(10)).await.unwrap().ids, ["j-1"]);
-    // Due by 200: only j-1, the timer the sweep fires.
-    let by_200 = store.range(SfcState::due("s1"), f64::NEG_INFINITY, 200.0, false, 100).await.unwrap();
-    assert_eq!(by_200, [Scored { member: "j-1".into(), score: 100.0 }]);
-
-    // Finishing j-1: one write, out of due, active and waits.
-    let mut read = store.get("j-1").await.unwrap().unwrap();
-    let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut raw).await.unwrap();
-    let done = SfcState { step: "done".into(), ..state("j-1", None, false, None) };
-    assert_eq!(store.update_in_place(&mut read, done).await.unwrap(), PutOutcome::Written { version: 2 });
-    let calls = command_calls(&mut raw).await;
-    assert_eq!(calls.get("evalsha"), Some(&1), "one script: {calls:?}");
-    assert_eq!(due(store.clone()).await, [("j-2".to_owned(), 300.0)]);
-    assert_eq!(store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids, ["j-2"]);
-    assert!(store.ids(SfcState::waits("s1", "ev"), Page::first(10)).await.unwrap().ids.is_empty());
-
-    // Damage to each index is found by verify and repaired by rebuild.
-    let opts = MaintenanceOptions::default();
-    assert!(store.verify(&opts).await.unwrap().is_clean());
-    let () = redis::cmd("SREM").arg(k("sfc:active:s1")).arg("j-2").query_async(&mut raw).await.unwrap();
-    let () = redis::cmd("ZADD").arg(k("sfc:due:s1")).arg(1).arg("j-2").query_async(&mut raw).await.unwrap();
-    let () = redis::cmd("ZADD").arg(k("sfc:waits:s1:ev")).arg(7).arg("j-1").query_async(&mut raw).await.unwrap();
-    let report = store.verify(&opts).await.unwrap();
-    let found: Vec<(String, String, DiffKind)> =
-        report.differences.iter().map(|d| (d.index.clone(), d.id.clone(), d.kind.clone())).collect();
-    assert!(found.contains(&("active".into(), "j-2".into(), DiffKind::Missing)), "{found:?}");
-    assert!(
-        found.contains(&("due".into(), "j-2".into(), DiffKind::WrongScore { expected: 300.0, found: 1.0 })),
-        "{found:?}"
-    );
-    assert!(found.iter().any(|(ix, id, _)| ix == "waits" && id == "j-1"), "the orphan wait: {found:?}");
-    assert!(store.rebuild(&opts).await.unwrap().fixed >= 3);
-    assert!(store.verify(&opts).await.unwrap().is_clean());
-    assert_eq!(due(store.clone()).await, [("j-2".to_owned(), 300.0)]);
-}
-
-#[tokio::test]
 async fn the_due_sweep_over_20_scopes_of_500_jobs_returns_exactly_the_due_ones() {
     use microdcs_valkey::sweep::DueSweep;
     use std::collections::BTreeSet;
@@ -265,4 +207,74 @@ async fn the_due_sweep_steps_over_an_empty_registry_member_and_meters_it() {
     got.sort();
     assert_eq!(got, ["j-s1", "j-s2"], "every real scope fired");
     assert_eq!(valkey.metrics().sweep_damaged(), 1, "the damaged member metered");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn a_step_keeps_due_active_and_waits_and_finishing_leaves_all_three() {
+        let server = server();
+        let prefix = unique_prefix("sfc");
+        let valkey = Valkey::connect_url(server.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let mut raw = ConnectionManager::new(redis::Client::open(server.url()).unwrap()).await.unwrap();
+        let store = Plant::open(valkey).store::<SfcState>();
+        let k = |rest: &str| format!("{}:{rest}", prefix.as_str());
+        let due = |store: microdcs_valkey::Store<SfcState>| async move {
+            let due = store.range(SfcState::due("s1"), f64::NEG_INFINITY, f64::INFINITY, false, 100).await.unwrap();
+            due.into_iter().map(|d| (d.member, d.score)).collect::<Vec<_>>()
+        };
+
+        assert_eq!(
+            store.create(&state("j-1", Some(100), true, Some(("ev", 50)))).await.unwrap(),
+            PutOutcome::Written { version: 1 }
+        );
+        assert_eq!(
+            store.create(&state("j-2", Some(300), true, None)).await.unwrap(),
+            PutOutcome::Written { version: 1 }
+        );
+        assert_eq!(due(store.clone()).await, [("j-1".to_owned(), 100.0), ("j-2".to_owned(), 300.0)]);
+        let mut active = store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids;
+        active.sort();
+        assert_eq!(active, ["j-1", "j-2"]);
+        assert_eq!(store.ids(SfcState::waits("s1", "ev"), Page::first(10)).await.unwrap().ids, ["j-1"]);
+        // Due by 200: only j-1, the timer the sweep fires.
+        let by_200 = store.range(SfcState::due("s1"), f64::NEG_INFINITY, 200.0, false, 100).await.unwrap();
+        assert_eq!(by_200, [Scored { member: "j-1".into(), score: 100.0 }]);
+
+        // Finishing j-1: one write, out of due, active and waits.
+        let mut read = store.get("j-1").await.unwrap().unwrap();
+        let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut raw).await.unwrap();
+        let done = SfcState { step: "done".into(), ..state("j-1", None, false, None) };
+        assert_eq!(store.update_in_place(&mut read, done).await.unwrap(), PutOutcome::Written { version: 2 });
+        let calls = command_calls(&mut raw).await;
+        assert_eq!(calls.get("evalsha"), Some(&1), "one script: {calls:?}");
+        assert_eq!(due(store.clone()).await, [("j-2".to_owned(), 300.0)]);
+        assert_eq!(store.ids(SfcState::active("s1"), Page::first(10)).await.unwrap().ids, ["j-2"]);
+        assert!(store.ids(SfcState::waits("s1", "ev"), Page::first(10)).await.unwrap().ids.is_empty());
+
+        // Damage to each index is found by verify and repaired by rebuild.
+        let opts = MaintenanceOptions::default();
+        assert!(store.verify(&opts).await.unwrap().is_clean());
+        let () = redis::cmd("SREM").arg(k("sfc:active:s1")).arg("j-2").query_async(&mut raw).await.unwrap();
+        let () = redis::cmd("ZADD").arg(k("sfc:due:s1")).arg(1).arg("j-2").query_async(&mut raw).await.unwrap();
+        let () = redis::cmd("ZADD").arg(k("sfc:waits:s1:ev")).arg(7).arg("j-1").query_async(&mut raw).await.unwrap();
+        let report = store.verify(&opts).await.unwrap();
+        let found: Vec<(String, String, DiffKind)> =
+            report.differences.iter().map(|d| (d.index.clone(), d.id.clone(), d.kind.clone())).collect();
+        assert!(found.contains(&("active".into(), "j-2".into(), DiffKind::Missing)), "{found:?}");
+        assert!(
+            found.contains(&("due".into(), "j-2".into(), DiffKind::WrongScore { expected: 300.0, found: 1.0 })),
+            "{found:?}"
+        );
+        assert!(found.iter().any(|(ix, id, _)| ix == "waits" && id == "j-1"), "the orphan wait: {found:?}");
+        assert!(store.rebuild(&opts).await.unwrap().fixed >= 3);
+        assert!(store.verify(&opts).await.unwrap().is_clean());
+        assert_eq!(due(store.clone()).await, [("j-2".to_owned(), 300.0)]);
+    }
 }

@@ -449,28 +449,6 @@ async fn fifty_takeovers_give_strictly_increasing_tokens() {
 }
 
 #[tokio::test]
-async fn acquire_cut_after_sending_is_retried_by_request_id() {
-    let s = server();
-    let proxy = FaultProxy::start(s.host_port()).await;
-    let prefix = unique_prefix("cut");
-    let through = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
-    let direct = LeaseStore::new(Valkey::connect_url(s.url(), prefix, WriteOptions::default()).await.unwrap());
-    let store = LeaseStore::new(through.clone());
-    // Load the script first so the cut hits the acquire itself.
-    let warm = acquired(store.acquire("warm", "w", Duration::from_secs(5), "warm-1").await.unwrap());
-    store.release(&warm, "warm-2").await.unwrap();
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    let first = acquired(store.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
-    assert_eq!(proxy.cuts(), 1, "the reply was lost");
-    assert_eq!(through.metrics().write_retries(), 1);
-    // Another explicit retry with the same request id: the same lease.
-    let again = acquired(direct.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
-    assert_eq!(Lease { ttl: first.ttl, ..again.clone() }, first, "the same grant");
-    assert!(again.ttl <= first.ttl, "with the time it has left: {again:?}");
-    assert_eq!(direct.fence("press").await.unwrap(), 1, "the fence moved by exactly one");
-}
-
-#[tokio::test]
 async fn corrupt_lease_state_fails_closed() {
     let s = server();
     let v = valkey(&s, "corrupt").await;
@@ -698,31 +676,6 @@ async fn granted_ttl_is_the_servers() {
 }
 
 #[tokio::test]
-async fn lease_calls_out_of_attempts_end_with_unknown_outcome() {
-    let s = server();
-    let proxy = FaultProxy::start(s.host_port()).await;
-    let once = WriteOptions { attempts: 1, ..WriteOptions::default() };
-    let through = Valkey::connect_url(&proxy.url(), unique_prefix("unknown"), once).await.unwrap();
-    let store = LeaseStore::new(through.clone());
-    // Load the scripts first so each cut hits the call itself.
-    let l = acquired(store.acquire("press", "alice", Duration::from_secs(30), "u-1").await.unwrap());
-    store.fenced_write("press", l.token, b"v").await.unwrap();
-    let record = format!("{}:lease:{{press}}", through.prefix());
-    let fence = format!("{}:lease:{{press}}:fence", through.prefix());
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    match store.renew(&l, Duration::from_secs(30), "u-2").await {
-        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (record.as_str(), 1)),
-        other => panic!("renew: {other:?}"),
-    }
-    proxy.cut_after_request_containing(b"EVALSHA").await;
-    match store.fenced_write("press", l.token, b"w").await {
-        Err(Error::UnknownOutcome { key, attempts, .. }) => assert_eq!((key.as_str(), attempts), (fence.as_str(), 1)),
-        other => panic!("fenced write: {other:?}"),
-    }
-    assert_eq!(proxy.cuts(), 2);
-}
-
-#[tokio::test]
 async fn damaged_dedupe_and_start_lease_keys_are_typed_errors() {
     let s = server();
     let v = valkey(&s, "dedupecorrupt").await;
@@ -782,4 +735,64 @@ async fn damaged_dedupe_and_start_lease_keys_are_typed_errors() {
     let _: () = redis::cmd("SET").arg(&key).arg("1").query_async(&mut raw).await.unwrap();
     let e = start.acquire("cfg-forever", Duration::from_secs(1)).await.unwrap_err();
     assert!(matches!(&e, Error::Corrupt { key: k, .. } if *k == key), "{e:?}");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn acquire_cut_after_sending_is_retried_by_request_id() {
+        let s = server();
+        let proxy = FaultProxy::start(s.host_port()).await;
+        let prefix = unique_prefix("cut");
+        let through = Valkey::connect_url(&proxy.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+        let direct = LeaseStore::new(Valkey::connect_url(s.url(), prefix, WriteOptions::default()).await.unwrap());
+        let store = LeaseStore::new(through.clone());
+        // Load the script first so the cut hits the acquire itself.
+        let warm = acquired(store.acquire("warm", "w", Duration::from_secs(5), "warm-1").await.unwrap());
+        store.release(&warm, "warm-2").await.unwrap();
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        let first = acquired(store.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
+        assert_eq!(proxy.cuts(), 1, "the reply was lost");
+        assert_eq!(through.metrics().write_retries(), 1);
+        // Another explicit retry with the same request id: the same lease.
+        let again = acquired(direct.acquire("press", "alice", Duration::from_secs(30), "acq-1").await.unwrap());
+        assert_eq!(Lease { ttl: first.ttl, ..again.clone() }, first, "the same grant");
+        assert!(again.ttl <= first.ttl, "with the time it has left: {again:?}");
+        assert_eq!(direct.fence("press").await.unwrap(), 1, "the fence moved by exactly one");
+    }
+
+    #[tokio::test]
+    async fn lease_calls_out_of_attempts_end_with_unknown_outcome() {
+        let s = server();
+        let proxy = FaultProxy::start(s.host_port()).await;
+        let once = WriteOptions { attempts: 1, ..WriteOptions::default() };
+        let through = Valkey::connect_url(&proxy.url(), unique_prefix("unknown"), once).await.unwrap();
+        let store = LeaseStore::new(through.clone());
+        // Load the scripts first so each cut hits the call itself.
+        let l = acquired(store.acquire("press", "alice", Duration::from_secs(30), "u-1").await.unwrap());
+        store.fenced_write("press", l.token, b"v").await.unwrap();
+        let record = format!("{}:lease:{{press}}", through.prefix());
+        let fence = format!("{}:lease:{{press}}:fence", through.prefix());
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        match store.renew(&l, Duration::from_secs(30), "u-2").await {
+            Err(Error::UnknownOutcome { key, attempts, .. }) => {
+                assert_eq!((key.as_str(), attempts), (record.as_str(), 1))
+            }
+            other => panic!("renew: {other:?}"),
+        }
+        proxy.cut_after_request_containing(b"EVALSHA").await;
+        match store.fenced_write("press", l.token, b"w").await {
+            Err(Error::UnknownOutcome { key, attempts, .. }) => {
+                assert_eq!((key.as_str(), attempts), (fence.as_str(), 1))
+            }
+            other => panic!("fenced write: {other:?}"),
+        }
+        assert_eq!(proxy.cuts(), 2);
+    }
 }

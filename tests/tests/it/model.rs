@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use microdcs_tests::fixtures::JobResponse;
-use microdcs_tests::{FaultProxy, server, stream_entries, unique_prefix};
+use microdcs_tests::{FaultProxy, stream_entries, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Error, Expect, PutOutcome, Store, Stored, Valkey, config::WriteOptions, store::DeleteExpect, store::DeleteOutcome,
@@ -314,212 +314,6 @@ struct Tally {
     unknown_not_applied: u64,
 }
 
-#[tokio::test]
-async fn writes_under_lost_connections_match_the_model() {
-    let seed = env_u64("MODEL_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
-    let ops = env_u64("MODEL_OPS").unwrap_or(300) as usize;
-    // Printed first: the harness shows it with any failure.
-    println!("model: MODEL_SEED={seed} MODEL_OPS={ops}");
-    let started = Instant::now();
-    let s = server();
-    let prefix = unique_prefix("model");
-    let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
-
-    let direct = connect(s.url(), &prefix, 4).await;
-    let mut clients = Vec::new();
-    for (name, before, one_attempt) in [
-        ("cut-after", false, false),
-        ("cut-before", true, false),
-        ("unknown-after", false, true),
-        ("unknown-before", true, true),
-    ] {
-        let (url, via) = if before {
-            let p = DropProxy::start(s.host_port()).await;
-            (p.url(), Via::CutBefore(p))
-        } else {
-            let p = FaultProxy::start(s.host_port()).await;
-            (p.url(), Via::CutAfter(p))
-        };
-        let valkey = connect(&url, &prefix, if one_attempt { 1 } else { 4 }).await;
-        clients.push(Client {
-            name,
-            store: Plant::open(valkey.clone()).store(),
-            via,
-            one_attempt,
-            reads: BTreeMap::new(),
-        });
-    }
-    clients.push(Client {
-        name: "direct",
-        store: Plant::open(direct.clone()).store(),
-        via: Via::Direct,
-        one_attempt: false,
-        reads: BTreeMap::new(),
-    });
-    // The reference client: resolves unknown outcomes and repeats them.
-    let reference = Plant::open(direct.clone()).store::<JobResponse>();
-
-    let mut rng = Rng::new(seed);
-    let mut model = Model::default();
-    let mut tally = Tally::default();
-    for step in 0..ops {
-        let ctx = format!("MODEL_SEED={seed} step {step}");
-        let c = rng.below(clients.len() as u64) as usize;
-        let id = IDS[rng.below(IDS.len() as u64) as usize];
-        // Refresh the client's read of the id most of the time; else use
-        // whatever it read last, which may be stale by now.
-        if rng.chance(60) || !clients[c].reads.contains_key(id) {
-            match clients[c].store.get(id).await {
-                Ok(Some(r)) => {
-                    clients[c].reads.insert(id.to_owned(), r);
-                }
-                Ok(None) => {}
-                Err(e) => panic!("{ctx}: get through {}: {e:?}", clients[c].name),
-            }
-        }
-        let read = clients[c].reads.get(id).cloned().map(Box::new);
-        let doc = random_doc(&mut rng, id, step);
-        let current = model.docs.get(id).map_or(0, |h| h.version);
-        let op = match (rng.below(6), read) {
-            (0, _) | (1..=2, None) => Op::Create(doc),
-            (1, Some(r)) => Op::Update(r, doc),
-            (2, Some(r)) => Op::DeleteRead(r),
-            (3, _) => Op::Put(doc, Expect::Any),
-            // Mostly the stored version, sometimes one off either way.
-            (4, _) => Op::Put(doc, Expect::Version((current + rng.below(3)).saturating_sub(1).max(1))),
-            _ => Op::DeleteId(
-                id.to_owned(),
-                if rng.chance(50) { DeleteExpect::Any } else { DeleteExpect::Version(current.max(1)) },
-            ),
-        };
-        let armed = !matches!(clients[c].via, Via::Direct) && rng.chance(50);
-        let cuts_before = clients[c].cuts();
-        if armed {
-            clients[c].arm().await;
-        }
-        let op_id = format!("model-{seed:x}-{step}");
-        let result = run(&clients[c], &op, clients[c].one_attempt.then_some(op_id.as_str())).await;
-        clients[c].disarm().await;
-        let cut = clients[c].cuts() > cuts_before;
-        tally.cuts += u64::from(cut);
-
-        let expected = match &op {
-            Op::DeleteRead(_) | Op::DeleteId(..) => Got::Delete(model.delete(id, op.expect())),
-            _ => Got::Put(model.put(id, op.expect())),
-        };
-        match result {
-            Ok(got) => {
-                *tally.outcomes.entry(outcome_name(&got).to_owned()).or_default() += 1;
-                match (&expected, &got, &op) {
-                    (Got::Put(want), Got::Put(got), _) => {
-                        assert_eq!(got, want, "{ctx}: {} {op:?}", clients[c].name);
-                        model.apply_put(op.doc().expect("a put"), *got);
-                    }
-                    (Got::Delete(want), Got::Delete(got), _) => {
-                        assert_eq!(got, want, "{ctx}: {} {op:?}", clients[c].name);
-                        model.apply_delete(id, *got);
-                    }
-                    _ => unreachable!("a put reports a put outcome, a delete a delete outcome"),
-                }
-            }
-            Err(e @ Error::UnknownOutcome { .. }) => {
-                assert!(clients[c].one_attempt && cut, "{ctx}: {} gave up without a cut: {e}", clients[c].name);
-                *tally.outcomes.entry("unknown".into()).or_default() += 1;
-                // Resolve it: the stored state is either the model's, or the
-                // model's with this write applied; nothing else.
-                let now = reference.get(id).await.unwrap_or_else(|e| panic!("{ctx}: resolving read: {e}"));
-                let now = now.map(|s| Held { version: s.version, doc: s.doc });
-                let before = model.docs.get(id).cloned();
-                let applied = match (&expected, op.doc()) {
-                    (Got::Put(want @ PutOutcome::Written { version }), Some(doc)) => {
-                        let after = Some(Held { version: *version, doc: doc.clone() });
-                        assert!(now == after || now == before, "{ctx}: {now:?} is neither {before:?} nor {after:?}");
-                        if now == after {
-                            model.apply_put(doc, *want);
-                        }
-                        now == after
-                    }
-                    (Got::Delete(want @ DeleteOutcome::Deleted { .. }), None) => {
-                        assert!(now.is_none() || now == before, "{ctx}: {now:?} is neither gone nor {before:?}");
-                        if now.is_none() {
-                            model.apply_delete(id, *want);
-                        }
-                        now.is_none()
-                    }
-                    _ => {
-                        assert_eq!(now, before, "{ctx}: a write the model refuses changed the document");
-                        false
-                    }
-                };
-                if applied {
-                    tally.unknown_applied += 1;
-                } else {
-                    tally.unknown_not_applied += 1;
-                }
-                // The same write again, with the same operation id, from a
-                // client whose connection holds: recognised if it was
-                // applied (its version, never a conflict), else judged anew.
-                if let Some(doc) = op.doc() {
-                    let again = match &op {
-                        Op::Update(r, d) => reference.update_with_op(r, d, &op_id).await,
-                        _ => reference.put_with_op(doc, op.expect(), &op_id).await,
-                    };
-                    let again = again.unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
-                    let want = match expected {
-                        Got::Put(w) if applied => w,
-                        _ => model.put(id, op.expect()),
-                    };
-                    assert_eq!(again, want, "{ctx}: repeat of {op:?} (applied: {applied})");
-                    if !applied {
-                        model.apply_put(doc, again);
-                    }
-                } else if let Op::DeleteId(_, expect) = &op {
-                    // A delete again with its op id: the tombstone tells an
-                    // applied one (its version) from one never run.
-                    let again = reference
-                        .delete_id_with_op(id, *expect, &op_id)
-                        .await
-                        .unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
-                    let want = match expected {
-                        Got::Delete(w) if applied => w,
-                        _ => model.delete(id, op.expect()),
-                    };
-                    assert_eq!(again, want, "{ctx}: repeat of {op:?} (applied: {applied})");
-                    if !applied {
-                        model.apply_delete(id, again);
-                    }
-                }
-            }
-            Err(e) => panic!("{ctx}: {} {op:?}: unexpected error {e:?}", clients[c].name),
-        }
-    }
-
-    // The stored documents are the model's.
-    for id in IDS {
-        let now = reference.get(id).await.unwrap().map(|s| Held { version: s.version, doc: s.doc });
-        assert_eq!(now, model.docs.get(id).cloned(), "MODEL_SEED={seed}: final state of {id}");
-    }
-    // Each applied write is in the change stream once, in order, and no
-    // operation id appears twice.
-    let mut streamed: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    let mut op_ids = BTreeSet::new();
-    for scope in ["s1", "s2"] {
-        for e in stream_entries(&mut raw, &format!("{}:changes:{scope}", prefix.as_str())).await {
-            assert!(op_ids.insert(e["op"].clone()), "MODEL_SEED={seed}: op {} streamed twice", e["op"]);
-            streamed.entry(e["id"].clone()).or_default().push((e["v"].parse().unwrap(), e["change"].clone()));
-        }
-    }
-    let logged: BTreeMap<String, Vec<(u64, String)>> =
-        model.log.iter().map(|(id, l)| (id.clone(), l.iter().map(|(v, c)| (*v, (*c).to_owned())).collect())).collect();
-    assert_eq!(streamed, logged, "MODEL_SEED={seed}: change streams against the model's applied writes");
-    let report = reference.verify(&MaintenanceOptions::default()).await.unwrap();
-    assert!(report.is_clean(), "MODEL_SEED={seed}: indexes after the run: {:#?}", report.differences);
-    println!("model: {ops} operations in {:?}: {tally:?}", started.elapsed());
-    assert!(tally.cuts > 0 || ops < 20, "MODEL_SEED={seed}: no connection was ever cut: {tally:?}");
-}
-
 async fn run(client: &Client, op: &Op, op_id: Option<&str>) -> Result<Got, Error> {
     let s = &client.store;
     Ok(match (op, op_id) {
@@ -543,5 +337,226 @@ fn outcome_name(g: &Got) -> &'static str {
         Got::Delete(DeleteOutcome::Deleted { .. }) => "deleted",
         Got::Delete(DeleteOutcome::Conflict { .. }) => "delete conflict",
         Got::Delete(DeleteOutcome::NotFound) => "delete not found",
+    }
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test]
+    async fn writes_under_lost_connections_match_the_model() {
+        let seed = env_u64("MODEL_SEED").unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+        });
+        let ops = env_u64("MODEL_OPS").unwrap_or(300) as usize;
+        // Printed first: the harness shows it with any failure.
+        println!("model: MODEL_SEED={seed} MODEL_OPS={ops}");
+        let started = Instant::now();
+        let s = server();
+        let prefix = unique_prefix("model");
+        let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+
+        let direct = connect(s.url(), &prefix, 4).await;
+        let mut clients = Vec::new();
+        for (name, before, one_attempt) in [
+            ("cut-after", false, false),
+            ("cut-before", true, false),
+            ("unknown-after", false, true),
+            ("unknown-before", true, true),
+        ] {
+            let (url, via) = if before {
+                let p = DropProxy::start(s.host_port()).await;
+                (p.url(), Via::CutBefore(p))
+            } else {
+                let p = FaultProxy::start(s.host_port()).await;
+                (p.url(), Via::CutAfter(p))
+            };
+            let valkey = connect(&url, &prefix, if one_attempt { 1 } else { 4 }).await;
+            clients.push(Client {
+                name,
+                store: Plant::open(valkey.clone()).store(),
+                via,
+                one_attempt,
+                reads: BTreeMap::new(),
+            });
+        }
+        clients.push(Client {
+            name: "direct",
+            store: Plant::open(direct.clone()).store(),
+            via: Via::Direct,
+            one_attempt: false,
+            reads: BTreeMap::new(),
+        });
+        // The reference client: resolves unknown outcomes and repeats them.
+        let reference = Plant::open(direct.clone()).store::<JobResponse>();
+
+        let mut rng = Rng::new(seed);
+        let mut model = Model::default();
+        let mut tally = Tally::default();
+        for step in 0..ops {
+            let ctx = format!("MODEL_SEED={seed} step {step}");
+            let c = rng.below(clients.len() as u64) as usize;
+            let id = IDS[rng.below(IDS.len() as u64) as usize];
+            // Refresh the client's read of the id most of the time; else use
+            // whatever it read last, which may be stale by now.
+            if rng.chance(60) || !clients[c].reads.contains_key(id) {
+                match clients[c].store.get(id).await {
+                    Ok(Some(r)) => {
+                        clients[c].reads.insert(id.to_owned(), r);
+                    }
+                    Ok(None) => {}
+                    Err(e) => panic!("{ctx}: get through {}: {e:?}", clients[c].name),
+                }
+            }
+            let read = clients[c].reads.get(id).cloned().map(Box::new);
+            let doc = random_doc(&mut rng, id, step);
+            let current = model.docs.get(id).map_or(0, |h| h.version);
+            let op = match (rng.below(6), read) {
+                (0, _) | (1..=2, None) => Op::Create(doc),
+                (1, Some(r)) => Op::Update(r, doc),
+                (2, Some(r)) => Op::DeleteRead(r),
+                (3, _) => Op::Put(doc, Expect::Any),
+                // Mostly the stored version, sometimes one off either way.
+                (4, _) => Op::Put(doc, Expect::Version((current + rng.below(3)).saturating_sub(1).max(1))),
+                _ => Op::DeleteId(
+                    id.to_owned(),
+                    if rng.chance(50) { DeleteExpect::Any } else { DeleteExpect::Version(current.max(1)) },
+                ),
+            };
+            let armed = !matches!(clients[c].via, Via::Direct) && rng.chance(50);
+            let cuts_before = clients[c].cuts();
+            if armed {
+                clients[c].arm().await;
+            }
+            let op_id = format!("model-{seed:x}-{step}");
+            let result = run(&clients[c], &op, clients[c].one_attempt.then_some(op_id.as_str())).await;
+            clients[c].disarm().await;
+            let cut = clients[c].cuts() > cuts_before;
+            tally.cuts += u64::from(cut);
+
+            let expected = match &op {
+                Op::DeleteRead(_) | Op::DeleteId(..) => Got::Delete(model.delete(id, op.expect())),
+                _ => Got::Put(model.put(id, op.expect())),
+            };
+            match result {
+                Ok(got) => {
+                    *tally.outcomes.entry(outcome_name(&got).to_owned()).or_default() += 1;
+                    match (&expected, &got, &op) {
+                        (Got::Put(want), Got::Put(got), _) => {
+                            assert_eq!(got, want, "{ctx}: {} {op:?}", clients[c].name);
+                            model.apply_put(op.doc().expect("a put"), *got);
+                        }
+                        (Got::Delete(want), Got::Delete(got), _) => {
+                            assert_eq!(got, want, "{ctx}: {} {op:?}", clients[c].name);
+                            model.apply_delete(id, *got);
+                        }
+                        _ => unreachable!("a put reports a put outcome, a delete a delete outcome"),
+                    }
+                }
+                Err(e @ Error::UnknownOutcome { .. }) => {
+                    assert!(clients[c].one_attempt && cut, "{ctx}: {} gave up without a cut: {e}", clients[c].name);
+                    *tally.outcomes.entry("unknown".into()).or_default() += 1;
+                    // Resolve it: the stored state is either the model's, or the
+                    // model's with this write applied; nothing else.
+                    let now = reference.get(id).await.unwrap_or_else(|e| panic!("{ctx}: resolving read: {e}"));
+                    let now = now.map(|s| Held { version: s.version, doc: s.doc });
+                    let before = model.docs.get(id).cloned();
+                    let applied = match (&expected, op.doc()) {
+                        (Got::Put(want @ PutOutcome::Written { version }), Some(doc)) => {
+                            let after = Some(Held { version: *version, doc: doc.clone() });
+                            assert!(
+                                now == after || now == before,
+                                "{ctx}: {now:?} is neither {before:?} nor {after:?}"
+                            );
+                            if now == after {
+                                model.apply_put(doc, *want);
+                            }
+                            now == after
+                        }
+                        (Got::Delete(want @ DeleteOutcome::Deleted { .. }), None) => {
+                            assert!(now.is_none() || now == before, "{ctx}: {now:?} is neither gone nor {before:?}");
+                            if now.is_none() {
+                                model.apply_delete(id, *want);
+                            }
+                            now.is_none()
+                        }
+                        _ => {
+                            assert_eq!(now, before, "{ctx}: a write the model refuses changed the document");
+                            false
+                        }
+                    };
+                    if applied {
+                        tally.unknown_applied += 1;
+                    } else {
+                        tally.unknown_not_applied += 1;
+                    }
+                    // The same write again, with the same operation id, from a
+                    // client whose connection holds: recognised if it was
+                    // applied (its version, never a conflict), else judged anew.
+                    if let Some(doc) = op.doc() {
+                        let again = match &op {
+                            Op::Update(r, d) => reference.update_with_op(r, d, &op_id).await,
+                            _ => reference.put_with_op(doc, op.expect(), &op_id).await,
+                        };
+                        let again = again.unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
+                        let want = match expected {
+                            Got::Put(w) if applied => w,
+                            _ => model.put(id, op.expect()),
+                        };
+                        assert_eq!(again, want, "{ctx}: repeat of {op:?} (applied: {applied})");
+                        if !applied {
+                            model.apply_put(doc, again);
+                        }
+                    } else if let Op::DeleteId(_, expect) = &op {
+                        // A delete again with its op id: the tombstone tells an
+                        // applied one (its version) from one never run.
+                        let again = reference
+                            .delete_id_with_op(id, *expect, &op_id)
+                            .await
+                            .unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
+                        let want = match expected {
+                            Got::Delete(w) if applied => w,
+                            _ => model.delete(id, op.expect()),
+                        };
+                        assert_eq!(again, want, "{ctx}: repeat of {op:?} (applied: {applied})");
+                        if !applied {
+                            model.apply_delete(id, again);
+                        }
+                    }
+                }
+                Err(e) => panic!("{ctx}: {} {op:?}: unexpected error {e:?}", clients[c].name),
+            }
+        }
+
+        // The stored documents are the model's.
+        for id in IDS {
+            let now = reference.get(id).await.unwrap().map(|s| Held { version: s.version, doc: s.doc });
+            assert_eq!(now, model.docs.get(id).cloned(), "MODEL_SEED={seed}: final state of {id}");
+        }
+        // Each applied write is in the change stream once, in order, and no
+        // operation id appears twice.
+        let mut streamed: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+        let mut op_ids = BTreeSet::new();
+        for scope in ["s1", "s2"] {
+            for e in stream_entries(&mut raw, &format!("{}:changes:{scope}", prefix.as_str())).await {
+                assert!(op_ids.insert(e["op"].clone()), "MODEL_SEED={seed}: op {} streamed twice", e["op"]);
+                streamed.entry(e["id"].clone()).or_default().push((e["v"].parse().unwrap(), e["change"].clone()));
+            }
+        }
+        let logged: BTreeMap<String, Vec<(u64, String)>> = model
+            .log
+            .iter()
+            .map(|(id, l)| (id.clone(), l.iter().map(|(v, c)| (*v, (*c).to_owned())).collect()))
+            .collect();
+        assert_eq!(streamed, logged, "MODEL_SEED={seed}: change streams against the model's applied writes");
+        let report = reference.verify(&MaintenanceOptions::default()).await.unwrap();
+        assert!(report.is_clean(), "MODEL_SEED={seed}: indexes after the run: {:#?}", report.differences);
+        println!("model: {ops} operations in {:?}: {tally:?}", started.elapsed());
+        assert!(tally.cuts > 0 || ops < 20, "MODEL_SEED={seed}: no connection was ever cut: {tally:?}");
     }
 }

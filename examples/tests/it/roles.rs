@@ -90,6 +90,6 @@ fn the_committed_key_table_is_the_generated_one() {
     assert_eq!(
         committed, generated,
         "docs/keyspace.md differs from `plant keyspace`; after an intended change run \
-         `BLESS=1 cargo test -p microdcs-examples --test roles`"
+         `BLESS=1 cargo test -p microdcs-examples --test it roles`"
     );
 }

@@ -86,35 +86,6 @@ async fn the_readme_claim_idiom_claims_each_job_once() {
     assert_each_once(&store, all, 1000, "50 workers").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_claim_idiom_claims_each_job_once_under_connection_cuts() {
-    let server = server();
-    let proxy = Arc::new(FaultProxy::start(server.host_port()).await);
-    let valkey = Valkey::connect_url(&proxy.url(), unique_prefix("claim-cuts"), WriteOptions::default()).await.unwrap();
-    let store = Extras::open(valkey).store::<Job>();
-    queue(&store, 1000).await;
-    // A cut after a claim's write reached the server: its reply is lost, so
-    // the store must find out it applied instead of claiming again. Spaced
-    // so that a write's four attempts (100 ms apart) are not all cut, as a flaky network
-    // would be, so each write has an attempt that gets through.
-    let stop = Arc::new(AtomicBool::new(false));
-    let cutter = {
-        let (proxy, stop) = (proxy.clone(), stop.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                proxy.cut_after_request_containing(b"EVALSHA").await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
-    let all = claim_all(&store, 50).await;
-    stop.store(true, Ordering::SeqCst);
-    cutter.await.unwrap();
-    assert!(proxy.cuts() >= 4, "the run met connection cuts: {}", proxy.cuts());
-    println!("connection cuts: {}", proxy.cuts());
-    assert_each_once(&store, all, 1000, "50 workers, cuts").await;
-}
-
 #[tokio::test]
 async fn a_sorted_index_is_claimed_oldest_first_and_up_to_a_bound() {
     let server = server();
@@ -562,4 +533,43 @@ async fn damage_in_an_index_is_refused_or_passed_over() {
         }
     }
     panic!("the claim never reached the real job past the damaged member");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    use microdcs_tests::own_server as server;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_readme_claim_idiom_claims_each_job_once_under_connection_cuts() {
+        let server = server();
+        let proxy = Arc::new(FaultProxy::start(server.host_port()).await);
+        let valkey =
+            Valkey::connect_url(&proxy.url(), unique_prefix("claim-cuts"), WriteOptions::default()).await.unwrap();
+        let store = Extras::open(valkey).store::<Job>();
+        queue(&store, 1000).await;
+        // A cut after a claim's write reached the server: its reply is lost, so
+        // the store must find out it applied instead of claiming again. Spaced
+        // so that a write's four attempts (100 ms apart) are not all cut, as a flaky network
+        // would be, so each write has an attempt that gets through.
+        let stop = Arc::new(AtomicBool::new(false));
+        let cutter = {
+            let (proxy, stop) = (proxy.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    proxy.cut_after_request_containing(b"EVALSHA").await;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        let all = claim_all(&store, 50).await;
+        stop.store(true, Ordering::SeqCst);
+        cutter.await.unwrap();
+        assert!(proxy.cuts() >= 4, "the run met connection cuts: {}", proxy.cuts());
+        println!("connection cuts: {}", proxy.cuts());
+        assert_each_once(&store, all, 1000, "50 workers, cuts").await;
+    }
 }

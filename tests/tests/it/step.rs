@@ -262,16 +262,6 @@ async fn cut_step(before: bool) {
 }
 
 #[tokio::test]
-async fn a_step_cut_before_the_server_runs_it_is_applied_once() {
-    cut_step(true).await;
-}
-
-#[tokio::test]
-async fn a_step_whose_reply_is_lost_is_applied_once() {
-    cut_step(false).await;
-}
-
-#[tokio::test]
 async fn bad_effects_and_a_damaged_work_stream_write_nothing() {
     let mut e = env("step-bad").await;
     let doc = state("j-1", "mix", Some(10), true, None);
@@ -433,4 +423,21 @@ async fn a_step_takes_its_op_id_like_every_write() {
     let _ = e.store.step(Some(&read), &last, &fx).op("from-call").await.unwrap();
     let again = e.store.step(Some(&read), &last, &Effects::new()).op("from-call").await.unwrap();
     assert_eq!(again, StepOutcome::Written { version: 3, values: vec![] }, "the call's op id was the one stored");
+}
+
+/// Tests that stop, restart or cut their server, kill its clients or count
+/// its commands: each starts a server of its own (the cluster suite leaves
+/// this module out).
+mod standalone {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_step_cut_before_the_server_runs_it_is_applied_once() {
+        cut_step(true).await;
+    }
+
+    #[tokio::test]
+    async fn a_step_whose_reply_is_lost_is_applied_once() {
+        cut_step(false).await;
+    }
 }

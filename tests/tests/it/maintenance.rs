@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use microdcs_tests::{ValkeyServer, created, server, unique_prefix};
+use microdcs_tests::{ValkeyServer, created, unique_prefix};
 use microdcs_valkey::redis::{self, aio::ConnectionManager};
 use microdcs_valkey::{
     Document, Valkey, config::WriteOptions, store::DiffKind, store::MaintenanceOptions, store::Report,
@@ -119,7 +119,7 @@ where
 
 #[tokio::test]
 async fn sorted_list_damage() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     case::<JobResponse>(
         &s,
         "zl-missing",
@@ -153,7 +153,7 @@ async fn sorted_list_damage() {
 
 #[tokio::test]
 async fn set_list_damage() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     case::<WorkMaster>(
         &s,
         "sl-missing",
@@ -172,7 +172,7 @@ async fn set_list_damage() {
 
 #[tokio::test]
 async fn unique_index_damage() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     case::<JobResponse>(&s, "u-missing", &[&["DEL", "{p}:jobresponse:byorder:o-1"]], &[("by_order", "missing", "r-1")])
         .await;
     case::<JobResponse>(
@@ -200,7 +200,7 @@ async fn unique_index_damage() {
 
 #[tokio::test]
 async fn group_index_damage() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     case::<JobResponse>(
         &s,
         "g-missing",
@@ -243,7 +243,7 @@ async fn group_index_damage() {
 /// over the others.
 #[tokio::test]
 async fn bytes_that_are_not_text_are_a_difference_not_the_end_of_the_run() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     for (name, field, value) in [("bin-name", &b"\xff"[..], &b"x"[..]), ("bin-value", &b"state"[..], &b"\xff\xfe"[..])]
     {
         let mut e = env(&s, name).await;
@@ -261,7 +261,7 @@ async fn bytes_that_are_not_text_are_a_difference_not_the_end_of_the_run() {
 
 #[tokio::test]
 async fn corrupt_documents_are_reported_and_their_entries_kept() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     for (name, damage) in [
         ("c-json", ["HSET", "{p}:jobresponse:r-1", "doc", "{not json"]),
         ("c-version", ["HSET", "{p}:jobresponse:r-1", "v", "seven"]),
@@ -287,7 +287,7 @@ async fn corrupt_documents_are_reported_and_their_entries_kept() {
 
 #[tokio::test]
 async fn scope_filter_and_key_shapes_that_look_like_documents() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let mut e = env(&s, "scope").await;
     e.cmd(&["ZREM", "{p}:jobresponse:list:s1", "r-1"]).await;
     e.cmd(&["ZREM", "{p}:jobresponse:list:s2", "r-9"]).await;
@@ -302,7 +302,7 @@ async fn scope_filter_and_key_shapes_that_look_like_documents() {
 
 #[tokio::test]
 async fn a_new_index_is_flagged_backfilled_and_leaves_the_others_alone() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let prefix = unique_prefix("newindex");
     let valkey = Valkey::connect_url(s.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
     let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
@@ -393,7 +393,7 @@ async fn wrong_type_index_key(s: &ValkeyServer, name: &str, key: &str, index: &s
 
 #[tokio::test]
 async fn a_list_key_of_the_wrong_type_is_a_difference_and_rewritten() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let key = "{p}:jobresponse:list:s1";
     wrong_type_index_key(&s, "wt-list", key, "list", &["SET", key, "garbage"], "string").await;
     // A plain set where a sorted set belongs is the wrong type too.
@@ -409,7 +409,7 @@ async fn a_list_key_of_the_wrong_type_is_a_difference_and_rewritten() {
 
 #[tokio::test]
 async fn a_unique_key_of_the_wrong_type_is_a_difference_and_rewritten() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let key = "{p}:jobresponse:byorder:o-1";
     wrong_type_index_key(&s, "wt-unique", key, "by_order", &["SADD", key, "r-1"], "set").await;
     let mut e = env(&s, "wt-unique-check").await;
@@ -422,7 +422,7 @@ async fn a_unique_key_of_the_wrong_type_is_a_difference_and_rewritten() {
 
 #[tokio::test]
 async fn a_group_key_of_the_wrong_type_is_a_difference_and_rewritten() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let key = "{p}:jobresponse:bystate:s1:Running";
     wrong_type_index_key(&s, "wt-group", key, "by_state", &["RPUSH", key, "r-0"], "list").await;
     let mut e = env(&s, "wt-group-check").await;
@@ -441,7 +441,7 @@ async fn a_group_key_of_the_wrong_type_is_a_difference_and_rewritten() {
 /// alone by rebuild (it is not the index's to repair), entries included.
 #[tokio::test]
 async fn a_document_key_of_the_wrong_type_is_reported_and_left_alone() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let mut e = env(&s, "wt-doc").await;
     let key = "{p}:jobresponse:r-1";
     e.cmd(&["DEL", key]).await;
@@ -466,7 +466,7 @@ async fn a_document_key_of_the_wrong_type_is_reported_and_left_alone() {
 /// find the rest; rebuild deletes it and registers every scope again.
 #[tokio::test]
 async fn a_registry_of_the_wrong_type_is_a_difference_and_rewritten() {
-    let s = server();
+    let s = microdcs_tests::own_server();
     let mut e = env(&s, "wt-registry").await;
     let registry = "{p}:scopes";
     assert_eq!(type_of(&mut e, registry).await, "set", "the registry this test damages");
