@@ -136,7 +136,7 @@ pub(crate) const NO_TLS_BACKEND: &str =
 /// Section `MicroDcs:Valkey`.
 ///
 /// Deserializing goes through the same parsing and validation as
-/// [`MicroDcsConfig::from_env`] (see [`MicroDcsConfig`]).
+/// `MicroDcsConfig::from_env` (feature `config`; see [`MicroDcsConfig`]).
 #[derive(Clone, PartialEq)]
 pub struct ValkeyConfig {
     /// `host:port`, a `redis://`/`rediss://`/`valkey://`/`valkeys://` URL,
@@ -325,7 +325,7 @@ impl fmt::Display for ValkeyConfig {
 ///
 /// Deserializing (any self-describing serde format, fields named as in the
 /// table: `Valkey`, `DedupeLease`, `Valkey.KeyPrefix`, ...) runs the same
-/// parsing and validation as [`MicroDcsConfig::from_env`]: missing settings
+/// parsing and validation as `MicroDcsConfig::from_env`: missing settings
 /// take their defaults, numbers and booleans may also be written as strings
 /// (as .NET configuration stores them), an unknown field is an error, and
 /// otherwise every invalid setting is reported by name in one error whose
