@@ -37,9 +37,9 @@
 //!
 //! # Guarantees and bounds
 //!
-//! Each call is one script on the server's clock, sent once and answered
-//! within `ResponseTimeout`; a lost reply is a connection error
-//! ([`Error::is_connection`]). Calling `claim` again with the same token is
+//! Each call is a script on the server's clock, never repeated after a
+//! lost reply, each run waiting at most `ResponseTimeout`; a lost reply is
+//! a connection error ([`Error::is_connection`]). Calling `claim` again with the same token is
 //! safe (it answers `Claimed` while the claim holds), and so is a repeated
 //! `mark_done`. A claim is a lease, not a lock: work that outlasts
 //! `DedupeLease` can be claimed by another instance, so keep the lease

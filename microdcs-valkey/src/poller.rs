@@ -78,10 +78,10 @@
 //! Delivery is at least once: an entry is acknowledged only after its
 //! batch was handled, so a crash or a lost acknowledgement hands it out
 //! again; handlers must be idempotent (the change's `op` or a
-//! dedupe claim tells a repeat). Shutdown is cancel
-//! safe: it stops between batches, gives up a command in flight (entries
-//! not acknowledged stay pending) and returns when a `handle` or `run` in
-//! progress returns.
+//! dedupe claim tells a repeat). Shutdown loses
+//! nothing: it stops between batches, gives up a command in flight (entries
+//! not acknowledged stay pending and come again) and returns as soon as a
+//! `handle` or `run` in progress returns.
 //!
 //! Consumers, retention, gaps and health thresholds are in the guide:
 //! [Streams, consumers and

@@ -59,10 +59,12 @@
 //! swept (an empty registry member, an index key of another type) and a
 //! document that cannot be judged are logged, counted in
 //! `microdcs.valkey.sweep.damaged` and stepped over. A `DueSweep` run then
-//! returns the first error, [`Error::Callback`] naming the scope for a
-//! failed callback, after the other scopes ran; an `ExpirySweep` counts the
-//! damage in [`Expired`], and only an index that is not sorted or a lost
-//! connection ends its run.
+//! returns the first such error (a failed callback is [`Error::Callback`]
+//! naming the scope) after the other scopes ran; an `ExpirySweep` counts
+//! the damage in [`Expired`]. A connection error ends a run of either
+//! (what it did stays done), as does, for an expiry sweep, an index that
+//! is not sorted or a registry key of another type; the next run starts
+//! over.
 //!
 //! Timers, outages and expiring ordered data are in the guide: [Streams,
 //! consumers and

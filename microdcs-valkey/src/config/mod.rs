@@ -42,6 +42,11 @@
 //! .unwrap_err();
 //! assert_eq!(err.problems[0].setting, "MicroDcs:Valkey:PolInterval");
 //! assert_eq!(err.problems[1].setting, "MicroDcs:Valkey:WriteAttempts");
+//! # // The settings table below has a row for every setting `set` takes.
+//! # let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/config/mod.rs")).unwrap();
+//! # for name in MicroDcsConfig::SETTINGS {
+//! #     assert!(page.contains(&format!("//! | `{name}` |")), "no row for `{name}` in the settings table");
+//! # }
 //! # }
 //! # Ok::<(), microdcs_valkey::config::ConfigError>(())
 //! ```
@@ -64,13 +69,13 @@
 //! | `Valkey:RequireTls` | [`require_tls`](ValkeyConfig::require_tls) | `false` | boolean | refuse to start without TLS |
 //! | `Valkey:KeyPrefix` | [`key_prefix`](ValkeyConfig::key_prefix) | `microdcs` | a valid [`KeyPrefix`]: no `*?[]\`, whitespace or trailing `:`; braces only as one hash tag (`{island-7}`) | the prefix of every key; on a cluster with `Placement=island`, one hash tag |
 //! | `Valkey:Placement` | [`placement`](ValkeyConfig::placement) | `island` | `island`, `sharded` ([`Placement`]) | how keyspaces lie on a cluster |
-//! | `Valkey:ConnectTimeout` | [`connect_timeout`](ValkeyConfig::connect_timeout) | `5s` | above 0 | connecting at start and opening the poller's and a subscription's connection |
+//! | `Valkey:ConnectTimeout` | [`connect_timeout`](ValkeyConfig::connect_timeout) | `5s` | above 0 | connecting at start (all of [`Valkey::connect`](crate::Valkey::connect)), and each later connection: a reconnect, the poller's subscription, a query of a Sentinel |
 //! | `Valkey:ResponseTimeout` | [`response_timeout`](ValkeyConfig::response_timeout) | `5s` | above 0 | every reply; a write without a reply in time is an unknown outcome |
 //! | `Valkey:WriteAttempts` | [`write_attempts`](ValkeyConfig::write_attempts) | `4` | at least 1 | attempts of a write whose outcome is unknown: a write ends within `WriteAttempts x (ResponseTimeout + WriteRetryDelay)` |
 //! | `Valkey:WriteRetryDelay` | [`write_retry_delay`](ValkeyConfig::write_retry_delay) | `100ms` | a duration | the pause before such a write is checked and repeated; also the longest pause of a write sent back by contention, and a read's quick retry after a lost connection |
 //! | `Valkey:OpHistoryLength` | [`op_history_length`](ValkeyConfig::op_history_length) | `8` | 1 to 64 | operation ids kept per document: a repeated write is recognised while fewer later writes reached the document |
 //! | `Valkey:TombstoneRetention` | [`tombstone_retention`](ValkeyConfig::tombstone_retention) | `10m` | at least `1s` | how long a deleted document's tombstone (last version, operation ids) is kept for retries across the delete |
-//! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (through Sentinel only) | replicas every single-document write waits for ([`Durability`]) |
+//! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (every replica the Sentinels know; through Sentinel only, elsewhere every write is refused) | replicas every single-document write waits for ([`Durability`]) |
 //! | `Valkey:WriteReplicaTimeout` | [`write_replica_timeout`](ValkeyConfig::write_replica_timeout) | `1s` | `1ms` to `60s` | that wait, per attempt, on top of `ResponseTimeout`; fewer replicas in time is [`Error::NotReplicated`](crate::Error::NotReplicated) |
 //! | `Valkey:WriteWaitAof` | [`write_wait_aof`](ValkeyConfig::write_wait_aof) | `false` | boolean | wait for the append-only files (`WAITAOF`) instead |
 //! | `Valkey:ChangeStreamMaxLength` | [`change_stream_max_length`](ValkeyConfig::change_stream_max_length) | `5000` | 1 to 2^63-1 | `MAXLEN ~` of the change streams: with a poller running, the entries not yet read by every group |
