@@ -8,8 +8,8 @@
 //! [`Claim::Claimed`] (the event is yours: new, or already claimed with
 //! your token), [`Claim::Busy`] (another holder's claim has not expired) or
 //! [`Claim::Done`] (processed already). A claim holds for the lease
-//! (setting `MicroDcs:DedupeLease`), so an instance that dies mid-event
-//! frees it; `done` is kept for the retention (`MicroDcs:DedupeRetention`),
+//! (setting `MicroDcs:DedupeLease`), so the claim of an instance that
+//! dies mid-event runs out; `done` is kept for the retention (`MicroDcs:DedupeRetention`),
 //! the window in which a redelivered event is recognised.
 //! [`ValkeyDedupe`] keeps one string key per event, named by
 //! [`dedupe_hash`] (`ce:dedupe:{hash}`, or your own family with

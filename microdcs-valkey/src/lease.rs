@@ -10,10 +10,10 @@
 //! owner, fencing token, the lifetime granted) or [`Acquire::Held`] by
 //! another owner. Renew and release take that lease;
 //! [`LeaseBackend::fenced_write`] writes the data the lease protects only
-//! while no newer token was issued ([`Error::Fenced`] otherwise). Every
-//! call that changes something takes a request id of yours: repeated with
-//! the same id (after a lost reply), it answers as the first call did and
-//! acts once; the same id with other arguments is
+//! while no newer token was issued ([`Error::Fenced`] otherwise).
+//! Acquire, renew and release take a request id of yours: repeated with
+//! the same id (after a lost reply), a call answers as the first one did
+//! and acts once; the same id with other arguments is
 //! [`Error::RequestConflict`].
 //!
 //! ```no_run
@@ -37,12 +37,13 @@
 //! ```
 //!
 //! Lifetimes are 1 ms to 30 days; outside that a call is
-//! [`Error::InvalidArgument`] with nothing stored. Each call is one script:
-//! acquire, renew, release and the fenced write run under the write rule
+//! [`Error::InvalidArgument`] with nothing stored. Acquire, renew, release
+//! and the fenced write are one script each and run under the write rule
 //! (at most `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, then
-//! [`Error::UnknownOutcome`]; the request id makes the repeats safe),
-//! [`LeaseBackend::fence`] and [`LeaseBackend::read_protected`] are reads
-//! (`ResponseTimeout`). A future dropped midway may have acted: call again
+//! [`Error::UnknownOutcome`]); the request id makes those repeats safe,
+//! and [`LeaseBackend::fenced_write`] says what a repeated write may
+//! answer. [`LeaseBackend::fence`] and [`LeaseBackend::read_protected`]
+//! are reads (`ResponseTimeout`, one quick retry). A future dropped midway may have acted: call again
 //! with the same request id to learn the outcome. The guide shows leases
 //! beside dedupe and the start lease: [Dedupe, start lease, fencing
 //! leases](https://github.com/microdcs/microdcs/blob/main/docs/guide/09-coordination.md).

@@ -17,9 +17,15 @@
 //! ```no_run
 //! use microdcs_valkey::{Valkey, streams::Streams};
 //!
-//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! # #[derive(Debug, serde::Serialize, serde::Deserialize, microdcs_valkey::Document)]
+//! # struct Job { id: String, scope: String }
+//! microdcs_valkey::keyspace! {
+//!     Plant { documents: [Job], audit: stream("audit:{scope}") }
+//! }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), Box<dyn std::error::Error>> {
+//! let stream = &Plant::audit_key(valkey.prefix(), "s1")?; // a declared family's key
 //! let streams = Streams::new(valkey);
-//! let stream = "microdcs:audit:s1"; // a key of your keyspace
 //! streams.create_group(stream, "auditor").await?; // safe to repeat
 //! streams.append(stream, &[("who", b"alice".as_slice()), ("did", b"login".as_slice())]).await?;
 //! let entries = streams.read(stream, "auditor", "instance-1", 100).await?; // returns at once

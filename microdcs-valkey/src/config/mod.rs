@@ -7,7 +7,7 @@
 //! default in [`defaults`]; [`ValkeyConfig::validate`] checks them all and
 //! returns every problem at once as a [`ConfigError`] ([`ConfigProblem`]s
 //! named by setting, never holding a secret). From the settings come the
-//! [`WriteOptions`] (with their [`Durability`]) and poll options a
+//! [`WriteOptions`] (with their [`Durability`]) and [`PollOptions`] a
 //! connection carries. [`parse_connection_string`] reads the connection
 //! string into an [`Endpoint`]; [`Secret`] keeps the connection string out
 //! of `Debug`, `Display`, logs and error texts.
@@ -19,7 +19,7 @@
 //! section of a file, fields named as in the table: `Valkey.KeyPrefix`).
 //! All of them take the defaults for what is missing and run the same
 //! parsing and checks; an unknown name is refused with the closest known
-//! one (`did you mean `Valkey:PollInterval`?`).
+//! one (``did you mean `Valkey:PollInterval`?``).
 //!
 //! ```
 //! # #[cfg(feature = "config")] {

@@ -70,7 +70,8 @@
 //! (after a lost reply, or by you) is recognised and answered as the first
 //! one was while the document keeps the id (setting `OpHistoryLength`; a
 //! delete's tombstone keeps them for `TombstoneRetention`). A write waits
-//! at most `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, plus
+//! at most `WriteAttempts x (ResponseTimeout + WriteRetryDelay)` (after a
+//! read bound for `put(Expect::Any)` and `delete_id`), plus
 //! `WriteReplicaTimeout` per attempt when it waits for replicas; when no
 //! attempt got an answer it ends with [`Error::UnknownOutcome`]. A read
 //! waits at most `ResponseTimeout` plus one quick retry after a lost
