@@ -1,6 +1,69 @@
 //! Typed change consumers: the change stream of a document type read as
 //! [`Change`] values, with the stream, nudge channel and scope registry
 //! taken from the type's spec, so nothing about the feed is repeated by hand.
+//!
+//! Every write of the [`store`](crate::store) appends a change entry (id,
+//! version, kind, operation id) to its type's change stream in the same
+//! script. [`Changes::new`] turns a [`Store`] into a
+//! [`StreamConsumer`] of that stream for one
+//! consumer group; add it to the [`Poller`](crate::poller::Poller). It hands
+//! each scope's changes, in stream order, to a [`ChangeHandler`]: any
+//! `Fn(String, Vec<Change<D>>)` closure returning a `Send` future, or your
+//! own type when it also wants to hear of gaps ([`ChangeHandler::gap`]).
+//! Options: [`Changes::batch`] (entries per read), [`Changes::fetching`]
+//! (each change carries the document as stored when the batch was read),
+//! [`Changes::resyncing`] (after a gap, every document of the scope is
+//! handed over as [`ChangeKind::Resynced`]; needs the type's list).
+//!
+//! ```no_run
+//! use microdcs_valkey::changes::{Change, ChangeKind, Changes};
+//! use microdcs_valkey::poller::{BoxError, Poller};
+//! use microdcs_valkey::{Document, Valkey, keyspace};
+//!
+//! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, Document)]
+//! #[microdcs(list(key = "job:list:{scope}", score = at))]
+//! struct Job { id: String, scope: String, at: i64 }
+//!
+//! keyspace! { Jobs { documents: [Job] } }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! let jobs = Jobs::open(valkey.clone()).store::<Job>();
+//! let index = |scope: String, changes: Vec<Change<Job>>| async move {
+//!     for c in changes {
+//!         match (c.kind, &c.document) {
+//!             (ChangeKind::Deleted, _) => println!("{scope}: {} gone", c.id),
+//!             (_, Some(doc)) => println!("{scope}: {} now v{}", c.id, doc.version),
+//!             (_, None) => {} // deleted since the change was written
+//!         }
+//!     }
+//!     Ok::<(), BoxError>(()) // acknowledged only on Ok
+//! };
+//! let consumer = Changes::new(jobs, "indexer", index).fetching().resyncing();
+//! let poller = Poller::new(valkey, "instance-1").consumer(consumer).start().await?;
+//! # poller.shutdown().await; Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//!
+//! Changes are delivered at least once and in stream order per scope: a
+//! batch is acknowledged only when the handler returns `Ok`, else it comes
+//! again. A change carries the version its write produced, and a fetched
+//! document may be newer than that, never older; compare versions or
+//! operation ids to make a handler idempotent. Entries of other document
+//! types on a shared stream are passed over and acknowledged for this
+//! group, so give each typed consumer its own group. An entry that cannot
+//! be read as a change, or whose document cannot be read when fetching
+//! (damaged data, not a lost connection), is logged, counted in
+//! `microdcs.valkey.stream.entries_corrupt` and acknowledged, never handed
+//! out, so one bad entry cannot hold back its scope. Changes trimmed by
+//! `ChangeStreamMaxLength` before the group read them are a gap: the
+//! handler hears of it first, and a resyncing consumer makes up for it.
+//! Reads are bounded as the [`poller`](crate::poller) says.
+//!
+//! Retention, gaps and resyncs are in the guide: [Streams, consumers and
+//! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md);
+//! a search indexer on the change feed is in the
+//! [cookbook](https://github.com/microdcs/microdcs/blob/main/docs/guide/cookbook.md).
 
 use std::fmt;
 use std::future::Future;

@@ -87,7 +87,7 @@ impl Valkey {
     /// Wraps an existing connection manager. [`Valkey::ping`] and
     /// [`Valkey::health`] then wait at most the default `ResponseTimeout`,
     /// and their messages cannot name the endpoint. Such a handle has no
-    /// client for the poller's pub/sub connection: [`crate::poller::Poller::start`]
+    /// client for the poller's pub/sub connection: `Poller::start`
     /// refuses it with [`crate::Error::InvalidArgument`]. Use
     /// [`Valkey::connect`] (every setting) or [`Valkey::connect_url`] for a
     /// handle that can do everything.

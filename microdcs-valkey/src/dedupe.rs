@@ -1,6 +1,63 @@
 //! Dedupe claims of CloudEvents by (`source`, `id`): a trait with an
 //! in-memory implementation (one process, tests) and the Valkey one that
 //! replaces it when configured, so several instances share the claims.
+//!
+//! [`DedupeStore`] is the contract: [`claim`](DedupeStore::claim) an
+//! event for your token, process it, then
+//! [`mark_done`](DedupeStore::mark_done). A claim answers a [`Claim`]:
+//! [`Claim::Claimed`] (the event is yours: new, or already claimed with
+//! your token), [`Claim::Busy`] (another holder's claim has not expired) or
+//! [`Claim::Done`] (processed already). A claim holds for the lease
+//! (setting `MicroDcs:DedupeLease`), so the claim of an instance that
+//! dies mid-event runs out; `done` is kept for the retention (`MicroDcs:DedupeRetention`),
+//! the window in which a redelivered event is recognised.
+//! [`ValkeyDedupe`] keeps one string key per event, named by
+//! [`dedupe_hash`] (`ce:dedupe:{hash}`, or your own family with
+//! [`ValkeyDedupe::with_family`]); [`MemoryDedupe`] keeps them in one
+//! process, and one contract suite runs against both.
+//!
+//! ```no_run
+//! use microdcs_valkey::dedupe::{Claim, DedupeStore, ValkeyDedupe};
+//! use microdcs_valkey::{MicroDcsConfig, Valkey};
+//!
+//! # async fn apply(_: &str) -> Result<(), Box<dyn std::error::Error>> { Ok(()) }
+//! # async fn demo(valkey: Valkey, config: MicroDcsConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! let dedupe = ValkeyDedupe::new(valkey, config.dedupe_lease, config.dedupe_retention);
+//! let (source, id, token) = ("urn:plant:line-3", "evt-9", "instance-1:42");
+//! match dedupe.claim(source, id, token).await? {
+//!     Claim::Claimed => {
+//!         apply(id).await?;
+//!         dedupe.mark_done(source, id).await?;
+//!     }
+//!     Claim::Done => {}                        // a redelivery: acknowledge it
+//!     Claim::Busy => return Err("retry later".into()), // someone else is on it
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! Each call is a script on the server's clock, never repeated after a
+//! lost reply, each run waiting at most `ResponseTimeout`; a lost reply is
+//! a connection error ([`Error::is_connection`]). Calling `claim` again with the same token is
+//! safe (it answers `Claimed` while the claim holds), and so is a repeated
+//! `mark_done`. A claim is a lease, not a lock: work that outlasts
+//! `DedupeLease` can be claimed by another instance, so keep the lease
+//! above the longest processing time, and make the work itself safe to
+//! repeat where a second run matters (a store write with an operation id,
+//! or a step's [`Event`](crate::store::Event), applied once in the same
+//! script as its document). Lease and retention are 1 ms to 30 days
+//! ([`Error::InvalidArgument`] otherwise, nothing stored). A stored value
+//! that is neither `done` nor a claim with an expiry is [`Error::Corrupt`]
+//! and a key of another type [`Error::WrongType`]; neither is overwritten.
+//! Keys of the format before length-prefixed digests are still read during
+//! an upgrade (see [`ValkeyDedupe`]).
+//!
+//! Where dedupe fits beside the start lease and fencing leases: the
+//! guide's [Dedupe, start lease, fencing
+//! leases](https://github.com/microdcs/microdcs/blob/main/docs/guide/09-coordination.md);
+//! a webhook applied once is in the
+//! [cookbook](https://github.com/microdcs/microdcs/blob/main/docs/guide/cookbook.md).
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -3,6 +3,51 @@
 //! request-id result cache so a retried call never acts twice, and a
 //! fenced write that refuses stale tokens.
 //!
+//! [`LeaseBackend`] is the contract; [`LeaseStore`] implements it on Valkey
+//! and [`MemoryLeases`] in one process (tests, a single instance), and one
+//! contract suite runs against both. [`LeaseBackend::acquire`] answers an
+//! [`Acquire`]: [`Acquire::Acquired`] with a [`Lease`] (name, grant id,
+//! owner, fencing token, the lifetime granted) or [`Acquire::Held`] by
+//! another owner. Renew and release take that lease;
+//! [`LeaseBackend::fenced_write`] writes the data the lease protects only
+//! while no newer token was issued ([`Error::Fenced`] otherwise).
+//! Acquire, renew and release take a request id of yours: repeated with
+//! the same id (after a lost reply), a call answers as the first one did
+//! and acts once; the same id with other arguments is
+//! [`Error::RequestConflict`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use microdcs_valkey::Valkey;
+//! use microdcs_valkey::lease::{Acquire, LeaseBackend, LeaseStore};
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! let leases = LeaseStore::new(valkey);
+//! let ttl = Duration::from_secs(10);
+//! match leases.acquire("press-7", "node-a", ttl, "req-1").await? {
+//!     Acquire::Acquired(lease) => {
+//!         leases.fenced_write("press-7", lease.token, b"setpoint=42").await?;
+//!         let left = leases.renew(&lease, ttl, "req-2").await?; // Error::LeaseLost once expired
+//!         leases.release(&lease, "req-3").await?;
+//!         # let _ = left;
+//!     }
+//!     Acquire::Held { remaining, .. } => println!("busy for {remaining:?}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Lifetimes are 1 ms to 30 days; outside that a call is
+//! [`Error::InvalidArgument`] with nothing stored. Acquire, renew, release
+//! and the fenced write are one script each and run under the write rule
+//! (at most `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`, then
+//! [`Error::UnknownOutcome`]); the request id makes those repeats safe,
+//! and [`LeaseBackend::fenced_write`] says what a repeated write may
+//! answer. [`LeaseBackend::fence`] and [`LeaseBackend::read_protected`]
+//! are reads (`ResponseTimeout`, one quick retry). A future dropped midway may have acted: call again
+//! with the same request id to learn the outcome. The guide shows leases
+//! beside dedupe and the start lease: [Dedupe, start lease, fencing
+//! leases](https://github.com/microdcs/microdcs/blob/main/docs/guide/09-coordination.md).
+//!
 //! # Keys
 //!
 //! All keys of one lease share the hash tag `{name}`, so a lease also works on
@@ -17,10 +62,11 @@
 //!
 //! Time is the server's: expiry is a key TTL, never a client clock. Through
 //! Sentinel or on a cluster, the store follows a failover like every other
-//! call of the handle (see the guide's failover chapter,
-//! `docs/guide/05-failover-and-durability.md`), and a call whose reply was
-//! lost is repeated with its request id, so it never takes a second token:
-//! it answers with the grant it made, as it is now.
+//! call of the handle (see the guide's [failover
+//! chapter](https://github.com/microdcs/microdcs/blob/main/docs/guide/05-failover-and-durability.md)),
+//! and a call whose reply was lost is repeated with its request id, so it
+//! never takes a second token: it answers with the grant it made, as it is
+//! now.
 //!
 //! Valkey replication is asynchronous: an acquire acknowledged by the old
 //! primary but not yet on the promoted replica is lost with the failover.

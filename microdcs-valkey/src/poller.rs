@@ -1,23 +1,91 @@
-//! The poller, one per instance: reads a scope's stream at once when a write
-//! script publishes a nudge on the feed's channel (`{prefix}:nudge:{kind}` by
-//! default; a sharded type may send it per scope with `SPUBLISH` on
-//! `nudge:{kind}:{#scope}`, which the poller subscribes to with
-//! `SSUBSCRIBE` as it discovers each scope),
-//! reads every stream each `PollInterval` because pub/sub can lose messages,
-//! reads again at once after a read that returned entries, refreshes the
-//! scope registry each `ScopeRefreshInterval` and creates consumer groups for
-//! new scopes. No blocking command anywhere: every read returns at once.
+//! The poller, one per instance: it reads every stream consumer's streams,
+//! scope by scope, and runs periodic tasks, without a blocking command.
 //!
-//! Each consumer reads each scope in a worker of its own (at most eight
-//! scopes of one consumer at once), so a slow consumer delays only itself.
-//! Each poll also samples every backlog into [`PollerHealth`] and trims
-//! every stream to what its groups still need; entries a group had not read
-//! that a length bound trimmed anyway reach its consumer as a [`Gap`]
-//! ([`StreamConsumer::gap`]) before anything after them.
+//! A [`Poller`] is built with [`Poller::new`] (a [`Valkey`] handle and a
+//! consumer name unique to the instance), given consumers
+//! ([`Poller::consumer`]) and tasks ([`Poller::task`]), and started with
+//! [`Poller::start`], which returns a [`PollerHandle`]: its
+//! [`health`](PollerHandle::health) is a [`PollerHealth`] for a health
+//! endpoint, and [`shutdown`](PollerHandle::shutdown) stops it.
 //!
-//! The nudge subscription runs on its own RESP3 connection with automatic
-//! resubscription; when it drops, the poller pings it back to life while the
+//! - A [`StreamConsumer`] reads one kind of stream (one per scope) in one
+//!   consumer group: its [`Feed`] names the stream template, the nudge
+//!   channel and the scope registry. Typed change consumers
+//!   ([`Changes`](crate::changes::Changes)) are the common case; implement
+//!   the trait for other streams (`Feed::new(kind, "work:{scope}")`).
+//!   A batch is acknowledged only when `handle` returns `Ok`; an entry the
+//!   consumer does not [`want`](StreamConsumer::wants) is acknowledged
+//!   unseen; a [`Gap`] (entries trimmed before the group read them) is told
+//!   to [`StreamConsumer::gap`] before anything after it, which answers a
+//!   [`GapOutcome`].
+//! - A [`PollerTask`] runs every [`interval`](PollerTask::interval): the
+//!   due and expiry sweeps of [`sweep`](crate::sweep) are tasks.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use microdcs_valkey::Valkey;
+//! use microdcs_valkey::poller::{BoxError, BoxFuture, Poller, StreamConsumer};
+//! use microdcs_valkey::schema::Feed;
+//! use microdcs_valkey::streams::StreamEntry;
+//!
+//! struct Worker;
+//!
+//! impl StreamConsumer for Worker {
+//!     fn feed(&self) -> Feed<'_> {
+//!         Feed::new("job", "work:{scope}") // on the shared nudge channel and registry
+//!     }
+//!     fn group(&self) -> &str {
+//!         "workers"
+//!     }
+//!     fn handle<'a>(&'a self, scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+//!         Box::pin(async move {
+//!             for e in entries {
+//!                 println!("{scope}: {:?}", e.field("action"));
+//!             }
+//!             Ok(()) // acknowledged; an Err brings the batch again after a pause
+//!         })
+//!     }
+//! }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! let poller = Poller::new(valkey, "instance-1").consumer(Worker).start().await?;
+//! let healthy = poller.health().is_healthy(Duration::from_secs(5));
+//! poller.shutdown().await;
+//! # let _ = healthy; Ok(()) }
+//! ```
+//!
+//! # How it reads, and its bounds
+//!
+//! A scope's stream is read at once when a write script publishes a nudge
+//! on the feed's channel (`{prefix}:nudge:{kind}` by default; a sharded
+//! type may send it per scope with `SPUBLISH`, which the poller follows
+//! with `SSUBSCRIBE` as it discovers each scope), again at once after a
+//! read that returned entries, and every `PollInterval` in any case,
+//! because pub/sub can lose messages: `PollInterval` bounds how late an
+//! entry whose nudge was lost is read. The scope registry is read every
+//! `ScopeRefreshInterval`, and the groups of new scopes created. Each
+//! consumer reads each scope in a worker of its own, at most
+//! `ConsumerScopesAtOnce` scopes of one consumer at once, so a slow
+//! consumer delays only itself. A failed batch stays pending and comes
+//! again after a pause that doubles per failure, up to `PollInterval`.
+//! Each poll samples every backlog into [`PollerHealth`] (unhealthy from
+//! `ConsumerLagLimit` undelivered entries) and trims every stream to what
+//! its groups still need. The nudge subscription runs on its own RESP3
+//! connection that resubscribes after a drop (opened within
+//! `ConnectTimeout`, each subscribe within `ResponseTimeout`), while the
 //! fallback poll keeps entries flowing.
+//!
+//! Delivery is at least once: an entry is acknowledged only after its
+//! batch was handled, so a crash or a lost acknowledgement hands it out
+//! again; handlers must be idempotent (the change's `op` or a
+//! dedupe claim tells a repeat). Shutdown loses
+//! nothing: it stops between batches, gives up a command in flight (entries
+//! not acknowledged stay pending and come again) and returns as soon as a
+//! `handle` or `run` in progress returns.
+//!
+//! Consumers, retention, gaps and health thresholds are in the guide:
+//! [Streams, consumers and
+//! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

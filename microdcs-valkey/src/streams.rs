@@ -1,9 +1,70 @@
 //! The streams helper: groups, append, non-blocking group reads,
 //! acknowledge, acknowledged-only trim and autoclaim that counts entries
-//! deleted while pending. No blocking command is used anywhere: a blocked
-//! read would hold a connection of the shared multiplexed client and stall
-//! every other call behind it, so reads return at once and the poller
-//! decides when to read again.
+//! deleted while pending.
+//!
+//! [`Streams`] wraps the stream commands of a [`Valkey`] handle; the
+//! [`poller`](crate::poller) uses it for every consumer, and you use it
+//! directly for streams you append to yourself (a work or audit stream) or
+//! to read a stream outside the poller. Entries come back as
+//! [`StreamEntry`] (id and fields in order; [`StreamEntry::field`] reads
+//! one as text). [`Streams::read_or_gap`] reads like [`Streams::read`] but
+//! first checks, in the same script, whether a length bound trimmed
+//! entries the group had not read: then it returns
+//! [`NewEntries::Gap`] with a [`Gap`] (the last entry the group had, the
+//! first it gets, how many were lost) and reads nothing until it is told
+//! the gap was seen.
+//!
+//! ```no_run
+//! use microdcs_valkey::{Valkey, streams::Streams};
+//!
+//! # #[derive(Debug, serde::Serialize, serde::Deserialize, microdcs_valkey::Document)]
+//! # struct Job { id: String, scope: String }
+//! microdcs_valkey::keyspace! {
+//!     Plant { documents: [Job], audit: stream("audit:{scope}") }
+//! }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), Box<dyn std::error::Error>> {
+//! let stream = &Plant::audit_key(valkey.prefix(), "s1")?; // a declared family's key
+//! let streams = Streams::new(valkey);
+//! streams.create_group(stream, "auditor").await?; // safe to repeat
+//! streams.append(stream, &[("who", b"alice".as_slice()), ("did", b"login".as_slice())]).await?;
+//! let entries = streams.read(stream, "auditor", "instance-1", 100).await?; // returns at once
+//! for e in &entries {
+//!     println!("{} {:?}", e.id, e.field("who"));
+//! }
+//! let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+//! streams.ack(stream, "auditor", &ids).await?;
+//! streams.trim_acknowledged(stream).await?; // only what every group acknowledged
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! No blocking command is used anywhere: a blocked read would hold a
+//! connection of the shared multiplexed client and stall every other call
+//! behind it, so reads return at once and the poller decides when to read
+//! again. A call handles at most [`Streams::MAX_COUNT`] entries.
+//!
+//! - Reads (`read`, `read_from`, `read_or_gap`, `autoclaim`) wait at most
+//!   `ResponseTimeout`, plus one `WriteRetryDelay` and a quick second try
+//!   after a lost connection. Entries a read delivered whose reply was lost
+//!   stay pending for the consumer and come with a read from `0`.
+//! - Calls safe to repeat (`create_group`, `ack`, `trim_acknowledged`) run
+//!   under the write rule: at most `WriteAttempts x (ResponseTimeout +
+//!   WriteRetryDelay)`, then [`Error::UnknownOutcome`].
+//! - An append is sent once (a repeat would add a second entry): within
+//!   `ResponseTimeout`, and no reply in time is [`Error::UnknownOutcome`]:
+//!   the entry may or may not be there.
+//! - `trim_acknowledged` never removes an entry a group has pending or has
+//!   not been delivered, and leaves a stream without groups alone;
+//!   `autoclaim` never hands out an entry deleted while pending: it is
+//!   logged and counted (`microdcs.valkey.stream.entries_lost`).
+//! - A missing group is the server's `NOGROUP` error, matched by code; a
+//!   key of another type is [`Error::WrongType`].
+//!
+//! Retention, gaps and how the poller uses these calls are in the guide:
+//! [Streams, consumers and
+//! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md).
 
 use std::time::Duration;
 

@@ -1,7 +1,74 @@
-//! The due sweep: a poller task that fires the timers of a sorted index
-//! (the SFC `due` index): every interval, for each scope of the type's
-//! registry, the ids due by the server's clock, oldest first, go to a
-//! callback. Reads only; no blocking command.
+//! Sweeps over sorted indexes scored by time: timers that fire, and
+//! documents that expire. Both are [`PollerTask`]s, run by the
+//! [`Poller`](crate::poller::Poller) (`Poller::task`) or by hand (`sweep()`).
+//!
+//! - [`DueSweep`] fires the timers of a sorted index (the SFC `due` index):
+//!   every interval, for each scope of the type's registry, the ids due by
+//!   the server's clock go, oldest first, to a callback as [`Due`] (ids
+//!   with their scores). It reads only; the callback decides what a due id
+//!   means (usually a step of its document). With
+//!   [`heartbeat`](DueSweep::heartbeat) it writes the server's clock after
+//!   each run, and with [`after_outage`](DueSweep::after_outage) a run that
+//!   finds the heartbeat older than a grace first hands every running job
+//!   to a walk, so what was missed while nothing swept is looked at.
+//! - [`ExpirySweep`] deletes the documents whose expiry score has passed,
+//!   each through the type's delete script (indexes stay exact, change
+//!   consumers get a `Deleted` change), and reports an [`Expired`] count:
+//!   the way to expire ordered data, since a `ttl` removes the document
+//!   hash only.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use microdcs_valkey::poller::{BoxError, Poller};
+//! use microdcs_valkey::sweep::{Due, DueSweep};
+//! use microdcs_valkey::{Document, Valkey, keyspace};
+//!
+//! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, Document)]
+//! #[microdcs(sorted(key = "job:due:{scope}", score = due_at, name = "due"))]
+//! struct Job { id: String, scope: String, due_at: i64 } // Unix milliseconds
+//!
+//! keyspace! { Jobs { documents: [Job] } }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! let jobs = Jobs::open(valkey.clone()).store::<Job>();
+//! let fire = |scope: String, due: Due| async move {
+//!     for timer in due {
+//!         println!("{scope}: {} due at {}", timer.member, timer.score);
+//!     }
+//!     Ok::<(), BoxError>(())
+//! };
+//! let sweep = DueSweep::new(jobs, |scope| Job::due(scope), fire, Duration::from_secs(1));
+//! let poller = Poller::new(valkey, "instance-1").task(sweep).start().await?;
+//! # poller.shutdown().await; Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! Scores are Unix time in milliseconds, compared with the server's clock
+//! (`TIME`), so clients' clocks do not matter; an index scored in another
+//! unit fires or expires at the wrong time. A run handles at most `batch`
+//! ids per scope (1,000 by default); the rest come next run, and ids a run
+//! left in place (a callback that failed or left them, a document kept or
+//! damaged) are stepped over by the next runs, so they never hide the ids
+//! behind them. Each call of a run is bounded like any read or write of
+//! the store (`ResponseTimeout`, `WriteAttempts`); nothing blocks. A due
+//! id fires again on later runs until its document leaves the index, so
+//! the callback moves it (a step that clears or moves `due_at`).
+//!
+//! One damaged scope or document never stops a run: a scope that cannot be
+//! swept (an empty registry member, an index key of another type) and a
+//! document that cannot be judged are logged, counted in
+//! `microdcs.valkey.sweep.damaged` and stepped over. A `DueSweep` run then
+//! returns the first such error (a failed callback is [`Error::Callback`]
+//! naming the scope) after the other scopes ran; an `ExpirySweep` counts
+//! the damage in [`Expired`]. A connection error ends a run of either
+//! (what it did stays done), as does, for an expiry sweep, an index that
+//! is not sorted or a registry key of another type; the next run starts
+//! over.
+//!
+//! Timers, outages and expiring ordered data are in the guide: [Streams,
+//! consumers and
+//! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md#sweeps).
 
 use std::time::Duration;
 

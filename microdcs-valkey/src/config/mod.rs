@@ -1,12 +1,110 @@
-//! Configuration of section `MicroDcs:Valkey`.
+//! Settings of section `MicroDcs`: the connection, key prefix, timeouts,
+//! retries, durability and poller bounds, with their defaults and checks.
 //!
-//! Load it from environment variables (`APP_MicroDcs__Valkey__KeyPrefix`,
-//! ...; see [`MicroDcsConfig::from_env`]) or from any serde format (the
-//! `MicroDcs` section of a file; see [`MicroDcsConfig`]'s field names).
-//! Durations are written `1s`, `100ms`, `2m`, `1h`, `1m30s`, or as a .NET
-//! `TimeSpan` (`00:00:01.5`), and are at most 100 years long
-//! ([`defaults::MAX_DURATION`]). Secrets never reach `Debug`, `Display`, logs or
-//! error texts.
+//! [`MicroDcsConfig`] holds the whole section: [`ValkeyConfig`] (section
+//! `MicroDcs:Valkey`, what [`Valkey::connect`](crate::Valkey::connect)
+//! takes) and the two dedupe lifetimes. Every field is public and has its
+//! default in [`defaults`]; [`ValkeyConfig::validate`] checks them all and
+//! returns every problem at once as a [`ConfigError`] ([`ConfigProblem`]s
+//! named by setting, never holding a secret). From the settings come the
+//! [`WriteOptions`] (with their [`Durability`]) and [`PollOptions`] a
+//! connection carries. [`parse_connection_string`] reads the connection
+//! string into an [`Endpoint`]; [`Secret`] keeps the connection string out
+//! of `Debug`, `Display`, logs and error texts.
+//!
+//! With the `config` feature (on by default) the section is read from
+//! environment variables (`MicroDcsConfig::from_env`), from any
+//! `(name, value)` pairs (`from_vars`), one setting at a time (`set`), or
+//! from any self-describing serde format (`Deserialize`, the `MicroDcs`
+//! section of a file, fields named as in the table: `Valkey.KeyPrefix`).
+//! All of them take the defaults for what is missing and run the same
+//! parsing and checks; an unknown name is refused with the closest known
+//! one (``did you mean `Valkey:PollInterval`?``).
+//!
+//! ```
+//! # #[cfg(feature = "config")] {
+//! use std::time::Duration;
+//! use microdcs_valkey::MicroDcsConfig;
+//!
+//! let config = MicroDcsConfig::from_vars([
+//!     ("APP_MicroDcs__Valkey__KeyPrefix", "{island-7}"),
+//!     ("APP_MicroDcs__Valkey__ResponseTimeout", "250ms"),
+//!     ("APP_MicroDcs__DedupeLease", "00:01:00"), // a .NET TimeSpan
+//! ])?;
+//! assert_eq!(config.valkey.response_timeout, Duration::from_millis(250));
+//! assert_eq!(config.valkey.write_attempts, 4); // the default
+//!
+//! // Every problem at once, by setting name.
+//! let err = MicroDcsConfig::from_vars([
+//!     ("APP_MicroDcs__Valkey__PolInterval", "1s"),
+//!     ("APP_MicroDcs__Valkey__WriteAttempts", "0"),
+//! ])
+//! .unwrap_err();
+//! assert_eq!(err.problems[0].setting, "MicroDcs:Valkey:PolInterval");
+//! assert_eq!(err.problems[1].setting, "MicroDcs:Valkey:WriteAttempts");
+//! # // The settings table below has a row for every setting `set` takes.
+//! # let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/config/mod.rs")).unwrap();
+//! # for name in MicroDcsConfig::SETTINGS {
+//! #     assert!(page.contains(&format!("//! | `{name}` |")), "no row for `{name}` in the settings table");
+//! # }
+//! # }
+//! # Ok::<(), microdcs_valkey::config::ConfigError>(())
+//! ```
+//!
+//! # Settings
+//!
+//! Names are below `MicroDcs` and compared without regard to case. In the
+//! environment a name is `APP_MicroDcs__` followed by the name with `__` for
+//! each `:` (`Valkey:ResponseTimeout` is
+//! `APP_MicroDcs__Valkey__ResponseTimeout`); in a serde file it is the
+//! nested field (`Valkey.ResponseTimeout`). An empty value clears an
+//! optional setting.
+//!
+//! | Setting | Field | Default | Allowed | What it sets or bounds |
+//! |---|---|---|---|---|
+//! | `Valkey:ConnectionString` | [`connection_string`](ValkeyConfig::connection_string) | `localhost:6379` | `host:port`; a `redis://`, `rediss://`, `valkey://` or `valkeys://` URL; or `host:port,user=u,password=p,ssl=true` (see [`parse_connection_string`]) | where to connect: several `host:port` are one cluster's nodes; with `serviceName=` they are Sentinels (feature `sentinel`); TLS needs feature `tls-native-tls`; `connectTimeout=` and `syncTimeout=` (ms) override the two timeouts below |
+//! | `Valkey:User` | [`user`](ValkeyConfig::user) | none | any | ACL user; overrides the connection string's |
+//! | `Valkey:PasswordFile` | [`password_file`](ValkeyConfig::password_file) | none | an existing file; not with a password in the string | the password, read before every connect attempt (rotation without restart) |
+//! | `Valkey:TlsCaFile` | [`tls_ca_file`](ValkeyConfig::tls_ca_file) | none | an existing PEM file | turns TLS on, trusting this CA besides the system store |
+//! | `Valkey:RequireTls` | [`require_tls`](ValkeyConfig::require_tls) | `false` | boolean | refuse to start without TLS |
+//! | `Valkey:KeyPrefix` | [`key_prefix`](ValkeyConfig::key_prefix) | `microdcs` | a valid [`KeyPrefix`]: no `*?[]\`, whitespace or trailing `:`; braces only as one hash tag (`{island-7}`) | the prefix of every key; on a cluster with `Placement=island`, one hash tag |
+//! | `Valkey:Placement` | [`placement`](ValkeyConfig::placement) | `island` | `island`, `sharded` ([`Placement`]) | how keyspaces lie on a cluster |
+//! | `Valkey:ConnectTimeout` | [`connect_timeout`](ValkeyConfig::connect_timeout) | `5s` | above 0 | connecting at start (all of [`Valkey::connect`](crate::Valkey::connect)), and each later connection: a reconnect, the poller's subscription, a query of a Sentinel |
+//! | `Valkey:ResponseTimeout` | [`response_timeout`](ValkeyConfig::response_timeout) | `5s` | above 0 | every reply; a write without a reply in time is an unknown outcome |
+//! | `Valkey:WriteAttempts` | [`write_attempts`](ValkeyConfig::write_attempts) | `4` | at least 1 | attempts of a write whose outcome is unknown: a write ends within `WriteAttempts x (ResponseTimeout + WriteRetryDelay)` |
+//! | `Valkey:WriteRetryDelay` | [`write_retry_delay`](ValkeyConfig::write_retry_delay) | `100ms` | a duration | the pause before such a write is checked and repeated; also the longest pause of a write sent back by contention, and a read's quick retry after a lost connection |
+//! | `Valkey:OpHistoryLength` | [`op_history_length`](ValkeyConfig::op_history_length) | `8` | 1 to 64 | operation ids kept per document: a repeated write is recognised while fewer later writes reached the document |
+//! | `Valkey:TombstoneRetention` | [`tombstone_retention`](ValkeyConfig::tombstone_retention) | `10m` | at least `1s` | how long a deleted document's tombstone (last version, operation ids) is kept for retries across the delete |
+//! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (every replica the Sentinels know; through Sentinel only, elsewhere every write is refused) | replicas every single-document write waits for ([`Durability`]) |
+//! | `Valkey:WriteReplicaTimeout` | [`write_replica_timeout`](ValkeyConfig::write_replica_timeout) | `1s` | `1ms` to `60s` | that wait, per attempt, on top of `ResponseTimeout`; fewer replicas in time is [`Error::NotReplicated`](crate::Error::NotReplicated) |
+//! | `Valkey:WriteWaitAof` | [`write_wait_aof`](ValkeyConfig::write_wait_aof) | `false` | boolean | wait for the append-only files (`WAITAOF`) instead |
+//! | `Valkey:ChangeStreamMaxLength` | [`change_stream_max_length`](ValkeyConfig::change_stream_max_length) | `5000` | 1 to 2^63-1 | `MAXLEN ~` of the change streams: with a poller running, the entries not yet read by every group |
+//! | `Valkey:PollInterval` | [`poll_interval`](ValkeyConfig::poll_interval) | `1s` | above 0 | the poller's fallback read of every stream (how late an entry whose nudge was lost is read), its health samples, the longest pause after a failed batch |
+//! | `Valkey:ScopeRefreshInterval` | [`scope_refresh_interval`](ValkeyConfig::scope_refresh_interval) | `5s` | above 0 | the poller's read of the scope registries (how late it finds a scope whose nudge it missed) |
+//! | `Valkey:ConsumerScopesAtOnce` | [`consumer_scopes_at_once`](ValkeyConfig::consumer_scopes_at_once) | `8` | 1 to 1024 | scopes of one consumer the poller drains at once |
+//! | `Valkey:ConsumerLagLimit` | [`consumer_lag_limit`](ValkeyConfig::consumer_lag_limit) | half `ChangeStreamMaxLength` | 1 to `ChangeStreamMaxLength` | undelivered entries of one consumer in one scope from which the poller's health is unhealthy |
+//! | `Valkey:SentinelUser` | [`sentinel_user`](ValkeyConfig::sentinel_user) | none | only with `serviceName=` | ACL user for the Sentinels (the string's credentials are the data nodes' only) |
+//! | `Valkey:SentinelPasswordFile` | [`sentinel_password_file`](ValkeyConfig::sentinel_password_file) | none | an existing file; only with `serviceName=` | the Sentinels' password, read at every connection to one |
+//! | `Valkey:SentinelTls` | [`sentinel_tls`](ValkeyConfig::sentinel_tls) | as the data nodes | boolean; only with `serviceName=`; not `false` with `RequireTls` | whether the Sentinels speak TLS (`TlsCaFile` is trusted for both) |
+//! | `Valkey:TraceScopes` | [`trace_scopes`](ValkeyConfig::trace_scopes) | `false` | boolean | whether operation spans carry the scope and their events the key or id (tenant names stay out of traces otherwise) |
+//! | `DedupeLease` | [`MicroDcsConfig::dedupe_lease`] | `30s` | `1ms` to 30 days | how long a dedupe claim holds |
+//! | `DedupeRetention` | [`MicroDcsConfig::dedupe_retention`] | `1d` | `1ms` to 30 days | how long an event's `done` is kept |
+//!
+//! Booleans are `true`/`false`, `1`/`0` or `yes`/`no`; serde input may
+//! write numbers and booleans as strings, as .NET configuration stores
+//! them. Durations are `100ms`, `1s`, `2m`, `1h`, `1m30s` or a .NET
+//! `TimeSpan` (`00:00:01.5`), at most 100 years
+//! ([`defaults::MAX_DURATION`]), read by [`parse_duration`]. A feature a
+//! setting needs that the build lacks (`serviceName=` without `sentinel`,
+//! TLS without `tls-native-tls`) is a [`ConfigError`] on that setting.
+//!
+//! How the write settings play out (unknown outcomes, durability,
+//! tombstones) is told in the guide: [Configure and
+//! connect](https://github.com/microdcs/microdcs/blob/main/docs/guide/03-configuration.md),
+//! [Errors and bounded
+//! waits](https://github.com/microdcs/microdcs/blob/main/docs/guide/06-errors-and-bounds.md)
+//! and [Replicas, failover and what a write
+//! guarantees](https://github.com/microdcs/microdcs/blob/main/docs/guide/05-failover-and-durability.md).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -43,7 +141,7 @@ pub(crate) const NO_TLS_BACKEND: &str =
 /// Section `MicroDcs:Valkey`.
 ///
 /// Deserializing goes through the same parsing and validation as
-/// [`MicroDcsConfig::from_env`] (see [`MicroDcsConfig`]).
+/// `MicroDcsConfig::from_env` (feature `config`; see [`MicroDcsConfig`]).
 #[derive(Clone, PartialEq)]
 pub struct ValkeyConfig {
     /// `host:port`, a `redis://`/`rediss://`/`valkey://`/`valkeys://` URL,
@@ -232,7 +330,7 @@ impl fmt::Display for ValkeyConfig {
 ///
 /// Deserializing (any self-describing serde format, fields named as in the
 /// table: `Valkey`, `DedupeLease`, `Valkey.KeyPrefix`, ...) runs the same
-/// parsing and validation as [`MicroDcsConfig::from_env`]: missing settings
+/// parsing and validation as `MicroDcsConfig::from_env`: missing settings
 /// take their defaults, numbers and booleans may also be written as strings
 /// (as .NET configuration stores them), an unknown field is an error, and
 /// otherwise every invalid setting is reported by name in one error whose

@@ -4,11 +4,59 @@
 //! bounded, typed calls as documents, never through raw commands.
 //!
 //! Each handle is one key, rendered from its family's template when the
-//! handle is made (values encoded like document placeholders). Every call
-//! is one round trip, waits at most `ResponseTimeout` (writes that are safe
-//! to repeat retry an unknown outcome under `WriteAttempts`), and reports a
-//! key of another type as [`Error::WrongType`] and a value it cannot read
-//! as [`Error::Corrupt`], with nothing written.
+//! handle is made (values encoded like document placeholders); making it
+//! fails with a key error when a value cannot be encoded. The family's
+//! declaration picks the handle:
+//!
+//! | declared as | handle |
+//! |---|---|
+//! | `string(..)`, `value<T>(..)`, `counter(..)` | [`StringKey`] (also a heartbeat on the server's clock), [`TypedValue<T>`](TypedValue), [`CounterKey`] |
+//! | `hash(..)`, `hash<K, V>(..)` | [`HashKey`], [`TypedHash<K, V>`](TypedHash) (pages of [`HashEntries`], [`TypedHashEntries`]) |
+//! | `set(..)`, `zset(..)`, `list(..)` | [`SetKey`], [`SortedSetKey`] (ranges of [`Scored`]), [`ListKey`] |
+//! | `channel(..)`, `channel<T>(..)` | [`ChannelKey`], [`TypedChannel<T>`](TypedChannel): publish, and a [`Subscription`] on its own connection |
+//! | `content(..)` | [`ContentFamily`]: texts stored under their SHA-256 digest ([`content_digest`]) |
+//! | `rate_limit(..)` | [`RateLimitKey`]: a fixed window and a failure block, decided as a [`RateDecision`] |
+//!
+//! Counters, hashes and sets are also the targets of a step's family
+//! effects ([`Effects`](crate::store::Effects)), written in the same
+//! script as a document.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use microdcs_valkey::families::RateDecision;
+//!
+//! # #[derive(Debug, serde::Serialize, serde::Deserialize, microdcs_valkey::Document)]
+//! # struct Job { id: String, scope: String }
+//! microdcs_valkey::keyspace! {
+//!     Plant {
+//!         documents: [Job],
+//!         reference: set("ref:{kind}:{scope}"),
+//!         pubseq: counter("pubseq:{scope}"),
+//!         login: rate_limit("rl:login:{who}"),
+//!     }
+//! }
+//!
+//! # async fn demo(plant: microdcs_valkey::KeyspaceHandle<Plant>) -> Result<(), microdcs_valkey::Error> {
+//! let refs = Plant::reference(&plant, "jobresponse", "s1")?; // SetKey
+//! refs.add(&["r-1", "r-2"]).await?;
+//! let next = Plant::pubseq(&plant, "s1")?.increment(1).await?; // one attempt
+//! match Plant::login(&plant, "alice")?.attempt(5, Duration::from_secs(60)).await? {
+//!     RateDecision::Allowed { remaining } => println!("{remaining} left"),
+//!     RateDecision::Limited { retry_after } => println!("retry in {retry_after:?}"),
+//! }
+//! # let _ = next; Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! Every call is one round trip (a script where it reads and writes), waits
+//! at most `ResponseTimeout` (writes that are safe to repeat retry an
+//! unknown outcome under `WriteAttempts`), and reports a key of another
+//! type as [`Error::WrongType`] and a value it cannot read as
+//! [`Error::Corrupt`], with nothing written. A family declared with a
+//! lifetime (`ttl = "60s"`) gets it again from every write, in the same
+//! script; `ttl()` tells what is left. Nothing blocks: a
+//! [`Subscription`] waits at most the timeout given to `next`.
 //!
 //! A write retried after a lost answer reports what its last attempt saw:
 //! `SetKey::add` may then count 0 added, `HashKey::set` say the field was
@@ -17,6 +65,12 @@
 //! in the answer can be off. Writes that must not run twice (a count, a
 //! set-if-absent, a publish) run once, and a lost answer is
 //! [`Error::UnknownOutcome`].
+//!
+//! Each handle's operations, and the declaration of families, are in the
+//! guide: [Add a document
+//! type](https://github.com/microdcs/microdcs/blob/main/docs/guide/01-documents.md)
+//! (step 5); the key rules in [Key
+//! rules](https://github.com/microdcs/microdcs/blob/main/docs/guide/13-key-rules.md).
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,10 +1,68 @@
 //! The inspector: read-only views of a keyspace through its spec, for
-//! developer tools. Kinds and families, scopes, ids, one document with the
-//! state of each of its index entries, dedupe claims, leases, streams and
-//! values (a heartbeat). It sends only the reads of
+//! developer tools and operators. Kinds and families, scopes, ids, one
+//! document with the state of each of its index entries, dedupe claims,
+//! leases, streams and values (a heartbeat).
+//!
+//! An [`Inspector<K>`](Inspector) is made from a keyspace handle
+//! ([`Inspector::new`]). What it knows without the server comes from the
+//! keyspace's spec: [`Inspector::kinds`] ([`KindInfo`]) and
+//! [`Inspector::families`] ([`FamilyInfo`]); [`keyspace_markdown`] renders
+//! the same spec as a key table. What it reads from the server comes back
+//! as serializable views: [`Inspector::scopes`], [`Inspector::ids`] and
+//! [`Inspector::index_ids`] ([`InspectorPage`], walked by cursor),
+//! [`Inspector::document`] ([`DocumentView`]: the hash as stored, decoded,
+//! with an [`EntryView`] per index entry its fields call for and what was
+//! found there, an [`EntryState`]), [`Inspector::dedupe`]
+//! ([`DedupeView`]), [`Inspector::lease`] ([`LeaseView`]),
+//! [`Inspector::changes`] and [`Inspector::stream`] ([`StreamView`] with a
+//! [`GroupView`] per consumer group) and [`Inspector::value`]
+//! ([`ValueView`]). [`Inspector::serve_mcp`] offers the same views as
+//! Model Context Protocol tools over any line-based reader and writer
+//! (stdio), protocol version [`MCP_PROTOCOL_VERSION`].
+//!
+//! ```no_run
+//! use microdcs_valkey::inspect::{EntryState, Inspector};
+//! use microdcs_valkey::{Document, KeyspaceHandle, keyspace};
+//!
+//! #[derive(Debug, serde::Serialize, serde::Deserialize, Document)]
+//! #[microdcs(unique(key = "job:byorder:{order}", order = order))]
+//! struct Job { id: String, scope: String, order: String }
+//!
+//! keyspace! { Jobs { documents: [Job] } }
+//!
+//! # async fn demo(jobs: KeyspaceHandle<Jobs>) -> Result<(), Box<dyn std::error::Error>> {
+//! let inspector = Inspector::new(&jobs);
+//! for scope in inspector.scopes("job").await? {
+//!     let page = inspector.ids("job", &scope, 0, 100).await?;
+//!     println!("{scope}: {:?}", page.ids);
+//! }
+//! if let Some(view) = inspector.document("job", "j-1").await? {
+//!     let broken = view.entries.iter().filter(|e| !matches!(e.state, EntryState::Present | EntryState::NotIndexed));
+//!     println!("{} v{:?}: {} damaged entries", view.key, view.version, broken.count());
+//! }
+//! // The MCP tools on any line-based pair (stdin and stdout for an IDE):
+//! # let (input, output) = (tokio::io::empty(), tokio::io::sink());
+//! inspector.serve_mcp(input, output).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! It sends only the reads of
 //! [`AclRole::Inspector`](crate::acl::AclRole::Inspector), so it works as a
 //! user with read-only key access, and offers no way to send any other
-//! command.
+//! command: pointing it at production changes nothing there. Each view is
+//! a few reads, each bounded like any read (`ResponseTimeout`, one quick
+//! retry); lists are bounded ([`Inspector::MAX_SCOPES`], a page per call,
+//! [`Inspector::MAX_GROUP_DETAILS`] groups detailed per stream). What it
+//! cannot read as expected it shows (an [`EntryState::Unreadable`], a
+//! stored text that is not JSON) rather than failing the whole view; an
+//! unknown kind or family is [`Error::InvalidArgument`]. A document's
+//! views show the stored document, so give the inspector's user only to
+//! those who may read the data.
+//!
+//! The key table, the MCP tools and the ACL roles are in the guide:
+//! [Maintenance](https://github.com/microdcs/microdcs/blob/main/docs/guide/10-maintenance.md).
 
 use std::marker::PhantomData;
 

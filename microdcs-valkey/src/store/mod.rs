@@ -1,11 +1,92 @@
 //! The typed document store: one generated script per write, one command per read.
 //!
-//! [`Store`] writes documents with their indexes in one atomic script
-//! ([`Store::put`], [`Store::update`], [`Store::delete`], each a request
-//! taking `.op(id)`, see [`PutCall`]), reads them ([`Store::get`],
-//! [`Store::find`], pages of [`IdPage`]), claims them from an index
-//! ([`Store::claim`]), runs workflow steps ([`Store::step`]) and verifies and
-//! rebuilds indexes (`Store::verify`, `Store::rebuild`, feature `maintenance`).
+//! A [`Store<D>`](Store) is made by
+//! [`KeyspaceHandle::store`](crate::KeyspaceHandle::store) for a document
+//! type of the keyspace (`store_with` for another [`Codec`] than [`Json`],
+//! such as [`CompactJson`]). It is cheap to clone and every future it
+//! returns is `Send`.
+//!
+//! - **Writes** ([`Store::create`], [`Store::update`], [`Store::put`] with
+//!   an [`Expect`], [`Store::delete`], [`Store::delete_id`] with a
+//!   [`DeleteExpect`]) return a request ([`PutCall`], [`DeleteCall`]) to
+//!   `.await`, after optionally setting `.op(id)` (your operation id),
+//!   `.durability(..)` ([`Durability`](crate::config::Durability)) or
+//!   `.keep_lifetime()`. Each is one atomic script that checks the
+//!   expectation and writes the document, its index entries, its change
+//!   entry and nudge. The expected outcomes are values ([`PutOutcome`],
+//!   [`DeleteOutcome`]: `Written`, `Conflict { current }`, `NotFound`);
+//!   errors are for what went wrong.
+//! - **Reads**: [`Store::get`] and [`Store::get_many`] by id, returning
+//!   [`Stored`] (the document with its [`Revision`], the token of the next
+//!   compare-and-set); [`Store::find`] through a unique index;
+//!   [`Store::ids`], [`Store::docs`], [`Store::list`] and [`Store::range`]
+//!   through the other indexes, a [`Page`] at a time ([`IdPage`],
+//!   [`DocPage`]); `count`, `count_ids`, `scopes` and `scan`.
+//! - **Claims** ([`Store::claim`], [`Store::claim_due`]): take one
+//!   document out of a group or sorted index with a version check, each
+//!   document once however many workers ask.
+//! - **Steps** ([`Store::step`], [`Store::write`]): a document write plus
+//!   [`Effects`] (work entries on its outbox stream, an [`Event`] applied
+//!   once, counter, hash and set changes) in the same script
+//!   ([`StepCall`], [`StepOutcome`]).
+//! - **Maintenance** (feature `maintenance`): `verify`, `rebuild` and
+//!   `needs_rebuild` compare the indexes with the documents and repair
+//!   them, reporting a `Report`.
+//!
+//! ```no_run
+//! use microdcs_valkey::{Document, Expect, Page, PutOutcome, Valkey, keyspace};
+//!
+//! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, Document)]
+//! #[microdcs(
+//!     unique(key = "job:byorder:{order}", order = order),
+//!     group(key = "job:bystate:{scope}:{state}", state = state),
+//! )]
+//! struct Job { id: String, scope: String, order: String, state: String }
+//!
+//! keyspace! { Jobs { documents: [Job] } }
+//!
+//! # async fn demo(valkey: Valkey) -> Result<(), microdcs_valkey::Error> {
+//! let jobs = Jobs::open(valkey).store::<Job>();
+//! let job = Job { id: "j-1".into(), scope: "s1".into(), order: "o-1".into(), state: "new".into() };
+//! assert_eq!(jobs.create(&job).await?, PutOutcome::Written { version: 1 });
+//!
+//! let read = jobs.get("j-1").await?.expect("just written");
+//! let running = Job { state: "running".into(), ..read.doc.clone() };
+//! match jobs.update(&read, &running).op("j-1:start").await? {
+//!     PutOutcome::Written { version } => assert_eq!(version, 2),
+//!     PutOutcome::Conflict { current } => println!("someone else wrote v{current}"),
+//!     PutOutcome::NotFound => println!("deleted meanwhile"),
+//! }
+//! let by_order = jobs.find(Job::by_order("o-1")).await?;
+//! let page = jobs.ids(Job::by_state("s1", "running"), Page::first(100)).await?;
+//! jobs.put(&job, Expect::Any).await?; // overwrite, whatever is stored
+//! # let _ = (by_order, page); Ok(()) }
+//! ```
+//!
+//! # Guarantees and bounds
+//!
+//! A write never leaves a document without its index entries or an entry
+//! without its document, and a write repeated with the same operation id
+//! (after a lost reply, or by you) is recognised and answered as the first
+//! one was while the document keeps the id (setting `OpHistoryLength`; a
+//! delete's tombstone keeps them for `TombstoneRetention`). A write waits
+//! at most `WriteAttempts x (ResponseTimeout + WriteRetryDelay)` (after a
+//! read bound for `put(Expect::Any)` and `delete_id`), plus
+//! `WriteReplicaTimeout` per attempt when it waits for replicas; when no
+//! attempt got an answer it ends with [`Error::UnknownOutcome`]. A read
+//! waits at most `ResponseTimeout` plus one quick retry after a lost
+//! connection. A stored value that does not read back is
+//! [`Error::Corrupt`] (or [`Error::Codec`]), never skipped or overwritten;
+//! a document of another scope is [`Error::WrongScope`], a held unique key
+//! [`Error::UniqueViolation`], with nothing written. A write future
+//! dropped midway may or may not have written: see [`Store`]'s cancel
+//! safety.
+//!
+//! The concepts (revisions and tombstones, pages, claims, the cost of a
+//! document) are in the guide: [Read and write
+//! documents](https://github.com/microdcs/microdcs/blob/main/docs/guide/02-reading-writing.md)
+//! and [Workflow steps and
+//! effects](https://github.com/microdcs/microdcs/blob/main/docs/guide/08-steps-and-effects.md).
 
 use std::fmt;
 use std::marker::PhantomData;
