@@ -16,9 +16,11 @@
 //! ([`DedupeView`]), [`Inspector::lease`] ([`LeaseView`]),
 //! [`Inspector::changes`] and [`Inspector::stream`] ([`StreamView`] with a
 //! [`GroupView`] per consumer group) and [`Inspector::value`]
-//! ([`ValueView`]). [`Inspector::serve_mcp`] offers the same views as
-//! Model Context Protocol tools over any line-based reader and writer
-//! (stdio), protocol version [`MCP_PROTOCOL_VERSION`].
+//! ([`ValueView`]). With the `mcp` feature, `Inspector::serve_mcp` offers
+//! the same views as Model Context Protocol tools over any line-based
+//! reader and writer (stdio): the stateless revision 2026-07-28
+//! (`MCP_PROTOCOL_VERSION`) and the handshake revisions 2024-11-05 to
+//! 2025-11-25.
 //!
 //! ```no_run
 //! use microdcs_valkey::inspect::{EntryState, Inspector};
@@ -40,9 +42,11 @@
 //!     let broken = view.entries.iter().filter(|e| !matches!(e.state, EntryState::Present | EntryState::NotIndexed));
 //!     println!("{} v{:?}: {} damaged entries", view.key, view.version, broken.count());
 //! }
-//! // The MCP tools on any line-based pair (stdin and stdout for an IDE):
+//! // With `mcp`: the tools on any line-based pair (stdin and stdout for an IDE).
+//! # #[cfg(feature = "mcp")] {
 //! # let (input, output) = (tokio::io::empty(), tokio::io::sink());
 //! inspector.serve_mcp(input, output).await?;
+//! # }
 //! # Ok(()) }
 //! ```
 //!
@@ -77,9 +81,12 @@ use crate::store::{render_err, render_list};
 
 // The views as Model Context Protocol tools.
 mod document;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod views;
 
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub use mcp::PROTOCOL_VERSION as MCP_PROTOCOL_VERSION;
 
 pub use crate::keyspace_doc::keyspace_markdown;

@@ -145,3 +145,61 @@ async fn an_mcp_session_reads_the_keyspace_as_the_inspector_user() {
     drop(s);
     serving.await.unwrap().unwrap();
 }
+
+/// The stateless revision: `server/discover` lists every revision spoken,
+/// a request naming 2026-07-28 in its `_meta` is served without a
+/// handshake and its result says `complete`, a revision the server does
+/// not speak is refused with -32022 and the supported list (nothing run),
+/// and `initialize` negotiates the handshake revisions.
+#[tokio::test]
+async fn both_protocol_eras_are_spoken_and_an_unknown_revision_is_refused() {
+    let server = microdcs_tests::server();
+    let admin = Valkey::connect_url(server.url(), unique_prefix("mcp-eras"), WriteOptions::default()).await.unwrap();
+    let inspector = Inspector::new(&Plant::open(admin));
+    let (client, server_end) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    let serving = tokio::spawn(async move { inspector.serve_mcp(BufReader::new(server_read), server_write).await });
+    let (client_read, client_write) = tokio::io::split(client);
+    let mut s = Session { to_server: client_write, from_server: BufReader::new(client_read).lines(), next: 0 };
+    let meta = |version: &str| json!({ "io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {} });
+
+    let discovered = s.request("server/discover", json!({ "_meta": meta("2026-07-28") })).await;
+    let result = &discovered["result"];
+    assert_eq!(result["resultType"], "complete", "{discovered}");
+    assert_eq!(
+        result["supportedVersions"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
+    );
+    assert!(result["capabilities"]["tools"].is_object());
+    assert_eq!(microdcs_valkey::inspect::MCP_PROTOCOL_VERSION, "2026-07-28");
+
+    // No initialize: each request names its revision.
+    let listed = s.request("tools/list", json!({ "_meta": meta("2026-07-28") })).await;
+    assert_eq!(listed["result"]["resultType"], "complete");
+    assert!(listed["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "document"));
+    let called =
+        s.request("tools/call", json!({ "_meta": meta("2026-07-28"), "name": "kinds", "arguments": {} })).await;
+    assert_eq!(called["result"]["resultType"], "complete");
+    assert_eq!(called["result"]["isError"], false, "{called}");
+
+    // A revision nobody speaks: refused with what is spoken, no tool run.
+    let refused =
+        s.request("tools/call", json!({ "_meta": meta("2099-01-01"), "name": "kinds", "arguments": {} })).await;
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["requested"], "2099-01-01");
+    assert_eq!(refused["error"]["data"]["supported"][0], "2026-07-28");
+    assert!(refused.get("result").is_none());
+
+    // The handshake era: a known revision is echoed, an unknown one is
+    // answered with the newest handshake revision; no `resultType` there.
+    let init = s.request("initialize", json!({ "protocolVersion": "2025-11-25", "capabilities": {} })).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    assert!(init["result"].get("resultType").is_none(), "{init}");
+    let other = s.request("initialize", json!({ "protocolVersion": "2030-01-01", "capabilities": {} })).await;
+    assert_eq!(other["result"]["protocolVersion"], "2025-11-25");
+    let plain = s.request("tools/list", json!({})).await;
+    assert!(plain["result"].get("resultType").is_none());
+
+    drop(s);
+    serving.await.unwrap().unwrap();
+}
