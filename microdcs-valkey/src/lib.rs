@@ -8,7 +8,8 @@
 // runtime is a public module whose documentation says how it works, and
 // every other item is reached at its module path only.
 // Each subsystem beyond the core is a feature (see the README).
-pub mod acl;
+// The ACL rules are computed from the schema alone, so they live beside it.
+pub use microdcs_schema::acl;
 #[cfg(feature = "consumers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod changes;
@@ -26,8 +27,6 @@ mod handle;
 #[cfg(feature = "inspect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
-#[cfg(feature = "inspect")]
-mod keyspace_doc;
 #[cfg(feature = "coordination")]
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod lease;

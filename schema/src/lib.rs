@@ -19,6 +19,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The pure reports computed from a keyspace's spec: least-privilege ACL
+// rules per role and the key table.
+pub mod acl;
 pub mod builtin;
 mod check;
 mod document;
@@ -31,6 +34,7 @@ mod family;
 mod fixtures;
 // The script generator and its KEYS/ARGV layouts are the contract between
 // the derive and the runtime, not an API: they change with the generator.
+mod keyspace_table;
 #[doc(hidden)]
 pub mod lua;
 mod prefix;
@@ -48,6 +52,7 @@ pub use document::{
 };
 pub use encode::{MAX_VALUE_LEN, ValueError};
 pub use entry::{stored_entry_key, stored_entry_keys};
+pub use keyspace_table::keyspace_markdown;
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupKind, IndexLayout,

@@ -89,7 +89,7 @@ mod views;
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub use mcp::PROTOCOL_VERSION as MCP_PROTOCOL_VERSION;
 
-pub use crate::keyspace_doc::keyspace_markdown;
+pub use microdcs_schema::keyspace_markdown;
 
 pub use views::{
     DedupeView, DocumentView, EntryState, EntryView, FamilyInfo, GroupView, InspectorPage, KindInfo, LeaseView,

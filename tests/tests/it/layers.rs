@@ -18,7 +18,6 @@ const RUNTIME: &[&str] = &[
     "codec",
     "limits",
     "op_id",
-    "keyspace_doc",
     // Settings and the options they build.
     "config",
     // The connection handle and connecting.
@@ -41,15 +40,26 @@ const RUNTIME: &[&str] = &[
     "changes",
     "sweep",
     "inspect",
-    "acl",
     // The test harness sees nothing of the rest.
     "testing",
 ];
 
 /// The schema crate's modules, lowest first.
 const SCHEMA: &[&str] = &[
-    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "entry", "document", "lua",
+    "slot",
+    "encode",
+    "prefix",
+    "template",
+    "duration",
+    "family",
+    "builtin",
+    "spec",
+    "entry",
+    "document",
+    "lua",
     "check",
+    "acl",
+    "keyspace_table",
 ];
 
 /// The derive's modules, lowest first.

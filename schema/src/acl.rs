@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use microdcs_schema::KeyPrefix;
+use crate::KeyPrefix;
 
 /// Who connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -250,7 +250,7 @@ mod tests {
     /// The prefix's escaping, as `KeyPrefix::pattern` applies it.
     fn glob_escape(text: &str) -> String {
         let mut out = String::new();
-        microdcs_schema::encode::glob_escape_into(&mut out, text);
+        crate::encode::glob_escape_into(&mut out, text);
         out
     }
 

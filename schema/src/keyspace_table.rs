@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use microdcs_schema::{DocumentSpec, Family, FamilyKind, FamilySpec, KeyType, KeyspaceSpec, Role, Source, builtin};
+use crate::{DocumentSpec, Family, FamilyKind, FamilySpec, KeyType, KeyspaceSpec, Role, Source, builtin};
 
 /// The key table of `spec`: one row per family (document types' families
 /// first, then declared and implicit ones), with its Valkey type, template,
@@ -47,7 +47,7 @@ fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String,
     let writes = |d: &DocumentSpec<'_>| format!("the put and delete scripts of `{}`", d.type_name);
     match (f.role, doc) {
         (Role::Document, Some(d)) => {
-            let fields = microdcs_schema::lua::all_index_fields(d);
+            let fields = crate::lua::all_index_fields(d);
             let extra = if fields.is_empty() {
                 String::new()
             } else {
