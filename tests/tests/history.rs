@@ -360,7 +360,7 @@ async fn a_fault_history_through_sentinel_keeps_the_consistency_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_history_on_a_cluster_keeps_the_consistency_model() {
-    let c = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    let c = ValkeyCluster::start_local(3, 2).unwrap_or_else(|e| panic!("{e}"));
     let cs = c.connection_string();
     let prefix = unique_island("history");
     let slot = prefix.slot().expect("an island has a slot");
