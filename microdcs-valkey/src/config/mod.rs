@@ -93,8 +93,9 @@ pub struct ValkeyConfig {
     /// Replicas every single-document write of a store waits for (0: none).
     pub write_replicas: u32,
     /// `WriteReplicas=all`: every write waits for every replica the
-    /// Sentinels know for the service ([`Durability::every_replica`]), the
-    /// level that survives every kind of Sentinel failover.
+    /// Sentinels know for the service, or on a cluster every replica of
+    /// the shard ([`Durability::every_replica`]), the level that survives
+    /// every kind of failover.
     pub write_every_replica: bool,
     /// The longest such wait (1 ms to 60 s).
     pub write_replica_timeout: Duration,
