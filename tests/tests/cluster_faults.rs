@@ -30,8 +30,9 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::testing::{ValkeyCluster, unique_island, unique_prefix};
 use microdcs_valkey::{
-    Error, Expect, MicroDcsConfig, PutOutcome, Valkey, changes::Changes, config::Durability, config::Placement, config::ValkeyConfig,
-    poller::Poller, store::Effects, store::MaintenanceOptions, store::StepOutcome, store::WorkEntry,
+    Error, Expect, MicroDcsConfig, PutOutcome, Valkey, changes::Changes, config::Durability, config::Placement,
+    config::ValkeyConfig, poller::Poller, store::Effects, store::MaintenanceOptions, store::StepOutcome,
+    store::WorkEntry,
 };
 
 /// The busy scope of the sharded runs: every writer writes there.

@@ -143,13 +143,17 @@ async fn client(
     seed: u64,
     level: Durability,
     budget: Arc<AtomicU64>,
+    covered: Arc<AtomicBool>,
     calls: &mut Vec<Call>,
     seen: &mut Vec<Seen>,
 ) {
     let mut rng = Rng(seed);
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let mut n = 0;
-    while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
+    // The budget, and on until every kind of fault has struck once.
+    while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok()
+        || !covered.load(Ordering::SeqCst)
+    {
         n += 1;
         let id = IDS[rng.below(IDS.len() as u64) as usize];
         let op = format!("c{seed}-{n}");
@@ -337,9 +341,11 @@ struct Fault {
 /// restarted empty (as a replica: [`Deployment::rejoin`]), every client
 /// connection of the primary cut (`CLIENT KILL`), a replica killed for one
 /// to two seconds and restarted empty, and on a cluster the island's slot
-/// moved to another primary (atomic or legacy migration). The faults made
-/// and how many moved the primary.
-fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (Vec<Fault>, u32) {
+/// moved to another primary (atomic or legacy migration). The kinds come
+/// in a seeded random order, each once per round, and `covered` is set
+/// when each has struck. The faults made, how many moved the primary, and
+/// the number of kinds.
+fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool, covered: &AtomicBool) -> (Vec<Fault>, u32, usize) {
     let mut rng = Rng(seed ^ 0xfeed);
     let mut faults = Vec::new();
     let mut failovers = 0;
@@ -347,13 +353,20 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (Vec<Fault>, u32
         Deployment::Sentinel(_) => &["failover", "sigstop", "sigkill", "client-kill", "replica-down"],
         Deployment::Cluster(..) => &["failover", "sigstop", "sigkill", "client-kill", "replica-down", "migrate"],
     };
+    let mut round: Vec<&'static str> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(600 + rng.below(900)));
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let Some(old) = d.primary() else { continue };
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if round.is_empty() {
+            round = kinds.to_vec();
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let kind = round.pop().expect("refilled");
         faults.push(Fault { kind, at: Instant::now() });
         let moved = match kind {
             "failover" => d.failover(),
@@ -391,8 +404,11 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (Vec<Fault>, u32
         };
         failovers += u32::from(moved);
         d.wait_ready();
+        if faults.len() >= kinds.len() {
+            covered.store(true, Ordering::SeqCst);
+        }
     }
-    (faults, failovers)
+    (faults, failovers, kinds.len())
 }
 
 fn signal(which: &str, pid: u32) {
@@ -453,19 +469,20 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
 
     let budget = Arc::new(AtomicU64::new(ops));
     let stop = Arc::new(AtomicBool::new(false));
+    let covered = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
         let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect: {e}"));
-        let budget = budget.clone();
+        let (budget, covered) = (budget.clone(), covered.clone());
         clients.push(tokio::spawn(async move {
             let (mut calls, mut seen) = (Vec::new(), Vec::new());
-            client(valkey, seed.wrapping_add(c), level, budget, &mut calls, &mut seen).await;
+            client(valkey, seed.wrapping_add(c), level, budget, covered, &mut calls, &mut seen).await;
             (calls, seen)
         }));
     }
-    let nemesis_stop = stop.clone();
+    let (nemesis_stop, nemesis_covered) = (stop.clone(), covered.clone());
     let faulting = std::thread::spawn(move || {
-        let n = nemesis(&mut deployment, seed, &nemesis_stop);
+        let n = nemesis(&mut deployment, seed, &nemesis_stop, &nemesis_covered);
         (deployment, n)
     });
     let (mut calls, mut seen) = (Vec::new(), Vec::new());
@@ -476,7 +493,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
     }
     // The nemesis ends with the operations (after the fault it is in).
     stop.store(true, Ordering::SeqCst);
-    let (deployment, (faults, failovers)) = faulting.join().unwrap();
+    let (deployment, (faults, failovers, every_kind)) = faulting.join().unwrap();
     deployment.wait_ready();
     // The final state, read after the faults through a new handle.
     let last = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect after: {e}"));
@@ -518,7 +535,7 @@ async fn run_history(name: &str, mut deployment: Deployment, connection_string: 
         report.violations.len(),
         longest.as_millis()
     );
-    assert!(faults > 0, "the nemesis struck at least once");
+    assert_eq!(fault_kinds.len(), every_kind, "every kind of fault struck: {fault_kinds:?}");
     assert!(report.violations.is_empty(), "seed {seed}: violations:\n{}", report.violations.join("\n"));
 }
 

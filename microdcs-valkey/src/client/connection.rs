@@ -128,7 +128,10 @@ impl Connection {
     /// is refused (nothing is sent).
     pub(crate) async fn ask_any_node(&self, cmd: &Cmd, timeout: std::time::Duration) -> RedisResult<Value> {
         let Kind::Cluster(con, _) = &self.kind else {
-            return Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "a question for a cluster node on a handle to one server")));
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a question for a cluster node on a handle to one server",
+            )));
         };
         let asks = (0..3).map(|_| {
             let (mut con, cmd) = (con.clone(), cmd.clone());

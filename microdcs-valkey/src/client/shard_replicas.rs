@@ -137,7 +137,7 @@ fn parse_shards(value: Value) -> RedisResult<Vec<Shard>> {
                 "id" => id = Some(redis::from_redis_value::<String>(value)?),
                 "slots" => {
                     let bounds: Vec<u16> = redis::from_redis_value(value)?;
-                    if bounds.len() % 2 != 0 {
+                    if !bounds.len().is_multiple_of(2) {
                         return Err(unexpected("a CLUSTER SHARDS slot range is short"));
                     }
                     slots = bounds.chunks(2).map(|b| (b[0], b[1])).collect();
@@ -161,7 +161,7 @@ fn parse_shards(value: Value) -> RedisResult<Vec<Shard>> {
 fn fields(value: Value) -> RedisResult<Vec<(String, Value)>> {
     let pairs: Vec<(Value, Value)> = match value {
         Value::Map(pairs) => pairs,
-        Value::Array(flat) if flat.len() % 2 == 0 => {
+        Value::Array(flat) if flat.len().is_multiple_of(2) => {
             let mut it = flat.into_iter();
             let mut pairs = Vec::new();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
