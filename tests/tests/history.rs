@@ -570,8 +570,18 @@ fn unavailability(calls: &[Call], faults: &[Fault], end: Instant) -> (Vec<String
             }
         }
         let longest = window.iter().map(|c| c.took).max().unwrap_or_default();
+        // What the calls that failed (not `NotReplicated`) were and said.
+        let why: BTreeSet<String> = window
+            .iter()
+            .filter_map(|c| match &c.outcome {
+                Err(e) if !e.starts_with("NotReplicated") => {
+                    Some(format!("{} after {} ms: {}", c.kind, c.took.as_millis(), e.chars().take(100).collect::<String>()))
+                }
+                _ => None,
+            })
+            .collect();
         per_fault.push(format!(
-            "fault {} at +{} ms: unavailable {} ms, failed {failed:?}, longest call {} ms",
+            "fault {} at +{} ms: unavailable {} ms, failed {failed:?}, longest call {} ms {why:?}",
             f.kind,
             f.at.saturating_duration_since(faults[0].at).as_millis(),
             gap.as_millis(),
