@@ -574,9 +574,12 @@ fn unavailability(calls: &[Call], faults: &[Fault], end: Instant) -> (Vec<String
         let why: BTreeSet<String> = window
             .iter()
             .filter_map(|c| match &c.outcome {
-                Err(e) if !e.starts_with("NotReplicated") => {
-                    Some(format!("{} after {} ms: {}", c.kind, c.took.as_millis(), e.chars().take(100).collect::<String>()))
-                }
+                Err(e) if !e.starts_with("NotReplicated") => Some(format!(
+                    "{} after {} ms: {}",
+                    c.kind,
+                    c.took.as_millis(),
+                    e.chars().take(100).collect::<String>()
+                )),
                 _ => None,
             })
             .collect();
