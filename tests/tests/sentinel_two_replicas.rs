@@ -321,7 +321,8 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
         let _ = store.get("none").await.unwrap();
         let w = handles.len();
         let own = JobResponse::new(&format!("p{w}"), "s1", &format!("o-p{w}"), &["A"]);
-        store.put(&own, Expect::Any).await.unwrap_or_else(|e| panic!("before the kill: {e}"));
+        let before = store.put(&own, Expect::Any).await;
+        assert!(matches!(before, Ok(PutOutcome::Written { .. })), "before the kill: {before:?}");
         handles.push(store);
     }
     s.data_node_mut(0).kill();
