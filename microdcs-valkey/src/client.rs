@@ -17,6 +17,8 @@ pub(crate) mod connect;
 mod connection;
 // A cluster's topology learnt from the nodes that answer, after a time-out.
 mod relearn;
+// How many replicas a cluster shard has, for `Durability::every_replica`.
+mod shard_replicas;
 // Following the primary a group of Sentinels names.
 #[cfg(feature = "sentinel")]
 mod sentinel;
@@ -50,6 +52,9 @@ struct Inner {
     /// The connection for writes that wait for replicas, opened at the
     /// first such write (see [`Valkey::waiting_connection`]).
     waiting: tokio::sync::OnceCell<Connection>,
+    /// The replicas of the island's shard, on a cluster (see
+    /// [`Valkey::durability_for`]).
+    shard_replicas: Arc<shard_replicas::ShardReplicas>,
     /// `host:port`, for messages; unknown for [`Valkey::from_manager`].
     endpoint: Option<String>,
     /// The longest [`Valkey::ping`] and [`Valkey::health`] wait.
@@ -107,6 +112,7 @@ impl Valkey {
                 metrics: Metrics::default(),
                 pubsub: None,
                 waiting: tokio::sync::OnceCell::new(),
+                shard_replicas: Arc::default(),
                 endpoint: None,
                 response_timeout: defaults::RESPONSE_TIMEOUT,
                 scopes_in_spans: std::sync::atomic::AtomicBool::new(false),
@@ -294,22 +300,40 @@ impl Valkey {
     }
 
     /// `durability` as a write sends it: [`Durability::every_replica`]
-    /// becomes a count, every replica the Sentinels know for the service
-    /// (down ones included), and never fewer than one, so that a
-    /// service without a known replica confirms nothing.
+    /// becomes a count, and never fewer than one, so that a deployment
+    /// without a known replica confirms nothing. Through Sentinel: every
+    /// replica the Sentinels know for the service (down ones included). On
+    /// a cluster: every node of the shard serving the island's slot other
+    /// than its primary (failed ones included; the most seen per shard
+    /// since the handle started; every shard's most for a keyspace sharded
+    /// by scope), learnt from `CLUSTER SHARDS` at the first such write
+    /// (within `ResponseTimeout`) and asked again in the background when
+    /// older than 5 s.
     ///
     /// # Errors
     /// [`crate::Error::InvalidArgument`], before anything is written, for
-    /// every replica on a handle not made through Sentinel: only the
-    /// Sentinels keep a count of replicas that a promotion does not shrink.
-    pub(crate) fn durability_for(&self, durability: crate::config::Durability) -> Result<crate::config::Durability> {
+    /// every replica on a handle to one server not made through Sentinel:
+    /// nothing there keeps a count of replicas that a promotion does not
+    /// shrink. On a cluster, a connection error when no node told the
+    /// count in time (nothing written).
+    ///
+    /// [`Durability::every_replica`]: crate::config::Durability::every_replica
+    pub(crate) async fn durability_for(
+        &self,
+        durability: crate::config::Durability,
+    ) -> Result<crate::config::Durability> {
         if !durability.every_replica {
             return Ok(durability);
         }
-        let Some(known) = self.inner.con.known_replicas() else {
+        let known = if let Some(known) = self.inner.con.known_replicas() {
+            known
+        } else if self.is_cluster() {
+            let slot = self.inner.prefix.slot();
+            self.inner.shard_replicas.count(&self.inner.con, slot, self.inner.response_timeout).await?
+        } else {
             return Err(crate::Error::InvalidArgument(
-                "Durability::every_replica needs a handle connected through Sentinel (serviceName=), which knows \
-                 how many replicas the service has; use Durability::replicas(n) here"
+                "Durability::every_replica needs a handle connected through Sentinel (serviceName=) or to a \
+                 cluster, which know how many replicas there are; use Durability::replicas(n) here"
                     .into(),
             ));
         };

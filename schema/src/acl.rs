@@ -101,9 +101,11 @@ const APP: &[&str] = &[
 const FALLBACK: &[&str] = &["auth", "eval", "select"];
 
 /// The application's: those, `WAIT` or `WAITAOF` after a write that asks
-/// for replicas or the append-only file, and `XGROUP SETID` when a consumer
-/// group is moved past a gap of trimmed entries it was told of.
-const APP_FALLBACK: &[&str] = &["auth", "eval", "select", "wait", "waitaof", "xgroup|setid"];
+/// for replicas or the append-only file, `CLUSTER SHARDS` on a cluster
+/// for a write that waits for every replica (how many the shard has), and
+/// `XGROUP SETID` when a consumer group is moved past a gap of trimmed
+/// entries it was told of.
+const APP_FALLBACK: &[&str] = &["auth", "cluster|shards", "eval", "select", "wait", "waitaof", "xgroup|setid"];
 
 /// The inspector runs no script, so its fallbacks are the connection's only.
 const INSPECTOR_FALLBACK: &[&str] = &["auth", "select"];

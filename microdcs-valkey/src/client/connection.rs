@@ -122,6 +122,27 @@ impl Connection {
         None
     }
 
+    /// Asks `cmd` of three nodes of a cluster picked at random, at once,
+    /// and takes the first answer (a server error made an error): one of
+    /// them may hang. Each ask is bounded by `timeout`. Off a cluster it
+    /// is refused (nothing is sent).
+    pub(crate) async fn ask_any_node(&self, cmd: &Cmd, timeout: std::time::Duration) -> RedisResult<Value> {
+        let Kind::Cluster(con, _) = &self.kind else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a question for a cluster node on a handle to one server",
+            )));
+        };
+        let asks = (0..3).map(|_| {
+            let (mut con, cmd) = (con.clone(), cmd.clone());
+            Box::pin(async move {
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                super::bounded(timeout, async move { con.route_command(cmd, route).await?.extract_error() }).await
+            })
+        });
+        Ok(futures_util::future::select_ok(asks).await?.0)
+    }
+
     /// Runs `cmd` on the primary that owns `slot` (on one server, on the
     /// server): for commands without a key that must reach the node holding
     /// an island's keys, such as `SCAN`.

@@ -75,7 +75,7 @@
 //! | `Valkey:WriteRetryDelay` | [`write_retry_delay`](ValkeyConfig::write_retry_delay) | `100ms` | a duration | the pause before such a write is checked and repeated; also the longest pause of a write sent back by contention, and a read's quick retry after a lost connection |
 //! | `Valkey:OpHistoryLength` | [`op_history_length`](ValkeyConfig::op_history_length) | `8` | 1 to 64 | operation ids kept per document: a repeated write is recognised while fewer later writes reached the document |
 //! | `Valkey:TombstoneRetention` | [`tombstone_retention`](ValkeyConfig::tombstone_retention) | `10m` | at least `1s` | how long a deleted document's tombstone (last version, operation ids) is kept for retries across the delete |
-//! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (every replica the Sentinels know; through Sentinel only, elsewhere every write is refused) | replicas every single-document write waits for ([`Durability`]) |
+//! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (every replica the Sentinels know, or the cluster shard has; on one server not through Sentinel every write is refused) | replicas every single-document write waits for ([`Durability`]) |
 //! | `Valkey:WriteReplicaTimeout` | [`write_replica_timeout`](ValkeyConfig::write_replica_timeout) | `1s` | `1ms` to `60s` | that wait, per attempt, on top of `ResponseTimeout`; fewer replicas in time is [`Error::NotReplicated`](crate::Error::NotReplicated) |
 //! | `Valkey:WriteWaitAof` | [`write_wait_aof`](ValkeyConfig::write_wait_aof) | `false` | boolean | wait for the append-only files (`WAITAOF`) instead |
 //! | `Valkey:ChangeStreamMaxLength` | [`change_stream_max_length`](ValkeyConfig::change_stream_max_length) | `5000` | 1 to 2^63-1 | `MAXLEN ~` of the change streams: with a poller running, the entries not yet read by every group |
@@ -191,8 +191,9 @@ pub struct ValkeyConfig {
     /// Replicas every single-document write of a store waits for (0: none).
     pub write_replicas: u32,
     /// `WriteReplicas=all`: every write waits for every replica the
-    /// Sentinels know for the service ([`Durability::every_replica`]), the
-    /// level that survives every kind of Sentinel failover.
+    /// Sentinels know for the service, or on a cluster every replica of
+    /// the shard ([`Durability::every_replica`]), the level that survives
+    /// every kind of failover.
     pub write_every_replica: bool,
     /// The longest such wait (1 ms to 60 s).
     pub write_replica_timeout: Duration,

@@ -56,7 +56,7 @@ impl Default for WriteOptions {
 /// as long as the promoted replica is one of them. With fewer than every
 /// replica nothing assures that, and a deposed primary's other replicas
 /// may answer the wait (see [`Durability::every_replica`], the level that
-/// survives every Sentinel failover). Fewer acknowledgements within
+/// survives every Sentinel and cluster failover). Fewer acknowledgements within
 /// the timeout is [`crate::Error::NotReplicated`]: the write *was*
 /// applied, at the version the error carries, but a failover may lose it.
 ///
@@ -80,9 +80,9 @@ pub struct Durability {
     /// [`Durability::MAX_TIMEOUT`]). The call as a whole then waits at most
     /// `ResponseTimeout` plus this per attempt.
     pub timeout: Duration,
-    /// Wait for every replica the Sentinels know for the service, down
-    /// ones included (and at least `replicas`): see
-    /// [`Durability::every_replica`].
+    /// Wait for every replica the Sentinels know for the service, or on a
+    /// cluster every replica of the shard, down ones included (and at
+    /// least `replicas`): see [`Durability::every_replica`].
     pub every_replica: bool,
 }
 
@@ -100,12 +100,17 @@ impl Durability {
         Durability { replicas: n, ..Durability::NONE }
     }
 
-    /// Wait for every replica of the service, as many as the Sentinels
-    /// know (down ones included), at most the default timeout (1 s):
-    /// the level an acknowledged write survives every kind of Sentinel
-    /// failover with. Through Sentinel only; on another handle the write
-    /// is refused with [`crate::Error::InvalidArgument`] before anything
-    /// is written.
+    /// Wait for every replica, at most the default timeout (1 s): the
+    /// level an acknowledged write survives every kind of failover with.
+    /// Through Sentinel as many as the Sentinels know for the service; on
+    /// a Valkey Cluster as many as the shard serving the write's slot has
+    /// (every node of it but the primary, `CLUSTER SHARDS`, learnt at the
+    /// first such write within `ResponseTimeout` and asked again in the
+    /// background when older than 5 s); failed ones included either way,
+    /// and the most seen since the handle started. On a handle to one
+    /// server (with or without replicas, not through Sentinel) the write is
+    /// refused with [`crate::Error::InvalidArgument`] before anything is
+    /// written: nothing there counts replicas a promotion does not shrink.
     ///
     /// Why every replica and not some: after a requested failover
     /// (`SENTINEL FAILOVER`) the old primary keeps taking writes until the
@@ -115,7 +120,8 @@ impl Durability {
     /// they all resync from the new primary. Once one replica was promoted
     /// away the old primary can never gather all of them again, so it can
     /// confirm nothing. The cost: while any replica is down (or not yet
-    /// forgotten by the Sentinels after it was removed), every write that
+    /// forgotten by the Sentinels, or by the cluster with `CLUSTER
+    /// FORGET`, after it was removed), every write that
     /// waits this way is applied and answered with
     /// [`crate::Error::NotReplicated`] after the timeout.
     pub fn every_replica() -> Self {

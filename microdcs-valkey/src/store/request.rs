@@ -113,7 +113,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
         };
         Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
-            let d = store.valkey.durability_for(d)?;
+            let d = store.valkey.durability_for(d).await?;
             let op = &stored_op(op.as_deref())?;
             match what {
                 PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d, keep).await,
@@ -197,7 +197,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
         let d = self.durability.unwrap_or(store.valkey.write_options().durability);
         Box::pin(observed("delete", D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
-            let d = store.valkey.durability_for(d)?;
+            let d = store.valkey.durability_for(d).await?;
             match what {
                 DeleteWhat::Read(read) => {
                     if let Some(s) = scope.filter(|s| *s != read.scope) {
@@ -268,7 +268,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
         let name = if D::SPEC.outbox.is_some() { "step" } else { "write" };
         Box::pin(observed(name, D::SPEC.kind, async move {
             let Some(what) = what else { return Err(polled_again()) };
-            let d = store.valkey.durability_for(d)?;
+            let d = store.valkey.durability_for(d).await?;
             // The call's own id overrides the effects' id.
             let op = &stored_op(op.as_deref().or(effects.op.as_deref()))?;
             match what {

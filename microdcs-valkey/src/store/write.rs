@@ -189,7 +189,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             (Some(s), _) => Some(s),
             (None, Expect::Create) => Some(ReadState::missing(plan.fields.len())),
             (None, _) if !plan.has_indexes() => None,
-            (None, _) => Some(self.read_state(key).await?),
+            // A read that got no answer (a primary failing over) does not
+            // end the write: the script compares the stored index fields
+            // with what we send and hands back what is stored when they
+            // differ, so the write goes on as if nothing were stored, under
+            // its own retry rule and bound (a read bound, then a write bound).
+            (None, _) => match self.read_state(key).await {
+                Ok(s) => Some(s),
+                Err(e) if e.is_connection() => {
+                    tracing::debug!(key = self.valkey.shown(key), error = %e, "no stored state read; the script will tell");
+                    Some(ReadState::missing(plan.fields.len()))
+                }
+                Err(e) => return Err(e),
+            },
         };
         let wanted = match expect {
             Expect::Version(n) => Some(Revision::of_history(n, "")),

@@ -30,8 +30,9 @@ use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_valkey::config::Secret;
 use microdcs_valkey::testing::{ValkeyCluster, unique_island, unique_prefix};
 use microdcs_valkey::{
-    Error, Expect, MicroDcsConfig, PutOutcome, Valkey, changes::Changes, config::Placement, config::ValkeyConfig,
-    poller::Poller, store::Effects, store::MaintenanceOptions, store::StepOutcome, store::WorkEntry,
+    Error, Expect, MicroDcsConfig, PutOutcome, Valkey, changes::Changes, config::Durability, config::Placement,
+    config::ValkeyConfig, poller::Poller, store::Effects, store::MaintenanceOptions, store::StepOutcome,
+    store::WorkEntry,
 };
 
 /// The busy scope of the sharded runs: every writer writes there.
@@ -64,16 +65,20 @@ async fn connect_as(cluster: &ValkeyCluster, name: &str, shape: Shape) -> Valkey
         Shape::Island => (unique_island(name), Placement::Island),
         Shape::Sharded => (unique_prefix(name), Placement::Sharded),
     };
+    connect_to(cluster, prefix.as_str(), placement).await
+}
+
+async fn connect_to(cluster: &ValkeyCluster, prefix: &str, placement: Placement) -> Valkey {
     let config = ValkeyConfig {
         connection_string: Secret::new(cluster.connection_string()),
-        key_prefix: prefix.as_str().to_owned(),
+        key_prefix: prefix.to_owned(),
         placement,
         response_timeout: RESPONSE_TIMEOUT,
         write_attempts: ATTEMPTS,
         write_retry_delay: RETRY_DELAY,
         ..MicroDcsConfig::default().valkey
     };
-    Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect {name}: {e}"))
+    Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect {prefix}: {e}"))
 }
 
 /// What one writer saw.
@@ -278,8 +283,12 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_survives_cluster_faults() {
-    let mut cluster = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
-    println!("cluster of 6 nodes formed in {:?}", cluster.formed_in());
+    // Two replicas per primary: with one, a deposed primary has none left
+    // and a wait for fewer than every replica could not be told apart from
+    // one for all of them.
+    let mut cluster = ValkeyCluster::start_local(3, 2).unwrap_or_else(|e| panic!("{e}"));
+    println!("cluster of 9 nodes formed in {:?}", cluster.formed_in());
+    every_replica_waits_for_the_whole_shard(&mut cluster).await;
 
     for shape in [Shape::Island, Shape::Sharded] {
         let tag = if shape == Shape::Island { "" } else { "sharded-" };
@@ -293,10 +302,10 @@ async fn the_runtime_survives_cluster_faults() {
 
         under_fault(&mut cluster, &format!("{tag}kill-9-primary"), shape, |c, slot| {
             let primary = c.primary_of(slot).expect("the slot has a primary");
-            let replica = c.replica_of(primary).expect("and a replica");
             c.node_mut(primary).kill();
             let deadline = Instant::now() + Duration::from_secs(15);
-            while c.primary_of(slot) != Some(replica) {
+            // Either replica may be promoted.
+            while c.primary_of(slot).is_none_or(|p| p == primary) {
                 assert!(Instant::now() < deadline, "the replica was not promoted");
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -329,6 +338,48 @@ async fn the_runtime_survives_cluster_faults() {
 
     nudges_across_a_failover(&mut cluster).await;
     shard_nudges_across_a_failover(&mut cluster).await;
+}
+
+/// `Durability::every_replica()` on a cluster waits for every replica of
+/// the shard serving the island's slot, a failed one included: with both
+/// of its two replicas running a write is confirmed; with one killed, a
+/// handle made after the kill still waits for two, so its write is applied
+/// and answered `NotReplicated` (one of two), where `replicas(1)` is
+/// confirmed; with the replica back, confirmed again.
+async fn every_replica_waits_for_the_whole_shard(cluster: &mut ValkeyCluster) {
+    let prefix = unique_island("every-replica");
+    let valkey = connect_to(cluster, prefix.as_str(), Placement::Island).await;
+    let slot = prefix.slot().expect("a tagged prefix");
+    let every = Durability::every_replica().with_timeout(Duration::from_millis(300));
+    let doc = |n: u32| JobResponse::new("e-1", "s1", "o-1", &[&format!("Step{n}")]);
+    let put = |valkey: &Valkey, n: u32, d: Durability| {
+        let valkey = valkey.clone();
+        async move { Plant::open(valkey).store::<JobResponse>().put(&doc(n), Expect::Any).durability(d).await }
+    };
+    let out = put(&valkey, 1, every).await;
+    assert!(matches!(out, Ok(PutOutcome::Written { version: 1 })), "both replicas running: {out:?}");
+
+    let primary = cluster.primary_of(slot).expect("the slot has a primary");
+    let replica = cluster.replica_of(primary).expect("and a replica");
+    tokio::task::block_in_place(|| cluster.node_mut(replica).kill());
+    let after = connect_to(cluster, prefix.as_str(), Placement::Island).await;
+    for (handle, n) in [(&valkey, 2), (&after, 3)] {
+        let out = put(handle, n, every).await;
+        assert!(
+            matches!(out, Err(Error::NotReplicated { version, acked: 1, wanted: 2, .. }) if version == u64::from(n)),
+            "one replica of two down, write {n}: {out:?}"
+        );
+    }
+    let out = put(&after, 4, Durability::replicas(1).with_timeout(Duration::from_millis(300))).await;
+    assert!(matches!(out, Ok(PutOutcome::Written { version: 4 })), "replicas(1) with one down: {out:?}");
+
+    tokio::task::block_in_place(|| {
+        cluster.node_mut(replica).restart().unwrap_or_else(|e| panic!("{e}"));
+        cluster.wait_healthy(Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    });
+    let out = put(&after, 5, every).await;
+    assert!(matches!(out, Ok(PutOutcome::Written { version: 5 })), "the replica back: {out:?}");
+    println!("every replica on a cluster: waited for the shard's two replicas, a failed one included");
 }
 
 /// Nudges per scope (`SPUBLISH` on the scope's shard channel) still reach

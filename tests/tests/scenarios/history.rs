@@ -69,6 +69,7 @@ struct Call {
     /// replicated in time (`NotReplicated`).
     applied: Option<u64>,
     typed: bool,
+    started: Instant,
     took: Duration,
 }
 
@@ -77,6 +78,8 @@ struct Call {
 #[derive(Debug)]
 struct Seen {
     id: &'static str,
+    /// When the read started.
+    started: Instant,
     version: u64,
     digest: Option<String>,
     content_op: String,
@@ -110,6 +113,7 @@ fn history_of(raw: &str, version: u64) -> Vec<(u64, String)> {
 }
 
 async fn read(valkey: &Valkey, id: &'static str) -> Result<Option<Seen>, Error> {
+    let started = Instant::now();
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let Some(got) = store.get(id).await? else { return Ok(None) };
     let key = store.key(id)?;
@@ -126,6 +130,7 @@ async fn read(valkey: &Valkey, id: &'static str) -> Result<Option<Seen>, Error> 
     };
     Ok(Some(Seen {
         id,
+        started,
         version: got.version,
         digest: got.revision().op().map(str::to_owned),
         content_op: got.doc.job_order_id.clone(),
@@ -138,13 +143,17 @@ async fn client(
     seed: u64,
     level: Durability,
     budget: Arc<AtomicU64>,
+    covered: Arc<AtomicBool>,
     calls: &mut Vec<Call>,
     seen: &mut Vec<Seen>,
 ) {
     let mut rng = Rng(seed);
     let store = Plant::open(valkey.clone()).store::<JobResponse>();
     let mut n = 0;
-    while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok() {
+    // The budget, and on until every kind of fault has struck once.
+    while budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok()
+        || !covered.load(Ordering::SeqCst)
+    {
         n += 1;
         let id = IDS[rng.below(IDS.len() as u64) as usize];
         let op = format!("c{seed}-{n}");
@@ -207,6 +216,7 @@ async fn client(
             prev,
             outcome: outcome.map_err(|e| format!("{e:?}")),
             typed: is_typed,
+            started,
             took: started.elapsed(),
         });
         tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
@@ -271,6 +281,29 @@ impl Deployment {
         false
     }
 
+    /// A running replica of primary `p`.
+    fn replica_of(&self, p: usize) -> Option<usize> {
+        match self {
+            Deployment::Sentinel(s) => (0..s.data_nodes().len()).find(|&i| i != p && s.data_nodes()[i].is_running()),
+            Deployment::Cluster(c, _) => c.replica_of(p),
+        }
+    }
+
+    /// The island's slot moved to another primary (a cluster only):
+    /// atomically (`CLUSTER MIGRATESLOTS`) or the legacy way, a few keys
+    /// at a time while clients get `ASK` and `TRYAGAIN`.
+    fn migrate(&self, atomic: bool) {
+        let Deployment::Cluster(c, slot) = self else { return };
+        let Some(from) = c.primary_of(*slot) else { return };
+        let Some(to) = (0..c.nodes().len()).find(|&i| i != from && c.is_primary(i)) else { return };
+        let moved = if atomic {
+            c.migrate_slot(*slot, to)
+        } else {
+            c.migrate_slot_legacy(*slot, to, 3, Duration::from_millis(100))
+        };
+        moved.unwrap_or_else(|e| panic!("migrate: {e}"));
+    }
+
     /// A node restarted without its data comes back as a replica of the
     /// current primary, as a supervisor must bring it back: as a primary
     /// it would hold no data (or an old copy) until the Sentinels turn it
@@ -297,39 +330,72 @@ impl Deployment {
     }
 }
 
+/// One fault the nemesis made: its kind and when it began.
+struct Fault {
+    kind: &'static str,
+    at: Instant,
+}
+
 /// Faults until told to stop: a failover on request, the primary stopped
 /// (`SIGSTOP`) past the failure detection, the primary killed and
-/// restarted empty (as a replica: [`Deployment::rejoin`]), or every client connection of the primary cut
-/// (`CLIENT KILL`). The number of faults and of those that moved the
-/// primary.
-fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32, BTreeMap<&'static str, u32>) {
+/// restarted empty (as a replica: [`Deployment::rejoin`]), every client
+/// connection of the primary cut (`CLIENT KILL`), a replica killed for one
+/// to two seconds and restarted empty, and on a cluster the island's slot
+/// moved to another primary (atomic or legacy migration). The kinds come
+/// in a seeded random order, each once per round, and `covered` is set
+/// when each has struck. The faults made, how many moved the primary, and
+/// the number of kinds.
+fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool, covered: &AtomicBool) -> (Vec<Fault>, u32, usize) {
     let mut rng = Rng(seed ^ 0xfeed);
-    let (mut faults, mut failovers) = (0, 0);
-    let mut kinds = BTreeMap::new();
+    let mut faults = Vec::new();
+    let mut failovers = 0;
+    let kinds: &[&'static str] = match d {
+        Deployment::Sentinel(_) => &["failover", "sigstop", "sigkill", "client-kill", "replica-down"],
+        Deployment::Cluster(..) => &["failover", "sigstop", "sigkill", "client-kill", "replica-down", "migrate"],
+    };
+    let mut round: Vec<&'static str> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(600 + rng.below(900)));
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let Some(old) = d.primary() else { continue };
-        faults += 1;
-        let kind = rng.below(4);
-        *kinds.entry(["failover", "sigstop", "sigkill", "client-kill"][kind as usize]).or_default() += 1;
+        if round.is_empty() {
+            round = kinds.to_vec();
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let kind = round.pop().expect("refilled");
+        faults.push(Fault { kind, at: Instant::now() });
         let moved = match kind {
-            0 => d.failover(),
-            1 => {
+            "failover" => d.failover(),
+            "sigstop" => {
                 let pid = d.node(old).pid().expect("local");
                 signal("-STOP", pid);
                 let moved = d.moved_from(old);
                 signal("-CONT", pid);
                 moved
             }
-            2 => {
+            "sigkill" => {
                 d.node_mut(old).kill();
                 let moved = d.moved_from(old);
                 d.node_mut(old).restart().unwrap_or_else(|e| panic!("restart: {e}"));
                 d.rejoin(old);
                 moved
+            }
+            "replica-down" => {
+                if let Some(r) = d.replica_of(old) {
+                    d.node_mut(r).kill();
+                    std::thread::sleep(Duration::from_millis(1000 + rng.below(1000)));
+                    d.node_mut(r).restart().unwrap_or_else(|e| panic!("restart: {e}"));
+                    d.rejoin(r);
+                }
+                false
+            }
+            "migrate" => {
+                d.migrate(rng.below(2) == 0);
+                true
             }
             _ => {
                 let _ = command(d.node(old), &["CLIENT", "KILL", "TYPE", "normal"]);
@@ -338,8 +404,11 @@ fn nemesis(d: &mut Deployment, seed: u64, stop: &AtomicBool) -> (u32, u32, BTree
         };
         failovers += u32::from(moved);
         d.wait_ready();
+        if faults.len() >= kinds.len() {
+            covered.store(true, Ordering::SeqCst);
+        }
     }
-    (faults, failovers, kinds)
+    (faults, failovers, kinds.len())
 }
 
 fn signal(which: &str, pid: u32) {
@@ -355,31 +424,41 @@ async fn a_fault_history_through_sentinel_keeps_the_consistency_model() {
     let s = Sentinel::start_with_replicas(2).unwrap_or_else(|e| panic!("{e}"));
     let cs = s.connection_string();
     let prefix = unique_prefix("history");
-    run_history("sentinel", Deployment::Sentinel(s), &cs, prefix, Durability::every_replica()).await;
+    run_history("sentinel", Deployment::Sentinel(s), &cs, prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_history_on_a_cluster_keeps_the_consistency_model() {
-    let c = ValkeyCluster::start_local(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    // Two replicas per primary, as through Sentinel.
+    let c = ValkeyCluster::start_local(3, 2).unwrap_or_else(|e| panic!("{e}"));
     let cs = c.connection_string();
     let prefix = unique_island("history");
     let slot = prefix.slot().expect("an island has a slot");
-    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix, Durability::replicas(1)).await;
+    run_history("cluster", Deployment::Cluster(c, slot), &cs, prefix).await;
 }
 
-/// Runs the history; durable writes wait for `level`.
-async fn run_history(
-    name: &str,
-    mut deployment: Deployment,
-    connection_string: &str,
-    prefix: KeyPrefix,
-    level: Durability,
-) {
+/// What durable writes wait for: `Durability::every_replica()`, or with
+/// `HISTORY_REPLICAS=n` a wait for `n` replicas (to measure what a level
+/// below every replica loses; a lost write then fails the run).
+fn level() -> Durability {
+    match std::env::var("HISTORY_REPLICAS").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => Durability::replicas(n),
+        None => Durability::every_replica(),
+    }
+}
+
+/// Runs the history.
+async fn run_history(name: &str, mut deployment: Deployment, connection_string: &str, prefix: KeyPrefix) {
+    let level = level();
     let ops: u64 = std::env::var("HISTORY_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(240);
     let seed: u64 = std::env::var("HISTORY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
     });
-    println!("{name} history seed {seed} (HISTORY_SEED={seed} repeats the choices), {ops} operations");
+    println!(
+        "{name} history seed {seed} (HISTORY_SEED={seed} repeats the choices), {ops} operations, durable writes \
+         wait for {}",
+        if level.every_replica { "every replica".to_owned() } else { format!("{} replicas", level.replicas) }
+    );
     let mut config = MicroDcsConfig::default();
     config.set("Valkey:ConnectionString", connection_string).unwrap();
     config.set("Valkey:KeyPrefix", prefix.as_str()).unwrap();
@@ -390,19 +469,20 @@ async fn run_history(
 
     let budget = Arc::new(AtomicU64::new(ops));
     let stop = Arc::new(AtomicBool::new(false));
+    let covered = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for c in 0..CLIENTS {
         let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect: {e}"));
-        let budget = budget.clone();
+        let (budget, covered) = (budget.clone(), covered.clone());
         clients.push(tokio::spawn(async move {
             let (mut calls, mut seen) = (Vec::new(), Vec::new());
-            client(valkey, seed.wrapping_add(c), level, budget, &mut calls, &mut seen).await;
+            client(valkey, seed.wrapping_add(c), level, budget, covered, &mut calls, &mut seen).await;
             (calls, seen)
         }));
     }
-    let nemesis_stop = stop.clone();
+    let (nemesis_stop, nemesis_covered) = (stop.clone(), covered.clone());
     let faulting = std::thread::spawn(move || {
-        let n = nemesis(&mut deployment, seed, &nemesis_stop);
+        let n = nemesis(&mut deployment, seed, &nemesis_stop, &nemesis_covered);
         (deployment, n)
     });
     let (mut calls, mut seen) = (Vec::new(), Vec::new());
@@ -413,7 +493,7 @@ async fn run_history(
     }
     // The nemesis ends with the operations (after the fault it is in).
     stop.store(true, Ordering::SeqCst);
-    let (deployment, (faults, failovers, fault_kinds)) = faulting.join().unwrap();
+    let (deployment, (faults, failovers, every_kind)) = faulting.join().unwrap();
     deployment.wait_ready();
     // The final state, read after the faults through a new handle.
     let last = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect after: {e}"));
@@ -422,6 +502,15 @@ async fn run_history(
         seen.extend(got);
     }
     let report = check(&calls, &seen);
+    let (per_fault, per_kind) = unavailability(&calls, &faults, Instant::now());
+    for line in per_fault.iter().chain(&per_kind) {
+        println!("{name} {line}");
+    }
+    let mut fault_kinds: BTreeMap<&str, u32> = BTreeMap::new();
+    for f in &faults {
+        *fault_kinds.entry(f.kind).or_default() += 1;
+    }
+    let faults = faults.len();
     let acked = calls.iter().filter(|c| c.kind != "read" && matches!(c.outcome, Ok(Some(_)))).count();
     let acked_durable =
         calls.iter().filter(|c| c.durable && c.kind != "read" && matches!(c.outcome, Ok(Some(_)))).count();
@@ -436,25 +525,113 @@ async fn run_history(
     }
     println!(
         "{name} history: seed {seed}, {} operations, {faults} faults {fault_kinds:?}, {failovers} failovers, {acked} acknowledged \
-         writes ({acked_durable} replicated), {errors} typed errors {kinds:?}, {} lost-unreplicated, {} violations; \
-         longest call {} ms",
+         writes ({acked_durable} replicated), {errors} typed errors {kinds:?}, {} lost-unreplicated; lost durable \
+         {}, regressions {}, doubled {}, {} violations in all; longest call {} ms",
         calls.len(),
         report.lost_unreplicated,
+        report.lost_durable,
+        report.regressions,
+        report.doubled,
         report.violations.len(),
         longest.as_millis()
     );
-    assert!(faults > 0, "the nemesis struck at least once");
+    assert_eq!(fault_kinds.len(), every_kind, "every kind of fault struck: {fault_kinds:?}");
     assert!(report.violations.is_empty(), "seed {seed}: violations:\n{}", report.violations.join("\n"));
+}
+
+/// Per fault, and per kind of fault: the time from the first call that
+/// failed (ended with an error other than `NotReplicated`, which is a
+/// write applied) to the first call that succeeded after it, both by when
+/// they ended; the calls that failed by error type (`NotReplicated`
+/// included); the longest call. A fault's window runs from its start to
+/// the next fault's (or the end), and holds the calls that ended in it.
+fn unavailability(calls: &[Call], faults: &[Fault], end: Instant) -> (Vec<String>, Vec<String>) {
+    let mut per_fault = Vec::new();
+    // Per kind: faults, the longest gap, the gaps summed, failed calls by type, longest call.
+    type Sums = (u32, Duration, Duration, BTreeMap<String, u32>, Duration);
+    let mut per_kind: BTreeMap<&str, Sums> = BTreeMap::new();
+    for (i, f) in faults.iter().enumerate() {
+        let until = faults.get(i + 1).map_or(end, |n| n.at);
+        let ended = |c: &Call| c.started + c.took;
+        let window: Vec<&Call> = calls.iter().filter(|c| ended(c) >= f.at && ended(c) < until).collect();
+        let failed_at = window
+            .iter()
+            .filter(|c| c.outcome.as_ref().is_err_and(|e| !e.starts_with("NotReplicated")))
+            .map(|c| ended(c))
+            .min();
+        let gap = failed_at.map_or(Duration::ZERO, |first| {
+            let ok = window.iter().filter(|c| c.outcome.is_ok() && ended(c) > first).map(|c| ended(c)).min();
+            ok.unwrap_or(until).saturating_duration_since(first)
+        });
+        let mut failed: BTreeMap<String, u32> = BTreeMap::new();
+        for c in &window {
+            if let Err(e) = &c.outcome {
+                *failed.entry(e.split([' ', '(', '{']).next().unwrap_or_default().to_owned()).or_default() += 1;
+            }
+        }
+        let longest = window.iter().map(|c| c.took).max().unwrap_or_default();
+        // What the calls that failed (not `NotReplicated`) were and said.
+        let why: BTreeSet<String> = window
+            .iter()
+            .filter_map(|c| match &c.outcome {
+                Err(e) if !e.starts_with("NotReplicated") => Some(format!(
+                    "{} after {} ms: {}",
+                    c.kind,
+                    c.took.as_millis(),
+                    e.chars().take(100).collect::<String>()
+                )),
+                _ => None,
+            })
+            .collect();
+        per_fault.push(format!(
+            "fault {} at +{} ms: unavailable {} ms, failed {failed:?}, longest call {} ms {why:?}",
+            f.kind,
+            f.at.saturating_duration_since(faults[0].at).as_millis(),
+            gap.as_millis(),
+            longest.as_millis()
+        ));
+        let k = per_kind.entry(f.kind).or_default();
+        k.0 += 1;
+        k.1 = k.1.max(gap);
+        k.2 += gap;
+        for (e, n) in failed {
+            *k.3.entry(e).or_default() += n;
+        }
+        k.4 = k.4.max(longest);
+    }
+    let per_kind = per_kind
+        .into_iter()
+        .map(|(kind, (n, most, sum, failed, longest))| {
+            format!(
+                "kind {kind}: {n} faults, unavailable mean {} ms max {} ms, failed {failed:?}, longest call {} ms",
+                (sum / n).as_millis(),
+                most.as_millis(),
+                longest.as_millis()
+            )
+        })
+        .collect();
+    (per_fault, per_kind)
 }
 
 struct Report {
     lost_unreplicated: usize,
+    /// Writes acknowledged as replicated that were lost.
+    lost_durable: usize,
+    /// Reads that saw a version below a write acknowledged as replicated
+    /// before they started.
+    regressions: usize,
+    /// Ops applied twice in one history.
+    doubled: usize,
     violations: Vec<String>,
 }
 
 fn check(calls: &[Call], seen: &[Seen]) -> Report {
     let mut violations = Vec::new();
-    let bound = (RESPONSE_TIMEOUT + RETRY_DELAY) * (ATTEMPTS + 1) + REPLICA_WAIT + Duration::from_secs(1);
+    let (mut lost_durable, mut regressions, mut doubled) = (0, 0, 0);
+    // Learning a cluster shard's replica count (`every_replica`) adds one
+    // response timeout to a handle's first durable write.
+    let bound =
+        (RESPONSE_TIMEOUT + RETRY_DELAY) * (ATTEMPTS + 1) + REPLICA_WAIT + RESPONSE_TIMEOUT + Duration::from_secs(1);
     let by_digest: BTreeMap<String, &Call> = calls.iter().map(|c| (stored_op_id(&c.op), c)).collect();
     for c in calls {
         if !c.typed {
@@ -486,6 +663,7 @@ fn check(calls: &[Call], seen: &[Seen]) -> Report {
         let mut once = BTreeSet::new();
         for (v, d) in &s.history {
             if !once.insert(d) {
+                doubled += 1;
                 violations.push(format!("{}: op {d} applied twice in one history", s.id));
             }
             at.entry((s.id, *v)).or_default().insert(d.clone());
@@ -512,13 +690,29 @@ fn check(calls: &[Call], seen: &[Seen]) -> Report {
         let Some(there) = at.get(&(c.id, v)) else { continue };
         if there.iter().any(|d| *d != mine) {
             if replicated {
+                lost_durable += 1;
                 violations.push(format!("{} {} acknowledged as replicated at v{v} was lost", c.kind, c.op));
             } else {
                 lost_unreplicated += 1;
             }
         }
     }
-    Report { lost_unreplicated, violations }
+    // No read sees a version below a write acknowledged as replicated
+    // before the read started (a deleted document's versions go on from
+    // its tombstone, so they never go back either).
+    for s in seen {
+        for c in calls {
+            let Some(v) = c.applied else { continue };
+            if c.id == s.id && c.durable && c.outcome.is_ok() && c.started + c.took <= s.started && s.version < v {
+                regressions += 1;
+                violations.push(format!(
+                    "{} read at v{} after {} {} was acknowledged as replicated at v{v}",
+                    s.id, s.version, c.kind, c.op
+                ));
+            }
+        }
+    }
+    Report { lost_unreplicated, lost_durable, regressions, doubled, violations }
 }
 
 /// The checker itself, on made-up histories: each rule finds its breach.
@@ -534,10 +728,12 @@ fn the_checker_finds_each_kind_of_violation() {
         outcome: Ok(applied),
         applied,
         typed: true,
+        started: Instant::now(),
         took: Duration::from_millis(5),
     };
     let seen = |version: u64, content: &str, history: &[(u64, &str)]| Seen {
         id: "d-0",
+        started: Instant::now() + Duration::from_secs(1),
         version,
         digest: Some(stored_op_id(content)),
         content_op: content.to_owned(),
@@ -551,6 +747,10 @@ fn the_checker_finds_each_kind_of_violation() {
     // The replicated write lost: another write holds its version.
     let lost = check(&calls, &[seen(1, "x", &[(1, "x")])]);
     assert!(lost.violations.iter().any(|v| v.contains("acknowledged as replicated")), "{:?}", lost.violations);
+    assert_eq!(lost.lost_durable, 1);
+    // A read after a replicated write that sees an older version.
+    let back = check(&[call("a", "put", true, Some(3))], &[seen(2, "x", &[(2, "x")])]);
+    assert_eq!((back.regressions, back.violations.len()), (1, 1), "{:?}", back.violations);
     // Not replicated: counted, not a violation.
     let calls_plain = vec![call("a", "create", false, Some(1))];
     let counted = check(&calls_plain, &[seen(1, "x", &[(1, "x")])]);
@@ -559,6 +759,7 @@ fn the_checker_finds_each_kind_of_violation() {
     // One op twice in a history.
     let twice = check(&calls, &[seen(3, "b", &[(1, "a"), (2, "b"), (3, "b")])]);
     assert!(twice.violations.iter().any(|v| v.contains("applied twice")), "{:?}", twice.violations);
+    assert_eq!(twice.doubled, 1);
 
     // Content that is not the write its op id names.
     let mut wrong = seen(2, "b", &[(2, "b")]);

@@ -248,8 +248,9 @@ fn durability_settings_parse_and_reach_the_write_options() {
 
 #[tokio::test]
 async fn every_replica_off_sentinel_is_refused_before_anything_is_written() {
-    // Only the Sentinels keep a count of replicas a promotion does not
-    // shrink: elsewhere the level is refused, typed, with nothing written.
+    // Only the Sentinels and a cluster keep a count of replicas a
+    // promotion does not shrink: on one server with replicas the level is
+    // refused, typed, with nothing written.
     let p = pair();
     let valkey = connect(&p.primary, "repl-every", Durability::every_replica()).await;
     let store = Plant::open(valkey).store::<JobResponse>();

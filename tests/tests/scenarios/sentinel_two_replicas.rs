@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
 use microdcs_valkey::testing::{Sentinel, command};
-use microdcs_valkey::{Error, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, config::ValkeyConfig};
+use microdcs_valkey::{
+    Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, config::ValkeyConfig,
+};
 
 const WRITERS: usize = 4;
 
@@ -299,7 +301,10 @@ async fn a_handle_never_goes_back_to_a_primary_stopped_through_the_failover() {
 /// succeeds on the promoted replica or has spent its whole bound first,
 /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`; quick refusals of
 /// the dead node prove the script never ran and use none of it, and the
-/// switch to the new primary is a reason to send again at once.
+/// switch to the new primary is a reason to send again at once. Half the
+/// writers create new documents (the script alone), half overwrite their
+/// own (`put(Expect::Any)`: a read of the stored index fields, then the
+/// script), whose read getting no answer must not end the write either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_through_a_killed_primary_spend_their_whole_bound() {
     let mut s = two_replicas();
@@ -314,6 +319,10 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
         let store = Plant::open(valkey).store::<JobResponse>();
         // Warm: the connections exist before the kill.
         let _ = store.get("none").await.unwrap();
+        let w = handles.len();
+        let own = JobResponse::new(&format!("p{w}"), "s1", &format!("o-p{w}"), &["A"]);
+        let before = store.put(&own, Expect::Any).await;
+        assert!(matches!(before, Ok(PutOutcome::Written { .. })), "before the kill: {before:?}");
         handles.push(store);
     }
     s.data_node_mut(0).kill();
@@ -326,7 +335,12 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
             for n in 0.. {
                 let id = format!("w{w}-{n}");
                 let started = Instant::now();
-                let r = store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).await;
+                let r = if w % 2 == 0 {
+                    store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).await
+                } else {
+                    let own = JobResponse::new(&format!("p{w}"), "s1", &format!("o-{id}"), &["B"]);
+                    store.put(&own, Expect::Any).await
+                };
                 let ok = r.is_ok();
                 outcomes.push((started.elapsed(), r.map_err(|e| format!("{e:?}"))));
                 if ok {
