@@ -105,14 +105,8 @@ async fn a_type_without_changes_writes_no_entry_and_no_nudge() {
         redis::cmd("EXISTS").arg(format!("{}:changes:s1", prefix.as_str())).query_async(&mut raw).await.unwrap();
     assert_eq!(stream, 0);
     // Retries stay recognised through the history and the tombstone.
-    assert_eq!(
-        store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
-        PutOutcome::Written { version: 3 }
-    );
-    assert_eq!(
-        store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
-        PutOutcome::Written { version: 3 }
-    );
+    assert_eq!(store.put(&doc, Expect::Create).op("req-1-answer").await.unwrap(), PutOutcome::Written { version: 3 });
+    assert_eq!(store.put(&doc, Expect::Create).op("req-1-answer").await.unwrap(), PutOutcome::Written { version: 3 });
     let ttl = pttl(&mut raw, &format!("{}:idem:req-1", prefix.as_str())).await;
     assert!(ttl > 3_500_000 && ttl <= 3_600_000, "an hour: {ttl}");
 }
