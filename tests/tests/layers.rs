@@ -452,7 +452,7 @@ fn sibling_circles(src: &Path) -> Vec<String> {
             let mut seen = std::collections::BTreeSet::new();
             let mut todo = vec![from.to_owned()];
             while let Some(m) = todo.pop() {
-                for ((a, b), _) in &edges {
+                for (a, b) in edges.keys() {
                     if *a == m && seen.insert(b.clone()) {
                         todo.push(b.clone());
                     }

@@ -35,7 +35,7 @@ use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, Stored};
 use super::write::{DocWrite, stored_op};
 use crate::codec::Codec;
 use crate::config::Durability;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::observe::observed;
 
 /// The future a request runs as.
@@ -361,7 +361,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
             match what {
                 DeleteWhat::Read(read) => {
                     if let Some(s) = scope.filter(|s| *s != read.scope) {
-                        return Err(crate::Error::InvalidArgument(format!(
+                        return Err(Error::InvalidArgument(format!(
                             "the read of `{}` is of scope `{}`, not `{s}`",
                             read.id, read.scope
                         )));
@@ -446,8 +446,8 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
 }
 
 /// A request polled after it completed (a caller's misuse of `poll`).
-fn polled_again() -> crate::Error {
-    crate::Error::InvalidArgument("a write request was polled after it completed".into())
+fn polled_again() -> Error {
+    Error::InvalidArgument("a write request was polled after it completed".into())
 }
 
 // Each request is a future itself (so it goes wherever a future goes:

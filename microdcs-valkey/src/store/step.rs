@@ -117,7 +117,7 @@ impl Event {
     }
 }
 
-/// What a step (or a [`Store::write`]) does beside storing the document:
+/// What a step (or a [`Store::write`](super::Store::write)) does beside storing the document:
 /// the work entries it appends and the event it applies (a type with an
 /// outbox only), the family effects it applies, and its operation id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn marker_keys() {
-        let p = microdcs_schema::KeyPrefix::new("t").unwrap();
+        let p = KeyPrefix::new("t").unwrap();
         let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
         assert_eq!(marker_key(&t, &p, "s1", &Event::new("line-1", "e-7")).unwrap(), "t:sfc:event:s1:line-1|e-7");
         assert!(marker_key(&t, &p, "s1", &Event::id("e-7")).is_err());
