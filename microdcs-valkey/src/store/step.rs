@@ -1,7 +1,11 @@
-//! The workflow step: a compare-and-set of a document that, in the same
-//! generated script, appends work entries to the type's outbox stream and
-//! applies an event at most once (an applied-event marker, checked and set);
-//! and the write with family effects, the same script without the outbox.
+//! What a workflow step carries: a compare-and-set of a document that, in
+//! the same generated script, appends work entries to the type's outbox
+//! stream and applies an event at most once (an applied-event marker,
+//! checked and set); and the write with family effects, the same script
+//! without the outbox. Here its vocabulary ([`Effects`], [`WorkEntry`],
+//! [`Event`], [`StepOutcome`]) and the checks and keys of its script
+//! arguments; the methods that start one are in `request.rs`, the write
+//! that runs it in `write.rs`.
 
 use serde::Serialize;
 
