@@ -139,7 +139,7 @@ use proc_macro::TokenStream;
 ///
 /// With `{scope}` in the key, ids are unique per scope only: two tenants
 /// may both hold a `t-1`. A document is then named by its scope and id
-/// (`Store::get_in`, `delete_id_in`, `get_many_in`, `key_in`; the id-only
+/// (`Store::get_in`, `delete_id(..).in_scope(..)`, `get_many_in`, `key_in`; the id-only
 /// forms refuse), every index key must hold `{scope}` too (an entry holds
 /// an id, which names a document only within its scope; a compile error
 /// otherwise), and unique lookups, claims, document pages, tombstones and

@@ -106,7 +106,7 @@ pub struct Change<D> {
     /// Created, updated or deleted.
     pub kind: ChangeKind,
     /// The operation id of the write as stored: a generated id as is; for
-    /// an id you passed (`update_with_op`), its fixed-length digest
+    /// an id you passed (`.op(id)` on the write), its fixed-length digest
     /// [`stored_op_id`](crate::schema::lua::stored_op_id)`(yours)`.
     pub op: String,
     /// The document as stored when the batch was read, when the consumer

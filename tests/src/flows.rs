@@ -39,7 +39,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let mut read = responses.get("r-1").await?.expect("written");
     let _ = responses.update_in_place(&mut read, JobResponse { state: vec!["Running".into()], ..r.clone() }).await?;
     let _ = responses.put(&JobResponse { state: vec!["Held".into()], ..r.clone() }, Expect::Any).await?;
-    let _ = responses.put_with_op(&r, Expect::Any, "flow-op-1").await?;
+    let _ = responses.put(&r, Expect::Any).op("flow-op-1").await?;
     let _ = responses.find(JobResponse::by_order("o-1")).await?;
     let _ = responses.ids(JobResponse::by_state("s1", "Queued"), Page::first(10)).await?;
     let _ = responses.list("s1", Page::first(10)).await?;
@@ -79,7 +79,7 @@ pub async fn app_flow(valkey: &Valkey) -> Result<(), Error> {
     let read = responses.get("r-2").await?.expect("written");
     let _ = responses.delete(&read).await?;
     let _ = responses.delete_id("r-3", DeleteExpect::Any).await?;
-    let _ = responses.delete_id_with_op("r-4", DeleteExpect::Any, "flow-del-1").await?;
+    let _ = responses.delete_id("r-4", DeleteExpect::Any).op("flow-del-1").await?;
     let wm = WorkMaster { id: "w-1".into(), scope: "s1".into(), name: "mix".into() };
     let _ = masters.create(&wm).await?;
     let _ = masters.list("s1", Page::first(10)).await?;

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::option_names::IGNORED_OPTIONS;
 use super::parse_bool;
 use super::secret::Secret;
 
@@ -57,33 +58,6 @@ impl fmt::Debug for Endpoint {
             .finish_non_exhaustive()
     }
 }
-
-/// StackExchange.Redis options that change nothing here (accepted, ignored).
-/// The options of the `host:port,name=value` form this parser takes (in
-/// lower case; [`IGNORED_OPTIONS`] besides): the names that can end a
-/// password when masking it.
-const OPTIONS: &[&str] =
-    &["user", "password", "ssl", "defaultdatabase", "connecttimeout", "synctimeout", "asynctimeout", "servicename"];
-
-/// Whether `name` (any case) is an option of the `name=value` form, taken
-/// or ignored.
-pub(super) fn is_option(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    OPTIONS.contains(&name.as_str()) || IGNORED_OPTIONS.contains(&name.as_str())
-}
-
-const IGNORED_OPTIONS: &[&str] = &[
-    "abortconnect",
-    "allowadmin",
-    "connectretry",
-    "keepalive",
-    "resolvedns",
-    "tiebreaker",
-    "version",
-    "checkcertificaterevocation",
-    "configcheckseconds",
-    "name",
-];
 
 /// Parses a connection string (see [`super::ValkeyConfig::connection_string`]).
 ///

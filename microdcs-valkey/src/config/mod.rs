@@ -113,6 +113,7 @@ use std::time::Duration;
 use crate::KeyPrefix;
 
 mod connection_string;
+mod option_names;
 mod options;
 mod secret;
 // Loading from the environment, `Key=Value` pairs and serde: the

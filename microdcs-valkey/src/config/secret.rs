@@ -113,7 +113,7 @@ fn option_end(cs: &str, from: usize, in_query: bool) -> usize {
             let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
             let named = rest[name_len..].trim_start().starts_with('=');
             let name = rest[..name_len].trim();
-            if name_len > 0 && named && (in_query || super::connection_string::is_option(name)) {
+            if name_len > 0 && named && (in_query || super::option_names::is_option(name)) {
                 return i;
             }
         }

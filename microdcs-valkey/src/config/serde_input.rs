@@ -2,48 +2,10 @@
 //! parsing and validation as the environment, and unknown fields are
 //! refused, so a misspelt setting is an error rather than a silent default.
 
-use super::load::unknown_setting;
+use super::load::{SettingText, unknown_setting};
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use serde::Deserialize;
-
-/// A setting's value as text, whatever scalar the format gave, so it is
-/// parsed exactly as from the environment.
-pub(super) struct SettingText(pub(super) String);
-
-impl<'de> Deserialize<'de> for SettingText {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Text;
-        impl serde::de::Visitor<'_> for Text {
-            type Value = SettingText;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, number or boolean")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_owned()))
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-            fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<SettingText, E> {
-                Ok(SettingText(v.to_string()))
-            }
-        }
-        d.deserialize_any(Text)
-    }
-}
 
 /// Section `MicroDcs:Valkey` as written, before parsing. Unknown fields are
 /// refused: the section belongs to this crate, as `APP_MicroDcs__Valkey__*`

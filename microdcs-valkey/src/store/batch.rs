@@ -258,7 +258,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// its history, so a claim that applied is reported as ours.
     async fn claim_write(&self, read: &mut Stored<D>, next: D) -> Result<bool> {
         let op = crate::op_id::new_op_id();
-        let out = self.update_with_op(read, &next, &op).await;
+        let out = self.update(read, &next).op(&op).await;
         let version = match out {
             Ok(PutOutcome::Written { version }) => version,
             Ok(_) => return Ok(false),

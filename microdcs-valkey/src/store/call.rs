@@ -7,7 +7,7 @@
 use redis::Value;
 
 use microdcs_schema::IndexEntry;
-use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout};
+use microdcs_schema::lua::{CommonSlots, DeleteLayout, EntrySlots, IndexSlots, PutIndexSlots, PutLayout, ret};
 
 use super::plan::{NudgeChannel, Plan};
 use super::render_err;
@@ -413,6 +413,80 @@ pub(super) fn check_wait(
         return Err(short_of(acked, format!("{acked} of {wanted} replica(s) acknowledged it within {within:?}")));
     }
     Ok(())
+}
+
+/// What a write script answered: the one reading of the `{code, ...}`
+/// replies of the put, step and delete scripts.
+pub(super) enum Reply {
+    /// Written now, or recognised as written before by its operation id
+    /// (`already`); `values`: what a step's family effects returned (a
+    /// step written now only).
+    Written { version: u64, already: bool, values: Vec<i64> },
+    /// The expectation failed: the stored version.
+    Conflict { current: u64 },
+    /// The document expected is not there.
+    NotFound,
+    /// (A step.) The event was applied already, by the step of `job`.
+    EventApplied { job: String },
+    /// The document is stored in scope `stored`.
+    WrongScope { stored: String },
+    /// The unique index at `index` (1-based, in the layout's order) is held
+    /// by document `holder`.
+    UniqueViolation { index: usize, holder: String },
+    /// The index fields moved since they were read: what is stored now,
+    /// for the next attempt.
+    Retry(Vec<Option<String>>),
+}
+
+/// Reply `v` of write script `script` to a write of `key`. `step`: the
+/// step script, whose written reply carries its effects' values and which
+/// alone answers that an event was applied.
+///
+/// # Errors
+/// [`Error::Corrupt`] (and the effect errors of [`corrupt_reply`]) for a
+/// damaged document; [`Error::Protocol`] for a reply no script sends.
+pub(super) fn decode(script: &'static str, key: &str, v: &Value, step: bool) -> Result<Reply> {
+    let (code, rest) = split_reply(script, v)?;
+    Ok(match code {
+        ret::WRITTEN | ret::ALREADY_APPLIED => {
+            let version = int_at(script, rest, 0)?;
+            let already = code == ret::ALREADY_APPLIED;
+            let values = if step && !already { effect_values(script, rest)? } else { Vec::new() };
+            Reply::Written { version, already, values }
+        }
+        ret::CONFLICT => Reply::Conflict { current: int_at(script, rest, 0)? },
+        ret::NOT_FOUND => Reply::NotFound,
+        ret::EVENT_APPLIED if step => Reply::EventApplied { job: str_at(script, rest, 0)? },
+        ret::WRONG_SCOPE => Reply::WrongScope { stored: str_at(script, rest, 0)? },
+        ret::UNIQUE_VIOLATION => Reply::UniqueViolation {
+            index: usize::try_from(int_at(script, rest, 0)?).unwrap_or(0),
+            holder: str_at(script, rest, 1)?,
+        },
+        ret::CORRUPT => return Err(corrupt_reply(script, key, rest)),
+        ret::RETRY => Reply::Retry(texts(script, rest)?),
+        _ => return Err(Error::Protocol { script, reply: short(v) }),
+    })
+}
+
+/// What a step's family effects returned: the reply's third element, one
+/// integer per effect (an empty Lua table comes back as an empty array).
+fn effect_values(script: &'static str, rest: &[Value]) -> Result<Vec<i64>> {
+    match rest.get(1) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::Int(n) => Ok(*n),
+                // An increment's result, as the stored text (exact past 2^53).
+                Value::BulkString(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                    .ok_or_else(|| Error::Protocol { script, reply: short(v) }),
+                other => Err(Error::Protocol { script, reply: short(other) }),
+            })
+            .collect(),
+        Some(other) => Err(Error::Protocol { script, reply: short(other) }),
+    }
 }
 
 /// The return code and the rest of a `{code, ...}` reply.

@@ -147,9 +147,11 @@ use crate::error::{Error, Result};
 /// dropped before it completes leaves the document either unchanged or
 /// fully written, with every index entry; but which is unknown, and the
 /// operation id the future made for its retries is gone with it. To be
-/// able to repeat such a write safely, pass your own id (`update_with_op`,
-/// `put_with_op`, `delete_id_with_op`, [`Effects::op`] for a step): the
-/// repeat is then recognised while the document's history holds the id.
+/// able to repeat such a write safely, pass your own id with the request's
+/// `.op(id)` ([`PutCall::op`], [`DeleteCall::op`], [`StepCall::op`]):
+/// `store.update(&read, &doc).op("order-7:accept").await`, the same call
+/// again after the drop. The repeat is then recognised while the
+/// document's history holds the id (a delete's: while its tombstone lasts).
 /// Reads are safe to drop.
 pub struct Store<D, C = Json> {
     valkey: Valkey,

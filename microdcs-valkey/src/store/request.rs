@@ -27,19 +27,167 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use microdcs_schema::Document;
+use microdcs_schema::{Document, HasOutbox};
 
 use super::Store;
 use super::step::{Effects, StepOutcome};
 use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, Stored};
-use super::write::stored_op;
+use super::write::{DocWrite, stored_op};
 use crate::codec::Codec;
 use crate::config::Durability;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::observe::observed;
 
 /// The future a request runs as.
 pub type WriteFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// Creates a document that must not exist yet (one round trip).
+    ///
+    /// # Errors
+    /// See [`Store::put`].
+    pub fn create<'a>(&'a self, doc: &'a D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Put(doc, Expect::Create))
+    }
+
+    /// Updates a document you read, expecting its version unchanged (one
+    /// round trip: the read tells which index entries to replace).
+    ///
+    /// # Errors
+    /// See [`Store::put`].
+    pub fn update<'a>(&'a self, read: &'a Stored<D>, doc: &'a D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Update(read, doc))
+    }
+
+    /// Updates a document you read and, when written, moves `read` to the
+    /// new version and document, so a loop of updates needs no re-read (one
+    /// round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
+    pub fn update_in_place<'a>(&'a self, read: &'a mut Stored<D>, doc: D) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::InPlace(read, doc))
+    }
+
+    /// Writes a document with any expectation. `Expect::Create` is one round
+    /// trip; `Expect::Version` and `Expect::Any` read the index fields first
+    /// when the type has indexes (prefer [`Store::update`] after a read).
+    ///
+    /// # Errors
+    /// [`Error::WrongScope`] and [`Error::UniqueViolation`] (nothing written),
+    /// [`Error::Corrupt`] or [`Error::WrongType`] for a damaged hash,
+    /// [`Error::Codec`], [`Error::Index`] for an invalid id or index value,
+    /// [`Error::UnknownOutcome`] when every attempt lost the connection.
+    pub fn put<'a>(&'a self, doc: &'a D, expect: Expect) -> PutCall<'a, D, C> {
+        PutCall::new(self, PutWhat::Put(doc, expect))
+    }
+
+    /// Deletes a document you read, expecting its version unchanged (one round trip).
+    ///
+    /// The delete leaves a tombstone for `TombstoneRetention`: a retry
+    /// after a lost reply reports this delete (`Deleted`) only if it made
+    /// it, and a write of the document retried after the delete is
+    /// recognised rather than creating it again.
+    ///
+    /// # Errors
+    /// See [`Store::delete_id`].
+    pub fn delete<'a>(&'a self, read: &'a Stored<D>) -> DeleteCall<'a, D, C> {
+        DeleteCall::new(self, DeleteWhat::Read(read))
+    }
+
+    /// Deletes by id (`DeleteExpect::Any` or `DeleteExpect::Version`); reads the document's
+    /// scope and index fields first.
+    ///
+    /// # Errors
+    /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
+    pub fn delete_id<'a>(&'a self, id: &'a str, expect: DeleteExpect) -> DeleteCall<'a, D, C> {
+        DeleteCall::new(self, DeleteWhat::Id(id, expect))
+    }
+}
+
+impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
+    /// One workflow step, one round trip: compares the version `read` has
+    /// (`None`: the document must not exist yet, the first step of a job),
+    /// stores `next` with its indexes, appends `effects`' work entries to
+    /// the outbox stream (each opened by the `job` id and new version `v`),
+    /// and sets the marker of `effects`' event, all in one script. An event
+    /// whose marker is set already makes the step write nothing
+    /// ([`StepOutcome::EventApplied`]).
+    ///
+    /// A step whose reply was lost is run again with the same operation id
+    /// and recognised: it reports [`StepOutcome::Written`], and its entries
+    /// and marker are not written twice. The id is recognised while the
+    /// document's op history (`OpHistoryLength` writes) holds it: a step
+    /// retried after that many later writes, or retried by you after
+    /// [`Error::UnknownOutcome`] without your own [`Effects::op`], finds its
+    /// own marker instead and reports `EventApplied` naming this very job.
+    ///
+    /// # Errors
+    /// As [`Store::put`]; [`Error::InvalidArgument`] for a malformed work
+    /// entry, too many entries, or an event that does not fit the marker
+    /// template (a `source` given or missing); [`Error::Key`] for an event
+    /// id that cannot be a key value; [`Error::InvalidOpId`].
+    pub fn step<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::Step(read, next), effects)
+    }
+
+    /// Like [`Store::step`] from a document you read, moving `read` to the
+    /// new version and document when written, so an engine's loop of steps
+    /// needs no read between them (one round trip each).
+    ///
+    /// # Errors
+    /// See [`Store::step`]; on an error or any other outcome `read` is
+    /// unchanged.
+    pub fn step_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::InPlace(read, next), effects)
+    }
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// A write with family effects, one round trip: compares the version
+    /// `read` has (`None`: the document must not exist yet), stores `next`
+    /// with its indexes and applies `effects`' family effects (counter and
+    /// hash increments, set and sorted-set adds and removes), all in one
+    /// script, so they happen exactly when the document is written: a write
+    /// retried by its operation id applies none of them again. What the
+    /// effects returned comes back in [`StepOutcome::Written`].
+    ///
+    /// Any document type has it; on a type with an outbox it is
+    /// [`Store::step`]. A type without an outbox refuses work entries and
+    /// an event ([`Error::InvalidArgument`], nothing sent).
+    ///
+    /// ```no_run
+    /// # use microdcs_valkey::{Document, store::Effects, Store, store::StepOutcome, families::CounterKey};
+    /// # async fn demo<D>(messages: &Store<D>, msg: &D, seq: &CounterKey) -> microdcs_valkey::Result<()>
+    /// # where D: Document + serde::Serialize + serde::de::DeserializeOwned {
+    /// let out = messages.write(None, msg, &Effects::new().incr(seq, 1)).await?;
+    /// if let StepOutcome::Written { values, .. } = out {
+    ///     // Empty when a retry found the write applied already (the store
+    ///     // retries on its own after a lost reply): read the counter then.
+    ///     match values.first() {
+    ///         Some(n) => println!("message number {n}"),
+    ///         None => println!("message number {}", seq.get().await?),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Store::step`].
+    pub fn write<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::Step(read, next), effects)
+    }
+
+    /// Like [`Store::write`] from a document you read, moving `read` to the
+    /// new version and document when written.
+    ///
+    /// # Errors
+    /// See [`Store::write`]; on an error or any other outcome `read` is
+    /// unchanged.
+    pub fn write_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
+        StepCall::new(self, StepWhat::InPlace(read, next), effects)
+    }
+}
 
 /// What a put-shaped request writes.
 pub(super) enum PutWhat<'a, D> {
@@ -115,16 +263,28 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> PutCall<'a, D, C> {
             let Some(what) = what else { return Err(polled_again()) };
             let d = store.valkey.durability_for(d).await?;
             let op = &stored_op(op.as_deref())?;
+            let durability = &d;
             match what {
-                PutWhat::Put(doc, expect) => store.put_inner(doc, expect, None, None, op, &d, keep).await,
+                PutWhat::Put(doc, expect) => {
+                    let read = None;
+                    store.put_doc(DocWrite { doc, expect, read, op, step: None, durability, keep_lifetime: keep }).await
+                }
                 PutWhat::Update(read, doc) => {
-                    let expect = Expect::Revision(read.revision());
-                    store.put_inner(doc, expect, Some(read.state.clone()), Some(read.identity()), op, &d, keep).await
+                    let (expect, read) = (Expect::Revision(read.revision()), Some(read));
+                    store.put_doc(DocWrite { doc, expect, read, op, step: None, durability, keep_lifetime: keep }).await
                 }
                 PutWhat::InPlace(read, doc) => {
                     let expect = Expect::Revision(read.revision());
-                    let state = Some(read.state.clone());
-                    let out = store.put_inner(&doc, expect, state, Some(read.identity()), op, &d, keep).await?;
+                    let w = DocWrite {
+                        doc: &doc,
+                        expect,
+                        read: Some(&*read),
+                        op,
+                        step: None,
+                        durability,
+                        keep_lifetime: keep,
+                    };
+                    let out = store.put_doc(w).await?;
                     if let PutOutcome::Written { version } = out {
                         store.advance(read, doc, version, op)?;
                     }
@@ -201,7 +361,7 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> DeleteCall<'a, D, C> {
             match what {
                 DeleteWhat::Read(read) => {
                     if let Some(s) = scope.filter(|s| *s != read.scope) {
-                        return Err(crate::Error::InvalidArgument(format!(
+                        return Err(Error::InvalidArgument(format!(
                             "the read of `{}` is of scope `{}`, not `{s}`",
                             read.id, read.scope
                         )));
@@ -286,8 +446,8 @@ impl<'a, D: Document + 'a, C: Codec<D> + 'a> StepCall<'a, D, C> {
 }
 
 /// A request polled after it completed (a caller's misuse of `poll`).
-fn polled_again() -> crate::Error {
-    crate::Error::InvalidArgument("a write request was polled after it completed".into())
+fn polled_again() -> Error {
+    Error::InvalidArgument("a write request was polled after it completed".into())
 }
 
 // Each request is a future itself (so it goes wherever a future goes:

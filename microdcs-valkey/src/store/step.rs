@@ -1,17 +1,18 @@
-//! The workflow step: a compare-and-set of a document that, in the same
-//! generated script, appends work entries to the type's outbox stream and
-//! applies an event at most once (an applied-event marker, checked and set);
-//! and the write with family effects, the same script without the outbox.
+//! What a workflow step carries: a compare-and-set of a document that, in
+//! the same generated script, appends work entries to the type's outbox
+//! stream and applies an event at most once (an applied-event marker,
+//! checked and set); and the write with family effects, the same script
+//! without the outbox. Here its vocabulary ([`Effects`], [`WorkEntry`],
+//! [`Event`], [`StepOutcome`]) and the checks and keys of its script
+//! arguments; the methods that start one are in `request.rs`, the write
+//! that runs it in `write.rs`.
 
 use serde::Serialize;
 
-use microdcs_schema::{Document, HasOutbox, KeyTemplate};
+use microdcs_schema::{KeyPrefix, KeyTemplate};
 
+use super::plan::StepPlan;
 use super::render_err;
-use super::request::{StepCall, StepWhat};
-use super::types::{Expect, Stored};
-use super::{Store, write::Applied};
-use crate::codec::Codec;
 use crate::error::{Error, Result};
 
 pub use microdcs_schema::lua::{MAX_ENTRY_FIELDS, MAX_WORK_ENTRIES};
@@ -120,7 +121,7 @@ impl Event {
     }
 }
 
-/// What a step (or a [`Store::write`]) does beside storing the document:
+/// What a step (or a [`Store::write`](super::Store::write)) does beside storing the document:
 /// the work entries it appends and the event it applies (a type with an
 /// outbox only), the family effects it applies, and its operation id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -260,7 +261,7 @@ pub enum StepOutcome {
 /// The rendered outbox keys and entries of one step call.
 pub(super) struct StepArgs<'a> {
     /// The type's step: script, layout, templates.
-    pub(super) plan: &'a super::plan::StepPlan,
+    pub(super) plan: &'a StepPlan,
     /// The outbox stream, for a type with an outbox.
     pub(super) work_key: Option<String>,
     pub(super) marker_key: Option<String>,
@@ -270,204 +271,73 @@ pub(super) struct StepArgs<'a> {
     pub(super) effects: &'a [super::effects::FamilyEffect],
 }
 
-impl<D: HasOutbox, C: Codec<D>> Store<D, C> {
-    /// One workflow step, one round trip: compares the version `read` has
-    /// (`None`: the document must not exist yet, the first step of a job),
-    /// stores `next` with its indexes, appends `effects`' work entries to
-    /// the outbox stream (each opened by the `job` id and new version `v`),
-    /// and sets the marker of `effects`' event, all in one script. An event
-    /// whose marker is set already makes the step write nothing
-    /// ([`StepOutcome::EventApplied`]).
-    ///
-    /// A step whose reply was lost is run again with the same operation id
-    /// and recognised: it reports [`StepOutcome::Written`], and its entries
-    /// and marker are not written twice. The id is recognised while the
-    /// document's op history (`OpHistoryLength` writes) holds it: a step
-    /// retried after that many later writes, or retried by you after
-    /// [`Error::UnknownOutcome`] without your own [`Effects::op`], finds its
-    /// own marker instead and reports `EventApplied` naming this very job.
+impl Effects {
+    /// What these effects add to the script call of a step of type
+    /// `type_name` (step `plan`) in `scope`: the work entries checked, the
+    /// outbox stream and event marker keys rendered. Nothing is sent.
     ///
     /// # Errors
-    /// As [`Store::put`]; [`Error::InvalidArgument`] for a malformed work
-    /// entry, too many entries, or an event that does not fit the marker
-    /// template (a `source` given or missing); [`Error::Key`] for an event
-    /// id that cannot be a key value; [`Error::InvalidOpId`].
-    pub fn step<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
-        StepCall::new(self, StepWhat::Step(read, next), effects)
-    }
-
-    /// Like [`Store::step`] from a document you read, moving `read` to the
-    /// new version and document when written, so an engine's loop of steps
-    /// needs no read between them (one round trip each).
-    ///
-    /// # Errors
-    /// See [`Store::step`]; on an error or any other outcome `read` is
-    /// unchanged.
-    pub fn step_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
-        StepCall::new(self, StepWhat::InPlace(read, next), effects)
-    }
-}
-
-impl<D: Document, C: Codec<D>> Store<D, C> {
-    /// A write with family effects, one round trip: compares the version
-    /// `read` has (`None`: the document must not exist yet), stores `next`
-    /// with its indexes and applies `effects`' family effects (counter and
-    /// hash increments, set and sorted-set adds and removes), all in one
-    /// script, so they happen exactly when the document is written: a write
-    /// retried by its operation id applies none of them again. What the
-    /// effects returned comes back in [`StepOutcome::Written`].
-    ///
-    /// Any document type has it; on a type with an outbox it is
-    /// [`Store::step`]. A type without an outbox refuses work entries and
-    /// an event ([`Error::InvalidArgument`], nothing sent).
-    ///
-    /// ```no_run
-    /// # use microdcs_valkey::{Document, store::Effects, Store, store::StepOutcome, families::CounterKey};
-    /// # async fn demo<D>(messages: &Store<D>, msg: &D, seq: &CounterKey) -> microdcs_valkey::Result<()>
-    /// # where D: Document + serde::Serialize + serde::de::DeserializeOwned {
-    /// let out = messages.write(None, msg, &Effects::new().incr(seq, 1)).await?;
-    /// if let StepOutcome::Written { values, .. } = out {
-    ///     // Empty when a retry found the write applied already (the store
-    ///     // retries on its own after a lost reply): read the counter then.
-    ///     match values.first() {
-    ///         Some(n) => println!("message number {n}"),
-    ///         None => println!("message number {}", seq.get().await?),
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Store::step`].
-    pub fn write<'a>(&'a self, read: Option<&'a Stored<D>>, next: &'a D, effects: &'a Effects) -> StepCall<'a, D, C> {
-        StepCall::new(self, StepWhat::Step(read, next), effects)
-    }
-
-    /// Like [`Store::write`] from a document you read, moving `read` to the
-    /// new version and document when written.
-    ///
-    /// # Errors
-    /// See [`Store::write`]; on an error or any other outcome `read` is
-    /// unchanged.
-    pub fn write_in_place<'a>(&'a self, read: &'a mut Stored<D>, next: D, effects: &'a Effects) -> StepCall<'a, D, C> {
-        StepCall::new(self, StepWhat::InPlace(read, next), effects)
-    }
-
-    /// The step as [`StepCall`] runs it; `op` overrides [`Effects::op`].
-    pub(super) async fn step_inner(
-        &self,
-        read: Option<&Stored<D>>,
-        next: &D,
-        effects: &Effects,
-        op: &str,
-        durability: &crate::config::Durability,
-    ) -> Result<StepOutcome> {
-        if effects.work.len() > MAX_WORK_ENTRIES {
+    /// [`Error::InvalidArgument`] for a malformed work entry, too many
+    /// entries or fields, work or an event for a type without an outbox
+    /// (or an event without `events`), an event that does not fit the
+    /// marker template; [`Error::Key`] for a key that cannot be rendered.
+    pub(super) fn step_args<'a>(
+        &'a self,
+        plan: &'a StepPlan,
+        prefix: &KeyPrefix,
+        scope: &str,
+        type_name: &str,
+    ) -> Result<StepArgs<'a>> {
+        if self.work.len() > MAX_WORK_ENTRIES {
             return Err(Error::InvalidArgument(format!(
                 "a step appends at most {MAX_WORK_ENTRIES} work entries, not {}",
-                effects.work.len()
+                self.work.len()
             )));
         }
-        for e in &effects.work {
+        for e in &self.work {
             e.check()?;
         }
-        let total: usize = effects.work.iter().map(|e| e.fields.len()).sum();
+        let total: usize = self.work.iter().map(|e| e.fields.len()).sum();
         if total > MAX_STEP_FIELDS {
             return Err(Error::InvalidArgument(format!(
                 "a step's work entries hold at most {MAX_STEP_FIELDS} fields together, not {total}"
             )));
         }
-        let scope = next.scope();
-        let prefix = self.valkey.prefix();
-        let step = &self.plan.step;
-        let Some(outbox) = &step.outbox else {
-            if !effects.work.is_empty() || effects.event.is_some() {
+        let args = |work_key, marker_key, marker_ttl_ms| StepArgs {
+            plan,
+            work_key,
+            marker_key,
+            marker_ttl_ms,
+            entries: &self.work,
+            effects: &self.family,
+        };
+        let Some(outbox) = &plan.outbox else {
+            if !self.work.is_empty() || self.event.is_some() {
                 return Err(Error::InvalidArgument(format!(
-                    "`{}` declares no outbox, so its writes carry family effects only, no work entries or event; \
-                     declare `outbox(stream = ...)` on it for those",
-                    D::SPEC.type_name
+                    "`{type_name}` declares no outbox, so its writes carry family effects only, no work entries or \
+                     event; declare `outbox(stream = ...)` on it for those"
                 )));
             }
-            return self.effects_write(read, next, effects, op, durability, None, None).await;
+            return Ok(args(None, None, 0));
         };
-        let work_key = outbox.work.render(prefix, &[&scope]).map_err(render_err)?;
-        let marker_key = match (&effects.event, &outbox.events) {
+        let work_key = outbox.work.render(prefix, &[scope]).map_err(render_err)?;
+        let marker_key = match (&self.event, &outbox.events) {
             (None, _) => None,
             (Some(_), None) => {
                 return Err(Error::InvalidArgument(format!(
-                    "`{}` declares no `events` in its outbox, so a step cannot apply an event",
-                    D::SPEC.type_name
+                    "`{type_name}` declares no `events` in its outbox, so a step cannot apply an event"
                 )));
             }
-            (Some(ev), Some(t)) => Some(marker_key(t, prefix, &scope, ev)?),
+            (Some(ev), Some(t)) => Some(marker_key(t, prefix, scope, ev)?),
         };
-        self.effects_write(read, next, effects, op, durability, Some(work_key), marker_key).await
-    }
-
-    /// The write of a step or of [`Store::write`], its keys worked out.
-    #[allow(clippy::too_many_arguments, reason = "one private call site per kind of write")]
-    async fn effects_write(
-        &self,
-        read: Option<&Stored<D>>,
-        next: &D,
-        effects: &Effects,
-        op: &str,
-        durability: &crate::config::Durability,
-        work_key: Option<String>,
-        marker_key: Option<String>,
-    ) -> Result<StepOutcome> {
-        let prefix = self.valkey.prefix();
-        let step = &self.plan.step;
-        // The document key for the effects' slot check; a step without
-        // effects (the common one) does not compute its entries twice.
-        if !effects.family.is_empty() {
-            let doc_key = next.index_entries(prefix)?.key;
-            super::effects::check(&effects.family, &self.valkey, &doc_key, D::SPEC.is_sharded())?;
-        }
-        let args = StepArgs {
-            plan: step,
-            work_key,
-            marker_key,
-            marker_ttl_ms: step.outbox.as_ref().map_or(0, |o| o.event_ttl_ms),
-            entries: &effects.work,
-            effects: &effects.family,
-        };
-        let applied = match read {
-            Some(r) => {
-                self.write_inner(
-                    next,
-                    Expect::Revision(r.revision()),
-                    Some(r.state.clone()),
-                    Some(r.identity()),
-                    op,
-                    Some(&args),
-                    durability,
-                    false,
-                )
-                .await?
-            }
-            None => self.write_inner(next, Expect::Create, None, None, op, Some(&args), durability, false).await?,
-        };
-        Ok(Self::outcome(applied))
-    }
-
-    pub(super) fn outcome(applied: Applied) -> StepOutcome {
-        match applied {
-            Applied::Put(super::PutOutcome::Written { version }) => {
-                StepOutcome::Written { version, values: Vec::new() }
-            }
-            Applied::Stepped { version, values } => StepOutcome::Written { version, values },
-            Applied::Put(super::PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },
-            Applied::Put(super::PutOutcome::NotFound) => StepOutcome::NotFound,
-            Applied::Event(job) => StepOutcome::EventApplied { job },
-        }
+        Ok(args(Some(work_key), marker_key, outbox.event_ttl_ms))
     }
 }
 
 /// The marker key of `ev`: the template's placeholders filled by name, and
 /// the event's source given exactly when the template has one (a source
 /// left out of the key would merge two sources' events).
-fn marker_key(t: &KeyTemplate, prefix: &microdcs_schema::KeyPrefix, scope: &str, ev: &Event) -> Result<String> {
+fn marker_key(t: &KeyTemplate, prefix: &KeyPrefix, scope: &str, ev: &Event) -> Result<String> {
     let has_source = t.has_placeholder("source");
     match (&ev.source, has_source) {
         (Some(_), false) => {
@@ -536,7 +406,7 @@ mod tests {
 
     #[test]
     fn marker_keys() {
-        let p = microdcs_schema::KeyPrefix::new("t").unwrap();
+        let p = KeyPrefix::new("t").unwrap();
         let t = KeyTemplate::parse("sfc:event:{scope}:{source}|{id}").unwrap();
         assert_eq!(marker_key(&t, &p, "s1", &Event::new("line-1", "e-7")).unwrap(), "t:sfc:event:s1:line-1|e-7");
         assert!(marker_key(&t, &p, "s1", &Event::id("e-7")).is_err());

@@ -1,13 +1,15 @@
-//! Writes: `create`, `update`, `put` and `delete`, one generated script call
-//! each in the steady state.
+//! How a write runs: every put-shaped request (create, update, put) and
+//! every step (or write with effects) comes here as one [`DocWrite`],
+//! planned into one generated script call ([`Call`]) and answered through
+//! the one reply decoder ([`decode`]); a delete the same way with its own
+//! script. One call each in the steady state.
 
 use microdcs_schema::Document;
-use microdcs_schema::lua::{self, ret};
+use microdcs_schema::lua;
 
-use super::call::{Arg, Call, PutBody, WriteTarget, check_wait, corrupt_reply, int_at, split_reply, str_at, texts};
-use super::request::{DeleteCall, DeleteWhat, PutCall, PutWhat};
-use super::step::StepArgs;
-use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadIdentity, ReadState, Revision, Stored};
+use super::call::{Arg, Call, PutBody, Reply, WriteTarget, check_wait, decode};
+use super::step::{Effects, StepArgs, StepOutcome};
+use super::types::{DeleteExpect, DeleteOutcome, Expect, PutOutcome, ReadState, Revision, Stored};
 use super::{MAX_OVERWRITE_ATTEMPTS, MAX_REREADS, Store};
 use crate::codec::{Codec, NotReadBack};
 use crate::config::Durability;
@@ -50,34 +52,27 @@ pub(super) enum Applied {
     Event(String),
 }
 
+/// One write of a document: what every put-shaped request and every step
+/// (or write with effects) hands [`Store::write_doc`].
+pub(super) struct DocWrite<'a, D> {
+    /// The document to store.
+    pub(super) doc: &'a D,
+    /// What the stored version must be.
+    pub(super) expect: Expect,
+    /// The caller's read of the document: its index entries are the ones
+    /// replaced (`None`: read them first when the type has indexes).
+    pub(super) read: Option<&'a Stored<D>>,
+    /// The stored operation id ([`stored_op`]).
+    pub(super) op: &'a str,
+    /// A step's arguments: the step's script instead of the put's.
+    pub(super) step: Option<StepArgs<'a>>,
+    /// What the write waits for once applied.
+    pub(super) durability: &'a Durability,
+    /// A document that has a lifetime keeps what it has left.
+    pub(super) keep_lifetime: bool,
+}
+
 impl<D: Document, C: Codec<D>> Store<D, C> {
-    /// Creates a document that must not exist yet (one round trip).
-    ///
-    /// # Errors
-    /// See [`Store::put`].
-    pub fn create<'a>(&'a self, doc: &'a D) -> PutCall<'a, D, C> {
-        PutCall::new(self, PutWhat::Put(doc, Expect::Create))
-    }
-
-    /// Updates a document you read, expecting its version unchanged (one
-    /// round trip: the read tells which index entries to replace).
-    ///
-    /// # Errors
-    /// See [`Store::put`].
-    pub fn update<'a>(&'a self, read: &'a Stored<D>, doc: &'a D) -> PutCall<'a, D, C> {
-        PutCall::new(self, PutWhat::Update(read, doc))
-    }
-
-    /// Updates a document you read and, when written, moves `read` to the
-    /// new version and document, so a loop of updates needs no re-read (one
-    /// round trip each).
-    ///
-    /// # Errors
-    /// See [`Store::put`]; on an error or a conflict `read` is unchanged.
-    pub fn update_in_place<'a>(&'a self, read: &'a mut Stored<D>, doc: D) -> PutCall<'a, D, C> {
-        PutCall::new(self, PutWhat::InPlace(read, doc))
-    }
-
     /// Moves `read` to `doc` at `version`, as written: the index fields the
     /// write stored, so the next write needs no read.
     /// `op` is the stored id of the write, which makes the new revision.
@@ -98,50 +93,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(())
     }
 
-    /// Like [`Store::update`] with your own operation id, so a retry in a
-    /// later call is recognised as the same write.
-    ///
-    /// # Errors
-    /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
-    pub async fn update_with_op(&self, read: &Stored<D>, doc: &D, op: &str) -> Result<PutOutcome> {
-        self.update(read, doc).op(op).await
-    }
-
-    /// Writes a document with any expectation. `Expect::Create` is one round
-    /// trip; `Expect::Version` and `Expect::Any` read the index fields first
-    /// when the type has indexes (prefer [`Store::update`] after a read).
-    ///
-    /// # Errors
-    /// [`Error::WrongScope`] and [`Error::UniqueViolation`] (nothing written),
-    /// [`Error::Corrupt`] or [`Error::WrongType`] for a damaged hash,
-    /// [`Error::Codec`], [`Error::Index`] for an invalid id or index value,
-    /// [`Error::UnknownOutcome`] when every attempt lost the connection.
-    pub fn put<'a>(&'a self, doc: &'a D, expect: Expect) -> PutCall<'a, D, C> {
-        PutCall::new(self, PutWhat::Put(doc, expect))
-    }
-
-    /// Like [`Store::put`] with your own operation id.
-    ///
-    /// # Errors
-    /// See [`Store::put`]; [`Error::InvalidOpId`] for a malformed id.
-    pub async fn put_with_op(&self, doc: &D, expect: Expect, op: &str) -> Result<PutOutcome> {
-        self.put(doc, expect).op(op).await
-    }
-
-    // One parameter per option of a write request: a struct for them would
-    // be built at every call only to be taken apart here.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn put_inner(
-        &self,
-        doc: &D,
-        expect: Expect,
-        read: Option<ReadState>,
-        read_id: Option<ReadIdentity<'_>>,
-        op: &str,
-        durability: &Durability,
-        keep_lifetime: bool,
-    ) -> Result<PutOutcome> {
-        match self.write_inner(doc, expect, read, read_id, op, None, durability, keep_lifetime).await? {
+    /// A put, as [`PutCall`](super::PutCall) runs it.
+    pub(super) async fn put_doc(&self, w: DocWrite<'_, D>) -> Result<PutOutcome> {
+        match self.write_doc(w).await? {
             Applied::Put(out) => Ok(out),
             // Only a step carries an event.
             Applied::Event(job) => Err(Error::Protocol { script: "put", reply: format!("event applied by {job}") }),
@@ -155,23 +109,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// step's script and arguments; with a `durability` that waits, the
     /// wait for replicas after it. With `keep_lifetime` a document that has
     /// a lifetime keeps what it has left.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn write_inner(
-        &self,
-        doc: &D,
-        expect: Expect,
-        read: Option<ReadState>,
-        read_id: Option<ReadIdentity<'_>>,
-        op: &str,
-        step: Option<&StepArgs<'_>>,
-        durability: &Durability,
-        keep_lifetime: bool,
-    ) -> Result<Applied> {
+    pub(super) async fn write_doc(&self, w: DocWrite<'_, D>) -> Result<Applied> {
+        let DocWrite { doc, expect, read, op, step, durability, keep_lifetime } = w;
+        let step = step.as_ref();
         let plan = &*self.plan;
         let entries = doc.index_entries(self.valkey.prefix())?;
         self.valkey.span_scope(&entries.scope);
-        if let Some(read_id) = read_id {
-            read_id.check(&entries.id, &entries.scope)?;
+        if let Some(read) = read {
+            read.identity().check(&entries.id, &entries.scope)?;
         }
         let text = self
             .codec
@@ -186,7 +131,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let key = entries.key.as_str();
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
-            (Some(s), _) => Some(s),
+            (Some(r), _) => Some(r.state.clone()),
             (None, Expect::Create) => Some(ReadState::missing(plan.fields.len())),
             (None, _) if !plan.has_indexes() => None,
             // A read that got no answer (a primary failing over) does not
@@ -261,45 +206,35 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             call.reads(l.indexes.iter().map(|s| &s.index), plan, &self.valkey, &entries.id, state.as_ref(), key)?;
             call.seal(l.tail);
             let (reply, wait) = call.invoke(&self.valkey, script, key, durability).await?;
-            let (code, rest) = split_reply(name, &reply.value)?;
-            match code {
-                ret::WRITTEN | ret::ALREADY_APPLIED => {
-                    if code == ret::ALREADY_APPLIED {
+            match decode(name, key, &reply.value, step.is_some())? {
+                Reply::Written { version, already, values } => {
+                    if already {
                         self.valkey.metrics().add_already_applied();
                     }
-                    let version = int_at(name, rest, 0)?;
                     check_wait(key, version, durability, wait)?;
-                    if step.is_some() && code == ret::WRITTEN {
-                        let values = effect_values(name, rest)?;
+                    if step.is_some() && !already {
                         return Ok(Applied::Stepped { version, values });
                     }
                     return Ok(Applied::Put(PutOutcome::Written { version }));
                 }
-                ret::CONFLICT => return Ok(Applied::Put(PutOutcome::Conflict { current: int_at(name, rest, 0)? })),
-                ret::NOT_FOUND => return Ok(Applied::Put(PutOutcome::NotFound)),
-                ret::EVENT_APPLIED if step.is_some() => return Ok(Applied::Event(str_at(name, rest, 0)?)),
-                ret::WRONG_SCOPE => {
-                    return Err(Error::WrongScope {
-                        id: entries.id.clone(),
-                        stored: str_at(name, rest, 0)?,
-                        given: entries.scope.clone(),
-                    });
+                Reply::Conflict { current } => return Ok(Applied::Put(PutOutcome::Conflict { current })),
+                Reply::NotFound => return Ok(Applied::Put(PutOutcome::NotFound)),
+                Reply::EventApplied { job } => return Ok(Applied::Event(job)),
+                Reply::WrongScope { stored } => {
+                    return Err(Error::WrongScope { id: entries.id.clone(), stored, given: entries.scope.clone() });
                 }
-                ret::UNIQUE_VIOLATION => {
-                    let n = usize::try_from(int_at(name, rest, 0)?).unwrap_or(0);
-                    let slots = l.indexes.get(n.saturating_sub(1));
+                Reply::UniqueViolation { index, holder } => {
+                    let slots = l.indexes.get(index.saturating_sub(1));
                     return Err(Error::UniqueViolation {
                         type_name: D::SPEC.type_name,
                         index: slots.map(|s| s.index.name.clone()).unwrap_or_default(),
                         key: slots.map(|s| call.key(s.new.key).to_owned()).unwrap_or_default(),
-                        holder: str_at(name, rest, 1)?,
+                        holder,
                     });
                 }
-                ret::CORRUPT => return Err(corrupt_reply(name, key, rest)),
                 // The script hands back what is stored: the next attempt
                 // starts from it without a read of its own.
-                ret::RETRY => state = Some(self.state_of(key, texts(name, rest)?)?),
-                _ => return Err(Error::Protocol { script: name, reply: short(&reply.value) }),
+                Reply::Retry(stored) => state = Some(self.state_of(key, stored)?),
             }
         }
         Err(Error::Contention { key: key.to_owned(), attempts })
@@ -338,19 +273,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(())
     }
 
-    /// Deletes a document you read, expecting its version unchanged (one round trip).
-    ///
-    /// The delete leaves a tombstone for `TombstoneRetention`: a retry
-    /// after a lost reply reports this delete (`Deleted`) only if it made
-    /// it, and a write of the document retried after the delete is
-    /// recognised rather than creating it again.
-    ///
-    /// # Errors
-    /// See [`Store::delete_id`].
-    pub fn delete<'a>(&'a self, read: &'a Stored<D>) -> DeleteCall<'a, D, C> {
-        DeleteCall::new(self, DeleteWhat::Read(read))
-    }
-
     /// The delete of a read, as [`DeleteCall`] runs it.
     pub(super) async fn delete_read(
         &self,
@@ -371,53 +293,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             durability,
         )
         .await
-    }
-
-    /// Deletes by id (`DeleteExpect::Any` or `DeleteExpect::Version`); reads the document's
-    /// scope and index fields first.
-    ///
-    /// # Errors
-    /// Invalid id, [`Error::Corrupt`], [`Error::WrongType`], connection errors.
-    pub fn delete_id<'a>(&'a self, id: &'a str, expect: DeleteExpect) -> DeleteCall<'a, D, C> {
-        DeleteCall::new(self, DeleteWhat::Id(id, expect))
-    }
-
-    /// Deletes document `id` of `scope`: for a type whose ids are unique
-    /// per scope (its key holds `{scope}`), the way to name it; for other
-    /// types [`Store::delete_id`] that refuses a document of another scope
-    /// ([`Error::WrongScope`], nothing deleted).
-    ///
-    /// # Errors
-    /// See [`Store::delete_id`].
-    pub async fn delete_id_in(&self, scope: &str, id: &str, expect: DeleteExpect) -> Result<DeleteOutcome> {
-        self.delete_id(id, expect).in_scope(scope).await
-    }
-
-    /// Like [`Store::delete_id`] with your own operation id: repeated while
-    /// the document's tombstone lasts (`TombstoneRetention`), it reports
-    /// `Deleted` with the version it deleted, and never deletes a document
-    /// created again since.
-    ///
-    /// # Errors
-    /// See [`Store::delete_id`]; [`Error::InvalidOpId`] for a malformed id.
-    pub async fn delete_id_with_op(&self, id: &str, expect: DeleteExpect, op: &str) -> Result<DeleteOutcome> {
-        self.delete_id(id, expect).op(op).await
-    }
-
-    /// [`Store::delete_id_in`] with your own operation id: the idempotent
-    /// delete of a document whose id is unique per scope (as
-    /// [`Store::delete_id_with_op`] is for other types).
-    ///
-    /// # Errors
-    /// See [`Store::delete_id_in`]; [`Error::InvalidOpId`] for a malformed id.
-    pub async fn delete_id_in_with_op(
-        &self,
-        scope: &str,
-        id: &str,
-        expect: DeleteExpect,
-        op: &str,
-    ) -> Result<DeleteOutcome> {
-        self.delete_id(id, expect).in_scope(scope).op(op).await
     }
 
     pub(super) async fn delete_inner(
@@ -494,58 +369,67 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             call.reads(l.indexes.iter(), plan, &self.valkey, id, Some(&state), &key)?;
             call.seal(l.tail);
             let (reply, wait) = call.invoke(&self.valkey, &plan.delete, &key, durability).await?;
-            let (code, rest) = split_reply("delete", &reply.value)?;
-            match code {
-                ret::WRITTEN | ret::ALREADY_APPLIED => {
+            match decode("delete", &key, &reply.value, false)? {
+                Reply::Written { version, already, .. } => {
                     // Already applied: this op id deleted it, in an attempt
                     // whose reply was lost or an earlier call with the
                     // caller's id.
-                    if code == ret::ALREADY_APPLIED {
+                    if already {
                         self.valkey.metrics().add_already_applied();
                     }
-                    let version = int_at("delete", rest, 0)?;
                     check_wait(&key, version, durability, wait)?;
                     return Ok(DeleteOutcome::Deleted { version });
                 }
-                ret::CONFLICT if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
-                ret::CONFLICT => return Ok(DeleteOutcome::Conflict { current: int_at("delete", rest, 0)? }),
-                ret::NOT_FOUND => return Ok(DeleteOutcome::NotFound),
+                Reply::Conflict { .. } if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
+                Reply::Conflict { current } => return Ok(DeleteOutcome::Conflict { current }),
+                Reply::NotFound => return Ok(DeleteOutcome::NotFound),
                 // Read missing, created under some scope since: read again.
-                ret::WRONG_SCOPE if !state.exists => state = self.read_state(&key).await?,
-                ret::WRONG_SCOPE => {
-                    return Err(Error::WrongScope {
-                        id: id.to_owned(),
-                        stored: str_at("delete", rest, 0)?,
-                        given: scope,
-                    });
+                Reply::WrongScope { .. } if !state.exists => state = self.read_state(&key).await?,
+                Reply::WrongScope { stored } => {
+                    return Err(Error::WrongScope { id: id.to_owned(), stored, given: scope });
                 }
-                ret::CORRUPT => return Err(corrupt_reply("delete", &key, rest)),
-                ret::RETRY => state = self.state_of(&key, texts("delete", rest)?)?,
-                _ => return Err(Error::Protocol { script: "delete", reply: short(&reply.value) }),
+                Reply::Retry(stored) => state = self.state_of(&key, stored)?,
+                // The delete script sends neither.
+                Reply::EventApplied { .. } | Reply::UniqueViolation { .. } => {
+                    return Err(Error::Protocol { script: "delete", reply: short(&reply.value) });
+                }
             }
         }
         Err(Error::Contention { key, attempts })
     }
+
+    /// The step (or write with effects) as [`StepCall`](super::StepCall)
+    /// runs it; `op` overrides [`Effects::op`].
+    pub(super) async fn step_inner(
+        &self,
+        read: Option<&Stored<D>>,
+        next: &D,
+        effects: &Effects,
+        op: &str,
+        durability: &Durability,
+    ) -> Result<StepOutcome> {
+        let prefix = self.valkey.prefix();
+        let step = effects.step_args(&self.plan.step, prefix, &next.scope(), D::SPEC.type_name)?;
+        // The document key for the effects' slot check; a step without
+        // effects (the common one) does not compute its entries twice.
+        if !step.effects.is_empty() {
+            let doc_key = next.index_entries(prefix)?.key;
+            super::effects::check(step.effects, &self.valkey, &doc_key, D::SPEC.is_sharded())?;
+        }
+        let expect = read.map_or(Expect::Create, |r| Expect::Revision(r.revision()));
+        let w = DocWrite { doc: next, expect, read, op, step: Some(step), durability, keep_lifetime: false };
+        Ok(step_outcome(self.write_doc(w).await?))
+    }
 }
 
-/// What a step's family effects returned: the reply's third element, one
-/// integer per effect (an empty Lua table comes back as an empty array).
-fn effect_values(script: &'static str, rest: &[redis::Value]) -> Result<Vec<i64>> {
-    match rest.get(1) {
-        None => Ok(Vec::new()),
-        Some(redis::Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                redis::Value::Int(n) => Ok(*n),
-                // An increment's result, as the stored text (exact past 2^53).
-                redis::Value::BulkString(b) => std::str::from_utf8(b)
-                    .ok()
-                    .and_then(|t| t.parse::<i64>().ok())
-                    .ok_or_else(|| Error::Protocol { script, reply: short(v) }),
-                other => Err(Error::Protocol { script, reply: short(other) }),
-            })
-            .collect(),
-        Some(other) => Err(Error::Protocol { script, reply: short(other) }),
+/// A step's outcome from what its script did.
+fn step_outcome(applied: Applied) -> StepOutcome {
+    match applied {
+        Applied::Put(PutOutcome::Written { version }) => StepOutcome::Written { version, values: Vec::new() },
+        Applied::Stepped { version, values } => StepOutcome::Written { version, values },
+        Applied::Put(PutOutcome::Conflict { current }) => StepOutcome::Conflict { current },
+        Applied::Put(PutOutcome::NotFound) => StepOutcome::NotFound,
+        Applied::Event(job) => StepOutcome::EventApplied { job },
     }
 }
 

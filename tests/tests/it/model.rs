@@ -318,14 +318,14 @@ async fn run(client: &Client, op: &Op, op_id: Option<&str>) -> Result<Got, Error
     let s = &client.store;
     Ok(match (op, op_id) {
         (Op::Create(d), None) => Got::Put(s.create(d).await?),
-        (Op::Create(d), Some(o)) => Got::Put(s.put_with_op(d, Expect::Create, o).await?),
+        (Op::Create(d), Some(o)) => Got::Put(s.put(d, Expect::Create).op(o).await?),
         (Op::Update(r, d), None) => Got::Put(s.update(r, d).await?),
-        (Op::Update(r, d), Some(o)) => Got::Put(s.update_with_op(r, d, o).await?),
+        (Op::Update(r, d), Some(o)) => Got::Put(s.update(r, d).op(o).await?),
         (Op::Put(d, e), None) => Got::Put(s.put(d, *e).await?),
-        (Op::Put(d, e), Some(o)) => Got::Put(s.put_with_op(d, *e, o).await?),
+        (Op::Put(d, e), Some(o)) => Got::Put(s.put(d, *e).op(o).await?),
         (Op::DeleteRead(r), _) => Got::Delete(s.delete(r).await?),
         (Op::DeleteId(id, e), None) => Got::Delete(s.delete_id(id, *e).await?),
-        (Op::DeleteId(id, e), Some(o)) => Got::Delete(s.delete_id_with_op(id, *e, o).await?),
+        (Op::DeleteId(id, e), Some(o)) => Got::Delete(s.delete_id(id, *e).op(o).await?),
     })
 }
 
@@ -500,8 +500,8 @@ mod standalone {
                     // applied (its version, never a conflict), else judged anew.
                     if let Some(doc) = op.doc() {
                         let again = match &op {
-                            Op::Update(r, d) => reference.update_with_op(r, d, &op_id).await,
-                            _ => reference.put_with_op(doc, op.expect(), &op_id).await,
+                            Op::Update(r, d) => reference.update(r, d).op(&op_id).await,
+                            _ => reference.put(doc, op.expect()).op(&op_id).await,
                         };
                         let again = again.unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
                         let want = match expected {
@@ -516,7 +516,8 @@ mod standalone {
                         // A delete again with its op id: the tombstone tells an
                         // applied one (its version) from one never run.
                         let again = reference
-                            .delete_id_with_op(id, *expect, &op_id)
+                            .delete_id(id, *expect)
+                            .op(&op_id)
                             .await
                             .unwrap_or_else(|e| panic!("{ctx}: repeat of {op:?}: {e}"));
                         let want = match expected {

@@ -186,7 +186,7 @@ async fn a_read_of_one_tenant_never_writes_over_another() {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
     };
     refused(store.update(&bolt, &acme_doc).await, "update");
-    refused(store.update_with_op(&bolt, &acme_doc, "op-1").await, "update_with_op");
+    refused(store.update(&bolt, &acme_doc).op("op-1").await, "update(..).op(..)");
     let mut b = bolt.clone();
     refused(store.update_in_place(&mut b, acme_doc.clone()).await, "update_in_place");
     assert_eq!(b.version, bolt.version, "the read is unchanged");
@@ -203,8 +203,8 @@ async fn a_read_of_one_tenant_never_writes_over_another() {
     // The same read in its own scope still writes.
     assert!(matches!(store.update(&bolt, &ticket("bolt", "t5", "B-6", "open")).await, Ok(PutOutcome::Written { .. })));
     // A per-scope delete with the caller's op id is idempotent.
-    let d1 = store.delete_id_in_with_op("acme", "t5", DeleteExpect::Any, "del-1").await.unwrap();
-    let d2 = store.delete_id_in_with_op("acme", "t5", DeleteExpect::Any, "del-1").await.unwrap();
+    let d1 = store.delete_id("t5", DeleteExpect::Any).in_scope("acme").op("del-1").await.unwrap();
+    let d2 = store.delete_id("t5", DeleteExpect::Any).in_scope("acme").op("del-1").await.unwrap();
     assert_eq!(d1, d2, "the repeat reports the same delete");
     assert!(store.get_in("bolt", "t5").await.unwrap().is_some(), "the other tenant's t5 stays");
 }

@@ -26,7 +26,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.get("r-1"));
     send(responses.create(&r));
     send(responses.put(&r, Expect::Any));
-    send(responses.put_with_op(&r, Expect::Any, "op"));
+    send(responses.put(&r, Expect::Any).op("op"));
     send(responses.find(JobResponse::by_order("o-1")));
     send(responses.ids(JobResponse::by_state("s1", "Running"), Page::first(10)));
     send(responses.list("s1", Page::first(10)));
@@ -58,7 +58,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.docs(JobResponse::by_state("s1", "Running"), Page::first(10)));
     send(responses.scopes(Page::first(10)));
     send(responses.scan(0, 10));
-    send(responses.delete_id_with_op("r-1", DeleteExpect::Any, "op"));
+    send(responses.delete_id("r-1", DeleteExpect::Any).op("op"));
     let families = plant.clone();
     send(async move {
         use microdcs_tests::fixtures::Plant;
@@ -142,7 +142,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(async move {
         let mut read = responses.get("r-1").await.ok().flatten().expect("compile-time only");
         let _ = responses.update(&read, &r).await;
-        let _ = responses.update_with_op(&read, &r, "op").await;
+        let _ = responses.update(&read, &r).op("op").await;
         let _ = responses.delete(&read).await;
         let _ = responses.update_in_place(&mut read, r.clone()).await;
     });

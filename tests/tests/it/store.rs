@@ -347,15 +347,15 @@ async fn caller_op_id_recognised_across_calls() {
     ));
     let read = store.get("r-1").await.unwrap().unwrap();
     let next = JobResponse { state: vec!["B".into()], ..read.doc.clone() };
-    assert_eq!(store.update_with_op(&read, &next, "job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(store.update(&read, &next).op("job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
     // The caller did not see the reply and tries again with the same read and op id.
-    assert_eq!(store.update_with_op(&read, &next, "job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(store.update(&read, &next).op("job-42.step-3").await.unwrap(), PutOutcome::Written { version: 2 });
     assert_eq!(
-        store.put_with_op(&next, Expect::Version(1), "job-42.step-3").await.unwrap(),
+        store.put(&next, Expect::Version(1)).op("job-42.step-3").await.unwrap(),
         PutOutcome::Written { version: 2 }
     );
     assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2);
-    assert!(matches!(store.put_with_op(&next, Expect::Any, "bad id").await, Err(Error::InvalidOpId(_))));
+    assert!(matches!(store.put(&next, Expect::Any).op("bad id").await, Err(Error::InvalidOpId(_))));
     let _ = &e.server;
 }
 
@@ -566,7 +566,7 @@ async fn op_history_boundary(name: &str, keep: u32) {
         let read = store.get("r-1").await.unwrap().unwrap();
         let next = JobResponse { start_time: 2000 + i as i64, ..read.doc.clone() };
         let op = format!("{i:0>64}");
-        assert_eq!(store.update_with_op(&read, &next, &op).await.unwrap(), PutOutcome::Written { version: 2 + i });
+        assert_eq!(store.update(&read, &next).op(&op).await.unwrap(), PutOutcome::Written { version: 2 + i });
         writes.push((read, next, op));
     }
     let key = e.k("jobresponse:r-1");
@@ -580,7 +580,7 @@ async fn op_history_boundary(name: &str, keep: u32) {
     let kept = writes.len() - keep;
     for (read, next, op) in &writes[kept..] {
         assert_eq!(
-            store.update_with_op(read, next, op).await.unwrap(),
+            store.update(read, next).op(op).await.unwrap(),
             PutOutcome::Written { version: read.version + 1 },
             "op {op}"
         );
@@ -588,7 +588,7 @@ async fn op_history_boundary(name: &str, keep: u32) {
     // ... and the one `keep + 1` back no longer is: a version expectation
     // then reports the conflict, and nothing is written twice.
     let (read, next, op) = &writes[kept - 1];
-    assert_eq!(store.update_with_op(read, next, op).await.unwrap(), PutOutcome::Conflict { current: 21 });
+    assert_eq!(store.update(read, next).op(op).await.unwrap(), PutOutcome::Conflict { current: 21 });
     assert_eq!(e.changes("s1").await.len(), 21);
 }
 

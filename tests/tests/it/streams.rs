@@ -227,7 +227,7 @@ async fn typed_changes_carry_versions_and_kinds_from_the_spec() {
     assert_eq!((c.kind, c.version, c.id.as_str(), c.scope.as_str()), (ChangeKind::Created, 1, "a-1", "s1"));
     assert_eq!(c.document.as_ref().map(|d| &d.doc), Some(&a), "fetched");
     let read = alarms.get("a-1").await.unwrap().unwrap();
-    assert_eq!(alarms.update_with_op(&read, &a, "op-7").await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(alarms.update(&read, &a).op("op-7").await.unwrap(), PutOutcome::Written { version: 2 });
     let c = next_change(&mut rx).await;
     assert_eq!((c.kind, c.version), (ChangeKind::Updated, 2));
     assert_eq!(c.op, microdcs_valkey::schema::lua::stored_op_id("op-7"), "the stored form of the caller's op id");

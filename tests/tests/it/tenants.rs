@@ -95,9 +95,12 @@ async fn deletes_and_tombstones_are_per_tenant() {
     let s = &e.store;
     let a = ticket("acme", "t-1", "A-100", "open", 10);
     let b = ticket("blue", "t-1", "B-7", "open", 20);
-    let _ = s.put_with_op(&a, Expect::Create, "load-a").await.unwrap();
-    let _ = s.put_with_op(&b, Expect::Create, "load-b").await.unwrap();
-    assert_eq!(s.delete_id_in("acme", "t-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 1 });
+    let _ = s.put(&a, Expect::Create).op("load-a").await.unwrap();
+    let _ = s.put(&b, Expect::Create).op("load-b").await.unwrap();
+    assert_eq!(
+        s.delete_id("t-1", DeleteExpect::Any).in_scope("acme").await.unwrap(),
+        DeleteOutcome::Deleted { version: 1 }
+    );
     assert!(s.get_in("acme", "t-1").await.unwrap().is_none());
     assert_eq!(s.get_in("blue", "t-1").await.unwrap().unwrap().doc, b, "the other tenant's t-1 stays");
     assert!(s.find(Ticket::by_reference("acme", "A-100")).await.unwrap().is_none());
@@ -111,11 +114,11 @@ async fn deletes_and_tombstones_are_per_tenant() {
     assert_eq!(there, (1, 0), "acme's delete left acme's tombstone only");
     assert!(matches!(s.tombstone_key("t-1"), Err(Error::InvalidArgument(_))), "ids per scope need the scope");
     // acme's tombstone recognises acme's create; blue's delete is blue's.
-    assert_eq!(s.put_with_op(&a, Expect::Create, "load-a").await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(s.put(&a, Expect::Create).op("load-a").await.unwrap(), PutOutcome::Written { version: 1 });
     assert!(s.get_in("acme", "t-1").await.unwrap().is_none(), "a retried create after the delete");
     let read = s.get_in("blue", "t-1").await.unwrap().unwrap();
     assert_eq!(s.delete(&read).await.unwrap(), DeleteOutcome::Deleted { version: 1 });
-    assert_eq!(s.delete_id_in("blue", "t-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
+    assert_eq!(s.delete_id("t-1", DeleteExpect::Any).in_scope("blue").await.unwrap(), DeleteOutcome::NotFound);
     // Created again, each goes on from its own deleted version.
     assert_eq!(s.create(&a).await.unwrap(), PutOutcome::Written { version: 2 });
     assert!(matches!(s.delete_id("t-1", DeleteExpect::Any).await, Err(Error::InvalidArgument(_))));

@@ -52,10 +52,10 @@ async fn a_write_retried_after_a_delete_is_recognised_not_applied_again() {
     let mut e = env("tomb-put", WriteOptions::default()).await;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
-    assert_eq!(store.put_with_op(&doc, Expect::Any, "job-1.step-1").await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.put(&doc, Expect::Any).op("job-1.step-1").await.unwrap(), PutOutcome::Written { version: 1 });
     let read = store.get("r-1").await.unwrap().unwrap();
     let next = JobResponse { state: vec!["B".into()], ..doc.clone() };
-    assert_eq!(store.update_with_op(&read, &next, "job-1.step-2").await.unwrap(), PutOutcome::Written { version: 2 });
+    assert_eq!(store.update(&read, &next).op("job-1.step-2").await.unwrap(), PutOutcome::Written { version: 2 });
     // Another writer deletes the document before the caller retries.
     assert_eq!(store.delete_id("r-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::Deleted { version: 2 });
 
@@ -64,7 +64,7 @@ async fn a_write_retried_after_a_delete_is_recognised_not_applied_again() {
     for (op, version) in [("job-1.step-2", 2), ("job-1.step-1", 1)] {
         for expect in [Expect::Any, Expect::Create, Expect::Version(version - 1)] {
             assert_eq!(
-                store.put_with_op(&next, expect, op).await.unwrap(),
+                store.put(&next, expect).op(op).await.unwrap(),
                 PutOutcome::Written { version },
                 "{op} {expect:?}"
             );
@@ -74,10 +74,7 @@ async fn a_write_retried_after_a_delete_is_recognised_not_applied_again() {
     assert_eq!(e.valkey.metrics().write_already_applied(), 6);
     // A new write creates the document again, its versions going on from
     // the deleted one's: a read of that document can never match it.
-    assert_eq!(
-        store.put_with_op(&next, Expect::Any, "job-2.step-1").await.unwrap(),
-        PutOutcome::Written { version: 3 }
-    );
+    assert_eq!(store.put(&next, Expect::Any).op("job-2.step-1").await.unwrap(), PutOutcome::Written { version: 3 });
     assert_eq!(store.update(&read, &next).await.unwrap(), PutOutcome::Conflict { current: 3 }, "a stale read");
     assert_eq!(
         e.changes().await,
@@ -97,23 +94,23 @@ async fn a_retried_delete_reports_only_its_own_delete() {
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
     let _ = store.create(&doc).await.unwrap();
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Version(1)).op("cleanup-7").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
     // Again with the same id: the delete it made, with its version.
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Version(1)).op("cleanup-7").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
     // Another delete finds nothing: it did not delete the document.
-    assert_eq!(store.delete_id_with_op("r-1", DeleteExpect::Any, "cleanup-8").await.unwrap(), DeleteOutcome::NotFound);
+    assert_eq!(store.delete_id("r-1", DeleteExpect::Any).op("cleanup-8").await.unwrap(), DeleteOutcome::NotFound);
     assert_eq!(store.delete_id("r-1", DeleteExpect::Any).await.unwrap(), DeleteOutcome::NotFound);
 
     // Created again: the first delete, retried, still reports itself and
     // leaves the new document alone.
     let _ = store.create(&doc).await.unwrap();
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Version(1)).op("cleanup-7").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
     assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 2, "the new document is kept");
@@ -122,11 +119,11 @@ async fn a_retried_delete_reports_only_its_own_delete() {
     // own delete, not a conflict.
     let _ = store.put(&doc, Expect::Any).await.unwrap();
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Version(1), "cleanup-7").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Version(1)).op("cleanup-7").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
     assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 3);
-    assert!(matches!(store.delete_id_with_op("r-1", DeleteExpect::Any, "bad id").await, Err(Error::InvalidOpId(_))));
+    assert!(matches!(store.delete_id("r-1", DeleteExpect::Any).op("bad id").await, Err(Error::InvalidOpId(_))));
 }
 
 #[tokio::test]
@@ -136,9 +133,9 @@ async fn the_tombstone_lasts_for_the_retention_setting() {
     let mut e = env("tomb-ttl", WriteOptions { tombstone_retention: retention, ..WriteOptions::default() }).await;
     let store = Plant::open(e.valkey.clone()).store::<JobResponse>();
     let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
-    assert_eq!(store.put_with_op(&doc, Expect::Create, "load-1").await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.put(&doc, Expect::Create).op("load-1").await.unwrap(), PutOutcome::Written { version: 1 });
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Any, "drop-1").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Any).op("drop-1").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
     let tomb = e.k("tomb:jobresponse:r-1");
@@ -149,18 +146,18 @@ async fn the_tombstone_lasts_for_the_retention_setting() {
     assert!(ttl > 0 && ttl <= 3000, "expires with the setting: {ttl} ms");
     // Within the retention both ids are recognised ...
     assert_eq!(
-        store.delete_id_with_op("r-1", DeleteExpect::Any, "drop-1").await.unwrap(),
+        store.delete_id("r-1", DeleteExpect::Any).op("drop-1").await.unwrap(),
         DeleteOutcome::Deleted { version: 1 }
     );
-    assert_eq!(store.put_with_op(&doc, Expect::Create, "load-1").await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.put(&doc, Expect::Create).op("load-1").await.unwrap(), PutOutcome::Written { version: 1 });
     assert!(store.get("r-1").await.unwrap().is_none());
     // ... and after it, the documented fallback: nothing to delete, and a
     // create is applied again.
     tokio::time::sleep(retention + Duration::from_millis(300)).await;
     let exists: i64 = redis::cmd("EXISTS").arg(&tomb).query_async(&mut e.raw).await.unwrap();
     assert_eq!(exists, 0, "the tombstone expired");
-    assert_eq!(store.delete_id_with_op("r-1", DeleteExpect::Any, "drop-1").await.unwrap(), DeleteOutcome::NotFound);
-    assert_eq!(store.put_with_op(&doc, Expect::Create, "load-1").await.unwrap(), PutOutcome::Written { version: 1 });
+    assert_eq!(store.delete_id("r-1", DeleteExpect::Any).op("drop-1").await.unwrap(), DeleteOutcome::NotFound);
+    assert_eq!(store.put(&doc, Expect::Create).op("load-1").await.unwrap(), PutOutcome::Written { version: 1 });
     assert_eq!(store.get("r-1").await.unwrap().unwrap().version, 1);
 }
 
@@ -184,9 +181,9 @@ async fn a_damaged_tombstone_is_corrupt_and_nothing_is_written() {
     for text in &bad {
         let _: () = redis::cmd("SET").arg(&tomb).arg(text).query_async(&mut e.raw).await.unwrap();
         let before = snapshot(&mut e.raw, &e.prefix).await;
-        let put = store.put_with_op(&doc, Expect::Create, "load-1").await;
+        let put = store.put(&doc, Expect::Create).op("load-1").await;
         assert!(matches!(&put, Err(Error::Corrupt { reason, .. }) if reason.contains("tombstone")), "{text}: {put:?}");
-        let del = store.delete_id_with_op("r-1", DeleteExpect::Any, "drop-1").await;
+        let del = store.delete_id("r-1", DeleteExpect::Any).op("drop-1").await;
         assert!(matches!(&del, Err(Error::Corrupt { .. })), "{text}: {del:?}");
         assert_eq!(snapshot(&mut e.raw, &e.prefix).await, before, "{text}: nothing written");
     }

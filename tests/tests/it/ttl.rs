@@ -114,11 +114,11 @@ mod standalone {
         assert_eq!(stream, 0);
         // Retries stay recognised through the history and the tombstone.
         assert_eq!(
-            store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
+            store.put(&doc, Expect::Create).op("req-1-answer").await.unwrap(),
             PutOutcome::Written { version: 3 }
         );
         assert_eq!(
-            store.put_with_op(&doc, Expect::Create, "req-1-answer").await.unwrap(),
+            store.put(&doc, Expect::Create).op("req-1-answer").await.unwrap(),
             PutOutcome::Written { version: 3 }
         );
         let ttl = pttl(&mut raw, &format!("{}:idem:req-1", prefix.as_str())).await;

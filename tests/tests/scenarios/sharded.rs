@@ -128,7 +128,7 @@ async fn everything_a_sharded_keyspace_does(valkey: Valkey) -> Flow {
     let exists: i64 = redis::cmd("EXISTS").arg(&tomb).query_async(&mut raw).await.unwrap();
     assert_eq!(exists, 1);
     assert!(matches!(
-        responses.delete_id_in(&s5, "r-2", DeleteExpect::Any).await.unwrap(),
+        responses.delete_id("r-2", DeleteExpect::Any).in_scope(&s5).await.unwrap(),
         DeleteOutcome::NotFound | DeleteOutcome::Deleted { .. }
     ));
     let _ = doomed;
