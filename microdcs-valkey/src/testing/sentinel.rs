@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::server::{HarnessError, ValkeyServer};
-#[cfg(feature = "tls-native-tls")]
+#[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
 use std::path::Path;
 
 /// How long the primary may be unreachable before the Sentinels fail it
@@ -83,7 +83,7 @@ impl Sentinel {
     ///
     /// # Errors
     /// As for [`Sentinel::start`], or an unreadable CA file.
-    #[cfg(feature = "tls-native-tls")]
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
     pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
         let pem = std::fs::read(ca)?;
         let start = |config: Option<&str>, extra: &[&str]| {
@@ -175,11 +175,14 @@ impl Sentinel {
     fn run(&self, node: &ValkeyServer, sentinel: bool, args: &[&str]) -> Result<redis::Value, HarnessError> {
         let run = || -> redis::RedisResult<redis::Value> {
             let client = match &self.ca {
-                #[cfg(feature = "tls-native-tls")]
-                Some(pem) => redis::Client::build_with_tls(
+                #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+                Some(pem) => {
+                    crate::client::connect::tls::ensure_crypto_provider();
+                    redis::Client::build_with_tls(
                     node.url(),
                     redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
-                )?,
+                )?
+                }
                 _ => redis::Client::open(node.url())?,
             };
             let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
