@@ -109,6 +109,8 @@ pub fn certificates(dir: &Path) {
 /// `client-pkcs1.key`), and one signed by the unrelated CA (`stranger.crt`,
 /// `stranger.key`), for servers that ask for client certificates.
 pub fn client_certificates(dir: &Path) {
+    // An extension makes them X.509 v3: rustls (webpki) refuses v1 certificates.
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
     for (name, ca) in [("client", "ca"), ("stranger", "other")] {
         let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
         let subj = format!("/CN=microdcs test {name}");
@@ -130,6 +132,8 @@ pub fn client_certificates(dir: &Path) {
                 &crt,
                 "-days",
                 "2",
+                "-extfile",
+                "client.ext",
             ],
         );
     }

@@ -91,7 +91,7 @@ async fn client_certificates_on_one_server() {
 
     // A PKCS#1 key: rustls reads it; native-tls cannot, and the start says
     // so by the setting's name instead of with OpenSSL's words.
-    let mut pkcs1 = good.clone();
+    let mut pkcs1 = ValkeyConfig { key_prefix: unique_prefix("mtls-pkcs1").as_str().to_owned(), ..good.clone() };
     pkcs1.tls_key_file = Some(dir.join("client-pkcs1.key"));
     match (backend, Valkey::connect(&pkcs1).await) {
         ("rustls", Ok(v)) => works(&v, "rustls, PKCS#1 key").await,
