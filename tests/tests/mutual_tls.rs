@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use microdcs_tests::tls::{certificates, client_certificates, temp_dir};
 use microdcs_valkey::config::{ValkeyConfig, tls_backend};
-use microdcs_valkey::testing::{ValkeyCluster, ValkeyServer, unique_island, unique_prefix};
+use microdcs_valkey::testing::{SERVICE_NAME, Sentinel, ValkeyCluster, ValkeyServer, unique_island, unique_prefix};
 use microdcs_valkey::{
     Document, MicroDcsConfig, PutOutcome, Valkey, client::ConnectError, lease::Acquire, lease::LeaseBackend,
     lease::LeaseStore,
@@ -100,6 +100,28 @@ async fn client_certificates_on_one_server() {
         }
         (b, other) => panic!("{b}: PKCS#1 key: {other:?}"),
     }
+}
+
+/// Through Sentinel: the Sentinels and the data nodes all ask for client
+/// certificates, and the handle presents the same one to both.
+#[tokio::test]
+async fn client_certificates_through_sentinel() {
+    let dir = files("mtls-sentinel");
+    let s = Sentinel::start_mutual_tls(&dir.join("server.crt"), &dir.join("server.key"), &dir.join("ca.crt"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let backend = tls_backend().expect("the tests build with a TLS backend");
+    let endpoints: Vec<String> = s.sentinels().iter().map(|n| format!("localhost:{}", n.port())).collect();
+    let cs = format!("{},serviceName={SERVICE_NAME}", endpoints.join(","));
+    let good = config(&cs, unique_prefix("mtls-sentinel").as_str(), &dir);
+    let valkey =
+        Valkey::connect(&good).await.unwrap_or_else(|e| panic!("{backend}: mutual TLS through Sentinel: {e}"));
+    works(&valkey, &format!("{backend}, Sentinel")).await;
+
+    let mut none = good.clone();
+    none.tls_cert_file = None;
+    none.tls_key_file = None;
+    none.connect_timeout = Duration::from_secs(2);
+    assert!(Valkey::connect(&none).await.is_err(), "{backend}: the Sentinels must demand a client certificate");
 }
 
 /// The key file is a secret: a malformed one is refused by its setting's

@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(ep.password.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(ep.connect_timeout, Some(Duration::from_secs(2)));
         assert!(!format!("{ep:?}").contains("s3cret"));
-        #[cfg(feature = "tls-native-tls")]
+        #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
         {
             let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
             assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));

@@ -132,7 +132,7 @@ pub struct ValkeyConfig {
     /// to one (as `PasswordFile` is for the data nodes).
     pub sentinel_password_file: Option<PathBuf>,
     /// Whether the Sentinels speak TLS; unset, they do when the data nodes
-    /// do. `TlsCaFile` is trusted for both.
+    /// do. `TlsCaFile` is trusted and `TlsCertFile` presented to both.
     pub sentinel_tls: Option<bool>,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,

@@ -94,6 +94,26 @@ impl Sentinel {
         Self::start_with(None, Some(pem), &start, 1)
     }
 
+    /// As [`Sentinel::start_tls`], every process also asking every client
+    /// for a certificate signed by `ca` (`tls-auth-clients yes`): mutual
+    /// TLS. The processes present `cert`/`key` to each other, and so does
+    /// the harness.
+    ///
+    /// # Errors
+    /// As for [`Sentinel::start_tls`].
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+    pub fn start_mutual_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        let files = super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
+        let start = |config: Option<&str>, extra: &[&str]| {
+            let mut args = vec!["--tls-replication", "yes", "--repl-diskless-sync-delay", "0", "--tls-auth-clients", "yes"];
+            args.extend(extra);
+            let mut node = ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)?;
+            node.set_harness_tls(files.clone());
+            Ok(node)
+        };
+        Self::start_with(None, Some(files.ca.clone()), &start, 1)
+    }
+
     fn start_inner(password: Option<String>, replicas: usize) -> Result<Self, HarnessError> {
         let start = |config: Option<&str>, extra: &[&str]| {
             let mut args = vec!["--repl-diskless-sync-delay", "0"];
@@ -175,6 +195,7 @@ impl Sentinel {
     fn run(&self, node: &ValkeyServer, sentinel: bool, args: &[&str]) -> Result<redis::Value, HarnessError> {
         let run = || -> redis::RedisResult<redis::Value> {
             let client = match &self.ca {
+                _ if node.has_harness_tls() => node.client()?,
                 #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
                 Some(pem) => {
                     crate::client::connect::tls::ensure_crypto_provider();

@@ -505,6 +505,11 @@ impl ValkeyServer {
         self.harness_tls = Some(tls);
     }
 
+    /// Whether the harness's own connections present a client certificate.
+    pub(super) fn has_harness_tls(&self) -> bool {
+        self.harness_tls.is_some()
+    }
+
     /// `host:port` of the server.
     pub fn host_port(&self) -> String {
         format!("{}:{}", self.host, self.port)

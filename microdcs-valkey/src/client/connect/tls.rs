@@ -228,3 +228,19 @@ fn read_identity(cert_file: &Path, key_file: &Path) -> Result<Identity, ConnectE
     }
     Ok(Identity { cert, key })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TLS files never show in `Debug`: not the key, not the certificates.
+    #[test]
+    fn debug_shows_nothing_of_the_files() {
+        let files = TlsFiles {
+            roots: Some(b"ROOTS-CONTENT".to_vec()),
+            identity: Some(Identity { cert: b"CERT-CONTENT".to_vec(), key: b"KEY-CONTENT".to_vec() }),
+        };
+        let shown = format!("{files:?}");
+        assert_eq!(shown, r#"TlsFiles { roots: Some("<set>"), identity: Some("<redacted>") }"#);
+    }
+}
