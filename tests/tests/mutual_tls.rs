@@ -67,8 +67,9 @@ async fn works(valkey: &Valkey, label: &str) {
 #[tokio::test]
 async fn client_certificates_on_one_server() {
     let dir = files("mtls-one");
-    let server = ValkeyServer::start_redis_mutual_tls(&dir.join("server.crt"), &dir.join("server.key"), &dir.join("ca.crt"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let server =
+        ValkeyServer::start_redis_mutual_tls(&dir.join("server.crt"), &dir.join("server.key"), &dir.join("ca.crt"))
+            .unwrap_or_else(|e| panic!("{e}"));
     let cs = format!("localhost:{}", server.port());
     let backend = tls_backend().expect("the tests build with a TLS backend");
 
@@ -113,8 +114,7 @@ async fn client_certificates_through_sentinel() {
     let endpoints: Vec<String> = s.sentinels().iter().map(|n| format!("localhost:{}", n.port())).collect();
     let cs = format!("{},serviceName={SERVICE_NAME}", endpoints.join(","));
     let good = config(&cs, unique_prefix("mtls-sentinel").as_str(), &dir);
-    let valkey =
-        Valkey::connect(&good).await.unwrap_or_else(|e| panic!("{backend}: mutual TLS through Sentinel: {e}"));
+    let valkey = Valkey::connect(&good).await.unwrap_or_else(|e| panic!("{backend}: mutual TLS through Sentinel: {e}"));
     works(&valkey, &format!("{backend}, Sentinel")).await;
 
     let mut none = good.clone();

@@ -195,8 +195,7 @@ impl ConnectPlan {
     /// a password).
     pub(crate) fn from_url(url: &str) -> crate::Result<ConnectPlan> {
         let lower = url.trim_start().to_ascii_lowercase();
-        if !HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
-        {
+        if !HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://")) {
             return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
         }
         let info = url.into_connection_info().map_err(|e| {

@@ -96,8 +96,7 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
     }
     let lower = cs.to_ascii_lowercase();
     if ["redis://", "rediss://", "valkey://", "valkeys://"].iter().any(|s| lower.starts_with(s)) {
-        if !super::HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
-        {
+        if !super::HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://")) {
             return Err(super::NO_TLS_BACKEND.into());
         }
         return parse_url(cs);

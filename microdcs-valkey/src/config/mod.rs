@@ -449,8 +449,12 @@ impl ValkeyConfig {
         // A certificate without its key (or the reverse) would connect
         // without one, and the server's refusal would not say why.
         match (&self.tls_cert_file, &self.tls_key_file) {
-            (Some(_), None) => bad("TlsKeyFile", "not set, but TlsCertFile is: a client certificate needs its key".into()),
-            (None, Some(_)) => bad("TlsCertFile", "not set, but TlsKeyFile is: a key needs its client certificate".into()),
+            (Some(_), None) => {
+                bad("TlsKeyFile", "not set, but TlsCertFile is: a client certificate needs its key".into())
+            }
+            (None, Some(_)) => {
+                bad("TlsCertFile", "not set, but TlsKeyFile is: a key needs its client certificate".into())
+            }
             _ => {}
         }
         if let Some(f) = &self.password_file

@@ -80,7 +80,8 @@ impl ValkeyCluster {
         key: &std::path::Path,
         ca: &std::path::Path,
     ) -> Result<Self, HarnessError> {
-        let files = super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
+        let files =
+            super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
         Self::start_nodes(primaries, replicas, &|args| {
             let mut args = args.to_vec();
             args.extend(["--tls-cluster", "yes", "--tls-replication", "yes", "--tls-auth-clients", "yes"]);

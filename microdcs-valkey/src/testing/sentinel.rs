@@ -103,9 +103,11 @@ impl Sentinel {
     /// As for [`Sentinel::start_tls`].
     #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
     pub fn start_mutual_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
-        let files = super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
+        let files =
+            super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
         let start = |config: Option<&str>, extra: &[&str]| {
-            let mut args = vec!["--tls-replication", "yes", "--repl-diskless-sync-delay", "0", "--tls-auth-clients", "yes"];
+            let mut args =
+                vec!["--tls-replication", "yes", "--repl-diskless-sync-delay", "0", "--tls-auth-clients", "yes"];
             args.extend(extra);
             let mut node = ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)?;
             node.set_harness_tls(files.clone());
@@ -200,9 +202,9 @@ impl Sentinel {
                 Some(pem) => {
                     crate::client::connect::tls::ensure_crypto_provider();
                     redis::Client::build_with_tls(
-                    node.url(),
-                    redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
-                )?
+                        node.url(),
+                        redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+                    )?
                 }
                 _ => redis::Client::open(node.url())?,
             };

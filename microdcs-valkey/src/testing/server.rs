@@ -491,7 +491,10 @@ impl ValkeyServer {
                 redis::Client::build_with_tls(
                     self.url.as_str(),
                     redis::TlsCertificates {
-                        client_tls: Some(redis::ClientTlsConfig { client_cert: t.cert.clone(), client_key: t.key.clone() }),
+                        client_tls: Some(redis::ClientTlsConfig {
+                            client_cert: t.cert.clone(),
+                            client_key: t.key.clone(),
+                        }),
                         root_cert: Some(t.ca.clone()),
                     },
                 )

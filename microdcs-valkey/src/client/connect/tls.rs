@@ -130,10 +130,11 @@ impl TlsFiles {
         #[cfg(not(feature = "tls-rustls"))]
         {
             let _ = builder;
-            let set: Vec<&str> = [("TlsCaFile", self.roots.is_some()), ("TlsCertFile/TlsKeyFile", self.identity.is_some())]
-                .into_iter()
-                .filter_map(|(name, set)| set.then_some(name))
-                .collect();
+            let set: Vec<&str> =
+                [("TlsCaFile", self.roots.is_some()), ("TlsCertFile/TlsKeyFile", self.identity.is_some())]
+                    .into_iter()
+                    .filter_map(|(name, set)| set.then_some(name))
+                    .collect();
             Err(format!(
                 "{} on a cluster needs the `tls-rustls` feature of microdcs-valkey: redis-rs's cluster client takes \
                  a CA or a client certificate only through rustls (with native-tls it trusts only the system's CA \
@@ -217,9 +218,7 @@ fn read_identity(cert_file: &Path, key_file: &Path) -> Result<Identity, ConnectE
         return Err(ConnectError::Tls(format!("TlsKeyFile `{}` holds no PEM private key", key_file.display())));
     }
     // native-tls reads PKCS#8 only; its own error would not say so.
-    if cfg!(all(feature = "tls-native-tls", not(feature = "tls-rustls")))
-        && !pkcs8
-    {
+    if cfg!(all(feature = "tls-native-tls", not(feature = "tls-rustls"))) && !pkcs8 {
         return Err(ConnectError::Tls(format!(
             "TlsKeyFile `{}` is not a PKCS#8 key (`BEGIN PRIVATE KEY`), the only kind the native-tls backend reads: \
              convert it with `openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.pk8`, or use the `tls-rustls` feature",
