@@ -82,9 +82,9 @@ fn describe(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String,
             doc_ttl(d),
             writes(d),
         ),
-        (Role::Declared(name), _) if let Some((c, l, w)) = outbox_use(spec, f) => (format!("`{name}`"), c, l, w),
+        // Not an `if let` guard: those are newer than the declared floor (1.88).
         (Role::Declared(name), _) => {
-            let (c, l, w) = declared(spec, f);
+            let (c, l, w) = outbox_use(spec, f).unwrap_or_else(|| declared(spec, f));
             (format!("`{name}`"), c, l, w)
         }
         _ => (f.name.to_owned(), String::new(), String::new(), String::new()),

@@ -14,12 +14,15 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult
 
 use crate::KeyPrefix;
 use crate::client::{Connection, PollOptions, Valkey, WriteOptions};
-use crate::config::{ConfigError, NO_TLS_BACKEND, ValkeyConfig, defaults};
+use crate::config::{ConfigError, HAS_TLS_BACKEND, NO_TLS_BACKEND, ValkeyConfig, defaults};
 use crate::error::is_unknown_outcome;
 
 // The start's one error type, and how it becomes the runtime's.
 mod error;
 pub use error::ConnectError;
+// The CA, client certificate and key, and the backend that uses them.
+pub(crate) mod tls;
+pub(crate) use tls::TlsFiles;
 
 /// Reads the password file: the whole file, one trailing line break removed.
 ///
@@ -56,59 +59,6 @@ impl StreamingCredentialsProvider for PasswordFileCredentials {
         });
         Box::pin(futures_util::stream::iter([item]))
     }
-}
-
-/// Paths where Linux distributions keep the system CA bundle.
-const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-    "/etc/ssl/ca-bundle.pem",
-];
-
-/// A TLS client trusting the PEM `roots` (`TlsCaFile`).
-pub(super) fn client_trusting(info: redis::ConnectionInfo, roots: &[u8]) -> RedisResult<redis::Client> {
-    #[cfg(feature = "tls-native-tls")]
-    {
-        redis::Client::build_with_tls(
-            info,
-            redis::TlsCertificates { client_tls: None, root_cert: Some(roots.to_vec()) },
-        )
-    }
-    // Configuration checks refuse TLS without a backend first; this is the
-    // same refusal for a path that skipped them.
-    #[cfg(not(feature = "tls-native-tls"))]
-    {
-        let _ = (info, roots);
-        Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, NO_TLS_BACKEND)))
-    }
-}
-
-/// The PEM roots to trust with `TlsCaFile`: the system bundle and the CA.
-/// redis-rs replaces the platform store when given roots, so both go in.
-fn trust_bundle(ca_file: &Path) -> Result<Vec<u8>, ConnectError> {
-    let ca = std::fs::read(ca_file)
-        .map_err(|e| ConnectError::Tls(format!("cannot read TlsCaFile `{}`: {e}", ca_file.display())))?;
-    if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(ConnectError::Tls(format!("TlsCaFile `{}` holds no PEM certificate", ca_file.display())));
-    }
-    let system = std::env::var_os("SSL_CERT_FILE")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(SYSTEM_BUNDLES.iter().map(PathBuf::from))
-        .find_map(|p| std::fs::read(p).ok());
-    let mut bundle = match system {
-        Some(s) => s,
-        None => {
-            tracing::warn!("no system CA bundle found; trusting only TlsCaFile");
-            Vec::new()
-        }
-    };
-    if !bundle.ends_with(b"\n") && !bundle.is_empty() {
-        bundle.push(b'\n');
-    }
-    bundle.extend_from_slice(&ca);
-    Ok(bundle)
 }
 
 /// How long the start-up probe waits before trying an unreachable server again.
@@ -159,8 +109,9 @@ pub(crate) struct ConnectPlan {
     /// endpoints), with the same handshake settings.
     seeds: Vec<redis::ConnectionInfo>,
     tls: bool,
-    /// PEM roots to trust instead of the platform store (`TlsCaFile`).
-    roots: Option<Vec<u8>>,
+    /// The CA to trust and the client certificate to present
+    /// (`TlsCaFile`, `TlsCertFile`, `TlsKeyFile`).
+    tls_files: TlsFiles,
     /// The ACL user, for messages and the password file.
     user: Option<String>,
     password_file: Option<PathBuf>,
@@ -183,7 +134,7 @@ impl ConnectPlan {
     fn from_config(config: &ValkeyConfig) -> Result<ConnectPlan, ConnectError> {
         config.validate()?;
         let ep = config.endpoint()?;
-        let tls = ep.tls || config.tls_ca_file.is_some();
+        let tls = ep.tls || config.tls_files_set();
         let user = config.user.clone().or(ep.user.clone());
         let mut redis_info = RedisConnectionInfo::default().set_db(ep.db);
         if let Some(u) = &user {
@@ -205,10 +156,7 @@ impl ConnectPlan {
         };
         let info = node(&ep.host, ep.port)?;
         let seeds = ep.seeds.iter().map(|(h, p)| node(h, *p)).collect::<Result<Vec<_>, _>>()?;
-        let roots = match &config.tls_ca_file {
-            Some(ca) => Some(trust_bundle(ca)?),
-            None => None,
-        };
+        let tls_files = TlsFiles::from_config(config, tls)?;
         // Fail at start on an unreadable file, with the setting's name.
         for path in config.password_file.iter().chain(&config.sentinel_password_file) {
             read_password_file(path)
@@ -229,7 +177,7 @@ impl ConnectPlan {
             info,
             seeds,
             tls,
-            roots,
+            tls_files,
             user,
             password_file: config.password_file.clone(),
             connect_timeout: ep.connect_timeout.unwrap_or(config.connect_timeout),
@@ -247,8 +195,7 @@ impl ConnectPlan {
     /// a password).
     pub(crate) fn from_url(url: &str) -> crate::Result<ConnectPlan> {
         let lower = url.trim_start().to_ascii_lowercase();
-        if cfg!(not(feature = "tls-native-tls")) && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
-        {
+        if !HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://")) {
             return Err(crate::Error::InvalidArgument(NO_TLS_BACKEND.to_owned()));
         }
         let info = url.into_connection_info().map_err(|e| {
@@ -266,7 +213,7 @@ impl ConnectPlan {
             info,
             seeds: Vec::new(),
             tls,
-            roots: None,
+            tls_files: TlsFiles::for_url(tls),
             password_file: None,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
@@ -293,18 +240,13 @@ impl ConnectPlan {
         if let Some(p) = protocol {
             info = info.clone().set_redis_settings(info.redis_settings().clone().set_protocol(p));
         }
-        match &self.roots {
-            Some(roots) => {
-                client_trusting(info, roots).map_err(|e| ConnectError::Tls(format!("{}: {e}", self.endpoint)))
+        self.tls_files.client(info).map_err(|e| {
+            if self.tls {
+                ConnectError::Tls(format!("{}: {e}", self.endpoint))
+            } else {
+                ConnectError::Config(ConfigError::connection_string(e.to_string()))
             }
-            None => redis::Client::open(info).map_err(|e| {
-                if self.tls {
-                    ConnectError::Tls(format!("{}: {e}", self.endpoint))
-                } else {
-                    ConnectError::Config(ConfigError::connection_string(e.to_string()))
-                }
-            }),
-        }
+        })
     }
 
     /// The settings of a one-off connection to a data node.

@@ -112,8 +112,9 @@ pub(crate) struct SentinelSetup {
     /// The data nodes' handshake (user, password, database).
     pub(crate) data: redis::RedisConnectionInfo,
     pub(crate) data_tls: bool,
-    /// PEM roots to trust (`TlsCaFile`), for both.
-    pub(crate) roots: Option<Vec<u8>>,
+    /// The CA to trust and the client certificate to present
+    /// (`TlsCaFile`, `TlsCertFile`, `TlsKeyFile`), for both.
+    pub(crate) tls_files: super::connect::TlsFiles,
     /// The data nodes' connection settings for one-off checks (`ROLE`),
     /// with their credentials.
     pub(crate) probe: redis::AsyncConnectionConfig,
@@ -274,19 +275,19 @@ impl Sentinels {
     ) -> RedisResult<ConnectionManager> {
         let s = &self.setup;
         let settings = s.data.clone().set_protocol(protocol);
-        let client = client(&primary.host, primary.port, s.data_tls, settings, &s.roots)?;
+        let client = client(&primary.host, primary.port, s.data_tls, settings, &s.tls_files)?;
         bounded(s.connect_timeout, ConnectionManager::new_with_config(client, config.clone())).await
     }
 }
 
-/// A client of `host:port` with `settings`, over TLS (trusting `roots`
-/// when given) or not.
+/// A client of `host:port` with `settings`, over TLS (with the TLS files)
+/// or not.
 fn client(
     host: &str,
     port: u16,
     tls: bool,
     settings: redis::RedisConnectionInfo,
-    roots: &Option<Vec<u8>>,
+    tls_files: &super::connect::TlsFiles,
 ) -> RedisResult<redis::Client> {
     let addr = if tls {
         ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure: false, tls_params: None }
@@ -295,10 +296,7 @@ fn client(
     };
     let info =
         addr.into_connection_info()?.set_tcp_settings(super::connect::tcp_settings()).set_redis_settings(settings);
-    match roots {
-        Some(r) if tls => super::connect::client_trusting(info, r),
-        _ => redis::Client::open(info),
-    }
+    tls_files.client(info)
 }
 
 /// A client of Sentinel `i`, with its credentials read now.
@@ -319,7 +317,7 @@ fn sentinel_client(s: &SentinelSetup, i: usize) -> RedisResult<redis::Client> {
         })?;
         settings = settings.set_password(password);
     }
-    client(host, *port, s.tls, settings, &s.roots)
+    client(host, *port, s.tls, settings, &s.tls_files)
 }
 
 /// The order in which the Sentinels are asked: one at a time, in a stable
@@ -516,7 +514,7 @@ fn parse_named(replies: &[Value]) -> Parsed {
 async fn role(s: &SentinelSetup, host: &str, port: u16) -> RedisResult<String> {
     let check = async {
         let settings = s.data.clone().set_db(0);
-        let mut con = client(host, port, s.data_tls, settings, &s.roots)?
+        let mut con = client(host, port, s.data_tls, settings, &s.tls_files)?
             .get_multiplexed_async_connection_with_config(&s.probe)
             .await?;
         let reply: Vec<Value> = redis::cmd("ROLE").query_async(&mut con).await?;

@@ -70,8 +70,7 @@ pub fn parse_connection_string(cs: &str) -> Result<Endpoint, String> {
     }
     let lower = cs.to_ascii_lowercase();
     if ["redis://", "rediss://", "valkey://", "valkeys://"].iter().any(|s| lower.starts_with(s)) {
-        if cfg!(not(feature = "tls-native-tls")) && (lower.starts_with("rediss://") || lower.starts_with("valkeys://"))
-        {
+        if !super::HAS_TLS_BACKEND && (lower.starts_with("rediss://") || lower.starts_with("valkeys://")) {
             return Err(super::NO_TLS_BACKEND.into());
         }
         return parse_url(cs);
@@ -259,7 +258,7 @@ mod tests {
         assert_eq!(ep.password.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(ep.connect_timeout, Some(Duration::from_secs(2)));
         assert!(!format!("{ep:?}").contains("s3cret"));
-        #[cfg(feature = "tls-native-tls")]
+        #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
         {
             let ep = parse_connection_string("rediss://app:p%40ss@h:7000/2").unwrap();
             assert_eq!((ep.host.as_str(), ep.port, ep.tls, ep.db), ("h", 7000, true, 2));

@@ -66,6 +66,7 @@
 //! | `Valkey:User` | [`user`](ValkeyConfig::user) | none | any | ACL user; overrides the connection string's |
 //! | `Valkey:PasswordFile` | [`password_file`](ValkeyConfig::password_file) | none | an existing file; not with a password in the string | the password, read before every connect attempt (rotation without restart) |
 //! | `Valkey:TlsCaFile` | [`tls_ca_file`](ValkeyConfig::tls_ca_file) | none | an existing PEM file | turns TLS on, trusting this CA besides the system store |
+//! | `Valkey:TlsCertFile` / `Valkey:TlsKeyFile` | [`tls_cert_file`](ValkeyConfig::tls_cert_file), [`tls_key_file`](ValkeyConfig::tls_key_file) | none | existing PEM files, set together; native-tls reads PKCS#8 keys only, rustls also PKCS#1 and SEC1 | mutual TLS: turns TLS on and presents this client certificate and key (the key's content never reaches logs, `Debug` or errors); on a cluster with the `tls-rustls` backend only |
 //! | `Valkey:RequireTls` | [`require_tls`](ValkeyConfig::require_tls) | `false` | boolean | refuse to start without TLS |
 //! | `Valkey:KeyPrefix` | [`key_prefix`](ValkeyConfig::key_prefix) | `microdcs` | a valid [`KeyPrefix`]: no `*?[]\`, whitespace or trailing `:`; braces only as one hash tag (`{island-7}`) | the prefix of every key; on a cluster with `Placement=island`, one hash tag |
 //! | `Valkey:Placement` | [`placement`](ValkeyConfig::placement) | `island` | `island`, `sharded` ([`Placement`]) | how keyspaces lie on a cluster |
@@ -137,7 +138,22 @@ pub mod defaults;
 
 /// Why a connection asking for TLS is refused by a build without a backend.
 pub(crate) const NO_TLS_BACKEND: &str =
-    "TLS needs a TLS backend: enable the `tls-native-tls` feature of microdcs-valkey";
+    "TLS needs a TLS backend: enable the `tls-native-tls` or the `tls-rustls` feature of microdcs-valkey";
+
+/// Whether this build has a TLS backend.
+pub(crate) const HAS_TLS_BACKEND: bool = cfg!(any(feature = "tls-native-tls", feature = "tls-rustls"));
+
+/// The TLS backend of this build: `"rustls"`, `"native-tls"`, or `None`.
+/// With both features enabled rustls is used, as redis-rs decides.
+pub const fn tls_backend() -> Option<&'static str> {
+    if cfg!(feature = "tls-rustls") {
+        Some("rustls")
+    } else if cfg!(feature = "tls-native-tls") {
+        Some("native-tls")
+    } else {
+        None
+    }
+}
 
 /// Section `MicroDcs:Valkey`.
 ///
@@ -161,6 +177,15 @@ pub struct ValkeyConfig {
     /// PEM file of the CA of the server certificate: turns TLS on and trusts
     /// this CA besides the system store. Must exist.
     pub tls_ca_file: Option<PathBuf>,
+    /// PEM file of the client certificate (mutual TLS, a server with
+    /// `tls-auth-clients yes`), with any intermediates after it: turns TLS
+    /// on. Only together with `TlsKeyFile`. Must exist.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM file of the client certificate's private key. A secret: its
+    /// content never reaches logs, `Debug` or errors (its path may). The
+    /// native-tls backend reads PKCS#8 keys only (`BEGIN PRIVATE KEY`);
+    /// rustls also PKCS#1 and SEC1. Only together with `TlsCertFile`.
+    pub tls_key_file: Option<PathBuf>,
     /// Fail at start when TLS is off.
     pub require_tls: bool,
     /// Prefix of every key.
@@ -208,7 +233,7 @@ pub struct ValkeyConfig {
     /// to one (as `PasswordFile` is for the data nodes).
     pub sentinel_password_file: Option<PathBuf>,
     /// Whether the Sentinels speak TLS; unset, they do when the data nodes
-    /// do. `TlsCaFile` is trusted for both.
+    /// do. `TlsCaFile` is trusted and `TlsCertFile` presented to both.
     pub sentinel_tls: Option<bool>,
     /// How long connecting at start may take.
     pub connect_timeout: Duration,
@@ -256,6 +281,8 @@ impl Default for ValkeyConfig {
             user: None,
             password_file: None,
             tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
             require_tls: false,
             key_prefix: defaults::KEY_PREFIX.to_owned(),
             poll_interval: defaults::POLL_INTERVAL,
@@ -289,6 +316,8 @@ impl fmt::Debug for ValkeyConfig {
             .field("user", &self.user)
             .field("password_file", &self.password_file)
             .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
             .field("require_tls", &self.require_tls)
             .field("trace_scopes", &self.trace_scopes)
             .field("placement", &self.placement)
@@ -319,11 +348,12 @@ impl fmt::Display for ValkeyConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "valkey {} (prefix `{}`{}{})",
+            "valkey {} (prefix `{}`{}{}{})",
             redact_connection_string(self.connection_string.expose()),
             self.key_prefix,
             if self.password_file.is_some() { ", password file" } else { "" },
             if self.tls_ca_file.is_some() { ", TLS with CA file" } else { "" },
+            if self.tls_cert_file.is_some() { ", client certificate" } else { "" },
         )
     }
 }
@@ -441,9 +471,16 @@ fn parse_bool(v: &str) -> Result<bool, String> {
 }
 
 impl ValkeyConfig {
+    /// Whether a TLS file is set (`TlsCaFile`, `TlsCertFile`), which turns
+    /// TLS on whatever the connection string says.
+    pub(crate) fn tls_files_set(&self) -> bool {
+        self.tls_ca_file.is_some() || self.tls_cert_file.is_some()
+    }
+
     /// Checks every setting: the connection string parses, `PasswordFile` is
     /// not combined with a password in the string, `TlsCaFile` exists,
-    /// `RequireTls` is met, the key prefix is valid, counts and intervals are
+    /// `TlsCertFile` and `TlsKeyFile` are set together and exist, a TLS
+    /// backend is compiled in when TLS is asked for, `RequireTls` is met, the key prefix is valid, counts and intervals are
     /// above zero.
     ///
     /// # Errors
@@ -456,14 +493,22 @@ impl ValkeyConfig {
                 if ep.password.is_some() && self.password_file.is_some() {
                     bad("PasswordFile", "set together with a password in ConnectionString; use one of them".into());
                 }
-                if self.require_tls && !ep.tls && self.tls_ca_file.is_none() {
+                if self.require_tls && !ep.tls && !self.tls_files_set() {
                     bad(
                         "RequireTls",
                         "TLS is off: set TlsCaFile, or use rediss:// or ssl=true in ConnectionString".into(),
                     );
                 }
-                if cfg!(not(feature = "tls-native-tls")) && (ep.tls || self.tls_ca_file.is_some()) {
-                    bad(if ep.tls { "ConnectionString" } else { "TlsCaFile" }, NO_TLS_BACKEND.to_owned());
+                if !HAS_TLS_BACKEND {
+                    let asking = [
+                        ("ConnectionString", ep.tls),
+                        ("TlsCaFile", self.tls_ca_file.is_some()),
+                        ("TlsCertFile", self.tls_cert_file.is_some()),
+                        ("TlsKeyFile", self.tls_key_file.is_some()),
+                    ];
+                    if let Some((name, _)) = asking.iter().find(|(_, set)| *set) {
+                        bad(name, NO_TLS_BACKEND.to_owned());
+                    }
                 }
                 if cfg!(not(feature = "sentinel")) && ep.service_name.is_some() {
                     bad(
@@ -493,10 +538,25 @@ impl ValkeyConfig {
             }
             Err(e) => bad("ConnectionString", e),
         }
-        if let Some(f) = &self.tls_ca_file
-            && !f.is_file()
+        for (name, file) in
+            [("TlsCaFile", &self.tls_ca_file), ("TlsCertFile", &self.tls_cert_file), ("TlsKeyFile", &self.tls_key_file)]
         {
-            bad("TlsCaFile", format!("`{}` does not exist or is not a file", f.display()));
+            if let Some(f) = file
+                && !f.is_file()
+            {
+                bad(name, format!("`{}` does not exist or is not a file", f.display()));
+            }
+        }
+        // A certificate without its key (or the reverse) would connect
+        // without one, and the server's refusal would not say why.
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(_), None) => {
+                bad("TlsKeyFile", "not set, but TlsCertFile is: a client certificate needs its key".into())
+            }
+            (None, Some(_)) => {
+                bad("TlsCertFile", "not set, but TlsKeyFile is: a key needs its client certificate".into())
+            }
+            _ => {}
         }
         if let Some(f) = &self.password_file
             && !f.is_file()

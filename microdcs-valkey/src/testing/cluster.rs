@@ -60,6 +60,43 @@ impl ValkeyCluster {
     /// # Errors
     /// As for [`ValkeyCluster::start`].
     pub fn start_local(primaries: usize, replicas: usize) -> Result<Self, HarnessError> {
+        Self::start_nodes(primaries, replicas, &|args| ValkeyServer::start_local(args))
+    }
+
+    /// A new local cluster of Debian's `redis-server` (built with TLS; see
+    /// [`ValkeyServer::start_redis_tls`]) speaking TLS only, the nodes to
+    /// each other too (`tls-cluster`, `tls-replication`), and asking every
+    /// client for a certificate signed by `ca` (`tls-auth-clients yes`).
+    /// The nodes present `cert`/`key` to each other, and so does the
+    /// harness.
+    ///
+    /// # Errors
+    /// As for [`ValkeyCluster::start`], or an unreadable PEM file.
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+    pub fn start_redis_tls(
+        primaries: usize,
+        replicas: usize,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        ca: &std::path::Path,
+    ) -> Result<Self, HarnessError> {
+        let files =
+            super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
+        Self::start_nodes(primaries, replicas, &|args| {
+            let mut args = args.to_vec();
+            args.extend(["--tls-cluster", "yes", "--tls-replication", "yes", "--tls-auth-clients", "yes"]);
+            let mut node = ValkeyServer::start_redis_tls_with(cert, key, ca, None, &args)?;
+            node.set_harness_tls(files.clone());
+            Ok(node)
+        })
+    }
+
+    /// Starts the nodes with `start` (given the cluster arguments) and forms the cluster.
+    fn start_nodes(
+        primaries: usize,
+        replicas: usize,
+        start: &dyn Fn(&[&str]) -> Result<ValkeyServer, HarnessError>,
+    ) -> Result<Self, HarnessError> {
         if primaries == 0 {
             return Err(start_err("a cluster needs at least one primary"));
         }
@@ -81,7 +118,7 @@ impl ValkeyCluster {
                 "--repl-diskless-sync-delay",
                 "0",
             ];
-            nodes.push(ValkeyServer::start_local(&args)?);
+            nodes.push(start(&args)?);
         }
         let cluster = ValkeyCluster { nodes, bus_ports, external: None, formed_in: Duration::ZERO };
         cluster.form(primaries, replicas)?;
@@ -288,7 +325,7 @@ impl ValkeyCluster {
 
 /// Up to `count` keys of `slot` on `node`.
 fn keys_in_slot(node: &ValkeyServer, slot: u16, count: usize) -> Result<Vec<String>, HarnessError> {
-    let client = redis::Client::open(node.url()).map_err(|e| start_err(e.to_string()))?;
+    let client = node.client().map_err(|e| start_err(e.to_string()))?;
     let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| start_err(e.to_string()))?;
     redis::cmd("CLUSTER")
         .arg("GETKEYSINSLOT")
@@ -314,7 +351,7 @@ fn owns(node: &ValkeyServer, slot: u16) -> bool {
 /// The node is unreachable or refused the command.
 pub fn command(node: &ValkeyServer, args: &[&str]) -> Result<String, HarnessError> {
     let run = || -> redis::RedisResult<String> {
-        let client = redis::Client::open(node.url())?;
+        let client = node.client()?;
         let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;
         con.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut cmd = redis::cmd(args[0]);

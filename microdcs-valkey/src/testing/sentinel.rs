@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::server::{HarnessError, ValkeyServer};
-#[cfg(feature = "tls-native-tls")]
+#[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
 use std::path::Path;
 
 /// How long the primary may be unreachable before the Sentinels fail it
@@ -83,7 +83,7 @@ impl Sentinel {
     ///
     /// # Errors
     /// As for [`Sentinel::start`], or an unreadable CA file.
-    #[cfg(feature = "tls-native-tls")]
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
     pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
         let pem = std::fs::read(ca)?;
         let start = |config: Option<&str>, extra: &[&str]| {
@@ -92,6 +92,28 @@ impl Sentinel {
             ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)
         };
         Self::start_with(None, Some(pem), &start, 1)
+    }
+
+    /// As [`Sentinel::start_tls`], every process also asking every client
+    /// for a certificate signed by `ca` (`tls-auth-clients yes`): mutual
+    /// TLS. The processes present `cert`/`key` to each other, and so does
+    /// the harness.
+    ///
+    /// # Errors
+    /// As for [`Sentinel::start_tls`].
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+    pub fn start_mutual_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        let files =
+            super::server::HarnessTls { ca: std::fs::read(ca)?, cert: std::fs::read(cert)?, key: std::fs::read(key)? };
+        let start = |config: Option<&str>, extra: &[&str]| {
+            let mut args =
+                vec!["--tls-replication", "yes", "--repl-diskless-sync-delay", "0", "--tls-auth-clients", "yes"];
+            args.extend(extra);
+            let mut node = ValkeyServer::start_redis_tls_with(cert, key, ca, config, &args)?;
+            node.set_harness_tls(files.clone());
+            Ok(node)
+        };
+        Self::start_with(None, Some(files.ca.clone()), &start, 1)
     }
 
     fn start_inner(password: Option<String>, replicas: usize) -> Result<Self, HarnessError> {
@@ -175,11 +197,15 @@ impl Sentinel {
     fn run(&self, node: &ValkeyServer, sentinel: bool, args: &[&str]) -> Result<redis::Value, HarnessError> {
         let run = || -> redis::RedisResult<redis::Value> {
             let client = match &self.ca {
-                #[cfg(feature = "tls-native-tls")]
-                Some(pem) => redis::Client::build_with_tls(
-                    node.url(),
-                    redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
-                )?,
+                _ if node.has_harness_tls() => node.client()?,
+                #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+                Some(pem) => {
+                    crate::client::connect::tls::ensure_crypto_provider();
+                    redis::Client::build_with_tls(
+                        node.url(),
+                        redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+                    )?
+                }
                 _ => redis::Client::open(node.url())?,
             };
             let mut con = client.get_connection_with_timeout(Duration::from_secs(2))?;

@@ -240,6 +240,17 @@ pub struct ValkeyServer {
     /// A configuration file, passed first (a Sentinel needs one it can
     /// rewrite).
     config_file: Option<PathBuf>,
+    /// The CA, certificate and key the harness's own connections use
+    /// (a server that asks for client certificates).
+    harness_tls: Option<HarnessTls>,
+}
+
+/// PEM files of the harness's own TLS connections.
+#[derive(Clone)]
+pub(super) struct HarnessTls {
+    pub(super) ca: Vec<u8>,
+    pub(super) cert: Vec<u8>,
+    pub(super) key: Vec<u8>,
 }
 
 impl fmt::Debug for ValkeyServer {
@@ -277,6 +288,7 @@ impl ValkeyServer {
             url,
             extra_args: Vec::new(),
             config_file: None,
+            harness_tls: None,
         }
     }
 
@@ -297,6 +309,21 @@ impl ValkeyServer {
     /// No binary (install with `apt-get install redis-server`), or the server did not start.
     pub fn start_redis_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
         Self::start_redis_tls_with(cert, key, ca, None, &[])
+    }
+
+    /// As [`ValkeyServer::start_redis_tls`], and asking every client for a
+    /// certificate signed by `ca` (`tls-auth-clients yes`): mutual TLS.
+    /// The harness's own connections ([`ValkeyServer::client`]) present
+    /// `cert`/`key`.
+    ///
+    /// # Errors
+    /// As for [`ValkeyServer::start_redis_tls`], or an unreadable PEM file.
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+    pub fn start_redis_mutual_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, HarnessError> {
+        let files = HarnessTls { ca: fs::read(ca)?, cert: fs::read(cert)?, key: fs::read(key)? };
+        let mut server = Self::start_redis_tls_with(cert, key, ca, None, &["--tls-auth-clients", "yes"])?;
+        server.set_harness_tls(files);
+        Ok(server)
     }
 
     /// As [`ValkeyServer::start_redis_tls`], reading `config` first (see
@@ -354,6 +381,7 @@ impl ValkeyServer {
             url: String::new(),
             extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
             config_file: None,
+            harness_tls: None,
         };
         if let Some(text) = config {
             let file = server.dir.as_ref().expect("just made").join("server.conf");
@@ -448,6 +476,41 @@ impl ValkeyServer {
     /// `redis://host:port/` of the server.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// A client of the server for the harness: with the CA and client
+    /// certificate it was started with when it asks for them.
+    ///
+    /// # Errors
+    /// The URL does not parse, or the certificates do not.
+    pub fn client(&self) -> redis::RedisResult<redis::Client> {
+        match &self.harness_tls {
+            #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+            Some(t) => {
+                crate::client::connect::tls::ensure_crypto_provider();
+                redis::Client::build_with_tls(
+                    self.url.as_str(),
+                    redis::TlsCertificates {
+                        client_tls: Some(redis::ClientTlsConfig {
+                            client_cert: t.cert.clone(),
+                            client_key: t.key.clone(),
+                        }),
+                        root_cert: Some(t.ca.clone()),
+                    },
+                )
+            }
+            _ => redis::Client::open(self.url.as_str()),
+        }
+    }
+
+    /// Sets the files the harness's own connections use.
+    pub(super) fn set_harness_tls(&mut self, tls: HarnessTls) {
+        self.harness_tls = Some(tls);
+    }
+
+    /// Whether the harness's own connections present a client certificate.
+    pub(super) fn has_harness_tls(&self) -> bool {
+        self.harness_tls.is_some()
     }
 
     /// `host:port` of the server.

@@ -32,13 +32,6 @@ impl ConnectPlan {
         retries: u32,
         overall: Duration,
     ) -> Result<ClusterClient, ConnectError> {
-        if self.roots.is_some() {
-            return Err(ConnectError::Tls(
-                "TlsCaFile is not supported on a cluster: the TLS backend trusts only the system's CA store there \
-                 (add the CA to it, or point SSL_CERT_FILE at a bundle that holds it)"
-                    .into(),
-            ));
-        }
         let nodes: Vec<redis::ConnectionInfo> = std::iter::once(&self.info)
             .chain(&self.seeds)
             .map(|i| {
@@ -64,6 +57,7 @@ impl ConnectPlan {
         if let Some(c) = self.credentials() {
             builder = builder.set_credentials_provider(c);
         }
+        builder = self.tls_files.cluster(builder, self.tls).map_err(ConnectError::Tls)?;
         builder.build().map_err(|e| {
             if self.tls {
                 ConnectError::Tls(format!("{}: {e}", self.endpoint))

@@ -21,8 +21,11 @@ pub enum ConnectError {
         /// Why.
         reason: String,
     },
-    /// The TLS set-up failed (CA file unreadable or not PEM, or no TLS
-    /// client could be built). Not used for anything but TLS.
+    /// The TLS set-up failed (CA, certificate or key file unreadable or
+    /// not PEM, a key the backend cannot read, a CA or client certificate
+    /// on a cluster with native-tls alone, or no TLS client could be
+    /// built). Never quotes a key file's content. Not used for anything
+    /// but TLS.
     #[error("TLS: {0}")]
     Tls(String),
     /// The server was not reachable, or did not answer, within the connect timeout.

@@ -63,7 +63,7 @@ impl ConnectPlan {
             tls: plan.tls,
             data: self.info.redis_settings().clone(),
             data_tls: self.tls,
-            roots: self.roots.clone(),
+            tls_files: self.tls_files.clone(),
             probe: self.probe_config(),
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,

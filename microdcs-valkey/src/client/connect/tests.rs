@@ -22,7 +22,7 @@ fn both_constructors_share_the_defaults() {
 #[test]
 fn endpoints_are_host_port() {
     assert_eq!(ConnectPlan::from_url("redis://:pw@h:7000/").unwrap().endpoint, "h:7000");
-    #[cfg(feature = "tls-native-tls")]
+    #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
     assert_eq!(ConnectPlan::from_url("rediss://[::1]:7000/").unwrap().endpoint, "[::1]:7000");
     let config =
         ValkeyConfig { connection_string: crate::config::Secret::new("h:1,password=pw"), ..Default::default() };
@@ -63,7 +63,7 @@ fn every_client_turns_nagle_off() {
 /// A build without a TLS backend refuses a request for TLS by the
 /// feature's name, before any network traffic, rather than at connect time
 /// with the `redis` crate's words.
-#[cfg(not(feature = "tls-native-tls"))]
+#[cfg(not(any(feature = "tls-native-tls", feature = "tls-rustls")))]
 #[test]
 fn tls_without_a_backend_is_refused_naming_the_feature() {
     let err = ConnectPlan::from_url("rediss://h:7000/").err().expect("TLS refused");
@@ -78,6 +78,17 @@ fn tls_without_a_backend_is_refused_naming_the_feature() {
             "{err}"
         );
     }
+    // A client certificate asks for TLS too.
+    let config = ValkeyConfig {
+        tls_cert_file: Some("client.crt".into()),
+        tls_key_file: Some("client.key".into()),
+        ..Default::default()
+    };
+    let err = config.validate().expect_err("TLS refused");
+    assert!(
+        err.problems.iter().any(|p| p.setting == "MicroDcs:Valkey:TlsCertFile" && p.problem.contains("`tls-rustls`")),
+        "{err}"
+    );
 }
 
 /// A build without the `sentinel` feature refuses a service name, naming
