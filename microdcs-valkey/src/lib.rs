@@ -32,6 +32,7 @@ mod keyspace_doc;
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod lease;
 mod limits;
+pub mod lock;
 mod metrics;
 pub mod observe;
 mod op_id;

@@ -27,6 +27,7 @@ pub mod duration;
 pub mod encode;
 mod entry;
 mod family;
+pub mod lock;
 #[cfg(test)]
 mod fixtures;
 // The script generator and its KEYS/ARGV layouts are the contract between
