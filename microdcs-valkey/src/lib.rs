@@ -9,11 +9,15 @@
 // every other item is reached at its module path only.
 // Each subsystem beyond the core is a feature (see the README).
 pub mod acl;
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 #[cfg(feature = "consumers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod changes;
 pub mod client;
 mod codec;
+mod each;
 pub mod config;
 #[cfg(feature = "coordination")]
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
@@ -82,6 +86,7 @@ pub mod __private {
         KeyspaceSpec, ListEntry, ListSpec, OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
+    pub use crate::each::{DocumentVisitor, EachDocument, Probe, VisitJson, VisitOther};
     pub use std::borrow::Cow;
 
     /// What the `open` function of a keyspace returns.
