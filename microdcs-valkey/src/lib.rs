@@ -17,11 +17,11 @@ pub mod admin;
 pub mod changes;
 pub mod client;
 mod codec;
-mod each;
 pub mod config;
 #[cfg(feature = "coordination")]
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod dedupe;
+mod each;
 mod error;
 pub mod families;
 #[cfg(any(feature = "coordination", feature = "maintenance"))]
@@ -74,6 +74,7 @@ pub use store::{Expect, Page, PutOutcome, Revision, RevisionParseError, Store, S
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::each::{DocumentVisitor, EachDocument, Probe, VisitJson, VisitOther};
     pub use crate::families::{
         ChannelKey, ContentFamily, CounterKey, FromKey, HashKey, ListKey, RateLimitKey, SetKey, SortedSetKey,
         StringKey, TypedChannel, TypedHash, TypedValue,
@@ -86,7 +87,6 @@ pub mod __private {
         KeyspaceSpec, ListEntry, ListSpec, OutboxSpec, Score, Source, UNSCOPED, UniqueQuery, keyspace_problem,
     };
     pub use microdcs_schema::{HasChanges, HasList, HasOutbox, InKeyspace, Keyspace};
-    pub use crate::each::{DocumentVisitor, EachDocument, Probe, VisitJson, VisitOther};
     pub use std::borrow::Cow;
 
     /// What the `open` function of a keyspace returns.

@@ -27,9 +27,9 @@ pub mod duration;
 pub mod encode;
 mod entry;
 mod family;
-pub mod lock;
 #[cfg(test)]
 mod fixtures;
+pub mod lock;
 // The script generator and its KEYS/ARGV layouts are the contract between
 // the derive and the runtime, not an API: they change with the generator.
 #[doc(hidden)]

@@ -43,7 +43,9 @@ mod release2 {
 }
 
 async fn admin_json<K: microdcs_valkey::store::EachDocument>(valkey: &Valkey, args: &[&str]) -> (u8, Value) {
-    let ran = admin::run::<K>(valkey, args.iter().copied().chain(["--json"])).await.unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let ran = admin::run::<K>(valkey, args.iter().copied().chain(["--json"]))
+        .await
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     let v = serde_json::from_str(&ran.output).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", ran.output));
     (ran.code, v)
 }
@@ -78,8 +80,12 @@ async fn a_migration_end_to_end_on_a_cluster() {
     let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "plan", "--lock", lock_arg]).await;
     assert_eq!(code, 0, "nothing breaking: {v}");
     assert_eq!(v["rebuild"], serde_json::json!([{ "kind": "order", "indexes": ["by_customer"] }]), "{v}");
-    let classes: Vec<(&str, &str)> =
-        v["lock"].as_array().unwrap().iter().map(|c| (c["class"].as_str().unwrap(), c["what"].as_str().unwrap())).collect();
+    let classes: Vec<(&str, &str)> = v["lock"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["class"].as_str().unwrap(), c["what"].as_str().unwrap()))
+        .collect();
     assert_eq!(classes, [("safe", "field `gift_note` appended"), ("rebuild", "new index `by_customer`")], "{v}");
     let by_customer = release2::Order::by_customer("s1", "c-1");
     let v2 = release2::Shop::open(valkey.clone()).store::<release2::Order>();
@@ -132,7 +138,8 @@ async fn verify_finds_damage_and_an_unknown_kind_is_an_error() {
     let prefix = microdcs_valkey::testing::unique_prefix("admin-verify");
     let valkey = Valkey::connect_url(s.url(), prefix.clone(), Default::default()).await.unwrap();
     let orders = release1::Shop::open(valkey.clone()).store::<release1::Order>();
-    microdcs_tests::created(&orders, &release1::Order { id: "o-1".into(), scope: "s1".into(), customer: "c".into() }).await;
+    microdcs_tests::created(&orders, &release1::Order { id: "o-1".into(), scope: "s1".into(), customer: "c".into() })
+        .await;
     let ran = admin::run::<release1::Shop>(&valkey, ["verify"]).await.unwrap();
     assert_eq!(ran.code, 0, "{}", ran.output);
     assert!(ran.output.contains("| (all) | (all) | none | 0 |"), "{}", ran.output);

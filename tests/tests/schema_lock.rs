@@ -85,7 +85,7 @@ fn release1_lock(name: &str) -> PathBuf {
     path
 }
 
-fn outdated(spec: &microdcs_valkey::schema::KeyspaceSpec<'_>, path: &PathBuf, bless: Bless) -> String {
+fn outdated(spec: &microdcs_valkey::schema::KeyspaceSpec<'_>, path: &std::path::Path, bless: Bless) -> String {
     match check_spec(spec, path, bless) {
         Err(e @ LockError::Outdated { .. }) => e.to_string(),
         other => panic!("expected an outdated lock, got {other:?}"),

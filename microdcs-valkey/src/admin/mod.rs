@@ -302,7 +302,10 @@ async fn program<K: EachDocument>(cli: Cli) -> std::result::Result<Ran, Box<dyn 
 /// # Errors
 /// Arguments that do not parse ([`Error::InvalidArgument`] with clap's
 /// message), and the errors of the command (connection, permissions).
-pub async fn run<K: EachDocument>(valkey: &Valkey, args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<Ran> {
+pub async fn run<K: EachDocument>(
+    valkey: &Valkey,
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+) -> Result<Ran> {
     let cli = parse(args)?;
     if let Command::Mcp = cli.command {
         return Err(Error::InvalidArgument("`mcp` serves stdin and stdout: run it from `admin::main`".into()));
@@ -366,7 +369,8 @@ fn offline<K: EachDocument>(command: &Command, json: bool, prefix: &crate::KeyPr
                 }
                 Err(e) => (1, "outdated", format!("{e}\n")),
             };
-            let output = if json { render::json(&json!({ "lock": path, "status": status, "report": text })) } else { text };
+            let output =
+                if json { render::json(&json!({ "lock": path, "status": status, "report": text })) } else { text };
             Ok(Ran { code, output })
         }
         _ => Err(Error::InvalidArgument("this command needs a server".into())),
@@ -480,10 +484,7 @@ async fn migrate<K: EachDocument>(valkey: &Valkey, kinds: &Kinds<K>, step: Migra
 /// Runs `work` while holding the keyspace's migration lease, renewed at a
 /// third of its lifetime; refused while another operator holds it, stopped
 /// when the lease is lost.
-async fn under_lease<K: EachDocument, F: Future<Output = Result<Ran>>>(
-    valkey: &Valkey,
-    work: F,
-) -> Result<Ran> {
+async fn under_lease<K: EachDocument, F: Future<Output = Result<Ran>>>(valkey: &Valkey, work: F) -> Result<Ran> {
     let leases = LeaseStore::new(valkey.clone());
     let name = lease_name::<K>();
     let owner = format!("admin-{}", crate::store::new_op_id());
@@ -500,10 +501,10 @@ async fn under_lease<K: EachDocument, F: Future<Output = Result<Ran>>>(
     let renew = async {
         loop {
             tokio::time::sleep(LEASE_TTL / 3).await;
-            if let Err(e) = leases.renew(&lease, LEASE_TTL, &crate::store::new_op_id()).await {
-                return Err::<Ran, Error>(e);
-            }
+            leases.renew(&lease, LEASE_TTL, &crate::store::new_op_id()).await?;
         }
+        #[allow(unreachable_code)] // The loop's type: it ends only by `?`.
+        Ok::<Ran, Error>(Ran { code: 0, output: String::new() })
     };
     let outcome = tokio::select! {
         r = work => r,
@@ -521,9 +522,18 @@ mod tests {
     #[test]
     fn the_arguments_parse_as_documented() {
         let parse = |a: &[&str]| Cli::try_parse_from(std::iter::once("admin").chain(a.iter().copied()));
-        assert!(matches!(parse(&["migrate", "apply", "--json"]).unwrap(), Cli { json: true, command: Command::Migrate { step: Migrate::Apply { batch: 500 } } }));
-        assert!(matches!(parse(&["--json", "verify", "--kind", "order"]).unwrap().command, Command::Verify(MaintArgs { kind: Some(_), .. })));
-        assert!(matches!(parse(&["lock", "write", "--force"]).unwrap().command, Command::Lock { what: LockCmd::Write { force: true, .. } }));
+        assert!(matches!(
+            parse(&["migrate", "apply", "--json"]).unwrap(),
+            Cli { json: true, command: Command::Migrate { step: Migrate::Apply { batch: 500 } } }
+        ));
+        assert!(matches!(
+            parse(&["--json", "verify", "--kind", "order"]).unwrap().command,
+            Command::Verify(MaintArgs { kind: Some(_), .. })
+        ));
+        assert!(matches!(
+            parse(&["lock", "write", "--force"]).unwrap().command,
+            Command::Lock { what: LockCmd::Write { force: true, .. } }
+        ));
         assert!(parse(&["migrate", "abort"]).is_err(), "no abort: nothing to roll back");
         assert!(!parse(&["keys"]).unwrap().command.needs_server());
     }

@@ -71,8 +71,7 @@ fn report_table(out: &mut String, reports: &[(&str, Report)]) -> u64 {
 
 /// `verify` and `rebuild`: exit 1 on differences.
 pub(super) fn reports(reports: &[(&str, Report)], fix: bool, json_out: bool) -> Ran {
-    let total: u64 =
-        reports.iter().map(|(_, r)| r.differences.len() as u64 + r.truncated).sum();
+    let total: u64 = reports.iter().map(|(_, r)| r.differences.len() as u64 + r.truncated).sum();
     let fixed: u64 = reports.iter().map(|(_, r)| r.fixed).sum();
     let code = u8::from(total != 0);
     if json_out {
@@ -102,7 +101,10 @@ pub(super) fn plan(lock: Option<&LockDiff>, flagged: &[(&str, Vec<String>)], jso
                 .map(|c| json!({ "subject": c.subject, "what": c.what, "class": c.class.as_str(), "fix": c.fix }))
                 .collect()
         });
-        return Ran { code, output: json(&json!({ "lock": changes, "rebuild": flagged_json(flagged), "breaking": breaking })) };
+        return Ran {
+            code,
+            output: json(&json!({ "lock": changes, "rebuild": flagged_json(flagged), "breaking": breaking })),
+        };
     }
     let mut out = String::new();
     if let Some(d) = lock {
@@ -195,7 +197,8 @@ pub(super) async fn inspect<K: EachDocument>(valkey: &Valkey, what: Inspect, jso
             let families = inspector.families();
             let mut t = String::from("| Family | Role | Type | Template |\n|---|---|---|---|\n");
             for f in &families {
-                let _ = writeln!(t, "| {} | {} | {} | `{}` |", f.name, f.role, f.key_type, f.template.replace('|', "\\|"));
+                let _ =
+                    writeln!(t, "| {} | {} | {} | `{}` |", f.name, f.role, f.key_type, f.template.replace('|', "\\|"));
             }
             show(json!({ "kinds": view(&kinds), "families": view(&families) }), t)
         }

@@ -9,8 +9,13 @@ fn response() -> DocumentSpec<'static> {
     DocumentSpec { fields: &FIELDS, ..JOB_RESPONSE }
 }
 
-const SEEN: FamilySpec<'static> =
-    FamilySpec { name: "seen", key: "seen:{pod}", key_type: KeyType::Hash, kind: FamilyKind::Hash, ttl_ms: Some(60_000) };
+const SEEN: FamilySpec<'static> = FamilySpec {
+    name: "seen",
+    key: "seen:{pod}",
+    key_type: KeyType::Hash,
+    kind: FamilyKind::Hash,
+    ttl_ms: Some(60_000),
+};
 
 fn lock_of<'a>(docs: &[DocumentSpec<'a>], families: &[FamilySpec<'a>]) -> Lock {
     Lock::of(&KeyspaceSpec { name: "Plant", documents: docs, families, shard: None })
@@ -78,7 +83,8 @@ fn a_removed_or_inserted_field_is_breaking() {
     let removed = DocumentSpec { fields: &["id", "scope", "job_order_id", "start_time"], ..response() };
     let d = diff(&[response()], &[removed]);
     assert_eq!((d.worst(), d.changes[0].what.as_str()), (Some(ChangeClass::Breaking), "field `state` removed"));
-    let inserted = DocumentSpec { fields: &["id", "scope", "note", "job_order_id", "state", "start_time"], ..response() };
+    let inserted =
+        DocumentSpec { fields: &["id", "scope", "note", "job_order_id", "state", "start_time"], ..response() };
     let d = diff(&[response()], &[inserted]);
     assert_eq!(
         (d.worst(), d.changes[0].what.as_str()),
@@ -88,7 +94,8 @@ fn a_removed_or_inserted_field_is_breaking() {
 
 #[test]
 fn an_appended_field_is_safe() {
-    let appended = DocumentSpec { fields: &["id", "scope", "job_order_id", "state", "start_time", "note"], ..response() };
+    let appended =
+        DocumentSpec { fields: &["id", "scope", "job_order_id", "state", "start_time", "note"], ..response() };
     let d = diff(&[response()], &[appended]);
     assert_eq!(d.worst(), Some(ChangeClass::Safe), "{}", d.report());
     assert_eq!(d.changes[0].what, "field `note` appended");
