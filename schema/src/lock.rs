@@ -36,7 +36,7 @@
 //! let committed = Lock::of(&ks(&OLD)).render();
 //! let diff = LockDiff::between(&Lock::parse(&committed).unwrap(), &Lock::of(&ks(&NEW)));
 //! assert_eq!(diff.worst(), Some(ChangeClass::Breaking));
-//! assert!(diff.report().contains("append new fields last, never reorder"));
+//! assert!(diff.report().contains("append new fields last with `#[serde(default)]`, never reorder"));
 //! ```
 
 use std::fmt::Write as _;

@@ -79,10 +79,33 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// `builtin::FINGERPRINTS`): a new index, or one whose template,
     /// bindings, score or document key changed.
     ///
-    /// On a first deploy (nothing recorded for the kind and no document of
-    /// it stored) it records the current layouts as the baseline and
-    /// answers none; a kind with documents and no record answers every
-    /// index (see [the module docs](self) for why).
+    /// # The baseline: a first deploy flags nothing
+    ///
+    /// Before anything is recorded for a kind, "never recorded" has two
+    /// readings, told apart by whether the kind has documents:
+    /// - **no fingerprint of the kind and no document of it**: a first
+    ///   deploy. Every index is complete (there is nothing to index) and
+    ///   every document written from now on is indexed by its write, so
+    ///   this records the current layouts as the baseline and answers
+    ///   none. Only a change after it is flagged.
+    /// - **no fingerprint and documents stored**: a kind deployed before
+    ///   layouts were recorded. Whether its indexes follow the current
+    ///   layouts is unknown, so every index is answered until a rebuild or
+    ///   [`Store::accept_layouts`] (a verify that records the layouts when
+    ///   it finds nothing wrong) settles it.
+    ///
+    /// Why not the alternatives: recording at every store's start without
+    /// looking at documents would take a deployment that upgrades the
+    /// library and changes a layout in the same release as its baseline,
+    /// stale entries and all, and flag nothing; recording only through an
+    /// operator's step flags every index of every new kind, the noise that
+    /// makes the answer useless. The baseline is written field by field with
+    /// `HSETNX`, so two releases starting at once on an empty kind never
+    /// overwrite each other: the first one's layouts are the baseline and
+    /// the other's differences are flagged. The document check walks the
+    /// keyspace (`SCAN` with the document key's pattern) up to the first
+    /// document: on an empty kind the whole keyspace once, step by step,
+    /// and only while nothing of the kind is recorded.
     ///
     /// A read: ends within `ResponseTimeout`, plus one `WriteRetryDelay` and
     /// a quick second read after a dropped connection; on a kind with no
