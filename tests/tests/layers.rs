@@ -16,9 +16,13 @@ const RUNTIME: &[&str] = &[
     // What every operation reports (spans, the metrics facade).
     "observe",
     "codec",
+    // A keyspace's document types one by one (for tools over any keyspace).
+    "each",
     "limits",
     "op_id",
     "keyspace_doc",
+    // The schema lock: a file compared with the spec.
+    "lock",
     // Settings and the options they build.
     "config",
     // The connection handle and connecting.
@@ -42,13 +46,15 @@ const RUNTIME: &[&str] = &[
     "sweep",
     "inspect",
     "acl",
+    // The admin tool: everything above, one program.
+    "admin",
     // The test harness sees nothing of the rest.
     "testing",
 ];
 
 /// The schema crate's modules, lowest first.
 const SCHEMA: &[&str] = &[
-    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "entry", "document", "lua",
+    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "lock", "entry", "document", "lua",
     "check",
 ];
 
