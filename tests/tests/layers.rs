@@ -54,8 +54,8 @@ const RUNTIME: &[&str] = &[
 
 /// The schema crate's modules, lowest first.
 const SCHEMA: &[&str] = &[
-    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "lock", "entry", "document", "lua",
-    "check",
+    "slot", "encode", "prefix", "template", "duration", "family", "builtin", "spec", "lock", "entry", "document",
+    "lua", "check",
 ];
 
 /// The derive's modules, lowest first.
