@@ -5,27 +5,29 @@
 //! table, then writes job orders, job responses (with state changes) and work
 //! masters and reads them back through every index.
 //!
-//! `plant verify` and `plant rebuild` check and repair the indexes of every
-//! document type (exit code 1 when differences were found).
+//! Every other command is the admin tool of the plant keyspace
+//! (`microdcs_valkey::admin`): `plant verify`, `rebuild`, `inspect`, `mcp`,
+//! `keys` (or `keyspace`), `acl`, `lock` and `migrate ...` (exit code 1 when
+//! differences were found). On a server it starts itself, the demo's
+//! documents are written first so there is something to look at.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use microdcs_examples::plant::{Plant, RefKind, SfcState};
-use microdcs_valkey::{Document, Store, store::Codec, store::DeleteExpect, store::MaintenanceOptions, store::Report};
+use microdcs_examples::plant::{Plant, RefKind};
+use microdcs_valkey::store::DeleteExpect;
 
 use microdcs_examples::plant::{JobOrder, JobResponse, WorkMaster, key_table};
 use microdcs_valkey::redis;
 use microdcs_valkey::testing::ValkeyServer;
-use microdcs_valkey::{
-    MicroDcsConfig, Page, PutOutcome, Valkey, acl::AclRole, inspect::Inspector, inspect::keyspace_markdown,
-};
+use microdcs_valkey::{MicroDcsConfig, Page, PutOutcome, Valkey, inspect::Inspector};
 
-/// The plant demo and index maintenance.
+/// The plant demo, and the admin tool of its keyspace.
 #[derive(Parser)]
-#[command(name = "plant", about = "The plant keyspace on Valkey: demo, verify, rebuild")]
+#[command(
+    name = "plant",
+    about = "The plant keyspace on Valkey: the demo, and the admin tool (verify, rebuild, inspect, mcp, keys, acl, lock, migrate)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -41,56 +43,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Compare every index with the documents; exit code 1 on differences.
-    Verify(MaintArgs),
-    /// Rewrite the indexes from the documents (run while no writer is active).
-    Rebuild(MaintArgs),
-    /// Read-only views of the keyspace (works as the `inspector` ACL user).
-    Inspect {
-        /// What to show.
-        #[command(subcommand)]
-        what: InspectWhat,
-        /// JSON for tools instead of a table.
-        #[arg(long, global = true)]
-        json: bool,
-    },
-    /// Serve the inspector's views as Model Context Protocol tools on stdin
-    /// and stdout (one JSON-RPC message per line), for developer tools.
-    /// Run it as the `inspector` ACL user; it sends nothing but reads.
-    Mcp,
-    /// Print the key table of the plant keyspace as Markdown (no server needed).
-    Keyspace,
     /// Run the plant keyspace sharded by scope (`ShardedPlant`): writes in
     /// six scopes with each one's slot, a lookup, a step, the registry and
     /// a verify. On a cluster, with `APP_MicroDcs__Valkey__Placement=sharded`
     /// and an untagged prefix.
     Sharded,
-    /// Print the `ACL SETUSER` rules of a role for the configured prefix
-    /// (no server needed; never a password: add `>password` yourself).
-    Acl {
-        /// `app`, `inspector` or `maintenance`.
-        #[arg(long)]
-        role: String,
-        /// The ACL user name.
-        #[arg(long)]
-        user: String,
-    },
-}
-
-#[derive(clap::Args)]
-struct MaintArgs {
-    /// Only this scope.
-    #[arg(long)]
-    scope: Option<String>,
-    /// Only this index (`list` or an index name such as `by_state`).
-    #[arg(long)]
-    index: Option<String>,
-    /// Only this document kind (`joborder`, `jobresponse`, `workmaster`, `sfc`).
-    #[arg(long)]
-    kind: Option<String>,
-    /// Keys per SCAN batch and pipeline.
-    #[arg(long, default_value_t = 500)]
-    batch: usize,
+    /// A command of the admin tool (`microdcs_valkey::admin`).
+    #[command(external_subcommand)]
+    Admin(Vec<String>),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -126,33 +86,21 @@ async fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-// The read-only views (`plant inspect`), in a file of their own.
-#[path = "main_plant/inspect.rs"]
-mod inspect;
-use inspect::{InspectWhat, inspect};
-
 async fn run(command: Option<Command>) -> Res<ExitCode> {
     // Pure: from the spec and the configured prefix only.
-    match &command {
-        Some(Command::Keyspace) => {
-            print!("{}", keyspace_markdown(&Plant::SPEC));
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Acl { role, user }) => {
-            let config = MicroDcsConfig::from_env()?;
-            let prefix = config.valkey.prefix()?;
-            let role =
-                AclRole::from_name(role).ok_or_else(|| format!("no role `{role}` (app, inspector, maintenance)"))?;
-            println!("{}", role.setuser(&prefix, user));
-            return Ok(ExitCode::SUCCESS);
-        }
-        _ => {}
+    if let Some(Command::Admin(args)) = &command
+        && microdcs_valkey::admin::is_offline(args)?
+    {
+        let prefix = MicroDcsConfig::from_env()?.valkey.prefix()?;
+        let ran = microdcs_valkey::admin::run_offline::<Plant>(&prefix, args)?;
+        print!("{}", ran.output);
+        return Ok(ExitCode::from(ran.code));
     }
     // Configuration from the environment (`APP_MicroDcs__Valkey__*`); without
     // a connection string the demo starts its own server.
     let mut config = MicroDcsConfig::from_env()?;
     // The MCP server's stdout carries its protocol only: talk on stderr.
-    let mcp = matches!(command, Some(Command::Mcp));
+    let mcp = matches!(&command, Some(Command::Admin(a)) if a.first().map(String::as_str) == Some("mcp"));
     let say = |text: String| if mcp { eprintln!("{text}") } else { println!("{text}") };
     let _server = if std::env::var_os("APP_MicroDcs__Valkey__ConnectionString").is_some() {
         None
@@ -178,18 +126,14 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(Command::Inspect { what, json }) = command {
+    if let Some(Command::Admin(args)) = command {
         if _server.is_some() {
+            // A fresh server: write the demo documents so there is something to look at.
             documents(&valkey, false).await?;
         }
-        return inspect(&valkey, what, json).await;
-    }
-    if let Some(command) = command {
-        if _server.is_some() {
-            // A fresh server: write the demo documents so there is something to check.
-            documents(&valkey, false).await?;
-        }
-        return maintain(&valkey, command).await;
+        let ran = microdcs_valkey::admin::run::<Plant>(&valkey, &args).await?;
+        print!("{}", ran.output);
+        return Ok(ExitCode::from(ran.code));
     }
     let prefix = valkey.prefix().clone();
     // `HELLO` answers with the server's name and version, and is among the
@@ -221,106 +165,6 @@ async fn run(command: Option<Command>) -> Res<ExitCode> {
         println!("  {line}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn maintain(valkey: &Valkey, command: Command) -> Res<ExitCode> {
-    let (fix, args) = match command {
-        Command::Verify(a) => (false, a),
-        Command::Rebuild(a) => (true, a),
-        // Handled before a connection is made.
-        Command::Inspect { .. } | Command::Mcp | Command::Keyspace | Command::Acl { .. } | Command::Sharded => {
-            return Ok(ExitCode::SUCCESS);
-        }
-    };
-    let mut reports = Vec::new();
-    let kinds = [JobOrder::SPEC.kind, JobResponse::SPEC.kind, WorkMaster::SPEC.kind, SfcState::SPEC.kind];
-    if let Some(k) = &args.kind
-        && !kinds.contains(&k.as_str())
-    {
-        return Err(format!("unknown kind `{k}` (kinds: {})", kinds.join(", ")).into());
-    }
-    let want = |k: &str| args.kind.as_deref().is_none_or(|w| w == k);
-    let plant = Plant::open(valkey.clone());
-    if want(JobOrder::SPEC.kind) {
-        reports.push(run_one(plant.store::<JobOrder>(), &args, fix).await?);
-    }
-    if want(JobResponse::SPEC.kind) {
-        reports.push(run_one(plant.store::<JobResponse>(), &args, fix).await?);
-    }
-    if want(WorkMaster::SPEC.kind) {
-        reports.push(run_one(plant.store::<WorkMaster>(), &args, fix).await?);
-    }
-    if want(SfcState::SPEC.kind) {
-        reports.push(run_one(plant.store::<SfcState>(), &args, fix).await?);
-    }
-    println!("\n| kind | index | difference | count |");
-    println!("|---|---|---|---|");
-    let mut total = 0;
-    for (kind, report) in &reports {
-        for ((index, what), n) in report.summary() {
-            println!("| {kind} | {index} | {what} | {n} |");
-            total += n;
-        }
-        total += report.truncated;
-    }
-    if total == 0 {
-        println!("| (all) | (all) | none | 0 |");
-    }
-    for (kind, report) in &reports {
-        for d in report.differences.iter().take(20) {
-            println!("  {kind}: {d}");
-        }
-    }
-    let fixed: u64 = reports.iter().map(|(_, r)| r.fixed).sum();
-    if fix {
-        println!("\nfixed {fixed} entries");
-    }
-    Ok(if total == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-async fn run_one<D, C>(store: Store<D, C>, args: &MaintArgs, fix: bool) -> Res<(&'static str, Report)>
-where
-    D: Document,
-    C: Codec<D>,
-{
-    let kind = D::SPEC.kind;
-    if let Some(i) = &args.index {
-        let has =
-            i == "list" && D::SPEC.list.is_some() || D::SPEC.unique.iter().chain(D::SPEC.groups).any(|x| x.name == i);
-        if !has {
-            return Ok((kind, Report::default()));
-        }
-    }
-    let stale = store.needs_rebuild().await?;
-    if !stale.is_empty() && !fix {
-        println!("{kind}: index layout changed since the last rebuild: {}", stale.join(", "));
-    }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {prefix:>12} {msg}").expect("valid template"));
-    bar.set_prefix(kind);
-    let start = Instant::now();
-    let progress = |docs: u64, entries: u64| {
-        let secs = start.elapsed().as_secs_f64().max(1e-6);
-        bar.set_message(format!("{docs} documents, {entries} index entries, {:.0} documents/s", docs as f64 / secs));
-        bar.tick();
-    };
-    let opts = MaintenanceOptions {
-        scope: args.scope.as_deref(),
-        index: args.index.as_deref(),
-        batch: args.batch,
-        progress: Some(&progress),
-        ..MaintenanceOptions::default()
-    };
-    let report = if fix { store.rebuild(&opts).await? } else { store.verify(&opts).await? };
-    let secs = report.elapsed.as_secs_f64().max(1e-6);
-    bar.finish_with_message(format!(
-        "{} documents, {} index entries, {:.0} documents/s, {} differences",
-        report.documents,
-        report.entries,
-        report.documents as f64 / secs,
-        report.differences.len() as u64 + report.truncated
-    ));
-    Ok((kind, report))
 }
 
 fn show(out: &mut String, what: &str, outcome: PutOutcome) {

@@ -36,6 +36,9 @@ pub(crate) struct Document {
     pub(crate) outbox: Option<Outbox>,
     /// `unscoped`: no scope field; every document has the scope `UNSCOPED`.
     pub(crate) unscoped: Option<Span>,
+    /// The struct's field names in declaration order (unraw, as serde
+    /// names them): the positions `CompactJson` stores values at.
+    pub(crate) field_names: Vec<String>,
 }
 
 /// A type's outbox.
@@ -174,6 +177,7 @@ impl Document {
         };
 
         let fields = fields.unwrap_or_default();
+        let field_names = fields.iter().map(|(f, _)| syn::ext::IdentExt::unraw(&f.ident).to_string()).collect();
         let resolver = Resolver { type_name: ident.to_string(), fields };
         let unique = c.unique.iter().filter_map(|ix| resolver.index(cx, ix)).collect();
         let groups = c.groups.iter().filter_map(|ix| resolver.index(cx, ix)).collect();
@@ -205,6 +209,7 @@ impl Document {
                 (lit, ms)
             }),
             unscoped,
+            field_names,
             outbox: c.outbox.take().and_then(|o| {
                 let event_ttl_ms = match &o.event_ttl {
                     Some(lit) => ttl_millis(cx, lit, "event_ttl")?,

@@ -176,6 +176,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     let p = private();
     let DocumentSpec {
         type_name,
+        fields,
         kind,
         key,
         id_field,
@@ -226,6 +227,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
     quote! {
         #p::DocumentSpec {
             type_name: #type_name,
+            fields: &[#(#fields),*],
             kind: #kind,
             key: #key,
             id_field: #id_field,

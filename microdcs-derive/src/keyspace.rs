@@ -382,6 +382,20 @@ pub(crate) fn expand(input: &KeyspaceInput) -> TokenStream {
                 #[automatically_derived]
                 impl #p::InKeyspace<#name> for #documents {}
             )*
+
+            #[automatically_derived]
+            impl #p::EachDocument for #name {
+                fn each_document<V: #p::DocumentVisitor<Self>>(v: &mut V) {
+                    // A type with the JSON codec is visited, any other
+                    // skipped: the first candidate of `&&Probe` exists
+                    // only for the former (method resolution, no bound
+                    // the keyspace would fail on).
+                    #[allow(unused_imports)]
+                    use #p::{VisitJson as _, VisitOther as _};
+                    #( (&&#p::Probe::<Self, #documents>::new()).visit_probe(v); )*
+                    let _ = v;
+                }
+            }
             #check
         };
     }

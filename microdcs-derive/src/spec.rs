@@ -65,8 +65,10 @@ pub(crate) fn with_spec<R>(doc: &Document, texts: &Texts, f: impl FnOnce(&Docume
         (Some(l), Some(key)) => Some(ListSpec { key, score: l.score.as_ref().map(value_source) }),
         _ => None,
     };
+    let fields: Vec<&str> = doc.field_names.iter().map(String::as_str).collect();
     let spec = DocumentSpec {
         type_name: &texts.type_name,
+        fields: &fields,
         kind: &texts.kind,
         key: &texts.key,
         id_field: &texts.id_field,

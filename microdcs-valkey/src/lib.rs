@@ -10,6 +10,9 @@
 // Each subsystem beyond the core is a feature (see the README).
 // The ACL rules are computed from the schema alone, so they live beside it.
 pub use microdcs_schema::acl;
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 #[cfg(feature = "consumers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "consumers")))]
 pub mod changes;
@@ -19,6 +22,7 @@ pub mod config;
 #[cfg(feature = "coordination")]
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod dedupe;
+mod each;
 mod error;
 pub mod families;
 #[cfg(any(feature = "coordination", feature = "maintenance"))]
@@ -31,6 +35,7 @@ pub mod inspect;
 #[cfg_attr(docsrs, doc(cfg(feature = "coordination")))]
 pub mod lease;
 mod limits;
+pub mod lock;
 mod metrics;
 pub mod observe;
 mod op_id;
@@ -68,6 +73,7 @@ pub use store::{Expect, Page, PutOutcome, Revision, RevisionParseError, Store, S
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::each::{DocumentVisitor, EachDocument, Probe, VisitJson, VisitOther};
     pub use crate::families::{
         ChannelKey, ContentFamily, CounterKey, FromKey, HashKey, ListKey, RateLimitKey, SetKey, SortedSetKey,
         StringKey, TypedChannel, TypedHash, TypedValue,

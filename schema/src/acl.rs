@@ -124,6 +124,8 @@ const MAINTENANCE: &[&str] = &[
     "hgetall",
     "hmget",
     "hset",
+    // The first deploy's layout baseline (`needs_rebuild` on an empty kind).
+    "hsetnx",
     "mget",
     "sadd",
     "scan",

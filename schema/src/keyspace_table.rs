@@ -145,7 +145,11 @@ fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String)
     } else if is(f, &builtin::LEASE_DATA) {
         s("the value the lease protects", "none", "`LeaseStore::fenced_write`")
     } else if is(f, &builtin::FINGERPRINTS) {
-        s("index-layout fingerprints by `kind:index`", "none", "`rebuild`")
+        s(
+            "index-layout fingerprints by `kind:index`",
+            "none",
+            "`rebuild`, `accept_layouts`, a first deploy's `needs_rebuild`",
+        )
     } else {
         let decl = spec.declared(f.name).filter(|d| d.key == f.key);
         let kind = decl.map_or(FamilyKind::plain(f.key_type), |d| d.kind);

@@ -32,6 +32,7 @@ mod entry;
 mod family;
 #[cfg(test)]
 mod fixtures;
+pub mod lock;
 // The script generator and its KEYS/ARGV layouts are the contract between
 // the derive and the runtime, not an API: they change with the generator.
 mod keyspace_table;

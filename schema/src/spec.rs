@@ -180,6 +180,13 @@ pub const DEFAULT_EVENT_TTL_MS: u64 = 3_600_000;
 pub struct DocumentSpec<'a> {
     /// The Rust type name, for messages.
     pub type_name: &'a str,
+    /// The struct's fields in declaration order (their Rust names): the
+    /// order serde writes them in, so the positions [`CompactJson`] stores
+    /// values at. The schema lock records it (see [`crate::lock`]); empty
+    /// in a spec written by hand.
+    ///
+    /// [`CompactJson`]: https://docs.rs/microdcs-valkey/latest/microdcs_valkey/store/struct.CompactJson.html
+    pub fields: &'a [&'a str],
     /// The kind (`jobresponse`): names the nudge channel and change entries.
     pub kind: &'a str,
     /// Document key template: `{id}`, and `{scope}` for ids unique per
@@ -260,6 +267,7 @@ impl<'a> DocumentSpec<'a> {
     pub const fn new(type_name: &'a str, kind: &'a str, key: &'a str) -> Self {
         DocumentSpec {
             type_name,
+            fields: &[],
             kind,
             key,
             id_field: "id",

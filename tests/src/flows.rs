@@ -10,7 +10,7 @@ use microdcs_valkey::{
 };
 
 use crate::change_channel;
-use crate::fixtures::{JobResponse, Plant, WorkMaster};
+use crate::fixtures::{JobOrder, JobResponse, Plant, WorkMaster};
 
 /// What the application side of the runtime does: every store operation,
 /// every typed family, streams, the poller with a change consumer, dedupe,
@@ -242,5 +242,8 @@ pub async fn maintenance_flow(valkey: &Valkey) -> Result<(), Error> {
     let masters = plant.store::<WorkMaster>();
     let _ = masters.verify(&opts).await?;
     let _ = masters.rebuild(&opts).await?;
+    // A kind with no document and no recorded layout: the first deploy's
+    // baseline is written (`HSETNX`).
+    let _ = plant.store::<JobOrder>().needs_rebuild().await?;
     Ok(())
 }

@@ -7,3 +7,4 @@ mod cluster;
 mod miroir;
 mod reference_keys;
 mod roles;
+mod schema_lock;

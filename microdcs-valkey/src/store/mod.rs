@@ -109,6 +109,7 @@ mod types;
 mod write;
 
 pub use crate::codec::{Codec, CompactJson, Json};
+pub use crate::each::{DocumentVisitor, EachDocument};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
 #[cfg(feature = "maintenance")]

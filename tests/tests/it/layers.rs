@@ -16,8 +16,12 @@ const RUNTIME: &[&str] = &[
     // What every operation reports (spans, the metrics facade).
     "observe",
     "codec",
+    // A keyspace's document types one by one (for tools over any keyspace).
+    "each",
     "limits",
     "op_id",
+    // The schema lock: a file compared with the spec.
+    "lock",
     // Settings and the options they build.
     "config",
     // The connection handle and connecting.
@@ -40,6 +44,8 @@ const RUNTIME: &[&str] = &[
     "changes",
     "sweep",
     "inspect",
+    // The admin tool: everything above, one program.
+    "admin",
     // The test harness sees nothing of the rest.
     "testing",
 ];
@@ -54,6 +60,7 @@ const SCHEMA: &[&str] = &[
     "family",
     "builtin",
     "spec",
+    "lock",
     "entry",
     "document",
     "lua",

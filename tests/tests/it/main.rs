@@ -38,6 +38,7 @@ mod model;
 mod pages;
 mod promises;
 mod read_back;
+mod schema_lock;
 mod secure;
 mod send;
 mod sfc;

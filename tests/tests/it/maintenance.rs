@@ -496,3 +496,61 @@ async fn a_registry_of_the_wrong_type_is_a_difference_and_rewritten() {
     let after = store.verify(&opts).await.unwrap();
     assert!(after.is_clean(), "after rebuild: {:#?}", after.differences);
 }
+
+/// A first deploy flags nothing: with no layout recorded for the kind and
+/// no document of it stored, `needs_rebuild` records the current layouts as
+/// the baseline, so only a later change is flagged. A kind with documents
+/// and no record (deployed before layouts were recorded) is flagged until
+/// `accept_layouts` finds its indexes complete and records them.
+#[tokio::test]
+async fn a_first_deploy_is_the_baseline_and_only_later_changes_are_flagged() {
+    let s = microdcs_tests::own_server();
+    let prefix = unique_prefix("firstdeploy");
+    let valkey = Valkey::connect_url(s.url(), prefix.clone(), WriteOptions::default()).await.unwrap();
+    let v1 = V1::open(valkey.clone()).store::<JobResponseV1>();
+    assert_eq!(v1.needs_rebuild().await.unwrap(), Vec::<String>::new(), "a first deploy: nothing to rebuild");
+    for i in 0..4 {
+        let r = response(i, "s1");
+        let doc = JobResponseV1 {
+            id: r.id,
+            scope: r.scope,
+            job_order_id: r.job_order_id,
+            start_time: r.start_time,
+            state: r.state,
+        };
+        created(&v1, &doc).await;
+    }
+    assert!(v1.needs_rebuild().await.unwrap().is_empty(), "documents written since are indexed by their writes");
+    // Release 2 adds the by-state index: that, and only that, is flagged.
+    let v2 = Space::open(valkey.clone()).store::<JobResponse>();
+    assert_eq!(v2.needs_rebuild().await.unwrap(), ["by_state"]);
+    v2.rebuild(&MaintenanceOptions::default()).await.unwrap();
+    assert!(v2.needs_rebuild().await.unwrap().is_empty());
+
+    // A kind stored before layouts were recorded: unknown, so flagged, and
+    // a clean verify records them.
+    let masters = Space::open(valkey.clone()).store::<WorkMaster>();
+    let mut raw = ConnectionManager::new(redis::Client::open(s.url()).unwrap()).await.unwrap();
+    created(&masters, &WorkMaster { id: "wm-1".into(), scope: "s1".into(), name: "x".into() }).await;
+    let fingerprints = format!("{}:schema:fingerprints", prefix.as_str());
+    let _: () = redis::cmd("HDEL").arg(&fingerprints).arg("workmaster:list").query_async(&mut raw).await.unwrap();
+    assert_eq!(masters.needs_rebuild().await.unwrap(), ["list"], "documents and no record: not a first deploy");
+    // A damaged index is not accepted: nothing is recorded.
+    let _: () = redis::cmd("SREM")
+        .arg(format!("{}:workmaster:list:s1", prefix.as_str()))
+        .arg("wm-1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let report = masters.accept_layouts(&MaintenanceOptions::default()).await.unwrap();
+    assert!(!report.is_clean());
+    assert_eq!(masters.needs_rebuild().await.unwrap(), ["list"]);
+    let _: () = redis::cmd("SADD")
+        .arg(format!("{}:workmaster:list:s1", prefix.as_str()))
+        .arg("wm-1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(masters.accept_layouts(&MaintenanceOptions::default()).await.unwrap().is_clean());
+    assert!(masters.needs_rebuild().await.unwrap().is_empty());
+}

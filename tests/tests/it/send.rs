@@ -35,6 +35,9 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.verify(&MaintenanceOptions::default()));
     send(responses.rebuild(&MaintenanceOptions::default()));
     send(responses.needs_rebuild());
+    send(responses.accept_layouts(&MaintenanceOptions::default()));
+    send(microdcs_valkey::admin::run::<microdcs_tests::fixtures::Plant>(&valkey, ["migrate", "apply"]));
+    send(microdcs_valkey::admin::main::<microdcs_tests::fixtures::Plant>());
     send(responses.get_many(&["r-1"]));
     send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
     let states = plant.store::<microdcs_tests::fixtures::SfcState>();

@@ -5,6 +5,7 @@
 //! `multi-node` in `.config/nextest.toml`), so two clusters never compete
 //! for the cores their timings assume.
 
+mod admin;
 mod bounds;
 mod chaos;
 mod cluster;

@@ -215,6 +215,27 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         .await
     }
 
+    /// Verifies every index of `D` (or only `opts.index`) and, when
+    /// nothing differs, records the current layouts as covered, so
+    /// [`Store::needs_rebuild`] stops flagging them: the last step of a
+    /// migration, and how a kind stored before layouts were recorded gets
+    /// its baseline. Records nothing when the report is not clean (return
+    /// it, rebuild, and call again). Read-only but for the fingerprints.
+    ///
+    /// # Errors
+    /// As [`Store::verify`].
+    pub async fn accept_layouts(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
+        observed("accept_layouts", D::SPEC.kind, async {
+            let needing = |e: Error| e.needing_role("accept_layouts", MAINTENANCE_ROLE);
+            let report = self.run_maintenance(opts, Mode::Verify).await.map_err(needing)?;
+            if report.is_clean() {
+                self.record_fingerprint(opts.index).await.map_err(needing)?;
+            }
+            Ok(report)
+        })
+        .await
+    }
+
     fn index_names(&self) -> Vec<&'static str> {
         let spec = &D::SPEC;
         let mut v = Vec::new();

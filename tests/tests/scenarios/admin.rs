@@ -1,0 +1,162 @@
+//! The admin tool runs a migration end to end against a cluster of three
+//! primaries with a replica each: release 1 deploys (its layouts are the
+//! baseline), writes orders; release 2 adds an index; `migrate plan` names
+//! it from the lock and the fingerprints, `apply` backfills it under the
+//! migration lease (refused while another operator holds it), a second
+//! `apply` does nothing, `verify` and `finish` are clean.
+
+use microdcs_valkey::config::{Secret, ValkeyConfig};
+use microdcs_valkey::lease::{Acquire, LeaseBackend, LeaseStore};
+use microdcs_valkey::store::new_op_id;
+use microdcs_valkey::testing::{ValkeyCluster, unique_island};
+use microdcs_valkey::{Document, MicroDcsConfig, Page, Valkey, admin};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+mod release1 {
+    use super::*;
+    /// An order as release 1 stores it.
+    #[derive(Debug, Clone, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", key = "order:{id}", list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub customer: String,
+    }
+    microdcs_valkey::keyspace! { pub Shop { documents: [Order] } }
+}
+
+mod release2 {
+    use super::*;
+    /// Release 2: a field appended, an index added.
+    #[derive(Debug, Clone, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", key = "order:{id}", list(key = "order:list:{scope}"))]
+    #[microdcs(group(name = "by_customer", key = "order:bycustomer:{scope}:{customer}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub customer: String,
+        #[serde(default)]
+        pub gift_note: String,
+    }
+    microdcs_valkey::keyspace! { pub Shop { documents: [Order] } }
+}
+
+async fn admin_json<K: microdcs_valkey::store::EachDocument>(valkey: &Valkey, args: &[&str]) -> (u8, Value) {
+    let ran = admin::run::<K>(valkey, args.iter().copied().chain(["--json"]))
+        .await
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let v = serde_json::from_str(&ran.output).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", ran.output));
+    (ran.code, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_end_to_end_on_a_cluster() {
+    let cluster = ValkeyCluster::start(3, 1).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_island("admin");
+    let config = ValkeyConfig {
+        connection_string: Secret::new(cluster.connection_string()),
+        key_prefix: prefix.as_str().to_owned(),
+        ..MicroDcsConfig::default().valkey
+    };
+    let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let lock_dir = std::env::temp_dir().join(format!("microdcs-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    let lock = lock_dir.join("shop.lock");
+    let lock_arg = lock.to_str().unwrap();
+
+    // Release 1: its lock, its first deploy (nothing to rebuild), its writes.
+    let (code, v) = admin_json::<release1::Shop>(&valkey, &["lock", "write", "--path", lock_arg]).await;
+    assert_eq!((code, v["status"].as_str()), (0, Some("written")), "{v}");
+    let (code, v) = admin_json::<release1::Shop>(&valkey, &["migrate", "status"]).await;
+    assert_eq!((code, &v["rebuild"], &v["running"]), (0, &serde_json::json!([]), &Value::Bool(false)), "{v}");
+    let orders = release1::Shop::open(valkey.clone()).store::<release1::Order>();
+    for i in 0..30 {
+        let o = release1::Order { id: format!("o-{i}"), scope: "s1".into(), customer: format!("c-{}", i % 3) };
+        microdcs_tests::created(&orders, &o).await;
+    }
+
+    // Release 2: the plan names the new index from the lock and the fingerprints.
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "plan", "--lock", lock_arg]).await;
+    assert_eq!(code, 0, "nothing breaking: {v}");
+    assert_eq!(v["rebuild"], serde_json::json!([{ "kind": "order", "indexes": ["by_customer"] }]), "{v}");
+    let classes: Vec<(&str, &str)> = v["lock"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["class"].as_str().unwrap(), c["what"].as_str().unwrap()))
+        .collect();
+    assert_eq!(classes, [("safe", "field `gift_note` appended"), ("rebuild", "new index `by_customer`")], "{v}");
+    let by_customer = release2::Order::by_customer("s1", "c-1");
+    let v2 = release2::Shop::open(valkey.clone()).store::<release2::Order>();
+    assert!(v2.ids(by_customer.clone(), Page::first(100)).await.unwrap().ids.is_empty(), "not backfilled yet");
+
+    // Another operator holds the migration lease: apply is refused, nothing done.
+    let leases = LeaseStore::new(valkey.clone());
+    let Acquire::Acquired(held) =
+        leases.acquire("migrate-Shop", "operator-2", std::time::Duration::from_secs(30), &new_op_id()).await.unwrap()
+    else {
+        panic!("free")
+    };
+    let err = admin::run::<release2::Shop>(&valkey, ["migrate", "apply"]).await.unwrap_err();
+    assert!(err.to_string().contains("another operator runs a migration of `Shop`"), "{err}");
+    let (_, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "status"]).await;
+    assert_eq!((&v["running"], &v["rebuild"][0]["indexes"]), (&Value::Bool(true), &serde_json::json!(["by_customer"])));
+    leases.release(&held, &new_op_id()).await.unwrap();
+
+    // Apply backfills the index; again, it has nothing to do.
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "apply"]).await;
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["rebuilt"][0]["index"], "by_customer", "{v}");
+    assert_eq!(v["rebuilt"][0]["documents"], 30, "{v}");
+    assert_eq!(v["left"], serde_json::json!([]), "{v}");
+    assert_eq!(v2.ids(by_customer, Page::first(100)).await.unwrap().ids.len(), 10);
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "apply"]).await;
+    assert_eq!((code, &v["rebuilt"]), (0, &serde_json::json!([])), "idempotent: {v}");
+
+    // Verify and finish are clean; the lease is free again.
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "verify"]).await;
+    assert_eq!((code, &v["clean"]), (0, &Value::Bool(true)), "{v}");
+    assert_eq!(v["kinds"][0]["documents"], 30, "every document of the island on its primary: {v}");
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "finish"]).await;
+    assert_eq!((code, &v["clean"]), (0, &Value::Bool(true)), "{v}");
+    let (_, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "status"]).await;
+    assert_eq!((&v["running"], &v["rebuild"]), (&Value::Bool(false), &serde_json::json!([])), "{v}");
+
+    // And the lock takes release 2 with a plain bless.
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["lock", "check", "--path", lock_arg]).await;
+    assert_eq!((code, v["status"].as_str()), (1, Some("outdated")), "{v}");
+    let (code, _) = admin_json::<release2::Shop>(&valkey, &["lock", "write", "--path", lock_arg]).await;
+    assert_eq!(code, 0);
+    let (code, v) = admin_json::<release2::Shop>(&valkey, &["lock", "check", "--path", lock_arg]).await;
+    assert_eq!((code, v["status"].as_str()), (0, Some("current")), "{v}");
+}
+
+#[tokio::test]
+async fn verify_finds_damage_and_an_unknown_kind_is_an_error() {
+    let s = microdcs_tests::server();
+    let prefix = microdcs_valkey::testing::unique_prefix("admin-verify");
+    let valkey = Valkey::connect_url(s.url(), prefix.clone(), Default::default()).await.unwrap();
+    let orders = release1::Shop::open(valkey.clone()).store::<release1::Order>();
+    microdcs_tests::created(&orders, &release1::Order { id: "o-1".into(), scope: "s1".into(), customer: "c".into() })
+        .await;
+    let ran = admin::run::<release1::Shop>(&valkey, ["verify"]).await.unwrap();
+    assert_eq!(ran.code, 0, "{}", ran.output);
+    assert!(ran.output.contains("| (all) | (all) | none | 0 |"), "{}", ran.output);
+    let mut raw = valkey.connection();
+    let _: () = microdcs_valkey::redis::cmd("SREM")
+        .arg(format!("{}:order:list:s1", prefix.as_str()))
+        .arg("o-1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let ran = admin::run::<release1::Shop>(&valkey, ["verify"]).await.unwrap();
+    assert_eq!(ran.code, 1, "{}", ran.output);
+    assert!(ran.output.contains("| order | list | missing | 1 |"), "{}", ran.output);
+    let ran = admin::run::<release1::Shop>(&valkey, ["rebuild"]).await.unwrap();
+    assert!(ran.output.contains("fixed 1 entries"), "{}", ran.output);
+    let err = admin::run::<release1::Shop>(&valkey, ["verify", "--kind", "nonsense"]).await.unwrap_err();
+    assert!(err.to_string().contains("unknown kind `nonsense` (kinds: order)"), "{err}");
+    let ran = admin::run::<release1::Shop>(&valkey, ["keys"]).await.unwrap();
+    assert!(ran.output.contains("order:list:{scope}"), "{}", ran.output);
+}
