@@ -101,6 +101,7 @@ impl Connection {
 
     /// Calls answered over the direct connection to the island's primary
     /// (0 without one).
+    #[cfg(feature = "testing")]
     pub(crate) fn direct_answers(&self) -> u64 {
         self.direct.as_ref().map_or(0, |d| d.answered())
     }

@@ -75,6 +75,7 @@ impl Direct {
     }
 
     /// Calls answered over the direct connection so far.
+    #[cfg(feature = "testing")]
     pub(crate) fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
     }
