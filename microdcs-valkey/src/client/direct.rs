@@ -270,3 +270,30 @@ const KEY_FIRST: &[&[u8]] = &[
     b"XTRIM",
     b"XDEL",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::first_key;
+
+    fn cmd(args: &[&str]) -> redis::Cmd {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c
+    }
+
+    /// Only commands whose key we can name go straight to the island's
+    /// primary; a load that must reach every primary, a keyless command or a
+    /// script without keys keeps the cluster client's routing.
+    #[test]
+    fn only_keyed_commands_have_a_first_key() {
+        assert_eq!(first_key(&cmd(&["HGETALL", "{i}:d"])), Some(&b"{i}:d"[..]));
+        assert_eq!(first_key(&cmd(&["evalsha", "abc", "2", "{i}:a", "{i}:b", "x"])), Some(&b"{i}:a"[..]));
+        assert_eq!(first_key(&cmd(&["EVALSHA", "abc", "0", "x"])), None);
+        assert_eq!(first_key(&cmd(&["SCRIPT", "LOAD", "return 1"])), None);
+        assert_eq!(first_key(&cmd(&["PUBLISH", "{i}:nudge", "s"])), None);
+        assert_eq!(first_key(&cmd(&["XINFO", "STREAM", "{i}:s"])), None);
+        assert_eq!(first_key(&cmd(&["PING"])), None);
+    }
+}
