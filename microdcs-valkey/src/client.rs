@@ -15,6 +15,8 @@ use crate::error::Result;
 pub(crate) mod connect;
 // One server, Sentinel or a cluster, behind one connection type.
 mod connection;
+// An island's calls straight to its slot's primary on a cluster.
+mod direct;
 // A cluster's topology learnt from the nodes that answer, after a time-out.
 mod relearn;
 // How many replicas a cluster shard has, for `Durability::every_replica`.

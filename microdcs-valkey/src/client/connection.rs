@@ -18,6 +18,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
 
+use super::direct::Direct;
 use super::relearn::Relearn;
 #[cfg(feature = "sentinel")]
 use super::sentinel::Follower;
@@ -34,6 +35,8 @@ pub struct Connection {
     kind: Kind,
     /// Where to send commands after `ASKING` (see [`Connection::asking`]).
     ask: Option<(String, u16)>,
+    /// On a cluster, the island's calls straight to its slot's primary.
+    direct: Option<std::sync::Arc<Direct>>,
 }
 
 #[derive(Clone)]
@@ -59,20 +62,20 @@ impl fmt::Debug for Connection {
 
 impl From<ConnectionManager> for Connection {
     fn from(con: ConnectionManager) -> Self {
-        Connection { kind: Kind::Single(con), ask: None }
+        Connection { kind: Kind::Single(con), ask: None, direct: None }
     }
 }
 
 #[cfg(feature = "sentinel")]
 impl From<Follower> for Connection {
     fn from(con: Follower) -> Self {
-        Connection { kind: Kind::Sentinel(con), ask: None }
+        Connection { kind: Kind::Sentinel(con), ask: None, direct: None }
     }
 }
 
 impl From<ClusterConnection> for Connection {
     fn from(con: ClusterConnection) -> Self {
-        Connection { kind: Kind::Cluster(con, None), ask: None }
+        Connection { kind: Kind::Cluster(con, None), ask: None, direct: None }
     }
 }
 
@@ -82,7 +85,25 @@ impl Connection {
     /// the slot map it starts from.
     pub(crate) async fn cluster(con: ClusterConnection, relearn: std::sync::Arc<Relearn>) -> Self {
         relearn.remember(&con).await;
-        Connection { kind: Kind::Cluster(con, Some(relearn)), ask: None }
+        Connection { kind: Kind::Cluster(con, Some(relearn)), ask: None, direct: None }
+    }
+
+    /// This cluster connection, sending the commands of `direct`'s slot
+    /// straight to the slot's primary (see [`Direct`]); it finds that
+    /// primary first. Elsewhere the same connection.
+    pub(crate) async fn with_direct(mut self, direct: std::sync::Arc<Direct>) -> Self {
+        if let Kind::Cluster(con, _) = &self.kind {
+            direct.find(con).await;
+            self.direct = Some(direct);
+        }
+        self
+    }
+
+    /// Calls answered over the direct connection to the island's primary
+    /// (0 without one).
+    #[cfg(feature = "testing")]
+    pub(crate) fn direct_answers(&self) -> u64 {
+        self.direct.as_ref().map_or(0, |d| d.answered())
     }
 
     /// Tells the connection that a call on it got no answer in time. On a
@@ -94,6 +115,12 @@ impl Connection {
     pub(crate) fn timed_out(&self) {
         if let Kind::Cluster(con, Some(relearn)) = &self.kind {
             relearn.start(con);
+        }
+        // The node that did not answer may be the island's primary: its
+        // calls go through the cluster client until the primary is found
+        // again.
+        if let (Kind::Cluster(con, _), Some(direct)) = (&self.kind, &self.direct) {
+            direct.drop_node(con);
         }
     }
 
@@ -301,7 +328,10 @@ impl ConnectionLike for Connection {
             (Kind::Single(con), _) => con.req_packed_command(cmd),
             #[cfg(feature = "sentinel")]
             (Kind::Sentinel(con), _) => con.req_packed_command(cmd),
-            (Kind::Cluster(con, _), None) => con.req_packed_command(cmd),
+            (Kind::Cluster(con, _), None) => match &self.direct {
+                Some(direct) => direct.send(cmd, con),
+                None => con.req_packed_command(cmd),
+            },
             (Kind::Cluster(con, _), Some((host, port))) => {
                 let route = SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port };
                 let mut pipe = redis::pipe();

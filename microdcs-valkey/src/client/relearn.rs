@@ -152,7 +152,7 @@ fn random() -> RoutingInfo {
 
 /// The primaries' slot ranges (`CLUSTER SLOTS`) as the node `route` picks
 /// answers them, sorted.
-async fn slot_map(mut con: ClusterConnection, route: RoutingInfo) -> RedisResult<Vec<Range>> {
+pub(super) async fn slot_map(mut con: ClusterConnection, route: RoutingInfo) -> RedisResult<Vec<Range>> {
     let value = con.route_command(redis::cmd("CLUSTER").arg("SLOTS").clone(), route).await?.extract_error()?;
     let Value::Array(ranges) = value else { return Err(unexpected("CLUSTER SLOTS is no array")) };
     let mut out = Vec::with_capacity(ranges.len());

@@ -30,3 +30,11 @@ pub use cluster::{NODE_TIMEOUT_MS, ValkeyCluster, command};
 pub use proxy::FaultProxy;
 pub use sentinel::{DOWN_AFTER_MS, SERVICE_NAME, Sentinel};
 pub use server::{HarnessError, ValkeyServer, find_redis_server, find_server_binary, unique_island, unique_prefix};
+
+/// How many calls of `valkey` went straight to its island's primary on a
+/// cluster, past the cluster client's routing task (0 on one server, through
+/// Sentinel, or with `Placement=sharded`): for tests that check an island's
+/// calls take that path, and return to it after a failover.
+pub fn direct_answers(valkey: &crate::Valkey) -> u64 {
+    valkey.connection().direct_answers()
+}

@@ -41,6 +41,7 @@ async fn the_runtime_on_a_cluster() {
     let single = ValkeyCluster::start_local(1, 0).unwrap_or_else(|e| panic!("{e}"));
     everything_the_application_does(&single).await;
     scripts_go_with_their_first_line(&single).await;
+    island_calls_go_straight_to_their_primary(&single).await;
     drop(single);
 
     let cluster = ValkeyCluster::start(3, 1).unwrap_or_else(|e| panic!("{e}"));
@@ -54,6 +55,118 @@ async fn the_runtime_on_a_cluster() {
     islands_spread_over_primaries(&cluster).await;
     pipelines_and_one_shot_commands(&cluster).await;
     roles_applied_on_every_node(&cluster).await;
+    island_calls_go_straight_to_their_primary(&cluster).await;
+    island_calls_follow_a_failover(&cluster).await;
+}
+
+/// The calls of `INFO commandstats` of `node`, by command.
+fn calls(node: &microdcs_valkey::testing::ValkeyServer) -> std::collections::BTreeMap<String, u64> {
+    let text = command(node, &["INFO", "commandstats"]).unwrap();
+    text.split(['\r', '\n', '"'])
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// An island's calls (put, get, step) go straight to the primary of its
+/// slot, one command each, as on one server: not handed to the cluster
+/// client's routing task and on from there, two task hops each way that
+/// were the whole extra cost of a cluster call (BENCHMARKS.md). Commands of
+/// no island slot keep the cluster client's routing: a script load still
+/// reaches every primary.
+async fn island_calls_go_straight_to_their_primary(cluster: &ValkeyCluster) {
+    use microdcs_tests::fixtures::SfcState;
+    use microdcs_valkey::store::{Effects, WorkEntry};
+    use microdcs_valkey::testing::direct_answers;
+    let valkey = connect(cluster, "cl-direct").await;
+    let slot = valkey.prefix().slot().expect("an island");
+    let node = &cluster.nodes()[cluster.primary_of(slot).expect("the slot is served")];
+    let plant = Plant::open(valkey.clone());
+    let (responses, states) = (plant.store::<JobResponse>(), plant.store::<SfcState>());
+    let effects = Effects::new().work(WorkEntry::new().field("step", "mix"));
+    let job = |i: usize| SfcState {
+        job_id: format!("j-{i}"),
+        scope: "s1".into(),
+        step: "mix".into(),
+        deadline: None,
+        running: true,
+        wait_type: None,
+        wait_start: None,
+    };
+    // Loads the scripts once, before counting.
+    let r = JobResponse::new("r-0", "s1", "o-0", &["Queued"]);
+    let _ = responses.put(&r, Expect::Any).await.unwrap();
+    let _ = states.step(None, &job(0), &effects).await.unwrap();
+    let (direct_before, before) = (direct_answers(&valkey), calls(node));
+    const N: usize = 20;
+    for i in 1..=N {
+        let r = JobResponse::new(&format!("r-{i}"), "s1", &format!("o-{i}"), &["Queued"]);
+        let _ = responses.put(&r, Expect::Any).await.unwrap();
+        assert!(responses.get(&r.id).await.unwrap().is_some());
+        let _ = states.step(None, &job(i), &effects).await.unwrap();
+    }
+    let after = calls(node);
+    let grew = |c: &str| after.get(c).copied().unwrap_or(0) - before.get(c).copied().unwrap_or(0);
+    assert_eq!((grew("evalsha"), grew("hgetall")), (2 * N as u64, N as u64), "one command per call");
+    let all: Vec<_> = after.keys().map(|c| (c.clone(), grew(c))).filter(|(_, n)| *n > 0).collect();
+    // A put with `Expect::Any` reads the index fields first (`HMGET`), as
+    // on one server: four commands a round, every one straight there.
+    assert_eq!(direct_answers(&valkey) - direct_before, 4 * N as u64, "every call straight to the primary: {all:?}");
+    // A script load goes to every primary, through the cluster client.
+    let primaries: Vec<_> = (0..cluster.nodes().len()).filter(|&i| cluster.is_primary(i)).collect();
+    for &i in &primaries {
+        command(&cluster.nodes()[i], &["SCRIPT", "FLUSH"]).unwrap();
+    }
+    let r = JobResponse::new("r-load", "s1", "o-load", &["Queued"]);
+    let _ = responses.put(&r, Expect::Any).await.unwrap();
+    let sha = microdcs_valkey::redis::Script::new(&format!(
+        "#!lua\n{}",
+        <JobResponse as microdcs_valkey::Document>::PUT_SCRIPT
+    ))
+    .get_hash()
+    .to_owned();
+    for &i in &primaries {
+        assert_eq!(command(&cluster.nodes()[i], &["SCRIPT", "EXISTS", &sha]).unwrap(), "array([int(1)])", "node {i}");
+    }
+}
+
+/// After a failover of the island's shard the calls go on (the direct
+/// connection's `MOVED` or `READONLY` sends them through the cluster
+/// client, which follows it) and return to the new primary directly.
+async fn island_calls_follow_a_failover(cluster: &ValkeyCluster) {
+    use microdcs_valkey::testing::direct_answers;
+    let valkey = connect(cluster, "cl-direct-fo").await;
+    let slot = valkey.prefix().slot().expect("an island");
+    let primary = cluster.primary_of(slot).expect("the slot is served");
+    let replica = cluster.replica_of(primary).expect("3+3 has a replica per primary");
+    let responses = Plant::open(valkey.clone()).store::<JobResponse>();
+    let put = |i: usize| {
+        let responses = responses.clone();
+        async move {
+            let r = JobResponse::new(&format!("f-{i}"), "s1", &format!("fo-{i}"), &["Queued"]);
+            let _ = responses.put(&r, Expect::Any).await.unwrap_or_else(|e| panic!("put {i}: {e}"));
+        }
+    };
+    put(0).await;
+    let direct = direct_answers(&valkey);
+    assert!(direct > 0, "straight to the primary before the failover");
+    cluster.failover(replica).unwrap_or_else(|e| panic!("{e}"));
+    // The direct connection is looked for again at most once a second:
+    // writes go on meanwhile, and go straight to the new primary after.
+    let mut i = 1;
+    while direct_answers(&valkey) <= direct {
+        put(i).await;
+        i += 1;
+        assert!(i < 400, "calls never went straight to the new primary");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let node = &cluster.nodes()[replica];
+    let before = calls(node).get("evalsha").copied().unwrap_or(0);
+    put(i + 1).await;
+    assert_eq!(calls(node).get("evalsha").copied().unwrap_or(0), before + 1, "the new primary ran the write");
 }
 
 async fn scripts_go_with_their_first_line(cluster: &ValkeyCluster) {

@@ -3,12 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use redis::RedisResult;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::{IntoConnectionInfo, RedisResult};
 
 use super::{ConnectPlan, Opened, is_auth};
 use crate::KeyPrefix;
+use crate::client::direct::{Direct, Opener};
 use crate::client::relearn::Relearn;
 #[cfg(feature = "sentinel")]
 use crate::client::sentinel::{Follower, OnSwitch, Sentinels};
@@ -67,6 +68,34 @@ impl ConnectPlan {
         })
     }
 
+    /// How the direct connection to an island's primary is opened: a
+    /// multiplexed connection with the settings of a one-off connection
+    /// to a data node (credentials re-read, TLS as the endpoints', time-outs,
+    /// no Nagle), speaking RESP2 as the cluster client does.
+    fn direct_opener(&self) -> Opener {
+        let settings = self.info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP2);
+        let addr = self.info.addr().clone();
+        let config = self.probe_config();
+        Box::new(move |host: Option<String>, port: u16| {
+            let host = host.unwrap_or_else(|| match &addr {
+                redis::ConnectionAddr::Tcp(h, _) | redis::ConnectionAddr::TcpTls { host: h, .. } => h.clone(),
+                _ => String::new(),
+            });
+            let addr = match &addr {
+                redis::ConnectionAddr::TcpTls { insecure, tls_params, .. } => {
+                    redis::ConnectionAddr::TcpTls { host, port, insecure: *insecure, tls_params: tls_params.clone() }
+                }
+                _ => redis::ConnectionAddr::Tcp(host, port),
+            };
+            let (settings, config) = (settings.clone(), config.clone());
+            Box::pin(async move {
+                let info =
+                    addr.into_connection_info()?.set_redis_settings(settings).set_tcp_settings(super::tcp_settings());
+                redis::Client::open(info)?.get_multiplexed_async_connection_with_config(&config).await
+            })
+        })
+    }
+
     /// The steps of [`ConnectPlan::open`] after the probe found a cluster
     /// node: the checks a cluster needs, then its connections.
     pub(super) async fn establish_cluster(&self, prefix: &KeyPrefix) -> Result<Opened, ConnectError> {
@@ -112,6 +141,11 @@ impl ConnectPlan {
             .map_err(|e| ConnectError::Config(ConfigError::key_prefix(e)))?;
         let con = client.get_async_connection().await.map_err(fail)?;
         let mut con = Connection::cluster(con, Relearn::new(probe.clone(), timeout)).await;
+        // An island lives in one slot: its calls go straight to the slot's
+        // primary (see `client::direct`); a sharded keyspace's slots vary.
+        if let Some(slot) = prefix.slot().filter(|_| self.placement == crate::config::Placement::Island) {
+            con = con.with_direct(Direct::new(slot, timeout, self.direct_opener())).await;
+        }
         let start = Instant::now();
         let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
         let rtt = start.elapsed();
