@@ -186,6 +186,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
         ttl_ms,
         outbox,
         unscoped,
+        schema,
         ..
     } = *spec;
     let outbox = match outbox {
@@ -239,6 +240,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
             ttl_ms: #ttl_ms,
             outbox: #outbox,
             unscoped: #unscoped,
+            schema: #schema,
         }
     }
 }

@@ -494,6 +494,7 @@ pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> 
         "v" => VERSION_REASON.to_owned(),
         "ops" => "`ops` is not a history of whole operation ids that the version can account for".to_owned(),
         "tomb" => "its tombstone is not `<version>:<operation ids>`".to_owned(),
+        "sv" => "its schema stamp `sv` is not a schema version (decimal, no sign or leading zero)".to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }

@@ -284,6 +284,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     });
                 }
                 ret::CORRUPT => return Err(corrupt_reply(name, key, rest)),
+                ret::SCHEMA_BEHIND => return Err(schema_behind::<D>(name, rest)),
                 // The script hands back what is stored: the next attempt
                 // starts from it without a read of its own.
                 ret::RETRY => state = Some(self.state_of(key, texts(name, rest)?)?),
@@ -508,11 +509,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     });
                 }
                 ret::CORRUPT => return Err(corrupt_reply("delete", &key, rest)),
+                ret::SCHEMA_BEHIND => return Err(schema_behind::<D>("delete", rest)),
                 ret::RETRY => state = self.state_of(&key, texts("delete", rest)?)?,
                 _ => return Err(Error::Protocol { script: "delete", reply: short(&reply.value) }),
             }
         }
         Err(Error::Contention { key, attempts })
+    }
+}
+
+/// The refusal of a write of this release to a document a newer schema
+/// wrote: the reply carries the stored schema.
+fn schema_behind<D: Document>(script: &'static str, rest: &[redis::Value]) -> Error {
+    match int_at(script, rest, 0).map(u32::try_from) {
+        Ok(Ok(stored)) => Error::SchemaBehind { kind: D::SPEC.kind, stored, ours: D::SPEC.schema },
+        Ok(Err(_)) => Error::Protocol { script, reply: format!("{rest:?}") },
+        Err(e) => e,
     }
 }
 

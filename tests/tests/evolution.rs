@@ -1,0 +1,253 @@
+//! Live schema evolution: two releases of one document type (the same kind,
+//! the same keys) writing at once, as in a rolling deploy. Release 2 adds a
+//! field (`#[serde(default)] gift_note`) and a sorted index (`by_total`)
+//! and declares `#[microdcs(schema = 2)]`.
+//!
+//! - A document remembers which schema last wrote it (its stamp); a write
+//!   of release 1 to a document release 2 wrote is refused, nothing
+//!   written, so no value release 1 does not know is ever erased.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use microdcs_tests::{created, server, snapshot, unique_prefix};
+use microdcs_valkey::store::DeleteExpect;
+use microdcs_valkey::{Error, Expect, KeyPrefix, PutOutcome, Valkey, redis};
+
+/// Release 1 of the order type.
+mod v1 {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV1 {
+            documents: [Order],
+        }
+    }
+}
+
+/// Release 2: a new field, a new sorted index, schema 2.
+mod v2 {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(
+        kind = "order",
+        schema = 2,
+        list(key = "order:list:{scope}"),
+        sorted(key = "order:bytotal:{scope}", score = total, name = "by_total")
+    )]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+        #[serde(default)]
+        pub gift_note: Option<String>,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV2 {
+            documents: [Order],
+        }
+    }
+}
+
+async fn connect(prefix: &KeyPrefix, url: &str) -> Valkey {
+    Valkey::connect_url(url, prefix.clone(), Default::default()).await.unwrap()
+}
+
+async fn hget(valkey: &Valkey, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET").arg(key).arg(field).query_async(&mut valkey.connection()).await.unwrap()
+}
+
+fn behind<T: std::fmt::Debug>(r: Result<T, Error>) -> Result<(), String> {
+    match r {
+        Err(Error::SchemaBehind { kind, stored: 2, ours: 1 }) if kind == "order" => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[test]
+fn the_schema_version_is_on_the_spec() {
+    use microdcs_valkey::Document;
+    assert_eq!(v1::Order::SPEC.schema, 1, "the default");
+    assert_eq!(v2::Order::SPEC.schema, 2);
+}
+
+/// The stamp is persisted: its field and text are pinned by literals, so a
+/// later release reads what this one wrote.
+#[tokio::test]
+async fn the_stamp_is_written_by_the_script_and_pinned() {
+    let s = server();
+    let prefix = unique_prefix("evo-stamp");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&old, &v1::Order { id: "a".into(), scope: "s".into(), total: 1 }).await;
+    let key = old.key("a").unwrap();
+    assert_eq!(hget(&valkey, &key, "sv").await, None, "schema 1 writes no stamp");
+    created(&new, &v2::Order { id: "b".into(), scope: "s".into(), total: 2, gift_note: None }).await;
+    assert_eq!(hget(&valkey, &new.key("b").unwrap(), "sv").await.as_deref(), Some("2"));
+    // Release 2 updates a release-1 document: the stamp appears.
+    let read = new.get("a").await.unwrap().unwrap();
+    let changed = v2::Order { gift_note: Some("hi".into()), ..read.doc.clone() };
+    assert!(matches!(new.update(&read, &changed).await.unwrap(), PutOutcome::Written { version: 2 }));
+    assert_eq!(hget(&valkey, &key, "sv").await.as_deref(), Some("2"));
+    assert_eq!(microdcs_valkey::schema::STAMP_FIELD, "sv");
+    assert_eq!(microdcs_valkey::schema::stamp_text(1), None);
+    assert_eq!(microdcs_valkey::schema::stamp_text(2).as_deref(), Some("2"));
+    assert_eq!(microdcs_valkey::schema::stamp_text(17).as_deref(), Some("17"));
+    assert_eq!(microdcs_valkey::schema::parse_stamp(None), Ok(1));
+    assert_eq!(microdcs_valkey::schema::parse_stamp(Some("2")), Ok(2));
+    for bad in ["", "02", "-1", "0", "2.0", "x", "99999999"] {
+        assert!(microdcs_valkey::schema::parse_stamp(Some(bad)).is_err(), "{bad:?}");
+    }
+}
+
+/// Every kind of release-1 write to a document release 2 wrote is refused
+/// with `SchemaBehind`, and nothing under the prefix changes; reads still
+/// work (release 1 reads what it knows).
+#[tokio::test]
+async fn an_older_writer_is_refused_on_a_document_a_newer_one_wrote() {
+    let s = server();
+    let prefix = unique_prefix("evo-refuse");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&new, &v2::Order { id: "o-1".into(), scope: "s".into(), total: 10, gift_note: Some("wrap it".into()) })
+        .await;
+    let read = old.get("o-1").await.unwrap().expect("release 1 reads a release-2 document");
+    assert_eq!(read.doc.total, 10);
+    let before = snapshot(&mut valkey.connection(), &prefix).await;
+    let changed = v1::Order { total: 11, ..read.doc.clone() };
+    let mut problems = Vec::new();
+    for (what, r) in [
+        ("update", behind(old.update(&read, &changed).await)),
+        ("put(Any)", behind(old.put(&changed, Expect::Any).await)),
+        ("put(Version)", behind(old.put(&changed, Expect::Version(read.version)).await)),
+        ("delete", behind(old.delete(&read).await)),
+        ("delete_id(Any)", behind(old.delete_id("o-1", DeleteExpect::Any).await)),
+    ] {
+        if let Err(got) = r {
+            problems.push(format!("{what}: {got}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(before, snapshot(&mut valkey.connection(), &prefix).await, "a refused write changed something");
+    let kept = new.get("o-1").await.unwrap().unwrap();
+    assert_eq!(kept.doc.gift_note.as_deref(), Some("wrap it"));
+    // A document no release-2 writer touched stays release 1's to write.
+    created(&old, &v1::Order { id: "o-2".into(), scope: "s".into(), total: 1 }).await;
+    let r = old.get("o-2").await.unwrap().unwrap();
+    assert!(matches!(old.update(&r, &v1::Order { total: 2, ..r.doc.clone() }).await, Ok(PutOutcome::Written { .. })));
+}
+
+/// Three release-1 and three release-2 writers update the same documents
+/// at once; release 2 sets gift notes. No gift note release 2 wrote is
+/// erased: every release-1 write that reached a release-2 document was
+/// refused, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_releases_erase_no_value() {
+    let s = server();
+    let prefix = unique_prefix("evo-race");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    const DOCS: usize = 30;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    let refused = Arc::new(AtomicU64::new(0));
+    // The last gift note release 2 wrote to each document, by the version
+    // its write produced (tasks record in any order).
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for w in 0..3u64 {
+        let old = old.clone();
+        let refused = refused.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..40u64 {
+                let id = format!("o-{}", (round * 7 + w * 3) as usize % DOCS);
+                let Some(read) = old.get(&id).await.unwrap() else { continue };
+                let changed = v1::Order { total: read.doc.total + 1, ..read.doc.clone() };
+                match old.update(&read, &changed).await {
+                    Ok(_) => {}
+                    Err(Error::SchemaBehind { .. }) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("release 1 on {id}: {e}"),
+                }
+            }
+        }));
+    }
+    for w in 0..3u64 {
+        let new = new.clone();
+        let notes = notes.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..40u64 {
+                let id = format!("o-{}", (round * 5 + w * 11) as usize % DOCS);
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{w}-{round}");
+                let changed =
+                    v2::Order { total: read.doc.total + 1, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let notes = notes.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    let mut erased = Vec::new();
+    for (id, (_, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        if got.doc.gift_note.as_deref() != Some(note) {
+            erased.push(format!("{id}: wrote {note:?}, stored {:?}", got.doc.gift_note));
+        }
+    }
+    assert_eq!(erased, Vec::<String>::new(), "erased gift notes");
+    assert!(refused.load(Ordering::Relaxed) > 0, "no release-1 write met a release-2 document");
+}
+
+/// A stamp that is not a schema version is damage: every write refuses it
+/// as corrupt (never reads it as "old enough"), nothing written.
+#[tokio::test]
+async fn a_damaged_stamp_is_corrupt_for_every_writer() {
+    let s = server();
+    let prefix = unique_prefix("evo-badstamp");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&new, &v2::Order { id: "o-1".into(), scope: "s".into(), total: 1, gift_note: None }).await;
+    let key = new.key("o-1").unwrap();
+    for bad in ["x", "02", "-3", "", "12345678"] {
+        let _: i64 =
+            redis::cmd("HSET").arg(&key).arg("sv").arg(bad).query_async(&mut valkey.connection()).await.unwrap();
+        let before = snapshot(&mut valkey.connection(), &prefix).await;
+        let a = old.put(&v1::Order { id: "o-1".into(), scope: "s".into(), total: 5 }, Expect::Any).await;
+        let b =
+            new.put(&v2::Order { id: "o-1".into(), scope: "s".into(), total: 5, gift_note: None }, Expect::Any).await;
+        let c = new.delete_id("o-1", DeleteExpect::Any).await;
+        for (what, r) in [("v1 put", a.map(|_| ())), ("v2 put", b.map(|_| ())), ("v2 delete", c.map(|_| ()))] {
+            assert!(matches!(&r, Err(Error::Corrupt { key: k, .. }) if *k == key), "sv={bad:?} {what}: {r:?}");
+        }
+        assert_eq!(before, snapshot(&mut valkey.connection(), &prefix).await, "sv={bad:?}: a refused write wrote");
+    }
+}
