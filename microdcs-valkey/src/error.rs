@@ -92,6 +92,17 @@ pub enum Error {
         /// This release's schema.
         ours: u32,
     },
+    /// A query through an index that is building: a release added or
+    /// changed it, and no backfill has completed it yet
+    /// ([`crate::Store::backfill`]). It is refused rather than answered from
+    /// a partial index; nothing was read.
+    #[error("index `{index}` of kind `{kind}` is building (added or changed by this release): run a backfill")]
+    IndexBuilding {
+        /// The document kind.
+        kind: &'static str,
+        /// The index name.
+        index: String,
+    },
     /// A stored hash is not a valid document.
     #[error("corrupt document at `{key}`: {reason}")]
     Corrupt {

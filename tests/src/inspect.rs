@@ -6,7 +6,8 @@ use microdcs_valkey::KeyPrefix;
 use microdcs_valkey::redis::{self, aio::ConnectionLike};
 
 /// Every key under `prefix` with its type and content rendered as text
-/// (hash fields, set members and zset entries sorted; stream entries without ids).
+/// (hash fields, set members and zset entries sorted; stream entries without ids),
+/// leaving out the registry of live writers (`schema:writers:*`).
 ///
 /// # Panics
 /// On a command error (this is a test helper).
@@ -32,6 +33,11 @@ pub async fn snapshot<C: ConnectionLike + Send>(con: &mut C, prefix: &KeyPrefix)
     }
     keys.sort();
     keys.dedup();
+    // The registry of live writers is renewed by a store before a write
+    // whenever its heartbeat is due: bookkeeping of who is running, not
+    // data a write (or a refused one) changes.
+    let writers = format!("{}:schema:writers:", prefix.as_str());
+    keys.retain(|k| !k.starts_with(&writers));
     let mut out = BTreeMap::new();
     for k in keys {
         let ty: String = redis::cmd("TYPE").arg(&k).query_async(con).await.unwrap();

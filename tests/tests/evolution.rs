@@ -251,3 +251,58 @@ async fn a_damaged_stamp_is_corrupt_for_every_writer() {
         assert_eq!(before, snapshot(&mut valkey.connection(), &prefix).await, "sv={bad:?}: a refused write wrote");
     }
 }
+
+/// Options with a fast heartbeat, so a writer that stops lapses quickly.
+fn fast_heartbeat() -> microdcs_valkey::config::WriteOptions {
+    microdcs_valkey::config::WriteOptions {
+        writer_heartbeat: std::time::Duration::from_millis(100),
+        writer_lifetime: std::time::Duration::from_millis(300),
+        ..Default::default()
+    }
+}
+
+/// Writers announce their schema: the registry lists each live writer's
+/// schema, says whether an older one remains, and forgets a writer that
+/// stopped once its lifetime has passed.
+#[tokio::test]
+async fn writers_announce_their_schema_and_lapse_when_they_stop() {
+    let s = server();
+    let prefix = unique_prefix("evo-writers");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b).store::<v2::Order>();
+    created(&old, &v1::Order { id: "o-1".into(), scope: "s".into(), total: 1 }).await;
+    created(&new, &v2::Order { id: "o-2".into(), scope: "s".into(), total: 2, gift_note: None }).await;
+    let seen = new.writers().await.unwrap();
+    assert_eq!(seen.schemas, BTreeMap::from([(1, 1), (2, 1)]), "{seen:?}");
+    assert!(seen.older_remain(), "release 1 is live");
+    assert_eq!(seen.newest(), Some(2));
+    let from_old = old.writers().await.unwrap();
+    assert!(!from_old.older_remain(), "nothing is older than release 1: {from_old:?}");
+    // Release 1 stops writing; release 2 goes on. Past release 1's
+    // lifetime (server time) its entry is gone.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    new.announce().await.unwrap();
+    let later = new.writers().await.unwrap();
+    assert_eq!(later.schemas, BTreeMap::from([(2, 1)]), "{later:?}");
+    assert!(!later.older_remain());
+}
+
+#[test]
+fn writer_settings_are_bounded() {
+    let mut c = microdcs_valkey::MicroDcsConfig::default();
+    c.set("Valkey:WriterHeartbeat", "10s").unwrap();
+    c.set("Valkey:WriterLifetime", "15s").unwrap();
+    c.set("Valkey:BackfillRate", "0").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("WriterLifetime") && e.contains("BackfillRate"), "{e}");
+    let mut c = microdcs_valkey::MicroDcsConfig::default();
+    c.set("Valkey:WriterHeartbeat", "10ms").unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains("WriterHeartbeat"));
+    let ok = microdcs_valkey::MicroDcsConfig::default();
+    assert!(ok.validate().is_ok());
+    assert_eq!(ok.valkey.write_options().writer_heartbeat, std::time::Duration::from_secs(5));
+    assert_eq!(ok.valkey.write_options().writer_lifetime, std::time::Duration::from_secs(30));
+    assert_eq!(ok.valkey.write_options().backfill_rate, 1000);
+}

@@ -16,6 +16,7 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod effects;
+mod evolution;
 #[cfg(feature = "maintenance")]
 mod maintenance;
 #[cfg(any(feature = "maintenance", feature = "inspect"))]
@@ -30,6 +31,9 @@ mod write;
 pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
+#[cfg(feature = "maintenance")]
+pub(crate) use evolution::layout_digest;
+pub use evolution::{BackfillOptions, BackfillReport, IndexState, LiveWriters};
 #[cfg(feature = "maintenance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};

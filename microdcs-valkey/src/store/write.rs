@@ -91,8 +91,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
-        read.state =
-            ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: op.to_owned() };
+        read.state = ReadState {
+            exists: true,
+            version,
+            scope: Some(entries.scope.clone()),
+            fields,
+            ops: op.to_owned(),
+            stamp: microdcs_schema::stamp_text(D::SPEC.schema),
+        };
         read.version = version;
         read.doc = doc;
         Ok(())
@@ -168,6 +174,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         keep_lifetime: bool,
     ) -> Result<Applied> {
         let plan = &*self.plan;
+        // Counted as a live writer of this schema before it writes.
+        self.announce_if_due().await?;
         let entries = doc.index_entries(self.valkey.prefix())?;
         self.valkey.span_scope(&entries.scope);
         if let Some(read_id) = read_id {
@@ -422,6 +430,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let op = stored_op(op)?;
         let plan = &*self.plan;
         let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
+        self.announce_if_due().await?;
         let mut state = match read {
             Some(s) => s,
             None => self.read_state(&key).await?,

@@ -3,7 +3,6 @@
 //! indexes changed shape (or are new) and need a rebuild before use.
 
 use microdcs_schema::{Document, DocumentSpec};
-use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -87,7 +86,7 @@ pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
 }
 
 fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::store::layout_digest(text)
 }
 
 /// The fingerprints hash: always the built-in family, so recording and
