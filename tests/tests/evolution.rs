@@ -306,3 +306,228 @@ fn writer_settings_are_bounded() {
     assert_eq!(ok.valkey.write_options().writer_lifetime, std::time::Duration::from_secs(30));
     assert_eq!(ok.valkey.write_options().backfill_rate, 1000);
 }
+
+fn building<T: std::fmt::Debug>(r: Result<T, Error>) -> Result<(), String> {
+    match r {
+        Err(Error::IndexBuilding { kind: "order", index }) if index == "by_total" => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// What the new index holds, as `(id, score)`, and what it should hold.
+async fn by_total(
+    valkey: &Valkey,
+    new: &microdcs_valkey::Store<v2::Order>,
+) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let key = format!("{}:order:bytotal:s", valkey.prefix().as_str());
+    let held: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(&key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut valkey.connection())
+        .await
+        .unwrap();
+    let held = held.into_iter().map(|(id, s)| (id, s as i64)).collect();
+    let mut want = BTreeMap::new();
+    let mut cursor = 0;
+    loop {
+        let page = new.scan(cursor, 100).await.unwrap();
+        assert!(page.damaged.is_empty(), "{:?}", page.damaged);
+        for d in page.documents {
+            want.insert(d.id.clone(), d.doc.total);
+        }
+        match page.next {
+            Some(c) => cursor = c,
+            None => break,
+        }
+    }
+    (held, want)
+}
+
+/// Release 2 adds a sorted index over documents release 1 wrote. Until a
+/// backfill completes it, every query through it is refused (never a
+/// partial answer); a backfill while release-1 writers run does not make
+/// it ready; once they are gone, a backfill does, the index holds every
+/// document with its score, and verify is clean. Release 1 and release 2
+/// write throughout: no gift note is erased.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_index_is_building_until_a_backfill_with_no_older_writer_left() {
+    use microdcs_valkey::Page;
+    use microdcs_valkey::store::{BackfillOptions, IndexState, MaintenanceOptions};
+    let s = server();
+    let prefix = unique_prefix("evo-index");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    const DOCS: usize = 60;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    // Before any backfill: refused, through every way of reading it.
+    let q = || v2::Order::by_total("s");
+    let mut problems = Vec::new();
+    for (what, r) in [
+        ("ids", building(new.ids(q(), Page::first(10)).await)),
+        ("count_ids", building(new.count_ids(q()).await)),
+        ("range", building(new.range(q(), f64::MIN, f64::MAX, false, 10).await)),
+        ("docs", building(new.docs(q(), Page::first(10)).await)),
+    ] {
+        if let Err(got) = r {
+            problems.push(format!("{what}: {got}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+
+    // Both releases write while a backfill runs: release 1 is live, so
+    // the index stays building.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    let mut tasks = Vec::new();
+    {
+        let (old, stop) = (old.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 7 % DOCS);
+                n += 1;
+                let read = old.get(&id).await.unwrap().unwrap();
+                match old.update(&read, &v1::Order { total: read.doc.total + 1, ..read.doc.clone() }).await {
+                    Ok(_) | Err(Error::SchemaBehind { .. }) => {}
+                    Err(e) => panic!("release 1: {e}"),
+                }
+            }
+        }));
+    }
+    {
+        let (new, stop, notes) = (new.clone(), stop.clone(), notes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 5 % DOCS);
+                n += 1;
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    let during = new.backfill(&BackfillOptions { page: 10, ..Default::default() }).await.unwrap();
+    assert!(during.older_writers, "{during:?}");
+    assert_eq!(during.building, vec!["by_total".to_owned()], "{during:?}");
+    assert!(during.ready.is_empty(), "{during:?}");
+    assert!(building(new.ids(q(), Page::first(10)).await).is_ok(), "still refused while release 1 writes");
+
+    // Release 1 stops (the deploy finishes); release 2 goes on writing.
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks.drain(..) {
+        t.await.unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (new, stop, notes) = (new.clone(), stop.clone(), notes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 1000usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 3 % DOCS);
+                n += 1;
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    // Past release 1's lifetime its entry is gone.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let after = new.backfill(&BackfillOptions { page: 10, ..Default::default() }).await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(!after.older_writers, "{after:?}");
+    assert_eq!(after.ready, vec!["by_total".to_owned()], "{after:?}");
+    assert!(after.building.is_empty(), "{after:?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Ready)]);
+
+    // Complete: every document, with its score; reads through it work.
+    let (held, want) = by_total(&b, &new).await;
+    assert_eq!(held, want, "the index differs from the documents");
+    assert_eq!(want.len(), DOCS);
+    assert_eq!(new.count_ids(q()).await.unwrap(), DOCS as u64);
+    let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    // No gift note erased.
+    let notes = notes.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    for (id, (_, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        assert_eq!(got.doc.gift_note.as_deref(), Some(note.as_str()), "{id}");
+    }
+}
+
+/// A backfill keeps its progress after every page: one stopped midway (as
+/// by a crash) resumes from where it was, and still ends ready.
+#[tokio::test]
+async fn a_stopped_backfill_resumes_from_its_progress() {
+    use microdcs_valkey::store::BackfillOptions;
+    let s = server();
+    let prefix = unique_prefix("evo-resume");
+    // A slow backfill, so it is stopped midway.
+    let slow = microdcs_valkey::config::WriteOptions { backfill_rate: 40, ..fast_heartbeat() };
+    let a = Valkey::connect_url(s.url(), prefix.clone(), slow).await.unwrap();
+    let old = v1::ShopV1::open(a.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(a.clone()).store::<v2::Order>();
+    for i in 0..80 {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i }).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let states = format!("{}:schema:indexes:{{order}}", prefix.as_str());
+    let cursor = || async {
+        let c: Option<String> =
+            redis::cmd("HGET").arg(&states).arg("@cursor").query_async(&mut a.connection()).await.unwrap();
+        c.unwrap_or_default()
+    };
+    {
+        let opts = BackfillOptions { page: 5, ..Default::default() };
+        let run = new.backfill(&opts);
+        tokio::pin!(run);
+        // Stopped once it has kept a cursor past the start.
+        loop {
+            tokio::select! {
+                r = &mut run => panic!("the backfill ended before it was stopped: {r:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            }
+            let c = cursor().await;
+            if !c.is_empty() && c != "0" {
+                break;
+            }
+        }
+    }
+    let kept: u64 = cursor().await.parse().unwrap();
+    assert_ne!(kept, 0);
+    let fast = v2::ShopV2::open(Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap())
+        .store::<v2::Order>();
+    let report = fast.backfill(&BackfillOptions { page: 5, ..Default::default() }).await.unwrap();
+    assert_eq!(report.resumed_from, Some(kept), "{report:?}");
+    assert_eq!(report.ready, vec!["by_total".to_owned()], "{report:?}");
+    let (held, want) = by_total(&a, &fast).await;
+    assert_eq!(held, want);
+}
