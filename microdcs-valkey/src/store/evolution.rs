@@ -238,7 +238,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             call.run(&mut con).await
         })
         .await
-        .map_err(|f| f.into_error(&writers))?;
+        .map_err(|f| match f {
+            // Whether the announcement ran is unknown, but nothing else
+            // was sent: the write that asked for it did not run, which a
+            // connection error says (an unknown outcome would not).
+            crate::retry::Failure::Unknown { source, .. } => Error::from_redis(source, &writers),
+            crate::retry::Failure::Failed(e) => Error::from_redis(e, &writers),
+        })?;
         if let Ok(mut last) = self.plan.writer.last.lock() {
             *last = Some(started);
         }

@@ -6,6 +6,15 @@
 //! [`Store::find`], pages of [`IdPage`]), claims them from an index
 //! ([`Store::claim`]), runs workflow steps ([`Store::step`]) and verifies and
 //! rebuilds indexes (`Store::verify`, `Store::rebuild`, feature `maintenance`).
+//!
+//! A type changes under live traffic through its schema version
+//! (`#[microdcs(schema = N)]`): writes stamp documents and refuse to
+//! overwrite a newer release's ([`crate::Error::SchemaBehind`]), stores
+//! announce themselves as live writers ([`Store::announce`],
+//! [`Store::writers`]), an index a release adds is building until
+//! [`Store::backfill`] completes it ([`Store::index_states`],
+//! [`crate::Error::IndexBuilding`]). The guide's "Evolving a type" has the
+//! recipe.
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -576,6 +576,25 @@ mod tests {
     }
 
     #[test]
+    fn a_later_schema_stamps_and_every_schema_checks_the_stamp() {
+        let first = put_script(&SPEC).0;
+        assert!(!first.contains("'sv', '"), "schema 1 writes no stamp:\n{first}");
+        assert!(first.contains("if tonumber(sv) > 1 then return {9, tonumber(sv)} end"), "{first}");
+        let second = DocumentSpec { schema: 2, ..SPEC };
+        let (text, _) = put_script(&second);
+        // Both hash writes (every index indexed, and not) carry the stamp.
+        assert_eq!(text.matches("'sv', '2'").count(), 2, "{text}");
+        assert!(text.contains("if tonumber(sv) > 2 then return {9, tonumber(sv)} end"), "{text}");
+        // Checked after the op-history lookup: a retry of a write applied
+        // before a newer writer came is still recognised.
+        let lookup = text.find("return {7, ").unwrap();
+        assert!(lookup < text.find("return {9, ").unwrap());
+        let (delete, _) = delete_script(&second);
+        assert!(delete.contains("if tonumber(sv) > 2 then return {9, tonumber(sv)} end"), "{delete}");
+        assert!(!delete.contains("'sv', '2'"), "a delete stamps nothing");
+    }
+
+    #[test]
     fn only_a_scoped_type_stores_its_scope() {
         let scoped = put_script(&SPEC).0;
         assert!(scoped.contains("'scope', scope"), "{scoped}");
