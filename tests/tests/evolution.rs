@@ -531,3 +531,162 @@ async fn a_stopped_backfill_resumes_from_its_progress() {
     let (held, want) = by_total(&a, &fast).await;
     assert_eq!(held, want);
 }
+
+/// The acceptance history on a primary, a replica and three Sentinels:
+/// release 1 and release 2 write through a rolling deploy that adds a
+/// field and an index, with a requested failover while the backfill runs.
+/// Reads of the index while it builds are refused; at the end no gift note
+/// release 2 wrote is erased, the index is complete and ready, and verify
+/// is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_deploy_with_a_failover_during_the_backfill() {
+    use microdcs_valkey::store::{BackfillOptions, MaintenanceOptions};
+    use microdcs_valkey::testing::Sentinel;
+    use microdcs_valkey::{MicroDcsConfig, Page};
+    let s = Sentinel::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("evo-failover");
+    let config = || {
+        let mut c = MicroDcsConfig::default();
+        c.set("Valkey:ConnectionString", &s.connection_string()).unwrap();
+        c.set("Valkey:KeyPrefix", prefix.as_str()).unwrap();
+        c.set("Valkey:WriteRetryDelay", "50ms").unwrap();
+        c.set("Valkey:WriterHeartbeat", "100ms").unwrap();
+        c.set("Valkey:WriterLifetime", "300ms").unwrap();
+        // Slow enough that the failover comes while it runs.
+        c.set("Valkey:BackfillRate", "20").unwrap();
+        // An acknowledged write survives a Sentinel failover only once
+        // every replica has it (chapter 5); the history checks erasure by
+        // an older release, not writes a failover may drop.
+        c.set("Valkey:WriteReplicas", "all").unwrap();
+        c.valkey
+    };
+    let a = Valkey::connect(&config()).await.unwrap();
+    let b = Valkey::connect(&config()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    const DOCS: usize = 40;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    // Both releases write; errors while the primary changes are transient.
+    let stop_old = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_new = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    // Notes of writes whose outcome stayed unknown: each may be stored.
+    let maybe: Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+    let old_task = {
+        let (old, stop) = (old.clone(), stop_old.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 7 % DOCS);
+                n += 1;
+                let Ok(Some(read)) = old.get(&id).await else { continue };
+                match old.update(&read, &v1::Order { total: read.doc.total + 1, ..read.doc.clone() }).await {
+                    Err(e) if !(transient(&e) || matches!(e, Error::SchemaBehind { .. })) => panic!("release 1: {e}"),
+                    _ => {}
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let new_task = {
+        let (new, stop, notes, maybe) = (new.clone(), stop_new.clone(), notes.clone(), maybe.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 5 % DOCS);
+                n += 1;
+                let Ok(Some(read)) = new.get(&id).await else { continue };
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                match new.update(&read, &changed).await {
+                    Ok(PutOutcome::Written { version }) => {
+                        let mut notes = notes.lock().unwrap();
+                        let e = notes.entry(id).or_default();
+                        if version > e.0 {
+                            *e = (version, note);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if transient(&e) => {
+                        maybe.lock().unwrap().entry(id).or_default().push(note);
+                    }
+                    Err(e) => panic!("release 2: {e}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    assert!(building(new.ids(v2::Order::by_total("s"), Page::first(10)).await).is_ok(), "refused while building");
+    // Release 1 stops; a backfill runs while the primary changes. A run the
+    // failover interrupts is run again: it resumes from its cursor.
+    stop_old.store(true, Ordering::Relaxed);
+    old_task.await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let backfill = {
+        let new = new.clone();
+        tokio::spawn(async move {
+            let opts = BackfillOptions { page: 5, ..Default::default() };
+            let mut runs = Vec::new();
+            for _ in 0..20 {
+                match new.backfill(&opts).await {
+                    Ok(r) if r.building.is_empty() => {
+                        runs.push(format!("{r:?}"));
+                        return runs;
+                    }
+                    Ok(r) => runs.push(format!("{r:?}")),
+                    Err(e) if transient(&e) => runs.push(format!("{e}")),
+                    Err(e) => panic!("backfill: {e}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            panic!("the index never became ready: {runs:#?}")
+        })
+    };
+    // Once the backfill has kept some progress.
+    let states = format!("{}:schema:indexes:{{order}}", prefix.as_str());
+    loop {
+        let c: Option<String> =
+            redis::cmd("HGET").arg(&states).arg("@cursor").query_async(&mut b.connection()).await.unwrap();
+        if c.is_some_and(|c| c != "0") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let promoted = s.failover().unwrap_or_else(|e| panic!("{e}"));
+    println!("failover to node {promoted}");
+    let runs = backfill.await.unwrap();
+    println!("backfill runs: {runs:#?}");
+    stop_new.store(true, Ordering::Relaxed);
+    new_task.await.unwrap();
+
+    let (held, want) = by_total(&b, &new).await;
+    assert_eq!(held, want, "the index differs from the documents");
+    assert_eq!(want.len(), DOCS);
+    assert_eq!(new.count_ids(v2::Order::by_total("s")).await.unwrap(), DOCS as u64);
+    let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let notes = notes.lock().unwrap().clone();
+    let maybe = maybe.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    // Erased: the stored note is not the last acknowledged one nor one of a
+    // write with an unknown outcome (which may have applied after it).
+    let mut erased = Vec::new();
+    for (id, (version, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        let stored = got.doc.gift_note.clone().unwrap_or_default();
+        let known = stored == *note || maybe.get(id).is_some_and(|m| m.contains(&stored));
+        if got.version < *version || !known {
+            erased.push(format!("{id}: wrote {note:?} at v{version}, stored {stored:?} at v{}", got.version));
+        }
+    }
+    assert_eq!(erased, Vec::<String>::new(), "erased gift notes");
+}
+
+/// An error a caller may see while the primary changes: the call may or
+/// may not have applied (or applied without every replica's copy).
+fn transient(e: &Error) -> bool {
+    e.is_connection() || e.is_unknown_outcome() || matches!(e, Error::NotReplicated { .. })
+}
