@@ -260,6 +260,16 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if due { self.announce().await } else { Ok(()) }
     }
 
+    /// [`Store::announce_if_due`] before a write of `key`: a refusal of the
+    /// announcement for too few replicas is the write's (nothing of it was
+    /// sent), so it names the document.
+    pub(super) async fn announce_before_write(&self, key: &str) -> Result<()> {
+        match self.announce_if_due().await {
+            Err(Error::NoReplicas { source, .. }) => Err(Error::NoReplicas { key: key.to_owned(), source }),
+            other => other,
+        }
+    }
+
     /// The live writers of this kind, by schema, as the registry holds
     /// them now (entries not renewed within `WriterLifetime` are gone).
     ///

@@ -174,8 +174,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         keep_lifetime: bool,
     ) -> Result<Applied> {
         let plan = &*self.plan;
-        // Counted as a live writer of this schema before it writes.
-        self.announce_if_due().await?;
         let entries = doc.index_entries(self.valkey.prefix())?;
         self.valkey.span_scope(&entries.scope);
         if let Some(read_id) = read_id {
@@ -192,6 +190,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .decode_stored(&text, &entries.id)
             .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(NotReadBack(e))))?;
         let key = entries.key.as_str();
+        // Counted as a live writer of this schema before it writes.
+        self.announce_before_write(key).await?;
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
             (Some(s), _) => Some(s),
@@ -430,7 +430,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let op = stored_op(op)?;
         let plan = &*self.plan;
         let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
-        self.announce_if_due().await?;
+        self.announce_before_write(&key).await?;
         let mut state = match read {
             Some(s) => s,
             None => self.read_state(&key).await?,
