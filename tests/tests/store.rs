@@ -189,14 +189,10 @@ async fn create_update_overwrite_stale_delete_with_exact_indexes() {
             change("r-1", 3, "deleted")
         ]
     );
-    // What is left: the change stream, the index states the store
-    // announced (its indexes ready, schema 1), the scope registry and the
+    // What is left: the change stream, the scope registry and the
     // tombstone (last version, delete id, history), which expires.
     let left: Vec<String> = e.snapshot().await.into_keys().collect();
-    assert_eq!(
-        left,
-        [e.k("changes:s1"), e.k("schema:indexes:{jobresponse}"), e.k("scopes"), e.k("tomb:jobresponse:r-1")]
-    );
+    assert_eq!(left, [e.k("changes:s1"), e.k("scopes"), e.k("tomb:jobresponse:r-1")]);
     let ttl: i64 = redis::cmd("PTTL").arg(e.k("tomb:jobresponse:r-1")).query_async(&mut e.raw).await.unwrap();
     assert!(ttl > 0 && ttl <= 600_000, "kept for `TombstoneRetention`: {ttl} ms");
 }
