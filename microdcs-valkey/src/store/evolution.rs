@@ -203,8 +203,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Announces this store as a live writer of its kind at its schema
     /// (`<schema>:<writer id>` in `schema:writers:{#kind}`, lasting
-    /// `WriterLifetime`), and records the states of its indexes (see the
-    /// [module docs](self)). Every write does this first when the last
+    /// `WriterLifetime`), and records the states of its indexes (release 1
+    /// records its indexes ready; a later release records an index it adds
+    /// or changes as building, see [`Store::index_states`]). Every write does this first when the last
     /// announcement is `WriterHeartbeat` old, so a store need not call it;
     /// call it at start to be counted before the first write.
     ///
