@@ -192,13 +192,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     fn writers_key(&self) -> Result<String> {
-        crate::family::FamilyKey::builtin(microdcs_schema::builtin::WRITERS)
-            .render(self.valkey.prefix(), &[D::SPEC.kind])
+        builtin_key(microdcs_schema::builtin::WRITERS, self.valkey.prefix(), D::SPEC.kind)
     }
 
     fn index_states_key(&self) -> Result<String> {
-        crate::family::FamilyKey::builtin(microdcs_schema::builtin::INDEX_STATES)
-            .render(self.valkey.prefix(), &[D::SPEC.kind])
+        builtin_key(microdcs_schema::builtin::INDEX_STATES, self.valkey.prefix(), D::SPEC.kind)
     }
 
     /// Announces this store as a live writer of its kind at its schema
@@ -553,6 +551,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let marked: i64 = crate::retry::reply(v).map_err(|e| Error::from_redis(e, key))?;
         Ok(marked == 1)
     }
+}
+
+/// The key of built-in family `spec` (one `{#kind}` placeholder) for `kind`.
+fn builtin_key(
+    spec: microdcs_schema::FamilySpec<'static>,
+    prefix: &microdcs_schema::KeyPrefix,
+    kind: &str,
+) -> Result<String> {
+    let t = microdcs_schema::KeyTemplate::parse(spec.key).map_err(|_| {
+        Error::InvalidArgument(format!("family `{}` has an invalid template `{}`", spec.name, spec.key))
+    })?;
+    t.render(prefix, &[kind]).map_err(crate::error::render_err)
 }
 
 /// What the backfill did with one document.
