@@ -35,6 +35,10 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.verify(&MaintenanceOptions::default()));
     send(responses.rebuild(&MaintenanceOptions::default()));
     send(responses.needs_rebuild());
+    send(responses.announce());
+    send(responses.writers());
+    send(responses.index_states());
+    send(responses.backfill(&microdcs_valkey::store::BackfillOptions::default()));
     send(responses.get_many(&["r-1"]));
     send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
     let states = plant.store::<microdcs_tests::fixtures::SfcState>();
