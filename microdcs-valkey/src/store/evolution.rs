@@ -386,11 +386,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// report says why: run it again.
     ///
     /// Each document written again gets a new version and a change entry
-    /// (`updated`), as any write.
+    /// (`updated`), as any write, and keeps the lifetime it has left.
     ///
     /// # Errors
-    /// Connection errors (the progress so far is kept); a key of another
-    /// type is [`Error::WrongType`].
+    /// Connection errors, and a rewrite that waited for replicas and fell
+    /// short ([`Error::NotReplicated`]): the progress so far is kept, run it
+    /// again. A key of another type is [`Error::WrongType`].
     pub async fn backfill(&self, opts: &BackfillOptions) -> Result<BackfillReport> {
         crate::observe::observed("backfill", D::SPEC.kind, self.backfill_inner(opts)).await
     }
@@ -488,7 +489,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             if D::SPEC.schema <= 1 && stored.state.stamp.is_none() {
                 return Ok(Backfilled::Current);
             }
-            match self.update(&stored, &stored.doc).await {
+            // A document with a lifetime keeps what it has left: a backfill
+            // is no reason to live longer.
+            match self.update(&stored, &stored.doc).keep_lifetime().await {
                 Ok(PutOutcome::Written { .. }) => return Ok(Backfilled::Rewritten),
                 Ok(PutOutcome::NotFound) => return Ok(Backfilled::Current),
                 Ok(PutOutcome::Conflict { .. }) => {}
