@@ -344,9 +344,16 @@ use proc_macro::TokenStream;
 /// rolling-deploy recipe.
 ///
 /// ```ignore
-/// #[derive(Document)]
+/// #[derive(serde::Serialize, serde::Deserialize, Document)]
 /// #[microdcs(kind = "order", schema = 2, sorted(key = "order:bytotal:{scope}", score = total, name = "by_total"))]
-/// struct Order { id: String, scope: String, total: i64, #[serde(default)] gift_note: Option<String> }
+/// struct Order {
+///     id: String,
+///     scope: String,
+///     total: i64,
+///     // New in schema 2: documents written before read it as `None`.
+///     #[serde(default)]
+///     gift_note: Option<String>,
+/// }
 /// ```
 ///
 /// ## `outbox(stream = "...", events = "...", event_ttl = "...")`
