@@ -214,6 +214,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// Connection errors; a key of another type is [`Error::WrongType`].
     pub async fn announce(&self) -> Result<()> {
         let writers = self.writers_key()?;
+        self.announce_or(|f| match f {
+            crate::retry::Failure::Unknown { source, .. } | crate::retry::Failure::Failed(source) => {
+                Error::from_redis(source, &writers)
+            }
+        })
+        .await
+    }
+
+    /// [`Store::announce`], its failure made an error by `fail`.
+    async fn announce_or(&self, fail: impl FnOnce(crate::retry::Failure) -> Error) -> Result<()> {
+        let writers = self.writers_key()?;
         let states = self.index_states_key()?;
         let member = format!("{}:{}", D::SPEC.schema, self.plan.writer.id);
         let life = self.valkey.write_options().writer_lifetime.as_millis().to_string();
@@ -237,13 +248,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             call.run(&mut con).await
         })
         .await
-        .map_err(|f| match f {
-            // Whether the announcement ran is unknown, but nothing else
-            // was sent: the write that asked for it did not run, which a
-            // connection error says (an unknown outcome would not).
-            crate::retry::Failure::Unknown { source, .. } => Error::from_redis(source, &writers),
-            crate::retry::Failure::Failed(e) => Error::from_redis(e, &writers),
-        })?;
+        .map_err(fail)?;
         if let Ok(mut last) = self.plan.writer.last.lock() {
             *last = Some(started);
         }
@@ -254,19 +259,36 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// `WriterHeartbeat` old (or there was none): before every write, so a
     /// writer is in the registry whenever it writes.
     pub(super) async fn announce_if_due(&self) -> Result<()> {
-        let period = self.valkey.write_options().writer_heartbeat;
-        let due = self.plan.writer.last.lock().map_or(true, |l| l.is_none_or(|t| t.elapsed() >= period));
-        if due { self.announce().await } else { Ok(()) }
+        if self.heartbeat_due() { self.announce().await } else { Ok(()) }
     }
 
-    /// [`Store::announce_if_due`] before a write of `key`: a refusal of the
-    /// announcement for too few replicas is the write's (nothing of it was
-    /// sent), so it names the document.
+    /// Whether this store's last announcement is `WriterHeartbeat` old (or
+    /// there was none).
+    fn heartbeat_due(&self) -> bool {
+        let period = self.valkey.write_options().writer_heartbeat;
+        self.plan.writer.last.lock().map_or(true, |l| l.is_none_or(|t| t.elapsed() >= period))
+    }
+
+    /// The announcement before a write of `key`, when due (see
+    /// [`Store::announce`]). Its failure is the write's, named by the
+    /// document: connections lost at every attempt are the write's unknown
+    /// outcome (it was not sent, which a read or a repeat with the same op
+    /// id resolves), a refusal for too few replicas the write's refusal.
     pub(super) async fn announce_before_write(&self, key: &str) -> Result<()> {
-        match self.announce_if_due().await {
-            Err(Error::NoReplicas { source, .. }) => Err(Error::NoReplicas { key: key.to_owned(), source }),
-            other => other,
+        if !self.heartbeat_due() {
+            return Ok(());
         }
+        let writers = self.writers_key()?;
+        self.announce_or(|f| match f {
+            crate::retry::Failure::Unknown { source, attempts } => {
+                Error::UnknownOutcome { key: key.to_owned(), attempts, source }
+            }
+            crate::retry::Failure::Failed(e) => match Error::from_redis(e, &writers) {
+                Error::NoReplicas { source, .. } => Error::NoReplicas { key: key.to_owned(), source },
+                other => other,
+            },
+        })
+        .await
     }
 
     /// The live writers of this kind, by schema, as the registry holds
