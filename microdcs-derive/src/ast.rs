@@ -39,6 +39,9 @@ pub(crate) struct Document {
     /// The struct's field names in declaration order (unraw, as serde
     /// names them): the positions `CompactJson` stores values at.
     pub(crate) field_names: Vec<String>,
+    /// `schema = N`: the release's schema version (1 when not given, or
+    /// when the number was refused, which was reported).
+    pub(crate) schema: u32,
 }
 
 /// A type's outbox.
@@ -210,6 +213,7 @@ impl Document {
             }),
             unscoped,
             field_names,
+            schema: c.schema.take().map_or(1, |lit| schema_version(cx, &lit)),
             outbox: c.outbox.take().and_then(|o| {
                 let event_ttl_ms = match &o.event_ttl {
                     Some(lit) => ttl_millis(cx, lit, "event_ttl")?,
@@ -217,6 +221,25 @@ impl Document {
                 };
                 Some(Outbox { span: o.span, stream: o.stream?, events: o.events, event_ttl_ms })
             }),
+        }
+    }
+}
+
+/// The version of `schema = N`: a whole number from 1 to
+/// [`microdcs_schema::MAX_SCHEMA`], or a spanned error (and 1).
+fn schema_version(cx: &mut Ctxt, lit: &syn::LitInt) -> u32 {
+    match lit.base10_parse::<u32>() {
+        Ok(n) if (1..=microdcs_schema::MAX_SCHEMA).contains(&n) => n,
+        _ => {
+            cx.error_spanned_by(
+                lit,
+                format_args!(
+                    "`schema` is a whole number from 1 to {}: raise it by one in each release that changes what \
+                     the type stores",
+                    microdcs_schema::MAX_SCHEMA
+                ),
+            );
+            1
         }
     }
 }

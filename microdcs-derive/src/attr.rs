@@ -131,13 +131,15 @@ pub(crate) struct Container {
     pub(crate) outbox: Once<OutboxAttr>,
     /// `unscoped`: the span of the word.
     pub(crate) unscoped: Once<Span>,
+    /// `schema = 2`: the release's schema version.
+    pub(crate) schema: Once<syn::LitInt>,
     pub(crate) unique: Vec<IndexAttr>,
     pub(crate) groups: Vec<IndexAttr>,
 }
 
 const CONTAINER_KEYS: &[&str] = &[
     "kind", "key", "list", "unique", "group", "member", "sorted", "each", "changes", "nudge", "registry", "ttl",
-    "outbox", "unscoped", "crate",
+    "outbox", "unscoped", "schema", "crate",
 ];
 
 pub(crate) fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta<'_>, known: &[&str], what: &str) {
@@ -190,6 +192,7 @@ impl Container {
             ttl: Once::new("ttl"),
             outbox: Once::new("outbox"),
             unscoped: Once::new("unscoped"),
+            schema: Once::new("schema"),
             unique: Vec::new(),
             groups: Vec::new(),
         };
@@ -214,6 +217,8 @@ impl Container {
                         return Err(meta.error("`unscoped` takes no value: write `#[microdcs(unscoped)]`"));
                     }
                     c.unscoped.set(cx, span, span);
+                } else if p.is_ident("schema") {
+                    c.schema.set(cx, span, meta.value()?.parse()?);
                 } else if p.is_ident("outbox") {
                     let outbox = parse_outbox(cx, &meta, span)?;
                     c.outbox.set(cx, span, outbox);

@@ -187,6 +187,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
         ttl_ms,
         outbox,
         unscoped,
+        schema,
         ..
     } = *spec;
     let outbox = match outbox {
@@ -241,6 +242,7 @@ fn spec_tokens(spec: &DocumentSpec<'_>) -> TokenStream {
             ttl_ms: #ttl_ms,
             outbox: #outbox,
             unscoped: #unscoped,
+            schema: #schema,
         }
     }
 }

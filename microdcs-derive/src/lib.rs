@@ -331,6 +331,31 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
+/// ## `schema = N`
+///
+/// The schema version of this release of the type, a whole number from 1
+/// (the default) to 1 000 000. Raise it by one in a release that changes
+/// what a document holds (adds a field, an index): every write of that
+/// release stamps the document with it (hash field `sv`; schema 1 writes
+/// none), and a write of an older release to a stamped document is refused
+/// with `Error::SchemaBehind`, nothing written, so it never erases a value
+/// or an index entry it does not know. Reads are unaffected. It is
+/// `SPEC.schema` at run time. The guide's "Evolving a type" has the
+/// rolling-deploy recipe.
+///
+/// ```ignore
+/// #[derive(serde::Serialize, serde::Deserialize, Document)]
+/// #[microdcs(kind = "order", schema = 2, sorted(key = "order:bytotal:{scope}", score = total, name = "by_total"))]
+/// struct Order {
+///     id: String,
+///     scope: String,
+///     total: i64,
+///     // New in schema 2: documents written before read it as `None`.
+///     #[serde(default)]
+///     gift_note: Option<String>,
+/// }
+/// ```
+///
 /// ## `outbox(stream = "...", events = "...", event_ttl = "...")`
 ///
 /// Gives the type a workflow step (`Store::step`): one generated script

@@ -81,6 +81,7 @@ pub(crate) fn with_spec<R>(doc: &Document, texts: &Texts, f: impl FnOnce(&Docume
         registry: &texts.registry,
         ttl_ms: doc.ttl.as_ref().and_then(|(_, ms)| *ms),
         unscoped: doc.unscoped.is_some(),
+        schema: doc.schema,
         outbox: match (&texts.outbox, &doc.outbox) {
             (Some((stream, events)), Some(o)) => {
                 Some(OutboxSpec { stream, events: events.as_deref(), event_ttl_ms: o.event_ttl_ms })

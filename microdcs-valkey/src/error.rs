@@ -73,6 +73,36 @@ pub enum Error {
         /// The id holding it.
         holder: String,
     },
+    /// The document was last written by a newer release of its type (its
+    /// schema stamp is `stored`, this release's `#[microdcs(schema)]` is
+    /// `ours`); nothing was written. That release stores fields and index
+    /// entries this one does not know, and a write from here would erase
+    /// them. Finish the rolling deploy (or route writes of this document to
+    /// the new release); reads are unaffected. See the guide's "Evolving a
+    /// type".
+    #[error(
+        "a document of kind `{kind}` was written by schema {stored}, newer than this release's schema {ours}; \
+         nothing was written"
+    )]
+    SchemaBehind {
+        /// The document kind.
+        kind: &'static str,
+        /// The schema that last wrote the document.
+        stored: u32,
+        /// This release's schema.
+        ours: u32,
+    },
+    /// A query through an index that is building: a release added or
+    /// changed it, and no backfill has completed it yet
+    /// ([`crate::Store::backfill`]). It is refused rather than answered from
+    /// a partial index; nothing was read.
+    #[error("index `{index}` of kind `{kind}` is building (added or changed by this release): run a backfill")]
+    IndexBuilding {
+        /// The document kind.
+        kind: &'static str,
+        /// The index name.
+        index: String,
+    },
     /// A stored hash is not a valid document.
     #[error("corrupt document at `{key}`: {reason}")]
     Corrupt {

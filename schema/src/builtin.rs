@@ -146,6 +146,31 @@ pub const FINGERPRINTS: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
+/// The registry of live writers of a kind (`schema:writers:{#kind}`): a
+/// sorted set of `<schema>:<writer id>`, each scored by the server time (in
+/// milliseconds) its entry expires at, renewed by every store that writes
+/// (`WriterHeartbeat`, `WriterLifetime`). Tagged by the kind, so it shares a
+/// slot with the kind's index states and one script updates both.
+pub const WRITERS: FamilySpec<'static> = FamilySpec {
+    name: "writers",
+    key: "schema:writers:{#kind}",
+    key_type: KeyType::SortedSet,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
+/// The state of each index of a kind (`schema:indexes:{#kind}`): a hash
+/// from index name to `building:<schema>:<fingerprint>` or
+/// `ready:<schema>:<fingerprint>`, and the progress of a backfill (fields
+/// starting with `@`, which no index name does).
+pub const INDEX_STATES: FamilySpec<'static> = FamilySpec {
+    name: "index_states",
+    key: "schema:indexes:{#kind}",
+    key_type: KeyType::Hash,
+    kind: FamilyKind::Builtin,
+    ttl_ms: None,
+};
+
 /// The key a cluster connection reads (never writes) after a time-out,
 /// so that a primary which no longer serves its slot answers `MOVED` and
 /// the cluster client learns the new slot map.
@@ -158,7 +183,7 @@ pub const CLUSTER_PROBE: FamilySpec<'static> = FamilySpec {
 };
 
 /// Every family above.
-pub const ALL: [FamilySpec<'static>; 12] = [
+pub const ALL: [FamilySpec<'static>; 14] = [
     CHANGES,
     NUDGE,
     SCOPES,
@@ -171,6 +196,8 @@ pub const ALL: [FamilySpec<'static>; 12] = [
     LEASE_DATA,
     FINGERPRINTS,
     CLUSTER_PROBE,
+    WRITERS,
+    INDEX_STATES,
 ];
 
 #[cfg(test)]

@@ -150,6 +150,18 @@ fn declared(spec: &KeyspaceSpec<'_>, f: &Family<'_>) -> (String, String, String)
             "none",
             "`rebuild`, `accept_layouts`, a first deploy's `needs_rebuild`",
         )
+    } else if is(f, &builtin::WRITERS) {
+        s(
+            "live writers of a kind: `<schema>:<writer id>` scored by expiry (server ms)",
+            "each entry `WriterLifetime` after its last heartbeat",
+            "every store that writes (`Store::announce`)",
+        )
+    } else if is(f, &builtin::INDEX_STATES) {
+        s(
+            "index states `building:<schema>:<fp>` / `ready:<schema>:<fp>`, backfill progress `@cursor`",
+            "none",
+            "`Store::announce`, `Store::backfill`",
+        )
     } else {
         let decl = spec.declared(f.name).filter(|d| d.key == f.key);
         let kind = decl.map_or(FamilyKind::plain(f.key_type), |d| d.kind);

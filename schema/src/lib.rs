@@ -57,6 +57,7 @@ pub use keyspace_table::keyspace_markdown;
 pub use prefix::{KeyPrefix, MAX_PREFIX_LEN, PrefixError};
 pub use spec::{
     Binding, DEFAULT_EVENT_TTL_MS, DocumentSpec, Family, FamilyKind, FamilySpec, Feed, GroupKind, IndexLayout,
-    IndexSpec, KeyType, KeyspaceSpec, ListSpec, OutboxSpec, Role, SCOPE_TAG, Source, UNSCOPED,
+    IndexSpec, KeyType, KeyspaceSpec, ListSpec, MAX_SCHEMA, OutboxSpec, Role, SCOPE_TAG, STAMP_FIELD, Source, UNSCOPED,
+    parse_stamp, stamp_text,
 };
 pub use template::{Atom, KeyError, KeyTemplate, RenderError, TemplateError, TemplateErrorKind, templates_overlap};

@@ -140,11 +140,8 @@ impl LockedKind {
         LockedKind {
             kind: spec.kind.to_owned(),
             type_name: spec.type_name.to_owned(),
-            // The schema stamp (`DocumentSpec::schema`, written with
-            // `#[microdcs(schema = N)]`) is recorded here once the spec has
-            // it: `schema: Some(spec.schema)`. The text format and the diff
-            // already carry it.
-            schema: None,
+            // The schema version its writes stamp (`#[microdcs(schema = N)]`).
+            schema: Some(spec.schema),
             key: spec.key.to_owned(),
             fields: spec.fields.iter().map(|f| (*f).to_owned()).collect(),
             ttl_ms: spec.ttl_ms,

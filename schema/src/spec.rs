@@ -221,6 +221,43 @@ pub struct DocumentSpec<'a> {
     /// and all share the scope [`UNSCOPED`]; its list is one global set
     /// (no placeholder) and no index may use `{scope}`.
     pub unscoped: bool,
+    /// The schema version of this release of the type
+    /// (`#[microdcs(schema = N)]`, default 1): raised by the developer when
+    /// a release changes what a document holds (a field, an index), so
+    /// that a document remembers which schema last wrote it (its stamp,
+    /// [`STAMP_FIELD`]) and a writer of an older release never overwrites
+    /// it. See [`stamp_text`].
+    pub schema: u32,
+}
+
+/// The hash field that holds a document's schema stamp: the
+/// [`DocumentSpec::schema`] of the release that last wrote it, in decimal
+/// ([`stamp_text`]). A type at schema 1 writes no stamp (a hash without
+/// one counts as schema 1), so the hashes of types that never raise their
+/// schema keep their size.
+pub const STAMP_FIELD: &str = "sv";
+
+/// The largest schema version a type may declare: the stamp stays a short
+/// decimal text any script compares exactly as a Lua number.
+pub const MAX_SCHEMA: u32 = 1_000_000;
+
+/// The stamp a write of schema `schema` stores in [`STAMP_FIELD`]: the
+/// version in decimal without sign or leading zero (`2`), `None` for
+/// schema 1, which stores none. A persisted format (pinned by a test).
+pub fn stamp_text(schema: u32) -> Option<String> {
+    (schema > 1).then(|| schema.to_string())
+}
+
+/// The schema version a stored stamp names: `None` (no stamp) is 1; a text
+/// that is not a version in [`stamp_text`]'s form (or beyond
+/// [`MAX_SCHEMA`]) is damage, `Err` with the text.
+pub fn parse_stamp(stored: Option<&str>) -> Result<u32, String> {
+    let Some(t) = stored else { return Ok(1) };
+    let canonical = !t.is_empty() && t.len() <= 7 && t.bytes().all(|b| b.is_ascii_digit()) && !t.starts_with('0');
+    match t.parse::<u32>() {
+        Ok(n) if canonical && (1..=MAX_SCHEMA).contains(&n) => Ok(n),
+        _ => Err(t.to_owned()),
+    }
 }
 
 /// The scope of every document of an unscoped type: what its hash, the
@@ -228,7 +265,7 @@ pub struct DocumentSpec<'a> {
 pub const UNSCOPED: &str = "_";
 
 /// Hash fields every document hash has; index fields may not use these names.
-pub const RESERVED_FIELDS: &[&str] = &["v", "scope", "op", "doc", "ops", "score"];
+pub const RESERVED_FIELDS: &[&str] = &["v", "scope", "op", "doc", "ops", "score", STAMP_FIELD];
 
 /// Which part of a document or keyspace a family comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,6 +318,7 @@ impl<'a> DocumentSpec<'a> {
             ttl_ms: None,
             outbox: None,
             unscoped: false,
+            schema: 1,
         }
     }
 

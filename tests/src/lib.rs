@@ -57,6 +57,9 @@ mod guide_testing {}
 #[doc = include_str!("../../docs/guide/13-key-rules.md")]
 mod guide_key_rules {}
 
+#[doc = include_str!("../../docs/guide/14-evolving-a-type.md")]
+mod guide_evolving {}
+
 #[doc = include_str!("../../docs/guide/cookbook.md")]
 mod guide_cookbook {}
 

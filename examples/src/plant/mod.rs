@@ -166,6 +166,9 @@ keyspace! {
         nudge: channel("nudge:{kind}"),
         // Ours, beyond the reference table: index layout fingerprints (verify/rebuild).
         fingerprints: hash("schema:fingerprints"),
+        // Ours: the live writers of each kind and its index states (schema evolution).
+        writers: zset("schema:writers:{#kind}"),
+        index_states: hash("schema:indexes:{#kind}"),
         // Ours: what a delete leaves so retries across it are recognised.
         tombstones: string("tomb:{kind}:{id}"),
         // Ours: SFC recipe texts, stored and read by their SHA-256.
@@ -221,6 +224,8 @@ pub fn key_table(prefix: &microdcs_valkey::KeyPrefix) -> Result<Vec<KeyRow>, mic
             (_, _, "sfc_event") => Plant::sfc_event_key(p, "s1", "urn:line-1", "e-1")?,
             (_, _, "nudge") => Plant::nudge_channel(p, "jobresponse")?,
             (_, _, "fingerprints") => Plant::fingerprints_key(p)?,
+            (_, _, "writers") => Plant::writers_key(p, "jobresponse")?,
+            (_, _, "index_states") => Plant::index_states_key(p, "jobresponse")?,
             (_, _, "tombstones") => Plant::tombstones_key(p, "jobresponse", "r-1")?,
             (_, _, "sfc_recipes") => Plant::sfc_recipes_key(p, "e3b0c442")?,
             (owner, role, name) => unreachable!("family {owner} {role:?} {name} has no sample"),

@@ -60,6 +60,9 @@ fn every_reference_family_renders_the_reference_key() {
     // Families we add to the reference table, each for a stated reason.
     const ADDED: &[(&str, &str)] = &[
         ("schema:fingerprints", "microdcs:schema:fingerprints"),
+        // The live writers and index states of a kind (schema evolution).
+        ("schema:writers:{#kind}", "microdcs:schema:writers:{jobresponse}"),
+        ("schema:indexes:{#kind}", "microdcs:schema:indexes:{jobresponse}"),
         ("tomb:{kind}:{id}", "microdcs:tomb:jobresponse:r-1"),
         ("sfc:recipe:{hash}", "microdcs:sfc:recipe:e3b0c442"),
     ];

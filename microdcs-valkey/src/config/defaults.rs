@@ -40,6 +40,21 @@ pub const TOMBSTONE_RETENTION: Duration = Duration::from_secs(600);
 /// setting is checked against); shorter would not outlast the default
 /// retries of one call.
 pub const MIN_TOMBSTONE_RETENTION: Duration = Duration::from_secs(1);
+/// `WriterHeartbeat`: how often a store that writes renews its entry in
+/// the registry of live writers of its kind.
+pub const WRITER_HEARTBEAT: Duration = Duration::from_secs(5);
+/// `WriterLifetime`: how long a writer's entry lasts after its last
+/// heartbeat; a writer silent this long no longer counts as live.
+pub const WRITER_LIFETIME: Duration = Duration::from_secs(30);
+/// The shortest `WriterHeartbeat` (a bound, not a default).
+pub const MIN_WRITER_HEARTBEAT: Duration = Duration::from_millis(100);
+/// The longest `WriterHeartbeat` and `WriterLifetime` (a bound, not a
+/// default): a backfill waits out a lifetime before it calls an index ready.
+pub const MAX_WRITER_LIFETIME: Duration = Duration::from_secs(3600);
+/// `BackfillRate`: the most documents an index backfill repairs a second.
+pub const BACKFILL_RATE: u32 = 1000;
+/// The largest `BackfillRate` (a bound, not a default).
+pub const MAX_BACKFILL_RATE: u32 = 1_000_000;
 /// `WriteReplicas`: replicas a write waits for (none).
 pub const WRITE_REPLICAS: u32 = 0;
 /// `WriteReplicaTimeout`: the longest wait for them.

@@ -123,6 +123,9 @@ impl MicroDcsConfig {
         "Valkey:ConsumerLagLimit",
         "Valkey:OpHistoryLength",
         "Valkey:TombstoneRetention",
+        "Valkey:WriterHeartbeat",
+        "Valkey:WriterLifetime",
+        "Valkey:BackfillRate",
         "Valkey:WriteReplicas",
         "Valkey:WriteReplicaTimeout",
         "Valkey:WriteWaitAof",
@@ -183,6 +186,11 @@ impl MicroDcsConfig {
                 v.op_history_length = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
             }
             "valkey:tombstoneretention" => v.tombstone_retention = dur(value)?,
+            "valkey:writerheartbeat" => v.writer_heartbeat = dur(value)?,
+            "valkey:writerlifetime" => v.writer_lifetime = dur(value)?,
+            "valkey:backfillrate" => {
+                v.backfill_rate = value.trim().parse().map_err(|_| format!("`{value}` is not a whole number"))?;
+            }
             "valkey:writereplicas" => {
                 if value.trim().eq_ignore_ascii_case("all") {
                     v.write_replicas = 0;

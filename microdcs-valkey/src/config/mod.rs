@@ -76,6 +76,8 @@
 //! | `Valkey:WriteRetryDelay` | [`write_retry_delay`](ValkeyConfig::write_retry_delay) | `100ms` | a duration | the pause before such a write is checked and repeated; also the longest pause of a write sent back by contention, and a read's quick retry after a lost connection |
 //! | `Valkey:OpHistoryLength` | [`op_history_length`](ValkeyConfig::op_history_length) | `8` | 1 to 64 | operation ids kept per document: a repeated write is recognised while fewer later writes reached the document |
 //! | `Valkey:TombstoneRetention` | [`tombstone_retention`](ValkeyConfig::tombstone_retention) | `10m` | at least `1s` | how long a deleted document's tombstone (last version, operation ids) is kept for retries across the delete |
+//! | `Valkey:WriterHeartbeat` / `Valkey:WriterLifetime` | [`writer_heartbeat`](ValkeyConfig::writer_heartbeat), [`writer_lifetime`](ValkeyConfig::writer_lifetime) | `5s` / `30s` | 100 ms to 1 h; the lifetime at least twice the heartbeat | how often a store that writes renews its entry in the registry of live writers of its kind, and how long the entry lasts ([Evolving a type](https://github.com/microdcs/microdcs/blob/main/docs/guide/14-evolving-a-type.md)) |
+//! | `Valkey:BackfillRate` | [`backfill_rate`](ValkeyConfig::backfill_rate) | `1000` | 1 to 1 000 000 | the most documents an index backfill repairs a second (`Store::backfill`) |
 //! | `Valkey:WriteReplicas` | [`write_replicas`](ValkeyConfig::write_replicas), [`write_every_replica`](ValkeyConfig::write_every_replica) | `0` | a whole number, or `all` (every replica the Sentinels know, or the cluster shard has; on one server not through Sentinel every write is refused) | replicas every single-document write waits for ([`Durability`]) |
 //! | `Valkey:WriteReplicaTimeout` | [`write_replica_timeout`](ValkeyConfig::write_replica_timeout) | `1s` | `1ms` to `60s` | that wait, per attempt, on top of `ResponseTimeout`; fewer replicas in time is [`Error::NotReplicated`](crate::Error::NotReplicated) |
 //! | `Valkey:WriteWaitAof` | [`write_wait_aof`](ValkeyConfig::write_wait_aof) | `false` | boolean | wait for the append-only files (`WAITAOF`) instead |
@@ -214,6 +216,14 @@ pub struct ValkeyConfig {
     /// How long a deleted document's tombstone (its last version and
     /// operation ids) is kept, so retries across the delete are recognised.
     pub tombstone_retention: Duration,
+    /// How often a store that writes renews its entry in the registry of
+    /// live writers of its kind (100 ms to 1 h).
+    pub writer_heartbeat: Duration,
+    /// How long a writer's entry lasts after its last renewal (at least
+    /// twice `WriterHeartbeat`, at most 1 h).
+    pub writer_lifetime: Duration,
+    /// The most documents an index backfill repairs a second (1 to 1 000 000).
+    pub backfill_rate: u32,
     /// Replicas every single-document write of a store waits for (0: none).
     pub write_replicas: u32,
     /// `WriteReplicas=all`: every write waits for every replica the
@@ -294,6 +304,9 @@ impl Default for ValkeyConfig {
             consumer_lag_limit: None,
             op_history_length: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
+            writer_heartbeat: defaults::WRITER_HEARTBEAT,
+            writer_lifetime: defaults::WRITER_LIFETIME,
+            backfill_rate: defaults::BACKFILL_RATE,
             write_replicas: defaults::WRITE_REPLICAS,
             write_every_replica: false,
             write_replica_timeout: defaults::WRITE_REPLICA_TIMEOUT,
@@ -331,6 +344,9 @@ impl fmt::Debug for ValkeyConfig {
             .field("consumer_lag_limit", &self.consumer_lag_limit)
             .field("op_history_length", &self.op_history_length)
             .field("tombstone_retention", &self.tombstone_retention)
+            .field("writer_heartbeat", &self.writer_heartbeat)
+            .field("writer_lifetime", &self.writer_lifetime)
+            .field("backfill_rate", &self.backfill_rate)
             .field("write_replicas", &self.write_replicas)
             .field("write_every_replica", &self.write_every_replica)
             .field("write_replica_timeout", &self.write_replica_timeout)
@@ -638,6 +654,20 @@ impl ValkeyConfig {
         {
             bad("WriteReplicaTimeout", "must be between 1ms and 60s".into());
         }
+        // A heartbeat too fast loads the server; a lifetime shorter than two
+        // heartbeats would let a live writer's entry lapse between them,
+        // and one longer than the bound holds every backfill that long.
+        if !(defaults::MIN_WRITER_HEARTBEAT..=defaults::MAX_WRITER_LIFETIME).contains(&self.writer_heartbeat) {
+            bad("WriterHeartbeat", "must be between 100ms and 1h".into());
+        }
+        if self.writer_lifetime < self.writer_heartbeat.saturating_mul(2)
+            || self.writer_lifetime > defaults::MAX_WRITER_LIFETIME
+        {
+            bad("WriterLifetime", "must be at least twice WriterHeartbeat and at most 1h".into());
+        }
+        if !(1..=defaults::MAX_BACKFILL_RATE).contains(&self.backfill_rate) {
+            bad("BackfillRate", format!("must be between 1 and {}", defaults::MAX_BACKFILL_RATE));
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError { problems }) }
     }
 
@@ -658,6 +688,9 @@ impl ValkeyConfig {
             change_stream_max_len: self.change_stream_max_length,
             op_history: self.op_history_length,
             tombstone_retention: self.tombstone_retention,
+            writer_heartbeat: self.writer_heartbeat,
+            writer_lifetime: self.writer_lifetime,
+            backfill_rate: self.backfill_rate,
             durability: Durability {
                 replicas: self.write_replicas,
                 aof: self.write_wait_aof,

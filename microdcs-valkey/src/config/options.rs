@@ -8,7 +8,8 @@ use super::defaults;
 
 /// How writes behave (settings `WriteAttempts`, `WriteRetryDelay`,
 /// `ChangeStreamMaxLength`, `OpHistoryLength`, `TombstoneRetention`,
-/// `WriteReplicas`, `WriteReplicaTimeout`, `WriteWaitAof`; defaults from
+/// `WriteReplicas`, `WriteReplicaTimeout`, `WriteWaitAof`, `WriterHeartbeat`,
+/// `WriterLifetime`, `BackfillRate`; defaults from
 /// [`crate::config::defaults`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
@@ -31,6 +32,15 @@ pub struct WriteOptions {
     /// What every single-document write of a store waits for after it is
     /// applied (default: nothing); a call's `.durability(..)` overrides it.
     pub durability: Durability,
+    /// How often a store that writes renews its entry in the registry of
+    /// live writers of its kind (default 5 s, 100 ms to 1 h).
+    pub writer_heartbeat: Duration,
+    /// How long such an entry lasts after its last renewal (default 30 s,
+    /// at least twice `writer_heartbeat`, at most 1 h).
+    pub writer_lifetime: Duration,
+    /// The most documents an index backfill repairs a second (default
+    /// 1000, 1 to 1 000 000).
+    pub backfill_rate: u32,
 }
 
 impl Default for WriteOptions {
@@ -42,6 +52,9 @@ impl Default for WriteOptions {
             op_history: defaults::OP_HISTORY_LENGTH,
             tombstone_retention: defaults::TOMBSTONE_RETENTION,
             durability: Durability::NONE,
+            writer_heartbeat: defaults::WRITER_HEARTBEAT,
+            writer_lifetime: defaults::WRITER_LIFETIME,
+            backfill_rate: defaults::BACKFILL_RATE,
         }
     }
 }

@@ -115,6 +115,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     where
         F: FnMut(&D) -> Option<D>,
     {
+        self.ensure_group_ready(query.index()).await?;
         let ix = self.plan.groups.get(query.index()).ok_or_else(|| {
             Error::InvalidArgument(format!("no group index {} on {}", query.index(), D::SPEC.type_name))
         })?;

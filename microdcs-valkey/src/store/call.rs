@@ -436,6 +436,9 @@ pub(super) enum Reply {
     /// The index fields moved since they were read: what is stored now,
     /// for the next attempt.
     Retry(Vec<Option<String>>),
+    /// A newer schema wrote the document (its stamp is `stored`): nothing
+    /// was written.
+    SchemaBehind { stored: u64 },
 }
 
 /// Reply `v` of write script `script` to a write of `key`. `step`: the
@@ -463,6 +466,7 @@ pub(super) fn decode(script: &'static str, key: &str, v: &Value, step: bool) -> 
             holder: str_at(script, rest, 1)?,
         },
         ret::CORRUPT => return Err(corrupt_reply(script, key, rest)),
+        ret::SCHEMA_BEHIND => Reply::SchemaBehind { stored: int_at(script, rest, 0)? },
         ret::RETRY => Reply::Retry(texts(script, rest)?),
         _ => return Err(Error::Protocol { script, reply: short(v) }),
     })
@@ -568,6 +572,7 @@ pub(super) fn corrupt_reply(script: &'static str, key: &str, rest: &[Value]) -> 
         "v" => VERSION_REASON.to_owned(),
         "ops" => "`ops` is not a history of whole operation ids that the version can account for".to_owned(),
         "tomb" => "its tombstone is not `<version>:<operation ids>`".to_owned(),
+        "sv" => "its schema stamp `sv` is not a schema version (decimal, no sign or leading zero)".to_owned(),
         f => format!("`{f}` is missing"),
     };
     Error::Corrupt { key: key.to_owned(), reason }

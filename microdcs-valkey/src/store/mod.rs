@@ -87,6 +87,15 @@
 //! documents](https://github.com/microdcs/microdcs/blob/main/docs/guide/02-reading-writing.md)
 //! and [Workflow steps and
 //! effects](https://github.com/microdcs/microdcs/blob/main/docs/guide/08-steps-and-effects.md).
+//!
+//! A type changes under live traffic through its schema version
+//! (`#[microdcs(schema = N)]`): writes stamp documents and refuse to
+//! overwrite a newer release's ([`crate::Error::SchemaBehind`]), stores
+//! announce themselves as live writers ([`Store::announce`],
+//! [`Store::writers`]), an index a release adds is building until
+//! [`Store::backfill`] completes it ([`Store::index_states`],
+//! [`crate::Error::IndexBuilding`]). The guide's "Evolving a type" has the
+//! recipe.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -97,6 +106,7 @@ use microdcs_schema::Document;
 mod batch;
 mod call;
 mod effects;
+mod evolution;
 #[cfg(feature = "maintenance")]
 mod maintenance;
 #[cfg(any(feature = "maintenance", feature = "inspect"))]
@@ -112,6 +122,9 @@ pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::each::{DocumentVisitor, EachDocument};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
+#[cfg(feature = "maintenance")]
+pub(crate) use evolution::layout_digest;
+pub use evolution::{BackfillOptions, BackfillReport, IndexState, LiveWriters};
 #[cfg(feature = "maintenance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
 pub use maintenance::{DiffKind, Difference, MaintenanceOptions, Report, fingerprints};

@@ -76,6 +76,9 @@ pub(super) struct Plan {
     /// The scopes this store has added to the registry, so only a scope's
     /// first write here pays the extra round trip (sharded types only).
     pub(super) registered: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// This store's entry in the registry of live writers, and the index
+    /// states it has seen.
+    pub(super) writer: super::evolution::Writer,
     /// The type's name, for messages.
     pub(super) type_name: &'static str,
     /// The nudge channel: one per kind, or one per scope (a shard channel).
@@ -173,6 +176,7 @@ impl Plan {
             tomb: parse(spec.tombstones().key),
             sharded: spec.is_sharded(),
             registered: std::sync::Mutex::default(),
+            writer: super::evolution::Writer::new(),
             type_name: spec.type_name,
             registry_key: parse(spec.registry).render(prefix, &[]).expect("no placeholders"),
             nudge: if spec.shard_nudge() {

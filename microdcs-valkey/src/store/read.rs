@@ -177,6 +177,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let scope = D::SPEC.stored_scope(scope.as_deref()).ok_or_else(|| corrupt("`scope` is missing"))?.to_owned();
         let doc_text = text(&mut map, "doc")?.ok_or_else(|| corrupt("`doc` is missing"))?;
         let ops = text(&mut map, "ops")?.unwrap_or_default();
+        let stamp = text(&mut map, microdcs_schema::STAMP_FIELD)?;
         let mut fields = Vec::with_capacity(self.plan.fields.len());
         for f in &self.plan.fields {
             fields.push(text(&mut map, f)?);
@@ -210,7 +211,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             version,
             id: id.to_owned(),
             scope: scope.clone(),
-            state: ReadState { exists: true, version, scope: Some(scope), fields, ops },
+            state: ReadState { exists: true, version, scope: Some(scope), fields, ops, stamp },
         })
     }
 
@@ -254,7 +255,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         if scope.as_deref().is_none_or(str::is_empty) {
             return Err(Error::Corrupt { key: key.to_owned(), reason: "`scope` is missing".into() });
         }
-        Ok(ReadState { exists: true, version, scope, fields, ops })
+        Ok(ReadState { exists: true, version, scope, fields, ops, stamp: None })
     }
 
     /// Finds the document through a unique index (one round trip).
@@ -262,7 +263,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Invalid values, connection errors, a corrupt document.
     pub async fn find(&self, query: UniqueQuery<D>) -> Result<Option<Stored<D>>> {
-        observed("find", D::SPEC.kind, self.read(|| self.find_once(&query))).await
+        observed("find", D::SPEC.kind, async {
+            self.ensure_unique_ready(query.index()).await?;
+            self.read(|| self.find_once(&query)).await
+        })
+        .await
     }
 
     async fn find_once(&self, query: &UniqueQuery<D>) -> Result<Option<Stored<D>>> {
@@ -333,6 +338,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// [`Store::ids`] inside another operation (not an operation of its own).
     pub(crate) async fn ids_page(&self, query: &GroupQuery<D>, page: Page) -> Result<IdPage> {
+        self.ensure_group_ready(query.index()).await?;
         let key = self.group_key(query)?;
         if let Some(scope) = self.index_scope(query) {
             self.valkey.span_scope(scope);
@@ -362,6 +368,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ) -> Result<Vec<Scored>> {
         observed("range", D::SPEC.kind, async {
             Self::check_sorted(&query)?;
+            self.ensure_group_ready(query.index()).await?;
             if min.is_nan() || max.is_nan() {
                 return Err(Error::InvalidArgument("a score bound must not be NaN".into()));
             }
@@ -517,6 +524,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// As [`Store::ids`].
     pub async fn count_ids(&self, query: GroupQuery<D>) -> Result<u64> {
         observed("count_ids", D::SPEC.kind, async {
+            self.ensure_group_ready(query.index()).await?;
             let key = self.group_key(&query)?;
             let sorted = D::SPEC.groups.get(query.index()).is_some_and(|g| g.kind().is_sorted());
             self.read(|| self.card(if sorted { "ZCARD" } else { "SCARD" }, &key)).await

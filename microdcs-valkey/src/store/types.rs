@@ -198,6 +198,8 @@ pub(super) struct ReadState {
     /// Aligned with `Plan::fields`.
     pub(super) fields: Vec<Option<String>>,
     pub(super) ops: String,
+    /// The schema stamp as stored (`sv`; `None`: none, schema 1).
+    pub(super) stamp: Option<String>,
 }
 
 impl ReadState {

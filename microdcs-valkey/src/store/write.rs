@@ -86,8 +86,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 }
             }
         }
-        read.state =
-            ReadState { exists: true, version, scope: Some(entries.scope.clone()), fields, ops: op.to_owned() };
+        read.state = ReadState {
+            exists: true,
+            version,
+            scope: Some(entries.scope.clone()),
+            fields,
+            ops: op.to_owned(),
+            stamp: microdcs_schema::stamp_text(D::SPEC.schema),
+        };
         read.version = version;
         read.doc = doc;
         Ok(())
@@ -129,6 +135,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .decode_stored(&text, &entries.id)
             .map_err(|e| Error::codec("encode", D::SPEC.kind, &entries.id)(Box::new(NotReadBack(e))))?;
         let key = entries.key.as_str();
+        // Counted as a live writer of this schema before it writes.
+        self.announce_before_write(key).await?;
         // The state the script will check the stored index fields against.
         let mut state = match (read, expect) {
             (Some(r), _) => Some(r.state.clone()),
@@ -235,6 +243,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 // The script hands back what is stored: the next attempt
                 // starts from it without a read of its own.
                 Reply::Retry(stored) => state = Some(self.state_of(key, stored)?),
+                Reply::SchemaBehind { stored } => return Err(schema_behind::<D>(name, stored)),
             }
         }
         Err(Error::Contention { key: key.to_owned(), attempts })
@@ -308,6 +317,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let op = stored_op(op)?;
         let plan = &*self.plan;
         let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
+        self.announce_before_write(&key).await?;
         let mut state = match read {
             Some(s) => s,
             None => self.read_state(&key).await?,
@@ -389,6 +399,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     return Err(Error::WrongScope { id: id.to_owned(), stored, given: scope });
                 }
                 Reply::Retry(stored) => state = self.state_of(&key, stored)?,
+                Reply::SchemaBehind { stored } => return Err(schema_behind::<D>("delete", stored)),
                 // The delete script sends neither.
                 Reply::EventApplied { .. } | Reply::UniqueViolation { .. } => {
                     return Err(Error::Protocol { script: "delete", reply: short(&reply.value) });
@@ -455,5 +466,14 @@ mod tests {
         assert_ne!(a, b);
         assert!(lua::valid_op_id(&a), "{a}");
         assert_eq!(a.len(), lua::OP_ID_LEN);
+    }
+}
+
+/// The refusal of a write of this release to a document a newer schema
+/// wrote (stamp `stored`).
+fn schema_behind<D: Document>(script: &'static str, stored: u64) -> Error {
+    match u32::try_from(stored) {
+        Ok(stored) => Error::SchemaBehind { kind: D::SPEC.kind, stored, ours: D::SPEC.schema },
+        Err(_) => Error::Protocol { script, reply: format!("a schema stamp past u32: {stored}") },
     }
 }

@@ -43,6 +43,7 @@ fn the_rendered_lock_is_pinned_and_reads_back() {
 keyspace Plant
 kind jobresponse
   type JobResponse
+  schema 1
   key jobresponse:{id}
   field 0 id
   field 1 scope
@@ -180,7 +181,7 @@ fn a_text_of_another_shape_is_refused_with_its_line() {
     let skipped = good.replace("  field 1 scope\n", "");
     assert_eq!(
         err(&skipped),
-        LockParseError { line: 9, why: "expected `field 1 NAME` (positions in order)".into() },
+        LockParseError { line: 10, why: "expected `field 1 NAME` (positions in order)".into() },
         "a missing position is no silent shift"
     );
     assert_eq!(err(&good.replace("  ttl -", "  ttl soon")).why, "`soon` is no lifetime in milliseconds (or `-`)");

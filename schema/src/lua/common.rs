@@ -2,7 +2,7 @@
 //! corruption and scope checks, the check of the caller's read of each
 //! index, and the description of the positions both use.
 
-use super::ret::{ALREADY_APPLIED, CONFLICT, CORRUPT, RETRY, WRONG_SCOPE};
+use super::ret::{ALREADY_APPLIED, CONFLICT, CORRUPT, RETRY, SCHEMA_BEHIND, WRONG_SCOPE};
 use std::fmt::Write as _;
 
 use crate::spec::MAX_EACH_VALUES;
@@ -21,6 +21,8 @@ pub(super) struct Slots {
     pub(super) score: Option<usize>,
     /// Position of the stored `doc`, read only to see that it is there.
     pub(super) doc: usize,
+    /// Position of the stored schema stamp ([`crate::spec::STAMP_FIELD`]).
+    pub(super) stamp: usize,
     /// The HMGET field list as Lua literals.
     hmget: String,
     /// How many distinct index fields follow `first_field`.
@@ -49,9 +51,20 @@ impl Slots {
         });
         names.push("doc");
         let doc = names.len();
+        names.push(crate::spec::STAMP_FIELD);
+        let stamp = names.len();
         let first_field = names.len() + 1;
         let hmget = names.into_iter().chain(fields.iter().map(String::as_str)).map(lua_str).collect::<Vec<_>>();
-        Slots { first_field, score, doc, hmget: hmget.join(", "), fields: fields.len(), ops: with_ops, stores_scope }
+        Slots {
+            first_field,
+            score,
+            doc,
+            stamp,
+            hmget: hmget.join(", "),
+            fields: fields.len(),
+            ops: with_ops,
+            stores_scope,
+        }
     }
 
     /// The reply that sends the caller back to read again, carrying what
@@ -124,6 +137,36 @@ end
         max = MAX_VERSION,
         max_len = MAX_VERSION.to_string().len(),
     );
+}
+
+/// Refuses a write of a type at schema `schema` to a document a newer
+/// schema wrote (its stamp is greater): that writer stores fields and
+/// index entries this one does not know, which this write would erase or
+/// leave stale. Nothing is written; the reply names the stored schema. A
+/// hash without a stamp is schema 1; a stamp that is not a version is
+/// damage. Called after the op-history lookup, so a retried write that
+/// was applied before a newer writer came is still recognised as applied.
+pub(super) fn stamp_check(out: &mut String, slots: &Slots, schema: u32) {
+    let _ = write!(
+        out,
+        "\
+local sv = cur[{stamp}]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {{{CORRUPT}, 'sv'}} end
+  if tonumber(sv) > {schema} then return {{{SCHEMA_BEHIND}, tonumber(sv)}} end
+end
+",
+        stamp = slots.stamp,
+    );
+}
+
+/// The `HSET` arguments that stamp a write of schema `schema` (with a
+/// leading `, `), empty for schema 1, which stores no stamp.
+pub(super) fn stamp_fields(schema: u32) -> String {
+    match crate::spec::stamp_text(schema) {
+        Some(t) => format!(", {}, {}", lua_str(crate::spec::STAMP_FIELD), lua_str(&t)),
+        None => String::new(),
+    }
 }
 
 /// Takes the stored op history into `ops`: the ids of the document's last

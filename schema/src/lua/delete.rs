@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::common::{
     Slots, check_read, describe_common_argv, describe_common_keys, describe_read, each_ranges, each_reads, history,
-    nudge_line, prologue, revision_check, tomb_read, tomb_rewrite,
+    nudge_line, prologue, revision_check, stamp_check, tomb_read, tomb_rewrite,
 };
 use super::layout::DeleteLayout;
 use super::text::header;
@@ -21,6 +21,8 @@ const DELETE_RETURNS: &str = "\
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing deleted
 ";
 
 /// The delete script of `spec`, with its layout. Same order as the put
@@ -60,6 +62,9 @@ pub fn delete_script(spec: &DocumentSpec<'_>) -> (String, DeleteLayout) {
         "if tomb and tomb_op == op then\n  {}\n  return {{{ALREADY_APPLIED}, tomb_v}}\nend",
         tomb_rewrite(l.tomb_key)
     );
+    // A delete of an older schema would leave the document in the indexes
+    // only the newer one knows.
+    stamp_check(&mut out, &slots, spec.schema);
     let _ = write!(
         out,
         "\

@@ -57,6 +57,10 @@ pub mod ret {
     /// `{8, job}`: (step) the step's event was applied already, by the step
     /// of document `job`; nothing written.
     pub const EVENT_APPLIED: i64 = 8;
+    /// `{9, stored_schema}`: the document was last written by a newer
+    /// schema of the type than the script's (its stamp is greater);
+    /// nothing written.
+    pub const SCHEMA_BEHIND: i64 = 9;
 }
 
 /// The largest stored version, 2^53 - 1: Lua numbers are doubles, exact up
@@ -201,6 +205,7 @@ mod tests {
             ret::RETRY,
             ret::CORRUPT,
             ret::ALREADY_APPLIED,
+            ret::SCHEMA_BEHIND,
         ]
         .into();
         let (put, _) = put_script(&JOB_RESPONSE);
@@ -217,6 +222,7 @@ mod tests {
             [0, 1, 2, 3, 4]
         );
         assert_eq!([ret::RETRY, ret::CORRUPT, ret::ALREADY_APPLIED, ret::EVENT_APPLIED], [5, 6, 7, 8]);
+        assert_eq!(ret::SCHEMA_BEHIND, 9);
     }
 
     #[test]

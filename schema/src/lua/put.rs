@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::common::{
     Slots, check_read, describe_common_argv, describe_common_keys, describe_read, each_ranges, each_reads, history,
-    lookup, nudge_line, prologue, revision_check, tomb_read, tomb_rewrite,
+    lookup, nudge_line, prologue, revision_check, stamp_check, stamp_fields, tomb_read, tomb_rewrite,
 };
 use super::layout::{PutLayout, StepLayout};
 use super::text::{Described, header, lua_str};
@@ -25,6 +25,8 @@ pub(super) const PUT_RETURNS: &str = "\
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 ";
 
 /// The op history: the ids of the last writes, oldest first, each
@@ -142,6 +144,7 @@ pub(super) fn generate(spec: &DocumentSpec<'_>, l: &PutLayout, step: Option<&Ste
     // read of that document can never match the new one.
     out.push_str("    v = tomb_v\n");
     out.push_str("  end\nend\n");
+    stamp_check(&mut out, &slots, spec.schema);
     if let Some(s) = step {
         super::step::event_check(&mut out, s);
     }
@@ -242,7 +245,7 @@ elseif expect ~= 'any' then
     if let Some(s) = step {
         super::step::entries_check(&mut out, s);
     }
-    writes(&mut out, l, &slots, spec.changes.is_some().then(|| nudge_line(spec, &l.common)), step);
+    writes(&mut out, l, &slots, spec, step);
     out
 }
 
@@ -315,8 +318,9 @@ end
 /// The writes: the lead group move, then the change entry, then the rest.
 /// `nudge`: the type has a change stream, so the write appends a change
 /// entry and ends by sending this nudge line.
-fn writes(out: &mut String, l: &PutLayout, slots: &Slots, nudge: Option<String>, step: Option<&StepLayout>) {
+fn writes(out: &mut String, l: &PutLayout, slots: &Slots, spec: &DocumentSpec<'_>, step: Option<&StepLayout>) {
     let c = &l.common;
+    let nudge = spec.changes.is_some().then(|| nudge_line(spec, &l.common));
     if let Some(t) = l.ttl {
         // The lifetime the write gives: the caller's, or what the document
         // has left (read before the first write). A document without one
@@ -432,7 +436,7 @@ end
     // written here (no table to build). `scope` is written again unchanged
     // (another scope was refused), which costs less than deciding not to.
     let all_new: Vec<String> = (1..=l.indexes.len()).map(|n| format!("new_{n}")).collect();
-    let mut direct = format!("'v', newv_s, 'ops', ops, 'doc', ARGV[{}]", l.doc);
+    let mut direct = format!("'v', newv_s, 'ops', ops, 'doc', ARGV[{}]{}", l.doc, stamp_fields(spec.schema));
     if slots.stores_scope {
         direct.push_str(", 'scope', scope");
     }
@@ -452,7 +456,7 @@ end
     } else {
         let _ = writeln!(out, "if {} then\n  redis.call('HSET', doc_key, {direct})\nelse", all_new.join(" and "));
         let mut rest = String::new();
-        partial_hash_write(&mut rest, l, slots);
+        partial_hash_write(&mut rest, l, slots, spec.schema);
         for line in rest.lines() {
             let _ = writeln!(out, "  {line}");
         }
@@ -476,9 +480,9 @@ end
 
 /// The hash write when some index is not indexed: its fields are dropped,
 /// and only what changed is written.
-fn partial_hash_write(out: &mut String, l: &PutLayout, slots: &Slots) {
+fn partial_hash_write(out: &mut String, l: &PutLayout, slots: &Slots, schema: u32) {
     // `scope` never changes once written (another scope is refused).
-    let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]}}", l.doc);
+    let _ = writeln!(out, "local h = {{'v', newv_s, 'ops', ops, 'doc', ARGV[{}]{}}}", l.doc, stamp_fields(schema));
     if slots.stores_scope {
         out.push_str("if not exists then\n  h[#h + 1] = 'scope'\n  h[#h + 1] = scope\nend\n");
     }
@@ -569,6 +573,28 @@ mod tests {
             assert!(text.contains(&MAX_VERSION.to_string()));
         }
         assert!(put_script(&SPEC).0.contains(&format!("if v >= {MAX_VERSION} then return {{6, 'v', 'limit'}} end")));
+    }
+
+    #[test]
+    fn a_later_schema_stamps_and_every_schema_checks_the_stamp() {
+        let first = put_script(&SPEC).0;
+        let writes_stamp =
+            |t: &str| t.lines().any(|l| (l.contains("'HSET'") || l.contains("local h =")) && l.contains("'sv'"));
+        assert!(!writes_stamp(&first), "schema 1 writes no stamp:\n{first}");
+        assert!(first.contains("if tonumber(sv) > 1 then return {9, tonumber(sv)} end"), "{first}");
+        let second = DocumentSpec { schema: 2, ..SPEC };
+        let (text, _) = put_script(&second);
+        // Both hash writes (every index indexed, and not) carry the stamp.
+        assert_eq!(text.matches("'sv', '2'").count(), 2, "{text}");
+        assert!(writes_stamp(&text));
+        assert!(text.contains("if tonumber(sv) > 2 then return {9, tonumber(sv)} end"), "{text}");
+        // Checked after the op-history lookup: a retry of a write applied
+        // before a newer writer came is still recognised.
+        let lookup = text.find("return {7, ").unwrap();
+        assert!(lookup < text.find("return {9, ").unwrap());
+        let (delete, _) = delete_script(&second);
+        assert!(delete.contains("if tonumber(sv) > 2 then return {9, tonumber(sv)} end"), "{delete}");
+        assert!(!delete.contains("'sv', '2'"), "a delete stamps nothing");
     }
 
     #[test]

@@ -31,12 +31,14 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 --   {1, version, values}  a step written now: `values` are what its family effects returned, in order
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'by_tag')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv', 'by_tag')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -93,6 +95,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -116,9 +123,9 @@ if not each_1_nn then return each_malformed() end
 cursor = cursor + each_1_nn
 if cursor - 1 ~= #KEYS then return each_malformed() end
 -- index 1: group `by_tag`
-local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[5]} end
-if was_1 and (cur[5] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[5]} end
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[6]} end
+if was_1 and (cur[6] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[6]} end
 local new_1 = ARGV[9] == '1'
 local keep_1 = was_1 and new_1 and ARGV[10] == ARGV[12]
 -- validation reads (a wrong type aborts here, before any write)
@@ -229,11 +236,11 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[5] ~= ARGV[10] then
+    if cur[6] ~= ARGV[10] then
       h[#h + 1] = 'by_tag'
       h[#h + 1] = ARGV[10]
     end
-  elseif cur[5] ~= false then
+  elseif cur[6] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'by_tag'
   end

@@ -43,11 +43,13 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'status', 'running', 'due', 'recent')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'sv', 'status', 'running', 'due', 'recent')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -104,6 +106,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[6]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -116,27 +123,27 @@ elseif expect ~= 'any' then
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: group `by_status`
-local was_1 = exists and cur[6] ~= false
-if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
-if was_1 and (cur[6] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local was_1 = exists and cur[7] ~= false
+if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
+if was_1 and (cur[7] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
 local new_1 = ARGV[10] == '1'
 local keep_1 = was_1 and new_1 and KEYS[5] == KEYS[6]
 -- index 2: group `running`
-local was_2 = exists and cur[7] ~= false
-if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
-if was_2 and (cur[7] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local was_2 = exists and cur[8] ~= false
+if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
+if was_2 and (cur[8] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
 local new_2 = ARGV[14] == '1'
 local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
 -- index 3: group `due`
-local was_3 = exists and cur[8] ~= false
-if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
-if was_3 and (cur[8] ~= ARGV[21]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local was_3 = exists and cur[9] ~= false
+if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
+if was_3 and (cur[9] ~= ARGV[21]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
 local new_3 = ARGV[18] == '1'
 local keep_3 = was_3 and new_3 and KEYS[9] == KEYS[10]
 -- index 4: group `recent`
-local was_4 = exists and cur[9] ~= false
-if was_4 ~= (ARGV[24] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
-if was_4 and (cur[9] ~= ARGV[25]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+local was_4 = exists and cur[10] ~= false
+if was_4 ~= (ARGV[24] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
+if was_4 and (cur[10] ~= ARGV[25]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8], cur[9], cur[10]} end
 local new_4 = ARGV[22] == '1'
 local keep_4 = was_4 and new_4 and KEYS[11] == KEYS[12]
 -- validation reads (a wrong type aborts here, before any write)
@@ -181,11 +188,11 @@ end
 if was_2 and not keep_2 then redis.call('SREM', KEYS[8], id) end
 if new_2 and not keep_2 then redis.call('SADD', KEYS[7], id) end
 if was_3 and not keep_3 then redis.call('ZREM', KEYS[10], id) end
-if new_3 and (not keep_3 or cur[8] ~= ARGV[19]) then
+if new_3 and (not keep_3 or cur[9] ~= ARGV[19]) then
   redis.call('ZADD', KEYS[9], ARGV[19], id)
 end
 if was_4 and not keep_4 then redis.call('ZREM', KEYS[12], id) end
-if new_4 and (not keep_4 or cur[9] ~= ARGV[23]) then
+if new_4 and (not keep_4 or cur[10] ~= ARGV[23]) then
   redis.call('ZADD', KEYS[11], ARGV[23], id)
   local over = redis.call('ZCARD', KEYS[11]) - 3
   if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, over - 1) end
@@ -207,38 +214,38 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[6] ~= ARGV[11] then
+    if cur[7] ~= ARGV[11] then
       h[#h + 1] = 'status'
       h[#h + 1] = ARGV[11]
     end
-  elseif cur[6] ~= false then
+  elseif cur[7] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'status'
   end
   if new_2 then
-    if cur[7] ~= ARGV[15] then
+    if cur[8] ~= ARGV[15] then
       h[#h + 1] = 'running'
       h[#h + 1] = ARGV[15]
     end
-  elseif cur[7] ~= false then
+  elseif cur[8] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'running'
   end
   if new_3 then
-    if cur[8] ~= ARGV[19] then
+    if cur[9] ~= ARGV[19] then
       h[#h + 1] = 'due'
       h[#h + 1] = ARGV[19]
     end
-  elseif cur[8] ~= false then
+  elseif cur[9] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'due'
   end
   if new_4 then
-    if cur[9] ~= ARGV[23] then
+    if cur[10] ~= ARGV[23] then
       h[#h + 1] = 'recent'
       h[#h + 1] = ARGV[23]
     end
-  elseif cur[9] ~= false then
+  elseif cur[10] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'recent'
   end

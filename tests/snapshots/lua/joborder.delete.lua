@@ -22,11 +22,13 @@
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing deleted
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -68,6 +70,11 @@ end
 if tomb and tomb_op == op then
   redis.call('SET', KEYS[5], tomb, 'KEEPTTL')
   return {7, tomb_v}
+end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
 end
 if not exists then return {2} end
 local expect = ARGV[1]

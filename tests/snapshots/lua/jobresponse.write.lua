@@ -36,12 +36,14 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 --   {1, version, values}  a step written now: `values` are what its family effects returned, in order
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'order', 'state')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'score', 'doc', 'sv', 'order', 'state')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -98,6 +100,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[6]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -110,15 +117,15 @@ elseif expect ~= 'any' then
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: unique `by_order`
-local was_1 = exists and cur[6] ~= false
-if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
-if was_1 and (cur[6] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
+local was_1 = exists and cur[7] ~= false
+if was_1 ~= (ARGV[12] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8]} end
+if was_1 and (cur[7] ~= ARGV[13]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8]} end
 local new_1 = ARGV[10] == '1'
 local keep_1 = was_1 and new_1 and KEYS[5] == KEYS[6]
 -- index 2: group `by_state`
-local was_2 = exists and cur[7] ~= false
-if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
-if was_2 and (cur[7] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
+local was_2 = exists and cur[8] ~= false
+if was_2 ~= (ARGV[16] == '1') then return {5, cur[1], cur[2], cur[3], cur[7], cur[8]} end
+if was_2 and (cur[8] ~= ARGV[17]) then return {5, cur[1], cur[2], cur[3], cur[7], cur[8]} end
 local new_2 = ARGV[14] == '1'
 local keep_2 = was_2 and new_2 and KEYS[7] == KEYS[8]
 -- validation reads (a wrong type aborts here, before any write)
@@ -251,20 +258,20 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[6] ~= ARGV[11] then
+    if cur[7] ~= ARGV[11] then
       h[#h + 1] = 'order'
       h[#h + 1] = ARGV[11]
     end
-  elseif cur[6] ~= false then
+  elseif cur[7] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'order'
   end
   if new_2 then
-    if cur[7] ~= ARGV[15] then
+    if cur[8] ~= ARGV[15] then
       h[#h + 1] = 'state'
       h[#h + 1] = ARGV[15]
     end
-  elseif cur[7] ~= false then
+  elseif cur[8] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'state'
   end

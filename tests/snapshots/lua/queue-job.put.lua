@@ -50,11 +50,13 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'delayed', 'ready', 'active', 'dead', 'retention', 'by_tag')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv', 'delayed', 'ready', 'active', 'dead', 'retention', 'by_tag')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -111,6 +113,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -134,39 +141,39 @@ if not each_6_nn then return each_malformed() end
 cursor = cursor + each_6_nn
 if cursor - 1 ~= #KEYS then return each_malformed() end
 -- index 1: group `delayed`
-local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_1 and (cur[5] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_1 and (cur[6] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_1 = ARGV[9] == '1'
 local keep_1 = was_1 and new_1 and KEYS[4] == KEYS[5]
 -- index 2: group `ready`
-local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[15] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_2 and (cur[6] ~= ARGV[16]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_2 = exists and cur[7] ~= false
+if was_2 ~= (ARGV[15] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_2 and (cur[7] ~= ARGV[16]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_2 = ARGV[13] == '1'
 local keep_2 = was_2 and new_2 and KEYS[6] == KEYS[7]
 -- index 3: group `active`
-local was_3 = exists and cur[7] ~= false
-if was_3 ~= (ARGV[19] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_3 and (cur[7] ~= ARGV[20]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_3 = exists and cur[8] ~= false
+if was_3 ~= (ARGV[19] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_3 and (cur[8] ~= ARGV[20]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_3 = ARGV[17] == '1'
 local keep_3 = was_3 and new_3 and KEYS[8] == KEYS[9]
 -- index 4: group `dead`
-local was_4 = exists and cur[8] ~= false
-if was_4 ~= (ARGV[23] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_4 and (cur[8] ~= ARGV[24]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_4 = exists and cur[9] ~= false
+if was_4 ~= (ARGV[23] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_4 and (cur[9] ~= ARGV[24]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_4 = ARGV[21] == '1'
 local keep_4 = was_4 and new_4 and KEYS[10] == KEYS[11]
 -- index 5: group `retention`
-local was_5 = exists and cur[9] ~= false
-if was_5 ~= (ARGV[27] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_5 and (cur[9] ~= ARGV[28]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_5 = exists and cur[10] ~= false
+if was_5 ~= (ARGV[27] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_5 and (cur[10] ~= ARGV[28]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_5 = ARGV[25] == '1'
 local keep_5 = was_5 and new_5 and KEYS[12] == KEYS[13]
 -- index 6: group `by_tag`
-local was_6 = exists and cur[10] ~= false
-if was_6 ~= (ARGV[31] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
-if was_6 and (cur[10] ~= ARGV[32]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8], cur[9], cur[10]} end
+local was_6 = exists and cur[11] ~= false
+if was_6 ~= (ARGV[31] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
+if was_6 and (cur[11] ~= ARGV[32]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9], cur[10], cur[11]} end
 local new_6 = ARGV[29] == '1'
 local keep_6 = was_6 and new_6 and ARGV[30] == ARGV[32]
 -- validation reads (a wrong type aborts here, before any write)
@@ -192,23 +199,23 @@ local change = 'updated'
 if not exists then change = 'created' end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'id', id, 'v', newv_s, 'op', op, 'change', change, 'kind', ARGV[6])
 if was_1 and not keep_1 then redis.call('ZREM', KEYS[5], id) end
-if new_1 and (not keep_1 or cur[5] ~= ARGV[10]) then
+if new_1 and (not keep_1 or cur[6] ~= ARGV[10]) then
   redis.call('ZADD', KEYS[4], ARGV[10], id)
 end
 if was_2 and not keep_2 then redis.call('ZREM', KEYS[7], id) end
-if new_2 and (not keep_2 or cur[6] ~= ARGV[14]) then
+if new_2 and (not keep_2 or cur[7] ~= ARGV[14]) then
   redis.call('ZADD', KEYS[6], ARGV[14], id)
 end
 if was_3 and not keep_3 then redis.call('ZREM', KEYS[9], id) end
-if new_3 and (not keep_3 or cur[7] ~= ARGV[18]) then
+if new_3 and (not keep_3 or cur[8] ~= ARGV[18]) then
   redis.call('ZADD', KEYS[8], ARGV[18], id)
 end
 if was_4 and not keep_4 then redis.call('ZREM', KEYS[11], id) end
-if new_4 and (not keep_4 or cur[8] ~= ARGV[22]) then
+if new_4 and (not keep_4 or cur[9] ~= ARGV[22]) then
   redis.call('ZADD', KEYS[10], ARGV[22], id)
 end
 if was_5 and not keep_5 then redis.call('ZREM', KEYS[13], id) end
-if new_5 and (not keep_5 or cur[9] ~= ARGV[26]) then
+if new_5 and (not keep_5 or cur[10] ~= ARGV[26]) then
   redis.call('ZADD', KEYS[12], ARGV[26], id)
 end
 if not keep_6 then
@@ -234,56 +241,56 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[5] ~= ARGV[10] then
+    if cur[6] ~= ARGV[10] then
       h[#h + 1] = 'delayed'
       h[#h + 1] = ARGV[10]
     end
-  elseif cur[5] ~= false then
+  elseif cur[6] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'delayed'
   end
   if new_2 then
-    if cur[6] ~= ARGV[14] then
+    if cur[7] ~= ARGV[14] then
       h[#h + 1] = 'ready'
       h[#h + 1] = ARGV[14]
     end
-  elseif cur[6] ~= false then
+  elseif cur[7] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'ready'
   end
   if new_3 then
-    if cur[7] ~= ARGV[18] then
+    if cur[8] ~= ARGV[18] then
       h[#h + 1] = 'active'
       h[#h + 1] = ARGV[18]
     end
-  elseif cur[7] ~= false then
+  elseif cur[8] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'active'
   end
   if new_4 then
-    if cur[8] ~= ARGV[22] then
+    if cur[9] ~= ARGV[22] then
       h[#h + 1] = 'dead'
       h[#h + 1] = ARGV[22]
     end
-  elseif cur[8] ~= false then
+  elseif cur[9] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'dead'
   end
   if new_5 then
-    if cur[9] ~= ARGV[26] then
+    if cur[10] ~= ARGV[26] then
       h[#h + 1] = 'retention'
       h[#h + 1] = ARGV[26]
     end
-  elseif cur[9] ~= false then
+  elseif cur[10] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'retention'
   end
   if new_6 then
-    if cur[10] ~= ARGV[30] then
+    if cur[11] ~= ARGV[30] then
       h[#h + 1] = 'by_tag'
       h[#h + 1] = ARGV[30]
     end
-  elseif cur[10] ~= false then
+  elseif cur[11] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'by_tag'
   end

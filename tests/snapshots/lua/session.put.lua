@@ -30,11 +30,13 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'token')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv', 'token')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -91,6 +93,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local expect = ARGV[1]
 if expect == 'create' then
   if exists then return {0, v} end
@@ -103,9 +110,9 @@ elseif expect ~= 'any' then
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: unique `by_token`
-local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[5]} end
-if was_1 and (cur[5] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[5]} end
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[6]} end
+if was_1 and (cur[6] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[6]} end
 local new_1 = ARGV[9] == '1'
 local keep_1 = was_1 and new_1 and KEYS[4] == KEYS[5]
 -- validation reads (a wrong type aborts here, before any write)
@@ -142,11 +149,11 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[5] ~= ARGV[10] then
+    if cur[6] ~= ARGV[10] then
       h[#h + 1] = 'token'
       h[#h + 1] = ARGV[10]
     end
-  elseif cur[5] ~= false then
+  elseif cur[6] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'token'
   end

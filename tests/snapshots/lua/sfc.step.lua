@@ -42,6 +42,8 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 --   {1, version, values}  a step written now: `values` are what its family effects returned, in order
 --   {8, job}              the step's event was applied already, by the step of document `job`;
 --                         nothing written (checked after the operation id: a retry of the
@@ -50,7 +52,7 @@ local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'due', 'active', 'type_id', 'waits')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv', 'due', 'active', 'type_id', 'waits')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -107,6 +109,11 @@ if not exists then
     v = tomb_v
   end
 end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 local event = ARGV[24] == '1'
 if event then
   local applied = redis.call('GET', KEYS[12])
@@ -124,21 +131,21 @@ elseif expect ~= 'any' then
 end
 if v >= 9007199254740991 then return {6, 'v', 'limit'} end
 -- index 1: group `due`
-local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
-if was_1 and (cur[5] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[11] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_1 and (cur[6] ~= ARGV[12]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_1 = ARGV[9] == '1'
 local keep_1 = was_1 and new_1 and KEYS[4] == KEYS[5]
 -- index 2: group `active`
-local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[15] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
-if was_2 and (cur[6] ~= ARGV[16]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+local was_2 = exists and cur[7] ~= false
+if was_2 ~= (ARGV[15] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_2 and (cur[7] ~= ARGV[16]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_2 = ARGV[13] == '1'
 local keep_2 = was_2 and new_2 and KEYS[6] == KEYS[7]
 -- index 3: group `waits`
-local was_3 = exists and cur[7] ~= false and cur[8] ~= false
-if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
-if was_3 and (cur[7] ~= ARGV[21] or cur[8] ~= ARGV[22]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6], cur[7], cur[8]} end
+local was_3 = exists and cur[8] ~= false and cur[9] ~= false
+if was_3 ~= (ARGV[20] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
+if was_3 and (cur[8] ~= ARGV[21] or cur[9] ~= ARGV[22]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7], cur[8], cur[9]} end
 local new_3 = ARGV[17] == '1'
 local keep_3 = was_3 and new_3 and KEYS[8] == KEYS[9]
 -- validation reads (a wrong type aborts here, before any write)
@@ -237,11 +244,11 @@ if type(added) == 'table' and added.err then
   return added
 end
 if was_1 and not keep_1 then redis.call('ZREM', KEYS[5], id) end
-if new_1 and (not keep_1 or cur[5] ~= ARGV[10]) then
+if new_1 and (not keep_1 or cur[6] ~= ARGV[10]) then
   redis.call('ZADD', KEYS[4], ARGV[10], id)
 end
 if was_3 and not keep_3 then redis.call('ZREM', KEYS[9], id) end
-if new_3 and (not keep_3 or cur[8] ~= ARGV[19]) then
+if new_3 and (not keep_3 or cur[9] ~= ARGV[19]) then
   redis.call('ZADD', KEYS[8], ARGV[19], id)
 end
 local pos = 27
@@ -285,38 +292,38 @@ else
   end
   local drop = nil
   if new_1 then
-    if cur[5] ~= ARGV[10] then
+    if cur[6] ~= ARGV[10] then
       h[#h + 1] = 'due'
       h[#h + 1] = ARGV[10]
     end
-  elseif cur[5] ~= false then
+  elseif cur[6] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'due'
   end
   if new_2 then
-    if cur[6] ~= ARGV[14] then
+    if cur[7] ~= ARGV[14] then
       h[#h + 1] = 'active'
       h[#h + 1] = ARGV[14]
     end
-  elseif cur[6] ~= false then
+  elseif cur[7] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'active'
   end
   if new_3 then
-    if cur[7] ~= ARGV[18] then
+    if cur[8] ~= ARGV[18] then
       h[#h + 1] = 'type_id'
       h[#h + 1] = ARGV[18]
     end
-  elseif cur[7] ~= false then
+  elseif cur[8] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'type_id'
   end
   if new_3 then
-    if cur[8] ~= ARGV[19] then
+    if cur[9] ~= ARGV[19] then
       h[#h + 1] = 'waits'
       h[#h + 1] = ARGV[19]
     end
-  elseif cur[8] ~= false then
+  elseif cur[9] ~= false then
     drop = drop or {}
     drop[#drop + 1] = 'waits'
   end

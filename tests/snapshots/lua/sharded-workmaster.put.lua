@@ -25,11 +25,13 @@
 --   {6, 'tomb'}           corrupt tombstone; nothing written
 --   {7, version}          this operation id was already applied, producing `version`
 --                         (found in the history, or in the tombstone of a deleted document)
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing written
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -85,6 +87,11 @@ if not exists then
     end
     v = tomb_v
   end
+end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
 end
 local expect = ARGV[1]
 if expect == 'create' then

@@ -26,11 +26,13 @@
 --   {6, field}            corrupt hash (`v` not a version, `scope` or `doc` missing, `ops`
 --                         not a history) or `{6, 'tomb'}`, a corrupt tombstone
 --   {7, version}          this operation id already deleted the document at `version`
+--   {9, stored_schema}    a newer schema of the type wrote the document (its stamp `sv`);
+--                         nothing deleted
 local doc_key = KEYS[1]
 local id = ARGV[3]
 local scope = ARGV[4]
 local op = ARGV[2]
-local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'reference', 'status')
+local cur = redis.call('HMGET', doc_key, 'v', 'scope', 'ops', 'doc', 'sv', 'reference', 'status')
 local vs = cur[1]
 local exists = vs ~= false or cur[2] ~= false
 local v = 0
@@ -73,6 +75,11 @@ if tomb and tomb_op == op then
   redis.call('SET', KEYS[7], tomb, 'KEEPTTL')
   return {7, tomb_v}
 end
+local sv = cur[5]
+if exists and sv then
+  if #sv > 7 or not string.find(sv, '^[1-9][0-9]*$') then return {6, 'sv'} end
+  if tonumber(sv) > 1 then return {9, tonumber(sv)} end
+end
 if not exists then return {2} end
 local expect = ARGV[1]
 if expect ~= 'any' then
@@ -82,13 +89,13 @@ if expect ~= 'any' then
   if want_v ~= cur[1] or (want_op and string.sub(ops, -12) ~= want_op) then return {0, v} end
 end
 -- index 1: unique `by_reference`
-local was_1 = exists and cur[5] ~= false
-if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
-if was_1 and (cur[5] ~= ARGV[9]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
+local was_1 = exists and cur[6] ~= false
+if was_1 ~= (ARGV[8] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
+if was_1 and (cur[6] ~= ARGV[9]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
 -- index 2: group `by_status`
-local was_2 = exists and cur[6] ~= false
-if was_2 ~= (ARGV[10] == '1') then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
-if was_2 and (cur[6] ~= ARGV[11]) then return {5, cur[1], cur[2], cur[3], cur[5], cur[6]} end
+local was_2 = exists and cur[7] ~= false
+if was_2 ~= (ARGV[10] == '1') then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
+if was_2 and (cur[7] ~= ARGV[11]) then return {5, cur[1], cur[2], cur[3], cur[6], cur[7]} end
 -- validation reads (a wrong type aborts here, before any write)
 local drop_1 = was_1 and redis.call('GET', KEYS[5]) == id
 if was_2 then redis.call('SISMEMBER', KEYS[6], id) end

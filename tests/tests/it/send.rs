@@ -38,6 +38,10 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.accept_layouts(&MaintenanceOptions::default()));
     send(microdcs_valkey::admin::run::<microdcs_tests::fixtures::Plant>(&valkey, ["migrate", "apply"]));
     send(microdcs_valkey::admin::main::<microdcs_tests::fixtures::Plant>());
+    send(responses.announce());
+    send(responses.writers());
+    send(responses.index_states());
+    send(responses.backfill(&microdcs_valkey::store::BackfillOptions::default()));
     send(responses.get_many(&["r-1"]));
     send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
     let states = plant.store::<microdcs_tests::fixtures::SfcState>();

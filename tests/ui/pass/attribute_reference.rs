@@ -231,7 +231,29 @@ fn attribute_examples() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+// --- #[derive(Document)]: schema = N ---
+mod schema_version {
+    use microdcs_valkey::Document;
+
+    #[derive(serde::Serialize, serde::Deserialize, Document)]
+    #[microdcs(kind = "order", schema = 2, sorted(key = "order:bytotal:{scope}", score = total, name = "by_total"))]
+    struct Order {
+        id: String,
+        scope: String,
+        total: i64,
+        // New in schema 2: documents written before read it as `None`.
+        #[serde(default)]
+        gift_note: Option<String>,
+    }
+
+    pub fn check() {
+        assert_eq!(Order::SPEC.schema, 2);
+        let _ = Order { id: "o-1".into(), scope: "s1".into(), total: 1, gift_note: None };
+    }
+}
+
 fn main() {
+    schema_version::check();
     generated().unwrap();
     keyspace_builders().unwrap();
     attribute_examples().unwrap();

@@ -34,7 +34,6 @@
 //! only while no fingerprint of the kind is recorded.
 
 use microdcs_schema::{Document, DocumentSpec};
-use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -195,7 +194,7 @@ pub fn fingerprints(spec: &DocumentSpec<'_>) -> Vec<(String, String)> {
 }
 
 fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::store::layout_digest(text)
 }
 
 /// The fingerprints hash: always the built-in family, so recording and

@@ -334,8 +334,14 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 claims.push(Claim::Unjudged);
                 continue;
             }
-            let state =
-                ReadState { exists: true, version: 0, scope: scope.clone(), fields: it.collect(), ops: String::new() };
+            let state = ReadState {
+                exists: true,
+                version: 0,
+                scope: scope.clone(),
+                fields: it.collect(),
+                ops: String::new(),
+                stamp: None,
+            };
             let claim_by = |ix| match self.plan.old_keys(ix, &self.valkey, id, &state) {
                 Ok(ks) if ks.is_empty() => Claim::NotIndexed,
                 Ok(ks) => Claim::Keys(ks),

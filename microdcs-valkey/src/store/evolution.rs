@@ -1,0 +1,605 @@
+//! Live schema evolution: which releases of a type are writing, and whether
+//! each index is complete.
+//!
+//! - **Stamps** (in the generated scripts): every write of a type at
+//!   `#[microdcs(schema = N)]`, N > 1, stamps the document hash (`sv`), and a
+//!   write of an older release to a stamped document is refused
+//!   ([`Error::SchemaBehind`]), nothing written.
+//! - **Writers announce their schema** ([`Store::announce`]): every store
+//!   that writes renews an entry `<schema>:<writer id>` in the kind's
+//!   registry of live writers (`schema:writers:{#kind}`) before a write when
+//!   its last renewal is `WriterHeartbeat` old; an entry lapses
+//!   `WriterLifetime` after its renewal. [`Store::writers`] says which
+//!   schemas are live and whether an older one remains.
+//! - **Index states** (`schema:indexes:{#kind}`): the announcement records
+//!   each index of the writer's schema. Release 1 records its indexes ready;
+//!   a later release records an index it adds or changes (by its layout
+//!   fingerprint) as building. A query through a building index is refused
+//!   ([`Error::IndexBuilding`]) by a store of a schema above 1, never
+//!   answered from a partial index. [`Store::backfill`] completes it online
+//!   and records it ready.
+//!
+//! Why refuse an older write rather than merge in the script: the script
+//! would have to parse the stored text and keep what the older release does
+//! not know. Lua's `cjson` re-encodes numbers as doubles (an integer past
+//! 2^53, a decimal of more than 14 digits comes back rounded), and a
+//! `CompactJson` text holds values by position, of which the older release
+//! knows only its own arity. A refusal keeps every stored byte, and tells the
+//! older release exactly what happened.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use microdcs_schema::Document;
+use sha2::{Digest, Sha256};
+
+use super::{PutOutcome, Store};
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::retry::LuaScript;
+
+static ANNOUNCE: std::sync::LazyLock<LuaScript> =
+    std::sync::LazyLock::new(|| LuaScript::new(include_str!("evolution/announce.lua")));
+static WRITERS: std::sync::LazyLock<LuaScript> =
+    std::sync::LazyLock::new(|| LuaScript::read_only(include_str!("evolution/writers.lua")));
+static MARK_READY: std::sync::LazyLock<LuaScript> =
+    std::sync::LazyLock::new(|| LuaScript::new(include_str!("evolution/mark_ready.lua")));
+
+/// The field of the index-state hash that holds a backfill's cursor (the
+/// document walk's, `0` at the start of a pass): index names never start
+/// with `@`.
+const CURSOR_FIELD: &str = "@cursor";
+
+/// How many times a backfill re-reads a document a concurrent write moved
+/// before it leaves it for the next pass.
+const BACKFILL_REREADS: u32 = 8;
+
+/// The first 16 hex digits of SHA-256 over an index's layout text: the
+/// fingerprint of [`microdcs_schema::IndexLayout`], the same digest the
+/// fingerprints hash of `rebuild` records.
+pub(crate) fn layout_digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a store of one process knows of its own announcements.
+#[derive(Debug)]
+pub(super) struct Writer {
+    /// This store's id in the registry (random, per store plan).
+    id: String,
+    /// When this store last renewed its entry.
+    last: Mutex<Option<Instant>>,
+    /// Indexes this store has seen ready (ready never goes back for a
+    /// fingerprint, so it is remembered).
+    ready: Mutex<std::collections::HashSet<String>>,
+    /// Whether every index of the type was seen ready.
+    all_ready: AtomicBool,
+}
+
+impl Writer {
+    pub(super) fn new() -> Self {
+        Writer {
+            id: crate::op_id::new_op_id(),
+            last: Mutex::default(),
+            ready: Mutex::default(),
+            all_ready: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The live writers of a kind, by schema ([`Store::writers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveWriters {
+    /// The schema of the store that asked.
+    pub ours: u32,
+    /// How many live writers announced each schema.
+    pub schemas: BTreeMap<u32, usize>,
+    /// Entries that are not `<schema>:<id>` (damage): counted, never read
+    /// as a schema.
+    pub damaged: usize,
+}
+
+impl LiveWriters {
+    /// Whether a writer of a schema older than ours is live: while one is,
+    /// a building index cannot become ready (that writer does not maintain
+    /// it).
+    pub fn older_remain(&self) -> bool {
+        self.schemas.keys().any(|s| *s < self.ours)
+    }
+
+    /// The newest live schema, if any writer is live.
+    pub fn newest(&self) -> Option<u32> {
+        self.schemas.keys().next_back().copied()
+    }
+}
+
+/// The state of one index ([`Store::index_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexState {
+    /// Complete: kept by every live writer, and by a backfill for the
+    /// documents written before.
+    Ready,
+    /// Added or changed by a release and not yet backfilled: a query
+    /// through it is refused.
+    Building,
+}
+
+/// How a backfill runs ([`Store::backfill`]).
+#[derive(Debug, Clone)]
+pub struct BackfillOptions {
+    /// Document keys read per page (1 to [`Store::MAX_MANY`]; default 100).
+    pub page: usize,
+    /// Passes at most (default 3): a pass rewrites what needs it, and a
+    /// pass that rewrote nothing with no older writer live makes the
+    /// indexes ready, so two suffice without concurrent older writers.
+    pub max_passes: u32,
+}
+
+impl Default for BackfillOptions {
+    fn default() -> Self {
+        BackfillOptions { page: 100, max_passes: 3 }
+    }
+}
+
+/// What a backfill did ([`Store::backfill`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Passes over the documents started (a resumed one counts).
+    pub passes: u32,
+    /// The cursor the first pass resumed from (`None`: it started at the
+    /// beginning).
+    pub resumed_from: Option<u64>,
+    /// Documents seen.
+    pub seen: u64,
+    /// Documents written again through this release (compare-and-set), so
+    /// that every index of this release holds them.
+    pub rewritten: u64,
+    /// Documents a newer schema wrote meanwhile (left to it).
+    pub newer: u64,
+    /// Documents that could not be read (corrupt and the like): counted
+    /// and stepped over; `verify` names them.
+    pub damaged: u64,
+    /// Documents other writers kept moving for every re-read; left for the
+    /// next pass.
+    pub contended: u64,
+    /// Indexes recorded ready by this backfill.
+    pub ready: Vec<String>,
+    /// Indexes still building when it ended (an older writer is live, or
+    /// the passes ran out: run it again).
+    pub building: Vec<String>,
+    /// Whether a writer of an older schema was live at the end.
+    pub older_writers: bool,
+}
+
+impl crate::observe::Outcome for BackfillReport {
+    fn outcome(&self) -> &'static str {
+        if self.building.is_empty() { "ready" } else { "building" }
+    }
+}
+
+impl<D: Document, C: Codec<D>> Store<D, C> {
+    /// `(index, fingerprint)` per unique and group index of `D`.
+    fn index_fingerprints() -> Vec<(&'static str, String)> {
+        let names: Vec<&str> = D::SPEC.unique.iter().chain(D::SPEC.groups).map(|ix| ix.name).collect();
+        D::SPEC
+            .index_layouts()
+            .into_iter()
+            .skip(usize::from(D::SPEC.list.is_some()))
+            .filter(|l| names.contains(&l.index))
+            .map(|l| (l.index, layout_digest(&l.text)))
+            .collect()
+    }
+
+    fn writers_key(&self) -> Result<String> {
+        builtin_key(microdcs_schema::builtin::WRITERS, self.valkey.prefix(), D::SPEC.kind)
+    }
+
+    fn index_states_key(&self) -> Result<String> {
+        builtin_key(microdcs_schema::builtin::INDEX_STATES, self.valkey.prefix(), D::SPEC.kind)
+    }
+
+    /// Announces this store as a live writer of its kind at its schema
+    /// (`<schema>:<writer id>` in `schema:writers:{#kind}`, lasting
+    /// `WriterLifetime`), and records the states of its indexes (release 1
+    /// records its indexes ready; a later release records an index it adds
+    /// or changes as building, see [`Store::index_states`]). Every write does this first when the last
+    /// announcement is `WriterHeartbeat` old, so a store need not call it;
+    /// call it at start to be counted before the first write.
+    ///
+    /// Safe to repeat; ends within `WriteAttempts x (ResponseTimeout +
+    /// WriteRetryDelay)`.
+    ///
+    /// # Errors
+    /// Connection errors; a key of another type is [`Error::WrongType`].
+    pub async fn announce(&self) -> Result<()> {
+        let writers = self.writers_key()?;
+        self.announce_or(|f| match f {
+            crate::retry::Failure::Unknown { source, .. } | crate::retry::Failure::Failed(source) => {
+                Error::from_redis(source, &writers)
+            }
+        })
+        .await
+    }
+
+    /// [`Store::announce`], its failure made an error by `fail`.
+    async fn announce_or(&self, fail: impl FnOnce(crate::retry::Failure) -> Error) -> Result<()> {
+        let writers = self.writers_key()?;
+        let states = self.index_states_key()?;
+        let member = format!("{}:{}", D::SPEC.schema, self.plan.writer.id);
+        let life = self.valkey.write_options().writer_lifetime.as_millis().to_string();
+        let schema = D::SPEC.schema.to_string();
+        let fps = Self::index_fingerprints();
+        let mut call = ANNOUNCE
+            .call()
+            .key(&writers)
+            .key(&states)
+            .arg(member.as_bytes())
+            .arg(life.as_bytes())
+            .arg(schema.as_bytes());
+        for (name, fp) in &fps {
+            call = call.arg(name.as_bytes()).arg(fp.as_bytes());
+        }
+        let call = &call;
+        let started = Instant::now();
+        // Renewing an entry and recording the same states again changes
+        // nothing more, so the write rule applies.
+        crate::retry::repeatable(&self.valkey, "writer announcement", &writers, |mut con| async move {
+            call.run(&mut con).await
+        })
+        .await
+        .map_err(fail)?;
+        if let Ok(mut last) = self.plan.writer.last.lock() {
+            *last = Some(started);
+        }
+        Ok(())
+    }
+
+    /// [`Store::announce`] when the last announcement of this store is
+    /// `WriterHeartbeat` old (or there was none): before every write, so a
+    /// writer is in the registry whenever it writes.
+    pub(super) async fn announce_if_due(&self) -> Result<()> {
+        if self.heartbeat_due() { self.announce().await } else { Ok(()) }
+    }
+
+    /// Whether this store's last announcement is `WriterHeartbeat` old (or
+    /// there was none).
+    fn heartbeat_due(&self) -> bool {
+        let period = self.valkey.write_options().writer_heartbeat;
+        self.plan.writer.last.lock().map_or(true, |l| l.is_none_or(|t| t.elapsed() >= period))
+    }
+
+    /// The announcement before a write of `key`, when due (see
+    /// [`Store::announce`]). Its failure is the write's, named by the
+    /// document: connections lost at every attempt are the write's unknown
+    /// outcome (it was not sent, which a read or a repeat with the same op
+    /// id resolves), a refusal for too few replicas the write's refusal.
+    pub(super) async fn announce_before_write(&self, key: &str) -> Result<()> {
+        if !self.heartbeat_due() {
+            return Ok(());
+        }
+        let writers = self.writers_key()?;
+        self.announce_or(|f| match f {
+            crate::retry::Failure::Unknown { source, attempts } => {
+                Error::UnknownOutcome { key: key.to_owned(), attempts, source }
+            }
+            crate::retry::Failure::Failed(e) => match Error::from_redis(e, &writers) {
+                Error::NoReplicas { source, .. } => Error::NoReplicas { key: key.to_owned(), source },
+                other => other,
+            },
+        })
+        .await
+    }
+
+    /// The live writers of this kind, by schema, as the registry holds
+    /// them now (entries not renewed within `WriterLifetime` are gone).
+    ///
+    /// A read: ends within `ResponseTimeout`, plus one `WriteRetryDelay`
+    /// and a quick second read after a dropped connection.
+    ///
+    /// # Errors
+    /// Connection errors; a key of another type is [`Error::WrongType`].
+    pub async fn writers(&self) -> Result<LiveWriters> {
+        let key = self.writers_key()?;
+        let call = WRITERS.call().key(&key);
+        let call = &call;
+        let v = crate::retry::read(&self.valkey, |mut con| async move { call.run(&mut con).await })
+            .await
+            .map_err(|e| Error::from_redis(e, &key))?;
+        let members: Vec<String> = crate::retry::reply(v).map_err(|e| Error::from_redis(e, &key))?;
+        let mut out = LiveWriters { ours: D::SPEC.schema, schemas: BTreeMap::new(), damaged: 0 };
+        for m in members {
+            match m.split_once(':').and_then(|(s, _)| microdcs_schema::parse_stamp(Some(s)).ok()) {
+                Some(s) => *out.schemas.entry(s).or_default() += 1,
+                None => out.damaged += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The state of each unique and group index of this release, as this
+    /// release reads it: ready when recorded ready with this release's
+    /// layout, else building (added or changed, or never recorded).
+    ///
+    /// # Errors
+    /// Connection errors; a key of another type is [`Error::WrongType`].
+    pub async fn index_states(&self) -> Result<Vec<(&'static str, IndexState)>> {
+        let key = self.index_states_key()?;
+        let fps = Self::index_fingerprints();
+        if fps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&key);
+        for (name, _) in &fps {
+            cmd.arg(*name);
+        }
+        let cmd = &cmd;
+        let stored: Vec<Option<String>> =
+            crate::retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, &key))?;
+        Ok(fps
+            .iter()
+            .zip(stored)
+            .map(|((name, fp), s)| {
+                let ready = s.as_deref().and_then(|s| s.strip_prefix("ready:")).and_then(|r| r.split_once(':'));
+                let state = if ready.is_some_and(|(_, f)| f == fp) { IndexState::Ready } else { IndexState::Building };
+                (*name, state)
+            })
+            .collect())
+    }
+
+    /// [`Store::ensure_index_ready`] for group index number `n`.
+    pub(super) async fn ensure_group_ready(&self, n: usize) -> Result<()> {
+        match D::SPEC.groups.get(n) {
+            Some(ix) => self.ensure_index_ready(ix.name).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Store::ensure_index_ready`] for unique index number `n`.
+    pub(super) async fn ensure_unique_ready(&self, n: usize) -> Result<()> {
+        match D::SPEC.unique.get(n) {
+            Some(ix) => self.ensure_index_ready(ix.name).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses a query through index `index` while it is building. A type
+    /// at schema 1 never asks (its indexes were kept from its first
+    /// write); a later one asks until it has seen the index ready, then
+    /// remembers.
+    pub(super) async fn ensure_index_ready(&self, index: &str) -> Result<()> {
+        if D::SPEC.schema <= 1 || self.plan.writer.all_ready.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if self.plan.writer.ready.lock().is_ok_and(|r| r.contains(index)) {
+            return Ok(());
+        }
+        let states = self.index_states().await?;
+        let ready: Vec<&str> = states.iter().filter(|(_, s)| *s == IndexState::Ready).map(|(n, _)| *n).collect();
+        if ready.len() == states.len() {
+            self.plan.writer.all_ready.store(true, Ordering::Relaxed);
+        }
+        if let Ok(mut r) = self.plan.writer.ready.lock() {
+            r.extend(ready.iter().map(|n| (*n).to_owned()));
+        }
+        if ready.contains(&index) || !states.iter().any(|(n, _)| *n == index) {
+            Ok(())
+        } else {
+            Err(Error::IndexBuilding { kind: D::SPEC.kind, index: index.to_owned() })
+        }
+    }
+
+    /// Completes the building indexes of this release online: walks every
+    /// document of the kind, page by page, and writes each one an older
+    /// release wrote again through this release's script, a compare-and-set
+    /// on the version read (a concurrent write wins, and the document is
+    /// read again), which stamps it and puts it in every index of this
+    /// release. The walk's cursor is kept in the index-state hash after
+    /// every page, so a backfill that stopped (a crash, a lost connection)
+    /// resumes where it was. At most `BackfillRate` documents a second.
+    ///
+    /// The indexes are recorded ready only after a pass over every
+    /// document that started at the beginning, found nothing to write, and
+    /// with no writer of an older schema live at its start or its end (such
+    /// a writer does not keep them). Otherwise they stay building and the
+    /// report says why: run it again.
+    ///
+    /// Each document written again gets a new version and a change entry
+    /// (`updated`), as any write, and keeps the lifetime it has left.
+    ///
+    /// # Errors
+    /// Connection errors, and a rewrite that waited for replicas and fell
+    /// short ([`Error::NotReplicated`]): the progress so far is kept, run it
+    /// again. A key of another type is [`Error::WrongType`].
+    pub async fn backfill(&self, opts: &BackfillOptions) -> Result<BackfillReport> {
+        crate::observe::observed("backfill", D::SPEC.kind, self.backfill_inner(opts)).await
+    }
+
+    async fn backfill_inner(&self, opts: &BackfillOptions) -> Result<BackfillReport> {
+        // Counted as a writer of this schema for the whole run.
+        self.announce().await?;
+        let key = self.index_states_key()?;
+        let mut report = BackfillReport::default();
+        let building = |states: &[(&'static str, IndexState)]| -> Vec<String> {
+            states.iter().filter(|(_, s)| *s == IndexState::Building).map(|(n, _)| (*n).to_owned()).collect()
+        };
+        let fps = Self::index_fingerprints();
+        let rate = f64::from(self.valkey.write_options().backfill_rate.max(1));
+        let page = opts.page.clamp(1, Self::MAX_MANY);
+        let mut cursor = self.stored_cursor(&key).await?;
+        if cursor != 0 {
+            report.resumed_from = Some(cursor);
+        }
+        while report.passes < opts.max_passes.max(1) {
+            report.passes += 1;
+            let whole = cursor == 0;
+            let older_at_start = self.writers().await?.older_remain();
+            let mut wrote = 0u64;
+            let started = Instant::now();
+            let mut done_in_pass = 0u64;
+            loop {
+                self.announce_if_due().await?;
+                let batch = self.scan(cursor, page).await?;
+                report.damaged += batch.damaged.len() as u64;
+                for stored in batch.documents {
+                    report.seen += 1;
+                    done_in_pass += 1;
+                    match self.backfill_one(stored).await? {
+                        Backfilled::Current => {}
+                        Backfilled::Rewritten => {
+                            report.rewritten += 1;
+                            wrote += 1;
+                        }
+                        Backfilled::Newer => report.newer += 1,
+                        Backfilled::Contended => {
+                            report.contended += 1;
+                            wrote += 1;
+                        }
+                        Backfilled::Damaged => report.damaged += 1,
+                    }
+                }
+                cursor = batch.next.unwrap_or(0);
+                self.store_cursor(&key, cursor).await?;
+                // The rate bound: this pass's documents take at least
+                // `done / rate` seconds.
+                let due = Duration::from_secs_f64(done_in_pass as f64 / rate);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+                if cursor == 0 {
+                    break;
+                }
+            }
+            let older_at_end = self.writers().await?.older_remain();
+            report.older_writers = older_at_end;
+            if whole && wrote == 0 && !older_at_start && !older_at_end {
+                for name in building(&self.index_states().await?) {
+                    let fp = fps.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap_or_default();
+                    if self.mark_ready(&key, &name, &fp).await? {
+                        report.ready.push(name);
+                    }
+                }
+                break;
+            }
+            if older_at_end {
+                // Another pass cannot make the indexes ready while an
+                // older writer lives.
+                break;
+            }
+        }
+        report.building = building(&self.index_states().await?);
+        if report.building.is_empty() {
+            self.plan.writer.all_ready.store(true, Ordering::Relaxed);
+        }
+        Ok(report)
+    }
+
+    /// One document of a backfill: written again through this release
+    /// unless this or a newer release wrote it last.
+    async fn backfill_one(&self, mut stored: super::Stored<D>) -> Result<Backfilled> {
+        for _ in 0..BACKFILL_REREADS {
+            match stored.state.stamp.as_deref().map(|s| microdcs_schema::parse_stamp(Some(s))) {
+                None => {}
+                Some(Ok(s)) if s == D::SPEC.schema => return Ok(Backfilled::Current),
+                Some(Ok(s)) if s > D::SPEC.schema => return Ok(Backfilled::Newer),
+                Some(Ok(_)) => {}
+                Some(Err(_)) => return Ok(Backfilled::Damaged),
+            }
+            if D::SPEC.schema <= 1 && stored.state.stamp.is_none() {
+                return Ok(Backfilled::Current);
+            }
+            // A document with a lifetime keeps what it has left: a backfill
+            // is no reason to live longer.
+            match self.update(&stored, &stored.doc).keep_lifetime().await {
+                Ok(PutOutcome::Written { .. }) => return Ok(Backfilled::Rewritten),
+                Ok(PutOutcome::NotFound) => return Ok(Backfilled::Current),
+                Ok(PutOutcome::Conflict { .. }) => {}
+                Err(Error::SchemaBehind { .. }) => return Ok(Backfilled::Newer),
+                Err(e) if e.is_corrupt() => return Ok(Backfilled::Damaged),
+                Err(e) => return Err(e),
+            }
+            // Moved since it was read: read it again.
+            match self.get_in(&stored.scope, &stored.id).await {
+                Ok(Some(s)) => stored = s,
+                Ok(None) => return Ok(Backfilled::Current),
+                Err(e) if e.is_corrupt() => return Ok(Backfilled::Damaged),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Backfilled::Contended)
+    }
+
+    async fn stored_cursor(&self, key: &str) -> Result<u64> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(key).arg(CURSOR_FIELD);
+        let cmd = &cmd;
+        let v: Option<String> =
+            crate::retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, key))?;
+        match v {
+            None => Ok(0),
+            Some(t) => t.parse().map_err(|_| Error::Corrupt {
+                key: key.to_owned(),
+                reason: format!("the backfill cursor `{CURSOR_FIELD}` is not a whole number"),
+            }),
+        }
+    }
+
+    async fn store_cursor(&self, key: &str, cursor: u64) -> Result<()> {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(key).arg(CURSOR_FIELD).arg(cursor.to_string());
+        let cmd = &cmd;
+        crate::retry::repeatable(&self.valkey, "backfill progress", key, |mut con| async move {
+            cmd.query_async::<()>(&mut con).await
+        })
+        .await
+        .map_err(|f| f.into_error(key))
+    }
+
+    async fn mark_ready(&self, key: &str, index: &str, fp: &str) -> Result<bool> {
+        let built = format!("{}:{fp}", D::SPEC.schema);
+        let call = MARK_READY.call().key(key).arg(index.as_bytes()).arg(built.as_bytes());
+        let call = &call;
+        let v =
+            crate::retry::repeatable(
+                &self.valkey,
+                "index ready",
+                key,
+                |mut con| async move { call.run(&mut con).await },
+            )
+            .await
+            .map_err(|f| f.into_error(key))?;
+        let marked: i64 = crate::retry::reply(v).map_err(|e| Error::from_redis(e, key))?;
+        Ok(marked == 1)
+    }
+}
+
+/// The key of built-in family `spec` (one `{#kind}` placeholder) for `kind`.
+fn builtin_key(
+    spec: microdcs_schema::FamilySpec<'static>,
+    prefix: &microdcs_schema::KeyPrefix,
+    kind: &str,
+) -> Result<String> {
+    let t = microdcs_schema::KeyTemplate::parse(spec.key).map_err(|_| {
+        Error::InvalidArgument(format!("family `{}` has an invalid template `{}`", spec.name, spec.key))
+    })?;
+    t.render(prefix, &[kind]).map_err(crate::error::render_err)
+}
+
+/// What the backfill did with one document.
+enum Backfilled {
+    /// Written by this release already (or gone): nothing to do.
+    Current,
+    /// Written again through this release.
+    Rewritten,
+    /// A newer release wrote it.
+    Newer,
+    /// Moved by other writers at every re-read.
+    Contended,
+    /// Unreadable or with a damaged stamp.
+    Damaged,
+}

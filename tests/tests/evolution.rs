@@ -1,0 +1,692 @@
+//! Live schema evolution: two releases of one document type (the same kind,
+//! the same keys) writing at once, as in a rolling deploy. Release 2 adds a
+//! field (`#[serde(default)] gift_note`) and a sorted index (`by_total`)
+//! and declares `#[microdcs(schema = 2)]`.
+//!
+//! - A document remembers which schema last wrote it (its stamp); a write
+//!   of release 1 to a document release 2 wrote is refused, nothing
+//!   written, so no value release 1 does not know is ever erased.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use microdcs_tests::{created, server, snapshot, unique_prefix};
+use microdcs_valkey::store::DeleteExpect;
+use microdcs_valkey::{Error, Expect, KeyPrefix, PutOutcome, Valkey, redis};
+
+/// Release 1 of the order type.
+mod v1 {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV1 {
+            documents: [Order],
+        }
+    }
+}
+
+/// Release 2: a new field, a new sorted index, schema 2.
+mod v2 {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(
+        kind = "order",
+        schema = 2,
+        list(key = "order:list:{scope}"),
+        sorted(key = "order:bytotal:{scope}", score = total, name = "by_total")
+    )]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+        #[serde(default)]
+        pub gift_note: Option<String>,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV2 {
+            documents: [Order],
+        }
+    }
+}
+
+async fn connect(prefix: &KeyPrefix, url: &str) -> Valkey {
+    Valkey::connect_url(url, prefix.clone(), Default::default()).await.unwrap()
+}
+
+async fn hget(valkey: &Valkey, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET").arg(key).arg(field).query_async(&mut valkey.connection()).await.unwrap()
+}
+
+fn behind<T: std::fmt::Debug>(r: Result<T, Error>) -> Result<(), String> {
+    match r {
+        Err(Error::SchemaBehind { kind: "order", stored: 2, ours: 1 }) => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[test]
+fn the_schema_version_is_on_the_spec() {
+    use microdcs_valkey::Document;
+    assert_eq!(v1::Order::SPEC.schema, 1, "the default");
+    assert_eq!(v2::Order::SPEC.schema, 2);
+}
+
+/// The stamp is persisted: its field and text are pinned by literals, so a
+/// later release reads what this one wrote.
+#[tokio::test]
+async fn the_stamp_is_written_by_the_script_and_pinned() {
+    let s = server();
+    let prefix = unique_prefix("evo-stamp");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&old, &v1::Order { id: "a".into(), scope: "s".into(), total: 1 }).await;
+    let key = old.key("a").unwrap();
+    assert_eq!(hget(&valkey, &key, "sv").await, None, "schema 1 writes no stamp");
+    created(&new, &v2::Order { id: "b".into(), scope: "s".into(), total: 2, gift_note: None }).await;
+    assert_eq!(hget(&valkey, &new.key("b").unwrap(), "sv").await.as_deref(), Some("2"));
+    // Release 2 updates a release-1 document: the stamp appears.
+    let read = new.get("a").await.unwrap().unwrap();
+    let changed = v2::Order { gift_note: Some("hi".into()), ..read.doc.clone() };
+    assert!(matches!(new.update(&read, &changed).await.unwrap(), PutOutcome::Written { version: 2 }));
+    assert_eq!(hget(&valkey, &key, "sv").await.as_deref(), Some("2"));
+    assert_eq!(microdcs_valkey::schema::STAMP_FIELD, "sv");
+    assert_eq!(microdcs_valkey::schema::stamp_text(1), None);
+    assert_eq!(microdcs_valkey::schema::stamp_text(2).as_deref(), Some("2"));
+    assert_eq!(microdcs_valkey::schema::stamp_text(17).as_deref(), Some("17"));
+    assert_eq!(microdcs_valkey::schema::parse_stamp(None), Ok(1));
+    assert_eq!(microdcs_valkey::schema::parse_stamp(Some("2")), Ok(2));
+    for bad in ["", "02", "-1", "0", "2.0", "x", "99999999"] {
+        assert!(microdcs_valkey::schema::parse_stamp(Some(bad)).is_err(), "{bad:?}");
+    }
+}
+
+/// Every kind of release-1 write to a document release 2 wrote is refused
+/// with `SchemaBehind`, and nothing under the prefix changes; reads still
+/// work (release 1 reads what it knows).
+#[tokio::test]
+async fn an_older_writer_is_refused_on_a_document_a_newer_one_wrote() {
+    let s = server();
+    let prefix = unique_prefix("evo-refuse");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&new, &v2::Order { id: "o-1".into(), scope: "s".into(), total: 10, gift_note: Some("wrap it".into()) })
+        .await;
+    let read = old.get("o-1").await.unwrap().expect("release 1 reads a release-2 document");
+    assert_eq!(read.doc.total, 10);
+    let before = snapshot(&mut valkey.connection(), &prefix).await;
+    let changed = v1::Order { total: 11, ..read.doc.clone() };
+    let mut problems = Vec::new();
+    for (what, r) in [
+        ("update", behind(old.update(&read, &changed).await)),
+        ("put(Any)", behind(old.put(&changed, Expect::Any).await)),
+        ("put(Version)", behind(old.put(&changed, Expect::Version(read.version)).await)),
+        ("delete", behind(old.delete(&read).await)),
+        ("delete_id(Any)", behind(old.delete_id("o-1", DeleteExpect::Any).await)),
+    ] {
+        if let Err(got) = r {
+            problems.push(format!("{what}: {got}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(before, snapshot(&mut valkey.connection(), &prefix).await, "a refused write changed something");
+    let kept = new.get("o-1").await.unwrap().unwrap();
+    assert_eq!(kept.doc.gift_note.as_deref(), Some("wrap it"));
+    // A document no release-2 writer touched stays release 1's to write.
+    created(&old, &v1::Order { id: "o-2".into(), scope: "s".into(), total: 1 }).await;
+    let r = old.get("o-2").await.unwrap().unwrap();
+    assert!(matches!(old.update(&r, &v1::Order { total: 2, ..r.doc.clone() }).await, Ok(PutOutcome::Written { .. })));
+}
+
+/// Three release-1 and three release-2 writers update the same documents
+/// at once; release 2 sets gift notes. No gift note release 2 wrote is
+/// erased: every release-1 write that reached a release-2 document was
+/// refused, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_releases_erase_no_value() {
+    let s = server();
+    let prefix = unique_prefix("evo-race");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    const DOCS: usize = 30;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    let refused = Arc::new(AtomicU64::new(0));
+    // The last gift note release 2 wrote to each document, by the version
+    // its write produced (tasks record in any order).
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for w in 0..3u64 {
+        let old = old.clone();
+        let refused = refused.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..40u64 {
+                let id = format!("o-{}", (round * 7 + w * 3) as usize % DOCS);
+                let Some(read) = old.get(&id).await.unwrap() else { continue };
+                let changed = v1::Order { total: read.doc.total + 1, ..read.doc.clone() };
+                match old.update(&read, &changed).await {
+                    Ok(_) => {}
+                    Err(Error::SchemaBehind { .. }) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("release 1 on {id}: {e}"),
+                }
+            }
+        }));
+    }
+    for w in 0..3u64 {
+        let new = new.clone();
+        let notes = notes.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..40u64 {
+                let id = format!("o-{}", (round * 5 + w * 11) as usize % DOCS);
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{w}-{round}");
+                let changed =
+                    v2::Order { total: read.doc.total + 1, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let notes = notes.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    let mut erased = Vec::new();
+    for (id, (_, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        if got.doc.gift_note.as_deref() != Some(note) {
+            erased.push(format!("{id}: wrote {note:?}, stored {:?}", got.doc.gift_note));
+        }
+    }
+    assert_eq!(erased, Vec::<String>::new(), "erased gift notes");
+    assert!(refused.load(Ordering::Relaxed) > 0, "no release-1 write met a release-2 document");
+}
+
+/// A stamp that is not a schema version is damage: every write refuses it
+/// as corrupt (never reads it as "old enough"), nothing written.
+#[tokio::test]
+async fn a_damaged_stamp_is_corrupt_for_every_writer() {
+    let s = server();
+    let prefix = unique_prefix("evo-badstamp");
+    let valkey = connect(&prefix, s.url()).await;
+    let old = v1::ShopV1::open(valkey.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(valkey.clone()).store::<v2::Order>();
+    created(&new, &v2::Order { id: "o-1".into(), scope: "s".into(), total: 1, gift_note: None }).await;
+    let key = new.key("o-1").unwrap();
+    for bad in ["x", "02", "-3", "", "12345678"] {
+        let _: i64 =
+            redis::cmd("HSET").arg(&key).arg("sv").arg(bad).query_async(&mut valkey.connection()).await.unwrap();
+        let before = snapshot(&mut valkey.connection(), &prefix).await;
+        let a = old.put(&v1::Order { id: "o-1".into(), scope: "s".into(), total: 5 }, Expect::Any).await;
+        let b =
+            new.put(&v2::Order { id: "o-1".into(), scope: "s".into(), total: 5, gift_note: None }, Expect::Any).await;
+        let c = new.delete_id("o-1", DeleteExpect::Any).await;
+        for (what, r) in [("v1 put", a.map(|_| ())), ("v2 put", b.map(|_| ())), ("v2 delete", c.map(|_| ()))] {
+            assert!(matches!(&r, Err(Error::Corrupt { key: k, .. }) if *k == key), "sv={bad:?} {what}: {r:?}");
+        }
+        assert_eq!(before, snapshot(&mut valkey.connection(), &prefix).await, "sv={bad:?}: a refused write wrote");
+    }
+}
+
+/// Options with a fast heartbeat, so a writer that stops lapses quickly.
+fn fast_heartbeat() -> microdcs_valkey::config::WriteOptions {
+    microdcs_valkey::config::WriteOptions {
+        writer_heartbeat: std::time::Duration::from_millis(100),
+        writer_lifetime: std::time::Duration::from_millis(300),
+        ..Default::default()
+    }
+}
+
+/// Writers announce their schema: the registry lists each live writer's
+/// schema, says whether an older one remains, and forgets a writer that
+/// stopped once its lifetime has passed.
+#[tokio::test]
+async fn writers_announce_their_schema_and_lapse_when_they_stop() {
+    let s = server();
+    let prefix = unique_prefix("evo-writers");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b).store::<v2::Order>();
+    created(&old, &v1::Order { id: "o-1".into(), scope: "s".into(), total: 1 }).await;
+    created(&new, &v2::Order { id: "o-2".into(), scope: "s".into(), total: 2, gift_note: None }).await;
+    let seen = new.writers().await.unwrap();
+    assert_eq!(seen.schemas, BTreeMap::from([(1, 1), (2, 1)]), "{seen:?}");
+    assert!(seen.older_remain(), "release 1 is live");
+    assert_eq!(seen.newest(), Some(2));
+    let from_old = old.writers().await.unwrap();
+    assert!(!from_old.older_remain(), "nothing is older than release 1: {from_old:?}");
+    // Release 1 stops writing; release 2 goes on. Past release 1's
+    // lifetime (server time) its entry is gone.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    new.announce().await.unwrap();
+    let later = new.writers().await.unwrap();
+    assert_eq!(later.schemas, BTreeMap::from([(2, 1)]), "{later:?}");
+    assert!(!later.older_remain());
+}
+
+#[test]
+fn writer_settings_are_bounded() {
+    let mut c = microdcs_valkey::MicroDcsConfig::default();
+    c.set("Valkey:WriterHeartbeat", "10s").unwrap();
+    c.set("Valkey:WriterLifetime", "15s").unwrap();
+    c.set("Valkey:BackfillRate", "0").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("WriterLifetime") && e.contains("BackfillRate"), "{e}");
+    let mut c = microdcs_valkey::MicroDcsConfig::default();
+    c.set("Valkey:WriterHeartbeat", "10ms").unwrap();
+    assert!(c.validate().unwrap_err().to_string().contains("WriterHeartbeat"));
+    let ok = microdcs_valkey::MicroDcsConfig::default();
+    assert!(ok.validate().is_ok());
+    assert_eq!(ok.valkey.write_options().writer_heartbeat, std::time::Duration::from_secs(5));
+    assert_eq!(ok.valkey.write_options().writer_lifetime, std::time::Duration::from_secs(30));
+    assert_eq!(ok.valkey.write_options().backfill_rate, 1000);
+}
+
+fn building<T: std::fmt::Debug>(r: Result<T, Error>) -> Result<(), String> {
+    match r {
+        Err(Error::IndexBuilding { kind: "order", index }) if index == "by_total" => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// What the new index holds, as `(id, score)`, and what it should hold.
+async fn by_total(
+    valkey: &Valkey,
+    new: &microdcs_valkey::Store<v2::Order>,
+) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let key = format!("{}:order:bytotal:s", valkey.prefix().as_str());
+    let held: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(&key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut valkey.connection())
+        .await
+        .unwrap();
+    let held = held.into_iter().map(|(id, s)| (id, s as i64)).collect();
+    let mut want = BTreeMap::new();
+    let mut cursor = 0;
+    loop {
+        let page = new.scan(cursor, 100).await.unwrap();
+        assert!(page.damaged.is_empty(), "{:?}", page.damaged);
+        for d in page.documents {
+            want.insert(d.id.clone(), d.doc.total);
+        }
+        match page.next {
+            Some(c) => cursor = c,
+            None => break,
+        }
+    }
+    (held, want)
+}
+
+/// Release 2 adds a sorted index over documents release 1 wrote. Until a
+/// backfill completes it, every query through it is refused (never a
+/// partial answer); a backfill while release-1 writers run does not make
+/// it ready; once they are gone, a backfill does, the index holds every
+/// document with its score, and verify is clean. Release 1 and release 2
+/// write throughout: no gift note is erased.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_index_is_building_until_a_backfill_with_no_older_writer_left() {
+    use microdcs_valkey::Page;
+    use microdcs_valkey::store::{BackfillOptions, IndexState, MaintenanceOptions};
+    let s = server();
+    let prefix = unique_prefix("evo-index");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    const DOCS: usize = 60;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    // Before any backfill: refused, through every way of reading it.
+    let q = || v2::Order::by_total("s");
+    let mut problems = Vec::new();
+    for (what, r) in [
+        ("ids", building(new.ids(q(), Page::first(10)).await)),
+        ("count_ids", building(new.count_ids(q()).await)),
+        ("range", building(new.range(q(), f64::MIN, f64::MAX, false, 10).await)),
+        ("docs", building(new.docs(q(), Page::first(10)).await)),
+    ] {
+        if let Err(got) = r {
+            problems.push(format!("{what}: {got}"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+
+    // Both releases write while a backfill runs: release 1 is live, so
+    // the index stays building.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    let mut tasks = Vec::new();
+    {
+        let (old, stop) = (old.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 7 % DOCS);
+                n += 1;
+                let read = old.get(&id).await.unwrap().unwrap();
+                match old.update(&read, &v1::Order { total: read.doc.total + 1, ..read.doc.clone() }).await {
+                    Ok(_) | Err(Error::SchemaBehind { .. }) => {}
+                    Err(e) => panic!("release 1: {e}"),
+                }
+            }
+        }));
+    }
+    {
+        let (new, stop, notes) = (new.clone(), stop.clone(), notes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 5 % DOCS);
+                n += 1;
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    let during = new.backfill(&BackfillOptions { page: 10, ..Default::default() }).await.unwrap();
+    assert!(during.older_writers, "{during:?}");
+    assert_eq!(during.building, vec!["by_total".to_owned()], "{during:?}");
+    assert!(during.ready.is_empty(), "{during:?}");
+    assert!(building(new.ids(q(), Page::first(10)).await).is_ok(), "still refused while release 1 writes");
+
+    // Release 1 stops (the deploy finishes); release 2 goes on writing.
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks.drain(..) {
+        t.await.unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (new, stop, notes) = (new.clone(), stop.clone(), notes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 1000usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 3 % DOCS);
+                n += 1;
+                let read = new.get(&id).await.unwrap().unwrap();
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                if let PutOutcome::Written { version } = new.update(&read, &changed).await.unwrap() {
+                    let mut notes = notes.lock().unwrap();
+                    let e = notes.entry(id).or_default();
+                    if version > e.0 {
+                        *e = (version, note);
+                    }
+                }
+            }
+        }));
+    }
+    // Past release 1's lifetime its entry is gone.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let after = new.backfill(&BackfillOptions { page: 10, ..Default::default() }).await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(!after.older_writers, "{after:?}");
+    assert_eq!(after.ready, vec!["by_total".to_owned()], "{after:?}");
+    assert!(after.building.is_empty(), "{after:?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Ready)]);
+
+    // Complete: every document, with its score; reads through it work.
+    let (held, want) = by_total(&b, &new).await;
+    assert_eq!(held, want, "the index differs from the documents");
+    assert_eq!(want.len(), DOCS);
+    assert_eq!(new.count_ids(q()).await.unwrap(), DOCS as u64);
+    let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    // No gift note erased.
+    let notes = notes.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    for (id, (_, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        assert_eq!(got.doc.gift_note.as_deref(), Some(note.as_str()), "{id}");
+    }
+}
+
+/// A backfill keeps its progress after every page: one stopped midway (as
+/// by a crash) resumes from where it was, and still ends ready.
+#[tokio::test]
+async fn a_stopped_backfill_resumes_from_its_progress() {
+    use microdcs_valkey::store::BackfillOptions;
+    let s = server();
+    let prefix = unique_prefix("evo-resume");
+    // A slow backfill, so it is stopped midway.
+    let slow = microdcs_valkey::config::WriteOptions { backfill_rate: 40, ..fast_heartbeat() };
+    let a = Valkey::connect_url(s.url(), prefix.clone(), slow).await.unwrap();
+    let old = v1::ShopV1::open(a.clone()).store::<v1::Order>();
+    let new = v2::ShopV2::open(a.clone()).store::<v2::Order>();
+    for i in 0..80 {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i }).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let states = format!("{}:schema:indexes:{{order}}", prefix.as_str());
+    let cursor = || async {
+        let c: Option<String> =
+            redis::cmd("HGET").arg(&states).arg("@cursor").query_async(&mut a.connection()).await.unwrap();
+        c.unwrap_or_default()
+    };
+    {
+        let opts = BackfillOptions { page: 5, ..Default::default() };
+        let run = new.backfill(&opts);
+        tokio::pin!(run);
+        // Stopped once it has kept a cursor past the start.
+        loop {
+            tokio::select! {
+                r = &mut run => panic!("the backfill ended before it was stopped: {r:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            }
+            let c = cursor().await;
+            if !c.is_empty() && c != "0" {
+                break;
+            }
+        }
+    }
+    let kept: u64 = cursor().await.parse().unwrap();
+    assert_ne!(kept, 0);
+    let fast = v2::ShopV2::open(Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap())
+        .store::<v2::Order>();
+    let report = fast.backfill(&BackfillOptions { page: 5, ..Default::default() }).await.unwrap();
+    assert_eq!(report.resumed_from, Some(kept), "{report:?}");
+    assert_eq!(report.ready, vec!["by_total".to_owned()], "{report:?}");
+    let (held, want) = by_total(&a, &fast).await;
+    assert_eq!(held, want);
+}
+
+/// The acceptance history on a primary, a replica and three Sentinels:
+/// release 1 and release 2 write through a rolling deploy that adds a
+/// field and an index, with a requested failover while the backfill runs.
+/// Reads of the index while it builds are refused; at the end no gift note
+/// release 2 wrote is erased, the index is complete and ready, and verify
+/// is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_deploy_with_a_failover_during_the_backfill() {
+    use microdcs_valkey::store::{BackfillOptions, MaintenanceOptions};
+    use microdcs_valkey::testing::Sentinel;
+    use microdcs_valkey::{MicroDcsConfig, Page};
+    let s = Sentinel::start().unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("evo-failover");
+    let config = || {
+        let mut c = MicroDcsConfig::default();
+        c.set("Valkey:ConnectionString", &s.connection_string()).unwrap();
+        c.set("Valkey:KeyPrefix", prefix.as_str()).unwrap();
+        c.set("Valkey:WriteRetryDelay", "50ms").unwrap();
+        c.set("Valkey:WriterHeartbeat", "100ms").unwrap();
+        c.set("Valkey:WriterLifetime", "300ms").unwrap();
+        // Slow enough that the failover comes while it runs.
+        c.set("Valkey:BackfillRate", "20").unwrap();
+        // An acknowledged write survives a Sentinel failover only once
+        // every replica has it (chapter 5); the history checks erasure by
+        // an older release, not writes a failover may drop.
+        c.set("Valkey:WriteReplicas", "all").unwrap();
+        c.valkey
+    };
+    let a = Valkey::connect(&config()).await.unwrap();
+    let b = Valkey::connect(&config()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    const DOCS: usize = 40;
+    for i in 0..DOCS {
+        created(&old, &v1::Order { id: format!("o-{i}"), scope: "s".into(), total: i as i64 }).await;
+    }
+    // Both releases write; errors while the primary changes are transient.
+    let stop_old = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_new = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let notes: Arc<std::sync::Mutex<BTreeMap<String, (u64, String)>>> = Arc::default();
+    // Notes of writes whose outcome stayed unknown: each may be stored.
+    let maybe: Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+    let old_task = {
+        let (old, stop) = (old.clone(), stop_old.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 7 % DOCS);
+                n += 1;
+                let Ok(Some(read)) = old.get(&id).await else { continue };
+                match old.update(&read, &v1::Order { total: read.doc.total + 1, ..read.doc.clone() }).await {
+                    Err(e) if !(transient(&e) || matches!(e, Error::SchemaBehind { .. })) => panic!("release 1: {e}"),
+                    _ => {}
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let new_task = {
+        let (new, stop, notes, maybe) = (new.clone(), stop_new.clone(), notes.clone(), maybe.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let id = format!("o-{}", n * 5 % DOCS);
+                n += 1;
+                let Ok(Some(read)) = new.get(&id).await else { continue };
+                let note = format!("note-{n}");
+                let changed =
+                    v2::Order { total: read.doc.total + 2, gift_note: Some(note.clone()), ..read.doc.clone() };
+                match new.update(&read, &changed).await {
+                    Ok(PutOutcome::Written { version }) => {
+                        let mut notes = notes.lock().unwrap();
+                        let e = notes.entry(id).or_default();
+                        if version > e.0 {
+                            *e = (version, note);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if transient(&e) => {
+                        maybe.lock().unwrap().entry(id).or_default().push(note);
+                    }
+                    Err(e) => panic!("release 2: {e}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    assert!(building(new.ids(v2::Order::by_total("s"), Page::first(10)).await).is_ok(), "refused while building");
+    // Release 1 stops; a backfill runs while the primary changes. A run the
+    // failover interrupts is run again: it resumes from its cursor.
+    stop_old.store(true, Ordering::Relaxed);
+    old_task.await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let backfill = {
+        let new = new.clone();
+        tokio::spawn(async move {
+            let opts = BackfillOptions { page: 5, ..Default::default() };
+            let mut runs = Vec::new();
+            for _ in 0..20 {
+                match new.backfill(&opts).await {
+                    Ok(r) if r.building.is_empty() => {
+                        runs.push(format!("{r:?}"));
+                        return runs;
+                    }
+                    Ok(r) => runs.push(format!("{r:?}")),
+                    Err(e) if transient(&e) => runs.push(format!("{e}")),
+                    Err(e) => panic!("backfill: {e}"),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            panic!("the index never became ready: {runs:#?}")
+        })
+    };
+    // Once the backfill has kept some progress.
+    let states = format!("{}:schema:indexes:{{order}}", prefix.as_str());
+    loop {
+        let c: Option<String> =
+            redis::cmd("HGET").arg(&states).arg("@cursor").query_async(&mut b.connection()).await.unwrap();
+        if c.is_some_and(|c| c != "0") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let promoted = s.failover().unwrap_or_else(|e| panic!("{e}"));
+    println!("failover to node {promoted}");
+    let runs = backfill.await.unwrap();
+    println!("backfill runs: {runs:#?}");
+    stop_new.store(true, Ordering::Relaxed);
+    new_task.await.unwrap();
+
+    let (held, want) = by_total(&b, &new).await;
+    assert_eq!(held, want, "the index differs from the documents");
+    assert_eq!(want.len(), DOCS);
+    assert_eq!(new.count_ids(v2::Order::by_total("s")).await.unwrap(), DOCS as u64);
+    let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    let notes = notes.lock().unwrap().clone();
+    let maybe = maybe.lock().unwrap().clone();
+    assert!(!notes.is_empty());
+    // Erased: the stored note is not the last acknowledged one nor one of a
+    // write with an unknown outcome (which may have applied after it).
+    let mut erased = Vec::new();
+    for (id, (version, note)) in &notes {
+        let got = new.get(id).await.unwrap().unwrap();
+        let stored = got.doc.gift_note.clone().unwrap_or_default();
+        let known = stored == *note || maybe.get(id).is_some_and(|m| m.contains(&stored));
+        if got.version < *version || !known {
+            erased.push(format!("{id}: wrote {note:?} at v{version}, stored {stored:?} at v{}", got.version));
+        }
+    }
+    assert_eq!(erased, Vec::<String>::new(), "erased gift notes");
+}
+
+/// An error a caller may see while the primary changes: the call may or
+/// may not have applied (or applied without every replica's copy).
+fn transient(e: &Error) -> bool {
+    e.is_connection() || e.is_unknown_outcome() || matches!(e, Error::NotReplicated { .. })
+}
