@@ -444,6 +444,15 @@ fn step_outcome(applied: Applied) -> StepOutcome {
     }
 }
 
+/// The refusal of a write of this release to a document a newer schema
+/// wrote (stamp `stored`).
+fn schema_behind<D: Document>(script: &'static str, stored: u64) -> Error {
+    match u32::try_from(stored) {
+        Ok(stored) => Error::SchemaBehind { kind: D::SPEC.kind, stored, ours: D::SPEC.schema },
+        Err(_) => Error::Protocol { script, reply: format!("a schema stamp past u32: {stored}") },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,14 +475,5 @@ mod tests {
         assert_ne!(a, b);
         assert!(lua::valid_op_id(&a), "{a}");
         assert_eq!(a.len(), lua::OP_ID_LEN);
-    }
-}
-
-/// The refusal of a write of this release to a document a newer schema
-/// wrote (stamp `stored`).
-fn schema_behind<D: Document>(script: &'static str, stored: u64) -> Error {
-    match u32::try_from(stored) {
-        Ok(stored) => Error::SchemaBehind { kind: D::SPEC.kind, stored, ours: D::SPEC.schema },
-        Err(_) => Error::Protocol { script, reply: format!("a schema stamp past u32: {stored}") },
     }
 }
