@@ -13,6 +13,8 @@ use crate::error::Result;
 
 // Connecting: the one place a `Valkey` is built from settings or a URL.
 pub(crate) mod connect;
+// Shared by connecting and by Sentinel following, below both.
+pub(crate) mod transport;
 // One server, Sentinel or a cluster, behind one connection type.
 mod connection;
 // An island's calls straight to its slot's primary on a cluster.
@@ -35,8 +37,9 @@ pub(crate) fn is_switch(_: &redis::RedisError) -> bool {
 }
 
 pub use crate::metrics::Metrics;
-pub use connect::{ConnectError, Health, read_password_file};
+pub use connect::Health;
 pub use connection::Connection;
+pub use transport::{ConnectError, read_password_file};
 
 struct Inner {
     con: Connection,

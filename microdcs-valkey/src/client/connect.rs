@@ -4,7 +4,7 @@
 //! service that cannot reach its store has nothing useful to do, and
 //! failing loudly beats running without one.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
@@ -18,26 +18,9 @@ use crate::config::{ConfigError, HAS_TLS_BACKEND, NO_TLS_BACKEND, ValkeyConfig, 
 use crate::error::is_unknown_outcome;
 
 // The start's one error type, and how it becomes the runtime's.
-mod error;
-pub use error::ConnectError;
+pub(crate) use super::transport::ConnectError;
 // The CA, client certificate and key, and the backend that uses them.
-pub(crate) mod tls;
-pub(crate) use tls::TlsFiles;
-
-/// Reads the password file: the whole file, one trailing line break removed.
-///
-/// # Errors
-/// The file cannot be read or is not UTF-8.
-pub fn read_password_file(path: &Path) -> std::io::Result<String> {
-    let mut s = std::fs::read_to_string(path)?;
-    if s.ends_with('\n') {
-        s.pop();
-        if s.ends_with('\r') {
-            s.pop();
-        }
-    }
-    Ok(s)
-}
+pub(crate) use super::transport::{TlsFiles, is_auth, read_password_file, tcp_settings};
 
 /// Credentials re-read from the password file whenever a connection is
 /// made, so a rotated password reaches the next reconnect without a
@@ -64,28 +47,10 @@ impl StreamingCredentialsProvider for PasswordFileCredentials {
 /// How long the start-up probe waits before trying an unreachable server again.
 const PROBE_PAUSE: Duration = Duration::from_millis(100);
 
-/// Whether the server refused to let us in: wrong or missing credentials
-/// (`WRONGPASS`, `NOAUTH`, or a failed `AUTH`/`HELLO`), or a user whose ACL
-/// does not even allow `PING` (`NOPERM`; fixed in the same place as the
-/// password). Judged by the error's kind and code, which are stable, never by
-/// its text, which is not.
-pub(crate) fn is_auth(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-}
-
 /// `host:port` of an address (`[v6]:port` for IPv6), or the socket path.
 /// This text goes into logs and errors, so a host that still holds
 /// `user:password@` (which parsing refuses) shows only the part after the
 /// last `@`.
-/// The socket settings of every connection the runtime opens (data nodes,
-/// cluster nodes, Sentinels): no Nagle. With Nagle a multiplexed
-/// connection's second request waits until the first one's reply carries
-/// the acknowledgment back, so concurrent callers went in two waves and
-/// the round trip per caller doubled at 16 callers over a real network.
-pub(crate) fn tcp_settings() -> redis::io::tcp::TcpSettings {
-    redis::io::tcp::TcpSettings::default().set_nodelay(true)
-}
-
 fn endpoint_of(addr: &ConnectionAddr) -> String {
     match addr {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {

@@ -30,7 +30,7 @@ use redis::{Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisFuture, Redi
 use tokio::sync::watch;
 
 use crate::client::bounded;
-use crate::client::connect::is_auth;
+use crate::client::transport::is_auth;
 use crate::error::is_unknown_outcome;
 
 /// The channel on which a Sentinel announces a new primary:
@@ -114,7 +114,7 @@ pub(crate) struct SentinelSetup {
     pub(crate) data_tls: bool,
     /// The CA to trust and the client certificate to present
     /// (`TlsCaFile`, `TlsCertFile`, `TlsKeyFile`), for both.
-    pub(crate) tls_files: super::connect::TlsFiles,
+    pub(crate) tls_files: super::transport::TlsFiles,
     /// The data nodes' connection settings for one-off checks (`ROLE`),
     /// with their credentials.
     pub(crate) probe: redis::AsyncConnectionConfig,
@@ -287,7 +287,7 @@ fn client(
     port: u16,
     tls: bool,
     settings: redis::RedisConnectionInfo,
-    tls_files: &super::connect::TlsFiles,
+    tls_files: &super::transport::TlsFiles,
 ) -> RedisResult<redis::Client> {
     let addr = if tls {
         ConnectionAddr::TcpTls { host: host.to_owned(), port, insecure: false, tls_params: None }
@@ -295,7 +295,7 @@ fn client(
         ConnectionAddr::Tcp(host.to_owned(), port)
     };
     let info =
-        addr.into_connection_info()?.set_tcp_settings(super::connect::tcp_settings()).set_redis_settings(settings);
+        addr.into_connection_info()?.set_tcp_settings(super::transport::tcp_settings()).set_redis_settings(settings);
     tls_files.client(info)
 }
 

@@ -200,7 +200,7 @@ impl Sentinel {
                 _ if node.has_harness_tls() => node.client()?,
                 #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
                 Some(pem) => {
-                    crate::client::connect::tls::ensure_crypto_provider();
+                    crate::client::transport::tls::ensure_crypto_provider();
                     redis::Client::build_with_tls(
                         node.url(),
                         redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },

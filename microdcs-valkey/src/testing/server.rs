@@ -487,7 +487,7 @@ impl ValkeyServer {
         match &self.harness_tls {
             #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
             Some(t) => {
-                crate::client::connect::tls::ensure_crypto_provider();
+                crate::client::transport::tls::ensure_crypto_provider();
                 redis::Client::build_with_tls(
                     self.url.as_str(),
                     redis::TlsCertificates {
