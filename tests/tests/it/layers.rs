@@ -501,10 +501,10 @@ fn sibling_circles(src: &Path) -> Vec<String> {
     circles
 }
 
-/// Folders whose circle is known and not closed yet: `client/` (the
-/// connection, connecting and Sentinel following), which the TLS work is
-/// rewriting. A listed folder whose circle is gone fails too, so the list
-/// only shrinks.
+/// Folders whose circle is known and not closed yet (none: the last one,
+/// in `client/`, was closed by moving what connecting and Sentinel
+/// following share into `client/transport`). A listed folder whose circle
+/// is gone fails too, so the list only shrinks.
 const KNOWN_CIRCLES: &[&str] = &[];
 
 #[test]
