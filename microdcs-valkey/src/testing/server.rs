@@ -245,8 +245,10 @@ pub struct ValkeyServer {
     harness_tls: Option<HarnessTls>,
 }
 
-/// PEM files of the harness's own TLS connections.
+/// PEM files of the harness's own TLS connections (only a build with a TLS
+/// backend makes or reads them).
 #[derive(Clone)]
+#[cfg_attr(not(any(feature = "tls-native-tls", feature = "tls-rustls")), allow(dead_code))]
 pub(super) struct HarnessTls {
     pub(super) ca: Vec<u8>,
     pub(super) cert: Vec<u8>,
@@ -504,6 +506,7 @@ impl ValkeyServer {
     }
 
     /// Sets the files the harness's own connections use.
+    #[cfg_attr(not(any(feature = "tls-native-tls", feature = "tls-rustls")), allow(dead_code))]
     pub(super) fn set_harness_tls(&mut self, tls: HarnessTls) {
         self.harness_tls = Some(tls);
     }
