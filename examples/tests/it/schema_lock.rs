@@ -1,7 +1,7 @@
 //! The committed schema locks of the example keyspaces (`examples/locks/`)
 //! are the code's: a change that would break stored data fails here with
 //! its fix. After an intended safe change run
-//! `BLESS=1 cargo test -p microdcs-examples --test schema_lock`.
+//! `BLESS=1 cargo test -p microdcs-examples --test it schema_lock`.
 
 use microdcs_examples::miroir::Miroir;
 use microdcs_examples::plant::{Plant, sharded::ShardedPlant};
