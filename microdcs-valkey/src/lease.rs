@@ -100,6 +100,10 @@
 //! [`Lease`], [`Acquire`] and [`MemoryLeases`] shows them as `***`, and the
 //! errors and log lines of this module never carry them.
 
+// Just over 600 lines: the lease's public API, its request-id retry rule and
+// the script calls belong together; the scripts are in lease/*.lua and the
+// in-memory lease in lease/memory.rs. The seam if it grows: renew/release.
+
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;

@@ -39,6 +39,10 @@
 //! assert!(diff.report().contains("append new fields last with `#[serde(default)]`, never reorder"));
 //! ```
 
+// Over 600 lines: the lock's model, its text form (render and parse, a
+// persisted format) and the diff with its fixes. The seam if it grows: the
+// parser into lock/parse.rs; the tests are already in lock/tests.rs.
+
 use std::fmt::Write as _;
 
 use crate::family::{FamilyKind, FamilySpec};

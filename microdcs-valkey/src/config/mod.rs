@@ -111,6 +111,10 @@
 //! and [Replicas, failover and what a write
 //! guarantees](https://github.com/microdcs/microdcs/blob/main/docs/guide/05-failover-and-durability.md).
 
+// Over 600 lines because of its module page: the settings table (one row per
+// setting, checked against `MicroDcsConfig::SETTINGS` by a doctest) is the
+// one home of the settings' documentation; the code itself is about 400 lines.
+
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;

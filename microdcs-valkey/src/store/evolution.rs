@@ -27,6 +27,10 @@
 //! knows only its own arity. A refusal keeps every stored byte, and tells the
 //! older release exactly what happened.
 
+// Just over 600 lines: stamps, the writer registry and the index states and
+// backfill are one protocol (a backfill reads the registry and the states it
+// writes). The seam if it grows: the backfill loop into its own file.
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -226,6 +230,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     async fn announce_or(&self, fail: impl FnOnce(crate::retry::Failure) -> Error) -> Result<()> {
         let writers = self.writers_key()?;
         let states = self.index_states_key()?;
+        // A member of the registry (whose key comes from `builtin::WRITERS`),
+        // not a key: `<schema>:<writer id>`, the format pinned in the tests.
         let member = format!("{}:{}", D::SPEC.schema, self.plan.writer.id);
         let life = self.valkey.write_options().writer_lifetime.as_millis().to_string();
         let schema = D::SPEC.schema.to_string();
@@ -561,6 +567,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn mark_ready(&self, key: &str, index: &str, fp: &str) -> Result<bool> {
+        // A value of the index-state hash (key from `builtin::INDEX_STATES`),
+        // not a key: `<schema>:<fingerprint>`.
         let built = format!("{}:{fp}", D::SPEC.schema);
         let call = MARK_READY.call().key(key).arg(index.as_bytes()).arg(built.as_bytes());
         let call = &call;

