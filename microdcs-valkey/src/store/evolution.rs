@@ -17,7 +17,10 @@
 //!   fingerprint) as building. A query through a building index is refused
 //!   ([`Error::IndexBuilding`]) by a store of a schema above 1, never
 //!   answered from a partial index. [`Store::backfill`] completes it online
-//!   and records it ready.
+//!   and records it ready. An older release that starts writing again
+//!   records the ready indexes it does not keep as building again (its
+//!   writes would miss them); a reader sees that within one
+//!   `WriterHeartbeat`.
 //!
 //! Why refuse an older write rather than merge in the script: the script
 //! would have to parse the stored text and keep what the older release does
@@ -33,7 +36,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use microdcs_schema::Document;
@@ -74,21 +76,23 @@ pub(super) struct Writer {
     id: String,
     /// When this store last renewed its entry.
     last: Mutex<Option<Instant>>,
-    /// Indexes this store has seen ready (ready never goes back for a
-    /// fingerprint, so it is remembered).
-    ready: Mutex<std::collections::HashSet<String>>,
-    /// Whether every index of the type was seen ready.
-    all_ready: AtomicBool,
+    /// The indexes this store last saw ready, and when it looked. Trusted
+    /// for one `WriterHeartbeat`: an index goes back to building when an
+    /// older release starts writing (its writes do not keep it), and a
+    /// reader learns it at its next look.
+    ready: Mutex<Option<ReadySeen>>,
+}
+
+/// The indexes a store saw ready at one look.
+#[derive(Debug)]
+struct ReadySeen {
+    at: Instant,
+    names: std::collections::HashSet<String>,
 }
 
 impl Writer {
     pub(super) fn new() -> Self {
-        Writer {
-            id: crate::op_id::new_op_id(),
-            last: Mutex::default(),
-            ready: Mutex::default(),
-            all_ready: AtomicBool::new(false),
-        }
+        Writer { id: crate::op_id::new_op_id(), last: Mutex::default(), ready: Mutex::default() }
     }
 }
 
@@ -374,22 +378,30 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
 
     /// Refuses a query through index `index` while it is building. A type
     /// at schema 1 never asks (its indexes were kept from its first
-    /// write); a later one asks until it has seen the index ready, then
-    /// remembers.
+    /// write, and no older release exists to go around them); a later one
+    /// reads the states, and trusts what it saw ready for one
+    /// `WriterHeartbeat` (an older release that starts writing records
+    /// the indexes it does not keep as building again, before its first
+    /// write).
     pub(super) async fn ensure_index_ready(&self, index: &str) -> Result<()> {
-        if D::SPEC.schema <= 1 || self.plan.writer.all_ready.load(Ordering::Relaxed) {
+        if D::SPEC.schema <= 1 {
             return Ok(());
         }
-        if self.plan.writer.ready.lock().is_ok_and(|r| r.contains(index)) {
+        let fresh = self.valkey.write_options().writer_heartbeat;
+        if self
+            .plan
+            .writer
+            .ready
+            .lock()
+            .is_ok_and(|r| r.as_ref().is_some_and(|seen| seen.at.elapsed() < fresh && seen.names.contains(index)))
+        {
             return Ok(());
         }
+        let at = Instant::now();
         let states = self.index_states().await?;
         let ready: Vec<&str> = states.iter().filter(|(_, s)| *s == IndexState::Ready).map(|(n, _)| *n).collect();
-        if ready.len() == states.len() {
-            self.plan.writer.all_ready.store(true, Ordering::Relaxed);
-        }
         if let Ok(mut r) = self.plan.writer.ready.lock() {
-            r.extend(ready.iter().map(|n| (*n).to_owned()));
+            *r = Some(ReadySeen { at, names: ready.iter().map(|n| (*n).to_owned()).collect() });
         }
         if ready.contains(&index) || !states.iter().any(|(n, _)| *n == index) {
             Ok(())
@@ -497,9 +509,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
         }
         report.building = building(&self.index_states().await?);
-        if report.building.is_empty() {
-            self.plan.writer.all_ready.store(true, Ordering::Relaxed);
-        }
         Ok(report)
     }
 

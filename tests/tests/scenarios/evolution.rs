@@ -483,6 +483,52 @@ async fn a_new_index_is_building_until_a_backfill_with_no_older_writer_left() {
     }
 }
 
+/// A rollback after the index was ready: a release-1 instance that starts
+/// writing again does not keep the index, so its announcement (before its
+/// first write) records the index building again; a release-2 reader
+/// refuses queries through it within one `WriterHeartbeat`, never answers
+/// without the documents release 1 creates. Once release 1 is gone again,
+/// a backfill makes it ready and complete.
+#[tokio::test]
+async fn an_older_writer_back_after_ready_sends_the_index_back_to_building() {
+    use microdcs_valkey::Page;
+    use microdcs_valkey::store::{BackfillOptions, IndexState, MaintenanceOptions};
+    let s = server();
+    let prefix = unique_prefix("evo-rollback");
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    for i in 0..10 {
+        created(&new, &v2::Order { id: format!("o-{i}"), scope: "s".into(), total: i, gift_note: None }).await;
+    }
+    let ready = new.backfill(&BackfillOptions::default()).await.unwrap();
+    assert_eq!(ready.ready, vec!["by_total".to_owned()], "{ready:?}");
+    let q = || v2::Order::by_total("s");
+    assert_eq!(new.count_ids(q()).await.unwrap(), 10, "ready: answered");
+
+    // Release 1 comes back (a rollback, or an old instance restarted).
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    created(&old, &v1::Order { id: "o-old".into(), scope: "s".into(), total: 99 }).await;
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+    // The reader's last look is at most one heartbeat old.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert!(building(new.ids(q(), Page::first(10)).await).is_ok(), "a query answered without release 1's create");
+    assert!(building(new.count_ids(q()).await).is_ok());
+
+    // Release 1 stops again; past its lifetime a backfill completes the
+    // index, release 1's create included.
+    drop(old);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let again = new.backfill(&BackfillOptions::default()).await.unwrap();
+    assert_eq!(again.ready, vec!["by_total".to_owned()], "{again:?}");
+    assert!(again.rewritten >= 1, "release 1's create is rewritten: {again:?}");
+    let (held, want) = by_total(&b, &new).await;
+    assert_eq!(held, want);
+    assert_eq!(held.get("o-old"), Some(&99));
+    assert_eq!(new.count_ids(q()).await.unwrap(), 11);
+    assert!(new.verify(&MaintenanceOptions::default()).await.unwrap().is_clean());
+}
+
 /// A backfill keeps its progress after every page: one stopped midway (as
 /// by a crash) resumes from where it was, and still ends ready.
 #[tokio::test]

@@ -14,11 +14,20 @@
 -- index it does not find, or finds recorded by an older schema with
 -- another fingerprint (changed), as building; a state recorded by the
 -- same or a newer schema, or an unchanged index, is left as it is.
+-- And the other way: an index a newer schema recorded ready that this
+-- writer does not keep (it does not know it, or knows another layout) goes
+-- back to building under the newer schema's own record, so its next
+-- backfill can make it ready again: this writer's creates and updates will
+-- not reach it, and a query must not answer from it meanwhile.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 local schema = tonumber(ARGV[3])
+local keeps = {}
+for i = 4, #ARGV - 1, 2 do
+  keeps[ARGV[i]] = ARGV[i + 1]
+end
 for i = 4, #ARGV - 1, 2 do
   local name, fp = ARGV[i], ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], name)
@@ -33,6 +42,13 @@ for i = 4, #ARGV - 1, 2 do
     if not s or (tonumber(s) < schema and f ~= fp) then
       redis.call('HSET', KEYS[2], name, 'building:' .. schema .. ':' .. fp)
     end
+  end
+end
+local states = redis.call('HGETALL', KEYS[2])
+for i = 1, #states - 1, 2 do
+  local s, f = string.match(states[i + 1], '^ready:(%d+):(.*)$')
+  if s and tonumber(s) > schema and keeps[states[i]] ~= f then
+    redis.call('HSET', KEYS[2], states[i], 'building:' .. s .. ':' .. f)
   end
 end
 return now
