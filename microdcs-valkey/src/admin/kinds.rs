@@ -11,7 +11,7 @@ use crate::client::Valkey;
 use crate::codec::{Codec, Json};
 use crate::each::{DocumentVisitor, EachDocument};
 use crate::error::{Error, Result};
-use crate::store::{MaintenanceOptions, Report, Store};
+use crate::store::{BackfillOptions, BackfillReport, IndexState, LiveWriters, MaintenanceOptions, Report, Store};
 
 type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
@@ -22,6 +22,9 @@ pub(super) trait Kind: Send + Sync {
     fn rebuild<'a>(&'a self, opts: &'a MaintenanceOptions<'a>) -> Fut<'a, Report>;
     fn accept<'a>(&'a self, opts: &'a MaintenanceOptions<'a>) -> Fut<'a, Report>;
     fn needs_rebuild(&self) -> Fut<'_, Vec<String>>;
+    fn backfill<'a>(&'a self, opts: &'a BackfillOptions) -> Fut<'a, BackfillReport>;
+    fn index_states(&self) -> Fut<'_, Vec<(&'static str, IndexState)>>;
+    fn writers(&self) -> Fut<'_, LiveWriters>;
 
     /// `list` (when the type has one) and its index names.
     fn index_names(&self) -> Vec<&'static str> {
@@ -47,6 +50,15 @@ impl<D: microdcs_schema::Document + 'static, C: Codec<D> + 'static> Kind for Typ
     }
     fn needs_rebuild(&self) -> Fut<'_, Vec<String>> {
         Box::pin(self.0.needs_rebuild())
+    }
+    fn backfill<'a>(&'a self, opts: &'a BackfillOptions) -> Fut<'a, BackfillReport> {
+        Box::pin(self.0.backfill(opts))
+    }
+    fn index_states(&self) -> Fut<'_, Vec<(&'static str, IndexState)>> {
+        Box::pin(self.0.index_states())
+    }
+    fn writers(&self) -> Fut<'_, LiveWriters> {
+        Box::pin(self.0.writers())
     }
 }
 
@@ -101,6 +113,36 @@ impl<K: EachDocument> Kinds<K> {
             return Err(Error::InvalidArgument(format!("unknown kind `{want}` (kinds: {})", names.join(", "))));
         }
         Ok(found)
+    }
+
+    /// `(kind, building indexes)` for every kind with any.
+    pub(super) async fn building(&self) -> Result<Vec<(&'static str, Vec<String>)>> {
+        let mut out = Vec::new();
+        for k in self.all() {
+            let b: Vec<String> = k
+                .index_states()
+                .await?
+                .into_iter()
+                .filter(|(_, s)| *s == IndexState::Building)
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            if !b.is_empty() {
+                out.push((k.spec().kind, b));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `(kind, live writers)` for every kind with any live writer.
+    pub(super) async fn writers(&self) -> Result<Vec<(&'static str, LiveWriters)>> {
+        let mut out = Vec::new();
+        for k in self.all() {
+            let w = k.writers().await?;
+            if !w.schemas.is_empty() || w.damaged > 0 {
+                out.push((k.spec().kind, w));
+            }
+        }
+        Ok(out)
     }
 
     /// `(kind, flagged indexes)` for every kind with any.

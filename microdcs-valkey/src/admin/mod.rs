@@ -23,15 +23,22 @@
 //! | `acl --role R --user U` | the `ACL SETUSER` rules of a role | no server |
 //! | `lock check\|write [--path P] [--force]` | the schema lock ([`crate::lock`]) | no server |
 //! | `migrate plan [--lock P]` | what a migration would do: the lock's changes and the indexes `needs_rebuild` flags | maintenance role |
-//! | `migrate status` | the flagged indexes and whether a migration runs | maintenance + lease |
-//! | `migrate apply [--batch N]` | rebuilds each flagged index, under the migration lease | maintenance + lease |
+//! | `migrate status` | the flagged indexes, the building ones, the live writers by schema, and whether a migration runs | maintenance + lease |
+//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), then rebuilds each flagged index; exit 1 when one is still flagged or building | maintenance + lease |
 //! | `migrate verify` | `verify` of every kind | maintenance role |
+//! | `migrate drop --lock P` | removes the keys of the indexes the lock `P` lists and this build no longer declares, once no writer of an older schema keeps them (see below); exit 1 when one was left | maintenance + lease |
 //! | `migrate finish` | verifies, and records the layouts of every clean kind ([`Store::accept_layouts`](crate::Store::accept_layouts)) under the lease; exit 1 when one is not clean | maintenance + lease |
 //!
 //! `--json` (before or after the command) prints one JSON document for
-//! tools instead of tables. Every command is idempotent: `apply` rebuilds
-//! only what is still flagged, so a second run (or a run after a crash)
-//! does the rest and then nothing. `apply` and `finish` hold the fencing
+//! tools instead of tables. Every command is idempotent: `apply` backfills
+//! only kinds with a building index (resuming from the backfill's stored
+//! cursor) and rebuilds only what is still flagged, so a second run (or a
+//! run after a crash) does the rest and then nothing. While a writer of
+//! an older schema is live, the backfill leaves its indexes building and
+//! `apply` says so: stop that release, wait `WriterLifetime`, run it again.
+//! The tool's stores use the [`Json`](crate::Json) codec: a backfill
+//! writes a `CompactJson` type's documents in the JSON form, which both
+//! codecs read; the service's next write of each stores it compact again. `apply` and `finish` hold the fencing
 //! lease `migrate-{keyspace}` ([`crate::lease`]) while they run, renewed
 //! at a third of its lifetime: a second operator's `apply` is refused with
 //! the time the first one's lease has left, and an `apply` whose lease is
@@ -39,14 +46,26 @@
 //! user with the maintenance role's rules and the application's lease
 //! commands.
 //!
-//! There is no `migrate abort`: `apply` changes nothing but index entries
-//! toward the documents, so there is nothing to roll back; stop it, and
-//! its lease ends with its lifetime. Types without serde impls (a custom
+//! `migrate drop` removes a dropped index's keys only when the kind's
+//! `schema` is above the lock's (the release that dropped it raised it, so
+//! the writers that keep the index are told apart), no writer of an older
+//! schema is live, and the dropped key template overlaps none of this
+//! build's; each key is parsed back against the template before it goes,
+//! at most `BackfillRate` a second. Otherwise it names the guard and keeps
+//! the keys.
+//!
+//! There is no `migrate abort`: `apply` moves index entries toward the
+//! documents and writes documents again as the newest release writes them,
+//! so there is nothing to roll back; stop it, and its lease ends with its
+//! lifetime (a backfill resumes from its cursor). Rolling the release
+//! itself back is safe too: an older release that writes again records
+//! the indexes it does not keep as building (chapter 14 of the guide). Types without serde impls (a custom
 //! codec) are listed and skipped by the commands that open stores.
 //!
 //! Exit codes: 0 done and clean, 1 differences found (or a check failed),
 //! 2 an error (bad arguments, connection, permissions).
 
+mod drop;
 mod kinds;
 mod render;
 
@@ -62,7 +81,7 @@ use crate::client::Valkey;
 use crate::each::EachDocument;
 use crate::error::{Error, Result};
 use crate::lease::{Acquire, LeaseBackend, LeaseStore};
-use crate::store::{MaintenanceOptions, Report};
+use crate::store::{BackfillOptions, BackfillReport, IndexState, MaintenanceOptions, Report};
 use kinds::Kinds;
 
 /// The admin tool's arguments.
@@ -171,6 +190,13 @@ enum Migrate {
     Verify,
     /// Verify, and record the layouts of every clean kind, under the lease.
     Finish,
+    /// Remove the keys of the indexes the lock lists and this build no
+    /// longer declares, under the lease.
+    Drop {
+        /// The lock written before the indexes were dropped.
+        #[arg(long)]
+        lock: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -445,15 +471,34 @@ async fn migrate<K: EachDocument>(valkey: &Valkey, kinds: &Kinds<K>, step: Migra
         }
         Migrate::Status => {
             let flagged = kinds.flagged().await?;
+            let building = kinds.building().await?;
+            let writers = kinds.writers().await?;
             let lease = crate::inspect::Inspector::new(&crate::KeyspaceHandle::<K>::new(valkey.clone()))
                 .lease(&lease_name::<K>())
                 .await?;
             let running = lease.holder.is_some();
-            Ok(render::status(&flagged, running, lease.ttl_ms, json))
+            Ok(render::status(
+                &render::Status { flagged: &flagged, building: &building, writers: &writers },
+                running,
+                lease.ttl_ms,
+                json,
+            ))
         }
         Migrate::Verify => maintain(kinds, &MaintArgs { batch: 500, ..MaintArgs::default() }, false, json).await,
         Migrate::Apply { batch } => {
             under_lease::<K, _>(valkey, async {
+                // First the backfills: each kind with a building index is
+                // written again through this build's scripts, online, so
+                // its new indexes fill and become ready (see
+                // `Store::backfill`); then the rebuilds of what is still
+                // flagged.
+                let mut backfilled: Vec<(&'static str, BackfillReport)> = Vec::new();
+                for k in kinds.all() {
+                    if k.index_states().await?.iter().any(|(_, s)| *s == IndexState::Building) {
+                        let opts = BackfillOptions { page: batch, ..BackfillOptions::default() };
+                        backfilled.push((k.spec().kind, k.backfill(&opts).await?));
+                    }
+                }
                 let mut done: Vec<(&'static str, String, Report)> = Vec::new();
                 for k in kinds.all() {
                     for index in k.needs_rebuild().await? {
@@ -463,9 +508,13 @@ async fn migrate<K: EachDocument>(valkey: &Valkey, kinds: &Kinds<K>, step: Migra
                     }
                 }
                 let left = kinds.flagged().await?;
-                Ok(render::applied(&done, &left, json))
+                let building = kinds.building().await?;
+                Ok(render::applied(&backfilled, &done, &left, &building, json))
             })
             .await
+        }
+        Migrate::Drop { lock } => {
+            under_lease::<K, _>(valkey, drop::drop_indexes::<K>(valkey, kinds, &lock, json)).await
         }
         Migrate::Finish => {
             under_lease::<K, _>(valkey, async {
@@ -535,6 +584,11 @@ mod tests {
             Command::Lock { what: LockCmd::Write { force: true, .. } }
         ));
         assert!(parse(&["migrate", "abort"]).is_err(), "no abort: nothing to roll back");
+        assert!(matches!(
+            parse(&["migrate", "drop", "--lock", "old.lock"]).unwrap().command,
+            Command::Migrate { step: Migrate::Drop { lock } } if lock.to_str() == Some("old.lock")
+        ));
+        assert!(parse(&["migrate", "drop"]).is_err(), "the lock names what was dropped: required");
         assert!(!parse(&["keys"]).unwrap().command.needs_server());
     }
 }

@@ -13,7 +13,7 @@ use crate::each::EachDocument;
 use crate::error::Result;
 use crate::inspect::Inspector;
 use crate::lock::LockDiff;
-use crate::store::Report;
+use crate::store::{BackfillReport, LiveWriters, Report};
 
 pub(super) fn json(v: &Value) -> String {
     format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default())
@@ -121,12 +121,41 @@ pub(super) fn plan(lock: Option<&LockDiff>, flagged: &[(&str, Vec<String>)], jso
     Ran { code, output: out }
 }
 
+/// What `migrate status` shows besides the lease.
+pub(super) struct Status<'a> {
+    /// Indexes whose recorded layout differs (`needs_rebuild`), per kind.
+    pub(super) flagged: &'a [(&'a str, Vec<String>)],
+    /// Indexes building (queries through them refused), per kind.
+    pub(super) building: &'a [(&'a str, Vec<String>)],
+    /// Live writers by schema, per kind.
+    pub(super) writers: &'a [(&'a str, LiveWriters)],
+}
+
+fn writers_json(writers: &[(&str, LiveWriters)]) -> Value {
+    Value::Array(
+        writers
+            .iter()
+            .map(|(k, w)| {
+                let schemas: serde_json::Map<String, Value> =
+                    w.schemas.iter().map(|(s, n)| (s.to_string(), json!(n))).collect();
+                json!({ "kind": k, "schemas": schemas, "older_remain": w.older_remain(), "damaged": w.damaged })
+            })
+            .collect(),
+    )
+}
+
 /// `migrate status`.
-pub(super) fn status(flagged: &[(&str, Vec<String>)], running: bool, ttl_ms: Option<u64>, json_out: bool) -> Ran {
+pub(super) fn status(st: &Status<'_>, running: bool, ttl_ms: Option<u64>, json_out: bool) -> Ran {
     if json_out {
         return Ran {
             code: 0,
-            output: json(&json!({ "running": running, "lease_ttl_ms": ttl_ms, "rebuild": flagged_json(flagged) })),
+            output: json(&json!({
+                "running": running,
+                "lease_ttl_ms": ttl_ms,
+                "rebuild": flagged_json(st.flagged),
+                "building": flagged_json(st.building),
+                "writers": writers_json(st.writers),
+            })),
         };
     }
     let mut out = String::new();
@@ -137,26 +166,83 @@ pub(super) fn status(flagged: &[(&str, Vec<String>)], running: bool, ttl_ms: Opt
         (true, None) => out.push_str("a migration is running\n"),
         (false, _) => out.push_str("no migration is running\n"),
     }
-    if flagged.is_empty() {
+    if st.flagged.is_empty() {
         out.push_str("every index layout is recorded\n");
     }
-    for (kind, ix) in flagged {
+    for (kind, ix) in st.flagged {
         let _ = writeln!(out, "to rebuild: {kind}: {}", ix.join(", "));
+    }
+    if st.building.is_empty() {
+        out.push_str("every index is ready\n");
+    }
+    for (kind, ix) in st.building {
+        let _ = writeln!(out, "building (queries refused until a backfill makes it ready): {kind}: {}", ix.join(", "));
+    }
+    for (kind, w) in st.writers {
+        let schemas: Vec<String> = w.schemas.iter().map(|(s, n)| format!("schema {s} x{n}")).collect();
+        let _ = writeln!(out, "live writers of {kind}: {}", schemas.join(", "));
     }
     Ran { code: 0, output: out }
 }
 
-/// `migrate apply`: exit 1 when an index is still flagged after it.
-pub(super) fn applied(done: &[(&str, String, Report)], left: &[(&str, Vec<String>)], json_out: bool) -> Ran {
-    let code = u8::from(!left.is_empty());
+fn backfill_json(kind: &str, r: &BackfillReport) -> Value {
+    json!({
+        "kind": kind,
+        "passes": r.passes,
+        "seen": r.seen,
+        "rewritten": r.rewritten,
+        "newer": r.newer,
+        "damaged": r.damaged,
+        "contended": r.contended,
+        "ready": r.ready,
+        "building": r.building,
+        "older_writers": r.older_writers,
+    })
+}
+
+/// `migrate apply`: exit 1 when an index is still flagged or building
+/// after it.
+pub(super) fn applied(
+    backfilled: &[(&str, BackfillReport)],
+    done: &[(&str, String, Report)],
+    left: &[(&str, Vec<String>)],
+    building: &[(&str, Vec<String>)],
+    json_out: bool,
+) -> Ran {
+    let code = u8::from(!left.is_empty() || !building.is_empty());
     if json_out {
         let rebuilt: Vec<Value> = done
             .iter()
             .map(|(k, ix, r)| json!({ "kind": k, "index": ix, "documents": r.documents, "fixed": r.fixed }))
             .collect();
-        return Ran { code, output: json(&json!({ "rebuilt": rebuilt, "left": flagged_json(left) })) };
+        let backfills: Vec<Value> = backfilled.iter().map(|(k, r)| backfill_json(k, r)).collect();
+        return Ran {
+            code,
+            output: json(&json!({
+                "backfilled": backfills,
+                "rebuilt": rebuilt,
+                "left": flagged_json(left),
+                "building": flagged_json(building),
+            })),
+        };
     }
     let mut out = String::new();
+    for (kind, r) in backfilled {
+        let _ = writeln!(
+            out,
+            "backfilled {kind}: {} documents seen, {} written again, {} damaged (verify names them); ready: {}",
+            r.seen,
+            r.rewritten,
+            r.damaged,
+            if r.ready.is_empty() { "none".to_owned() } else { r.ready.join(", ") }
+        );
+        if r.older_writers {
+            let _ = writeln!(
+                out,
+                "  a writer of an older schema of {kind} is live: stop it, wait `WriterLifetime`, run apply again"
+            );
+        }
+    }
     if done.is_empty() {
         out.push_str("nothing to rebuild\n");
     }
@@ -165,6 +251,9 @@ pub(super) fn applied(done: &[(&str, String, Report)], left: &[(&str, Vec<String
     }
     for (kind, ix) in left {
         let _ = writeln!(out, "still to rebuild: {kind}: {}", ix.join(", "));
+    }
+    for (kind, ix) in building {
+        let _ = writeln!(out, "still building: {kind}: {}", ix.join(", "));
     }
     Ran { code, output: out }
 }

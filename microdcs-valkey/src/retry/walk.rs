@@ -13,7 +13,8 @@ use crate::client::Valkey;
 /// (at most some 2^40 however large the node), so 50 bits hold it.
 const NODE_CURSOR_BITS: u32 = 50;
 
-/// One keyspace walk step, `SCAN cursor MATCH pattern COUNT count TYPE ty`,
+/// One keyspace walk step, `SCAN cursor MATCH pattern COUNT count TYPE ty`
+/// (no `TYPE` when `ty` is empty),
 /// bounded by [`read`]'s rule: the next cursor (0 at the end) and the keys.
 ///
 /// On one server, the server's walk. On a cluster each node walks only its
@@ -34,7 +35,10 @@ pub(crate) async fn scan_step(
 ) -> crate::Result<(u64, Vec<String>)> {
     let scan = |at: u64| {
         let mut cmd = redis::cmd("SCAN");
-        cmd.arg(at).arg("MATCH").arg(pattern).arg("COUNT").arg(count).arg("TYPE").arg(ty);
+        cmd.arg(at).arg("MATCH").arg(pattern).arg("COUNT").arg(count);
+        if !ty.is_empty() {
+            cmd.arg("TYPE").arg(ty);
+        }
         cmd
     };
     let slot = valkey.prefix().slot();

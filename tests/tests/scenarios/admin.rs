@@ -1,9 +1,10 @@
 //! The admin tool runs a migration end to end against a cluster of three
 //! primaries with a replica each: release 1 deploys (its layouts are the
-//! baseline), writes orders; release 2 adds an index; `migrate plan` names
-//! it from the lock and the fingerprints, `apply` backfills it under the
-//! migration lease (refused while another operator holds it), a second
-//! `apply` does nothing, `verify` and `finish` are clean.
+//! baseline), writes orders; release 2 (schema 2) adds an index; `migrate
+//! plan` names it from the lock and the fingerprints, `status` shows it
+//! building, `apply` backfills it (it becomes ready) and rebuilds what is
+//! flagged under the migration lease (refused while another operator holds
+//! it), a second `apply` does nothing, `verify` and `finish` are clean.
 
 use microdcs_valkey::config::{Secret, ValkeyConfig};
 use microdcs_valkey::lease::{Acquire, LeaseBackend, LeaseStore};
@@ -28,9 +29,9 @@ mod release1 {
 
 mod release2 {
     use super::*;
-    /// Release 2: a field appended, an index added.
+    /// Release 2: a field appended, an index added, schema 2.
     #[derive(Debug, Clone, Serialize, Deserialize, Document)]
-    #[microdcs(kind = "order", key = "order:{id}", list(key = "order:list:{scope}"))]
+    #[microdcs(kind = "order", schema = 2, key = "order:{id}", list(key = "order:list:{scope}"))]
     #[microdcs(group(name = "by_customer", key = "order:bycustomer:{scope}:{customer}"))]
     pub struct Order {
         pub id: String,
@@ -40,6 +41,49 @@ mod release2 {
         pub gift_note: String,
     }
     microdcs_valkey::keyspace! { pub Shop { documents: [Order] } }
+}
+
+mod release3 {
+    use super::*;
+    /// Release 3: the index dropped, schema raised to 3.
+    #[derive(Debug, Clone, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", schema = 3, key = "order:{id}", list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub customer: String,
+        #[serde(default)]
+        pub gift_note: String,
+    }
+    microdcs_valkey::keyspace! { pub Shop { documents: [Order] } }
+}
+
+mod release3_unraised {
+    use super::*;
+    /// Release 3 as it should not be: the index dropped, the schema kept.
+    #[derive(Debug, Clone, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", schema = 2, key = "order:{id}", list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub customer: String,
+        #[serde(default)]
+        pub gift_note: String,
+    }
+    microdcs_valkey::keyspace! { pub Shop { documents: [Order] } }
+}
+
+/// Waits (bounded, well past a one-second `WriterLifetime`) until no
+/// writer of any schema is live in the registry.
+async fn writers_lapse<K: microdcs_valkey::store::EachDocument>(valkey: &Valkey) {
+    for _ in 0..300 {
+        let (_, v) = admin_json::<K>(valkey, &["migrate", "status"]).await;
+        if v["writers"] == serde_json::json!([]) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the writers' registry entries never lapsed");
 }
 
 async fn admin_json<K: microdcs_valkey::store::EachDocument>(valkey: &Valkey, args: &[&str]) -> (u8, Value) {
@@ -57,6 +101,9 @@ async fn a_migration_end_to_end_on_a_cluster() {
     let config = ValkeyConfig {
         connection_string: Secret::new(cluster.connection_string()),
         key_prefix: prefix.as_str().to_owned(),
+        // Release 1's writers lapse a second after they stop.
+        writer_heartbeat: std::time::Duration::from_millis(400),
+        writer_lifetime: std::time::Duration::from_secs(1),
         ..MicroDcsConfig::default().valkey
     };
     let valkey = Valkey::connect(&config).await.unwrap_or_else(|e| panic!("connect: {e}"));
@@ -86,10 +133,26 @@ async fn a_migration_end_to_end_on_a_cluster() {
         .iter()
         .map(|c| (c["class"].as_str().unwrap(), c["what"].as_str().unwrap()))
         .collect();
-    assert_eq!(classes, [("safe", "field `gift_note` appended"), ("rebuild", "new index `by_customer`")], "{v}");
+    assert_eq!(
+        classes,
+        [
+            ("safe", "schema version 1 is now 2"),
+            ("safe", "field `gift_note` appended"),
+            ("rebuild", "new index `by_customer`")
+        ],
+        "{v}"
+    );
     let by_customer = release2::Order::by_customer("s1", "c-1");
     let v2 = release2::Shop::open(valkey.clone()).store::<release2::Order>();
-    assert!(v2.ids(by_customer.clone(), Page::first(100)).await.unwrap().ids.is_empty(), "not backfilled yet");
+    let refused = v2.ids(by_customer.clone(), Page::first(100)).await;
+    assert!(
+        matches!(&refused, Err(microdcs_valkey::Error::IndexBuilding { index, .. }) if index == "by_customer"),
+        "not backfilled yet: refused, never an empty answer: {refused:?}"
+    );
+    let (_, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "status"]).await;
+    assert_eq!(v["building"], serde_json::json!([{ "kind": "order", "indexes": ["by_customer"] }]), "{v}");
+    // Release 1 has stopped: its entry in the registry lapses.
+    writers_lapse::<release2::Shop>(&valkey).await;
 
     // Another operator holds the migration lease: apply is refused, nothing done.
     let leases = LeaseStore::new(valkey.clone());
@@ -104,15 +167,23 @@ async fn a_migration_end_to_end_on_a_cluster() {
     assert_eq!((&v["running"], &v["rebuild"][0]["indexes"]), (&Value::Bool(true), &serde_json::json!(["by_customer"])));
     leases.release(&held, &new_op_id()).await.unwrap();
 
-    // Apply backfills the index; again, it has nothing to do.
+    // Apply backfills the index (ready), then rebuilds what is flagged;
+    // again, it has nothing to do.
     let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "apply"]).await;
     assert_eq!(code, 0, "{v}");
+    assert_eq!(v["backfilled"][0]["ready"], serde_json::json!(["by_customer"]), "{v}");
+    assert_eq!(v["backfilled"][0]["rewritten"], 30, "{v}");
+    assert_eq!(v["building"], serde_json::json!([]), "{v}");
     assert_eq!(v["rebuilt"][0]["index"], "by_customer", "{v}");
     assert_eq!(v["rebuilt"][0]["documents"], 30, "{v}");
     assert_eq!(v["left"], serde_json::json!([]), "{v}");
     assert_eq!(v2.ids(by_customer, Page::first(100)).await.unwrap().ids.len(), 10);
     let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "apply"]).await;
-    assert_eq!((code, &v["rebuilt"]), (0, &serde_json::json!([])), "idempotent: {v}");
+    assert_eq!(
+        (code, &v["rebuilt"], &v["backfilled"]),
+        (0, &serde_json::json!([]), &serde_json::json!([])),
+        "idempotent: {v}"
+    );
 
     // Verify and finish are clean; the lease is free again.
     let (code, v) = admin_json::<release2::Shop>(&valkey, &["migrate", "verify"]).await;
@@ -130,6 +201,39 @@ async fn a_migration_end_to_end_on_a_cluster() {
     assert_eq!(code, 0);
     let (code, v) = admin_json::<release2::Shop>(&valkey, &["lock", "check", "--path", lock_arg]).await;
     assert_eq!((code, v["status"].as_str()), (0, Some("current")), "{v}");
+
+    // Release 3 drops the index. Built without raising the schema, its
+    // `drop` keeps the keys and says why.
+    let bycustomer_key = |c: &str| format!("{}:order:bycustomer:s1:{c}", prefix.as_str());
+    let exists = |key: String| {
+        let valkey = valkey.clone();
+        async move {
+            let n: u64 =
+                microdcs_valkey::redis::cmd("EXISTS").arg(&key).query_async(&mut valkey.connection()).await.unwrap();
+            n
+        }
+    };
+    assert_eq!(exists(bycustomer_key("c-1")).await, 1);
+    let (code, v) = admin_json::<release3_unraised::Shop>(&valkey, &["migrate", "drop", "--lock", lock_arg]).await;
+    assert_eq!(code, 1, "{v}");
+    assert!(v["dropped"][0]["skipped"].as_str().unwrap().contains("raise `schema`"), "{v}");
+    assert_eq!(exists(bycustomer_key("c-1")).await, 1, "kept");
+    // Built right, once release 2's writers are gone: the keys go, the
+    // documents and their list stay, and a second run finds nothing.
+    writers_lapse::<release3::Shop>(&valkey).await;
+    let (code, v) = admin_json::<release3::Shop>(&valkey, &["migrate", "drop", "--lock", lock_arg]).await;
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["dropped"],
+        serde_json::json!([{ "kind": "order", "index": "by_customer", "keys": 3, "skipped": null }])
+    );
+    for c in ["c-0", "c-1", "c-2"] {
+        assert_eq!(exists(bycustomer_key(c)).await, 0, "{c}");
+    }
+    let (code, v) = admin_json::<release3::Shop>(&valkey, &["migrate", "verify"]).await;
+    assert_eq!((code, &v["kinds"][0]["documents"]), (0, &serde_json::json!(30)), "{v}");
+    let (code, v) = admin_json::<release3::Shop>(&valkey, &["migrate", "drop", "--lock", lock_arg]).await;
+    assert_eq!((code, &v["dropped"][0]["keys"]), (0, &serde_json::json!(0)), "idempotent: {v}");
 }
 
 #[tokio::test]
