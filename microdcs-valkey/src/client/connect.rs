@@ -304,7 +304,7 @@ impl ConnectPlan {
                     self.endpoint
                 ))));
             }
-            return self.establish_single().await;
+            return self.establish_single(last).await;
         }
         self.establish_cluster(prefix).await
     }
@@ -373,24 +373,39 @@ impl ConnectPlan {
         }
     }
 
-    /// The reconnecting connection to one server, after the probe.
-    async fn establish_single(&self) -> Result<Opened, ConnectError> {
+    /// The reconnecting connection to one server, after the probe. A
+    /// connection lost between the probe and the first `PING` (the server
+    /// killed its clients, restarted, a proxy dropped it) is tried again
+    /// after a pause, until the connect deadline; refused credentials or
+    /// any other error answer end the start at once.
+    async fn establish_single(&self, last: &mut Option<String>) -> Result<Opened, ConnectError> {
         let client = self.client(None)?;
         let resp3_client = self.client(Some(redis::ProtocolVersion::RESP3))?;
         let mconfig = self.manager_config();
-        let fail =
-            |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
-        let mut con = ConnectionManager::new_with_config(client, mconfig.clone()).await.map_err(fail)?;
-        // A first PING on the connection we keep proves it answers (and accepted AUTH).
-        let start = Instant::now();
-        let _: String = redis::cmd("PING").query_async(&mut con).await.map_err(fail)?;
+        let (con, rtt) = loop {
+            let attempt = async {
+                let mut con = ConnectionManager::new_with_config(client.clone(), mconfig.clone()).await?;
+                // A first PING on the connection we keep proves it answers
+                // (and accepted AUTH).
+                let start = Instant::now();
+                let _: String = redis::cmd("PING").query_async(&mut con).await?;
+                Ok::<_, redis::RedisError>((con, start.elapsed()))
+            };
+            match attempt.await {
+                Ok(done) => break done,
+                Err(e) if is_auth(&e) => return Err(self.auth_error(&e)),
+                Err(e) if is_unknown_outcome(&e) => {
+                    tracing::debug!(endpoint = %self.endpoint, error = %e, "valkey connection lost at the start; trying again");
+                    *last = Some(e.to_string());
+                }
+                // An answer that is an error (not a lost connection) will
+                // not change by asking again.
+                Err(e) => return Err(self.unreachable(e.to_string())),
+            }
+            tokio::time::sleep(PROBE_PAUSE).await;
+        };
         let con: Connection = con.into();
-        Ok(Opened {
-            once: con.clone(),
-            con,
-            pubsub: PubSub::Single { client: resp3_client, config: mconfig },
-            rtt: start.elapsed(),
-        })
+        Ok(Opened { once: con.clone(), con, pubsub: PubSub::Single { client: resp3_client, config: mconfig }, rtt })
     }
 }
 

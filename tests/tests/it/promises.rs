@@ -546,6 +546,58 @@ mod standalone {
 
     use microdcs_tests::own_server as server;
 
+    /// The connect timeout covers the whole start: a server that drops its
+    /// clients while a handle starts (`CLIENT KILL`, as an operator or a
+    /// restart does) costs a retry, not the start. Before, a connection
+    /// lost between the probe and the first `PING` failed the connect at
+    /// once ("cannot connect ... within 5s: broken pipe" after 0.7 s).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connect_survives_its_server_killing_its_clients() {
+        let server = server();
+        let url = server.url().to_owned();
+        let stop = Arc::new(AtomicBool::new(false));
+        let killer = {
+            let (url, stop) = (url.clone(), stop.clone());
+            tokio::spawn(async move {
+                let client = microdcs_valkey::redis::Client::open(url).unwrap();
+                let mut con = client.get_multiplexed_async_connection().await.unwrap();
+                let mut kills = 0i64;
+                while !stop.load(Ordering::SeqCst) {
+                    let n: i64 = microdcs_valkey::redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("TYPE")
+                        .arg("normal")
+                        .arg("SKIPME")
+                        .arg("yes")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                    kills += n;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                kills
+            })
+        };
+        // A generous connect timeout: a loaded machine may need several
+        // attempts between two kills.
+        let config = microdcs_valkey::config::ValkeyConfig {
+            connection_string: microdcs_valkey::config::Secret::new(url.clone()),
+            key_prefix: unique_prefix("connect-kills").as_str().to_owned(),
+            connect_timeout: Duration::from_secs(60),
+            ..microdcs_valkey::MicroDcsConfig::default().valkey
+        };
+        let mut failed = Vec::new();
+        for i in 0..40 {
+            if let Err(e) = Valkey::connect(&config).await {
+                failed.push(format!("connect {i}: {e}"));
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let kills = killer.await.unwrap();
+        assert!(kills > 0, "the server killed no client: the test proves nothing");
+        assert!(failed.is_empty(), "{kills} clients killed; failed starts: {failed:#?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_readme_claim_idiom_claims_each_job_once_under_connection_cuts() {
         let server = server();
