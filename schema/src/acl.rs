@@ -95,12 +95,18 @@ const APP: &[&str] = &[
     "xtrim",
 ];
 
-/// Sent only on some paths: `AUTH` when the user has a password, `SELECT`
-/// for a database other than 0, `EVAL` when the server refuses or loses a
-/// script right after `SCRIPT LOAD`.
-const FALLBACK: &[&str] = &["auth", "eval", "select"];
+/// The maintenance role's commands sent only on some paths: `AUTH` when
+/// the user has a password, `SELECT` for a database other than 0, `EVAL`
+/// when the server refuses or loses a script right after `SCRIPT LOAD`;
+/// and what the admin tool's migration steps send besides `verify` and
+/// `rebuild`: `TIME` and `ZRANGE` (the registry of live writers, which
+/// `migrate status` reads, with the migration lease's time left, `PTTL`)
+/// and `UNLINK`
+/// (`migrate drop`: a dropped index's keys, without blocking the server on
+/// a large one).
+const MAINTENANCE_FALLBACK: &[&str] = &["auth", "eval", "pttl", "select", "time", "unlink", "zrange"];
 
-/// The application's: those, `WAIT` or `WAITAOF` after a write that asks
+/// The application's: `AUTH`, `EVAL` and `SELECT` as above, `WAIT` or `WAITAOF` after a write that asks
 /// for replicas or the append-only file, `CLUSTER SHARDS` on a cluster
 /// for a write that waits for every replica (how many the shard has), and
 /// `XGROUP SETID` when a consumer group is moved past a gap of trimmed
@@ -179,7 +185,7 @@ impl AclRole {
         match self {
             AclRole::App => APP_FALLBACK,
             AclRole::Inspector => INSPECTOR_FALLBACK,
-            AclRole::Maintenance => FALLBACK,
+            AclRole::Maintenance => MAINTENANCE_FALLBACK,
         }
     }
 

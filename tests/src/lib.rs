@@ -76,14 +76,50 @@ pub use microdcs_valkey::testing::{
 
 use microdcs_valkey::{Document, PutOutcome, Store, store::Codec};
 
-/// The server of one test: `MICRODCS_VALKEY_URL`, else a new local one.
-/// A missing binary or a failed start fails the test with the reason and
-/// the server's log (never a skip).
+/// The server of one test: `MICRODCS_VALKEY_URL` (nextest's setup script
+/// sets it: one server for the whole run), else one local server shared
+/// by every test of this process (plain `cargo test` runs a binary's tests
+/// in one process), started by the first test that asks. Each test has its
+/// own key prefix. A missing binary or a failed start fails the test with
+/// the reason and the server's log (never a skip).
+///
+/// The shared server outlives the tests that use it; a watchdog stops it
+/// when this process exits.
 ///
 /// # Panics
 /// When no server can be provided.
 pub fn server() -> ValkeyServer {
-    ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"))
+    if std::env::var_os("MICRODCS_VALKEY_URL").is_some() {
+        return ValkeyServer::start().unwrap_or_else(|e| panic!("{e}"));
+    }
+    static SHARED: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    let url = SHARED.get_or_init(|| {
+        let server = ValkeyServer::start_local(&[]).map_err(|e| e.to_string())?;
+        let url = server.url().to_owned();
+        if let Some(pid) = server.pid() {
+            // The process's statics are never dropped: a watchdog stops the
+            // server once this process is gone, and removes its directory.
+            let me = std::process::id();
+            let dir = server.dir().map(|d| d.display().to_string()).unwrap_or_default();
+            let _ = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!(
+                    "while kill -0 {me} 2>/dev/null; do sleep 1; done; kill {pid} 2>/dev/null; sleep 1; \
+                     [ -n '{dir}' ] && rm -rf '{dir}'"
+                ))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
+        // Kept alive for the process (its drop would stop the server).
+        std::mem::forget(server);
+        Ok(url)
+    });
+    match url {
+        Ok(url) => ValkeyServer::external(url.clone()),
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// A server of the test's own, always new and local, whatever

@@ -24,9 +24,9 @@
 //! | `lock check\|write [--path P] [--force]` | the schema lock ([`crate::lock`]) | no server |
 //! | `migrate plan [--lock P]` | what a migration would do: the lock's changes and the indexes `needs_rebuild` flags | maintenance role |
 //! | `migrate status` | the flagged indexes, the building ones, the live writers by schema, and whether a migration runs | maintenance + lease |
-//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), then rebuilds each flagged index; exit 1 when one is still flagged or building | maintenance + lease |
+//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), then rebuilds each flagged index; exit 1 when one is still flagged or building | app + maintenance + lease |
 //! | `migrate verify` | `verify` of every kind | maintenance role |
-//! | `migrate drop --lock P` | removes the keys of the indexes the lock `P` lists and this build no longer declares, once no writer of an older schema keeps them (see below); exit 1 when one was left | maintenance + lease |
+//! | `migrate drop --lock P` | removes the keys of the indexes the lock `P` lists and this build no longer declares, once no writer of an older schema keeps them (see below); exit 1 when one was left | app + maintenance + lease |
 //! | `migrate finish` | verifies, and records the layouts of every clean kind ([`Store::accept_layouts`](crate::Store::accept_layouts)) under the lease; exit 1 when one is not clean | maintenance + lease |
 //!
 //! `--json` (before or after the command) prints one JSON document for
@@ -36,7 +36,7 @@
 //! run after a crash) does the rest and then nothing. While a writer of
 //! an older schema is live, the backfill leaves its indexes building and
 //! `apply` says so: stop that release, wait `WriterLifetime`, run it again.
-//! The tool's stores use the [`Json`](crate::Json) codec: a backfill
+//! The tool's stores use the [`Json`](crate::store::Json) codec: a backfill
 //! writes a `CompactJson` type's documents in the JSON form, which both
 //! codecs read; the service's next write of each stores it compact again. `apply` and `finish` hold the fencing
 //! lease `migrate-{keyspace}` ([`crate::lease`]) while they run, renewed
@@ -44,7 +44,10 @@
 //! the time the first one's lease has left, and an `apply` whose lease is
 //! lost stops. The lease needs the lease scripts (`EVALSHA`): run them as a
 //! user with the maintenance role's rules and the application's lease
-//! commands.
+//! commands. `apply`'s backfill writes documents through the application's
+//! scripts (and announces itself as a writer), so `apply` needs the union
+//! of the application's and the maintenance role's rules (`app +
+//! maintenance` above).
 //!
 //! `migrate drop` removes a dropped index's keys only when the kind's
 //! `schema` is above the lock's (the release that dropped it raised it, so

@@ -257,6 +257,24 @@ mod standalone {
         assert!(store.verify(&opts).await.unwrap().is_clean());
     }
 
+    /// `migrate status` reads the registry of live writers and the index
+    /// states besides the layouts: the maintenance role's rules allow it.
+    #[tokio::test]
+    async fn the_maintenance_user_reads_the_migration_status() {
+        let mut e = env("acl-status").await;
+        let admin_valkey =
+            Valkey::connect_url(e.server.url(), e.prefix.clone(), WriteOptions::default()).await.unwrap();
+        let responses = Plant::open(admin_valkey).store::<JobResponse>();
+        let _ = responses.create(&JobResponse::new("r-1", "s1", "o-1", &["A"])).await.unwrap();
+        let valkey = e.connect_as(AclRole::Maintenance).await;
+        let ran = microdcs_valkey::admin::run::<Plant>(&valkey, ["migrate", "status", "--json"])
+            .await
+            .unwrap_or_else(|err| panic!("migrate status under the maintenance ACL: {err}"));
+        let v: serde_json::Value = serde_json::from_str(&ran.output).unwrap();
+        assert_eq!(ran.code, 0, "{v}");
+        assert_eq!(v["writers"][0]["kind"], "jobresponse", "the writer that created r-1 is live: {v}");
+    }
+
     #[tokio::test]
     async fn the_inspector_reads_everything_and_writes_nothing() {
         let mut e = env("acl-inspect").await;
