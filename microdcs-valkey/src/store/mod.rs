@@ -31,7 +31,9 @@
 //!   ([`StepCall`], [`StepOutcome`]).
 //! - **Maintenance** (feature `maintenance`): `verify`, `rebuild` and
 //!   `needs_rebuild` compare the indexes with the documents and repair
-//!   them, reporting a `Report`.
+//!   them, reporting a `Report`; `Store::copy_from` copies a type's
+//!   documents from an older layout (another key template, field order or
+//!   field type) into a new one.
 //!
 //! ```no_run
 //! use microdcs_valkey::{Document, Expect, Page, PutOutcome, Valkey, keyspace};
@@ -105,6 +107,8 @@ use microdcs_schema::Document;
 
 mod batch;
 mod call;
+#[cfg(feature = "maintenance")]
+mod copy;
 mod effects;
 mod evolution;
 #[cfg(feature = "maintenance")]
@@ -122,6 +126,9 @@ pub use crate::codec::{Codec, CompactJson, Json};
 pub use crate::each::{DocumentVisitor, EachDocument};
 pub use crate::op_id::new_op_id;
 pub use batch::DocPage;
+#[cfg(feature = "maintenance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "maintenance")))]
+pub use copy::CopyReport;
 #[cfg(feature = "maintenance")]
 pub(crate) use evolution::layout_digest;
 pub use evolution::{BackfillOptions, BackfillReport, IndexState, LiveWriters};

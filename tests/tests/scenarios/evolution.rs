@@ -736,3 +736,72 @@ async fn a_rolling_deploy_with_a_failover_during_the_backfill() {
 fn transient(e: &Error) -> bool {
     e.is_connection() || e.is_unknown_outcome() || matches!(e, Error::NotReplicated { .. })
 }
+
+/// The new layout of a note for the copy: another document key template,
+/// and `words` now a number where the old layout had a text.
+mod copy_layouts {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "note", key = "note:{id}", list(key = "note:list:{scope}"))]
+    pub struct NoteV1 {
+        pub id: String,
+        pub scope: String,
+        pub words: String,
+    }
+    microdcs_valkey::keyspace! { pub NotesV1 { documents: [NoteV1] } }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "note", key = "notes:v2:{id}", list(key = "notes:v2:list:{scope}"))]
+    pub struct NoteV2 {
+        pub id: String,
+        pub scope: String,
+        pub words: u32,
+    }
+    microdcs_valkey::keyspace! { pub NotesV2 { documents: [NoteV2] } }
+}
+
+/// What cannot change online (the document key template, a field's type)
+/// is a copy: every readable old document is created in the new layout,
+/// converted; a damaged one is counted and stepped over, one the
+/// conversion declines is counted, and a second run creates nothing and
+/// overwrites nothing.
+#[tokio::test]
+async fn a_copy_moves_a_type_to_a_new_template_and_field_type() {
+    use copy_layouts::{NoteV1, NoteV2, NotesV1, NotesV2};
+    use microdcs_valkey::store::{CopyReport, MaintenanceOptions};
+    let s = server();
+    let prefix = unique_prefix("evo-copy");
+    let valkey = Valkey::connect_url(s.url(), prefix.clone(), Default::default()).await.unwrap();
+    let old = NotesV1::open(valkey.clone()).store::<NoteV1>();
+    let new = NotesV2::open(valkey.clone()).store::<NoteV2>();
+    for i in 0..20 {
+        let words = if i == 7 { "many".to_owned() } else { i.to_string() };
+        created(&old, &NoteV1 { id: format!("n-{i}"), scope: "s".into(), words }).await;
+    }
+    // One old document damaged; one already copied by hand, differently.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:note:n-3", prefix.as_str()))
+        .arg("v")
+        .arg("seven")
+        .query_async(&mut valkey.connection())
+        .await
+        .unwrap();
+    created(&new, &NoteV2 { id: "n-5".into(), scope: "s".into(), words: 500 }).await;
+
+    let convert = |o: NoteV1| o.words.parse().ok().map(|words| NoteV2 { id: o.id, scope: o.scope, words });
+    let first = new.copy_from(&old, convert, 6).await.unwrap();
+    assert_eq!(first, CopyReport { seen: 19, copied: 17, present: 1, declined: 1, damaged: 1 }, "{first:?}");
+    let again = new.copy_from(&old, convert, 6).await.unwrap();
+    assert_eq!(again, CopyReport { seen: 19, copied: 0, present: 18, declined: 1, damaged: 1 }, "{again:?}");
+
+    assert_eq!(new.get("n-12").await.unwrap().unwrap().doc.words, 12);
+    assert_eq!(new.get("n-5").await.unwrap().unwrap().doc.words, 500, "never overwritten");
+    assert!(new.get("n-7").await.unwrap().is_none(), "declined");
+    assert!(new.get("n-3").await.unwrap().is_none(), "damaged: not copied");
+    let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.documents, 18);
+    assert_eq!(old.get("n-12").await.unwrap().unwrap().doc.words, "12", "the old layout is untouched");
+}
