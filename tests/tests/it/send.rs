@@ -42,6 +42,7 @@ fn every_public_future(valkey: Valkey, plant: PlantHandle, config: ValkeyConfig)
     send(responses.writers());
     send(responses.index_states());
     send(responses.backfill(&microdcs_valkey::store::BackfillOptions::default()));
+    send(responses.copy_from(&responses, |d: JobResponse| Some(d), 100));
     send(responses.get_many(&["r-1"]));
     send(responses.put_many(std::slice::from_ref(&r), Expect::Create));
     let states = plant.store::<microdcs_tests::fixtures::SfcState>();
