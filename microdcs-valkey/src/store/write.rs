@@ -318,9 +318,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let plan = &*self.plan;
         let key = plan.doc_key(self.valkey.prefix(), in_scope, id)?;
         self.announce_before_write(&key).await?;
+        // A read that got no answer (a primary failing over) does not end
+        // the delete, as for `put`: it goes on as if nothing were stored,
+        // and the script's answer says what is (a conflict, a scope, or
+        // the stored state), after which it reads again. Such a guess is
+        // never taken for the caller's answer.
+        let mut guessed = false;
         let mut state = match read {
             Some(s) => s,
-            None => self.read_state(&key).await?,
+            None => self.read_state_or_guess(&key, &mut guessed).await?,
         };
         let l = &plan.delete_layout;
         let attempts = if expect == DeleteExpect::Any { MAX_OVERWRITE_ATTEMPTS } else { MAX_REREADS };
@@ -390,15 +396,22 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     check_wait(&key, version, durability, wait)?;
                     return Ok(DeleteOutcome::Deleted { version });
                 }
-                Reply::Conflict { .. } if expect == DeleteExpect::Any => state = self.read_state(&key).await?,
+                Reply::Conflict { .. } if expect == DeleteExpect::Any || guessed => {
+                    state = self.read_state_or_guess(&key, &mut guessed).await?;
+                }
                 Reply::Conflict { current } => return Ok(DeleteOutcome::Conflict { current }),
                 Reply::NotFound => return Ok(DeleteOutcome::NotFound),
                 // Read missing, created under some scope since: read again.
-                Reply::WrongScope { .. } if !state.exists => state = self.read_state(&key).await?,
+                Reply::WrongScope { .. } if !state.exists => {
+                    state = self.read_state_or_guess(&key, &mut guessed).await?;
+                }
                 Reply::WrongScope { stored } => {
                     return Err(Error::WrongScope { id: id.to_owned(), stored, given: scope });
                 }
-                Reply::Retry(stored) => state = self.state_of(&key, stored)?,
+                Reply::Retry(stored) => {
+                    state = self.state_of(&key, stored)?;
+                    guessed = false;
+                }
                 Reply::SchemaBehind { stored } => return Err(schema_behind::<D>("delete", stored)),
                 // The delete script sends neither.
                 Reply::EventApplied { .. } | Reply::UniqueViolation { .. } => {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use microdcs_tests::fixtures::{JobResponse, Plant};
 use microdcs_tests::unique_prefix;
+use microdcs_valkey::store::DeleteExpect;
 use microdcs_valkey::testing::{Sentinel, command};
 use microdcs_valkey::{
     Error, Expect, KeyPrefix, MicroDcsConfig, PutOutcome, Valkey, config::Durability, config::ValkeyConfig,
@@ -301,10 +302,12 @@ async fn a_handle_never_goes_back_to_a_primary_stopped_through_the_failover() {
 /// succeeds on the promoted replica or has spent its whole bound first,
 /// `WriteAttempts x (ResponseTimeout + WriteRetryDelay)`; quick refusals of
 /// the dead node prove the script never ran and use none of it, and the
-/// switch to the new primary is a reason to send again at once. Half the
-/// writers create new documents (the script alone), half overwrite their
-/// own (`put(Expect::Any)`: a read of the stored index fields, then the
-/// script), whose read getting no answer must not end the write either.
+/// switch to the new primary is a reason to send again at once. A third
+/// of the writers create new documents (the script alone), a third
+/// overwrite their own (`put(Expect::Any)`: a read of the stored index
+/// fields, then the script), a third delete their own (`delete_id`: the
+/// same read first); a read getting no answer must not end the write
+/// either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_through_a_killed_primary_spend_their_whole_bound() {
     let mut s = two_replicas();
@@ -313,7 +316,7 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
     let settings =
         [("Valkey:ResponseTimeout", "1s"), ("Valkey:WriteAttempts", "4"), ("Valkey:WriteRetryDelay", "100ms")];
     let mut handles = Vec::new();
-    for _ in 0..WRITERS {
+    for _ in 0..6 {
         let valkey =
             Valkey::connect(&config_with(&s, &prefix, &settings)).await.unwrap_or_else(|e| panic!("connect: {e}"));
         let store = Plant::open(valkey).store::<JobResponse>();
@@ -335,11 +338,13 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
             for n in 0.. {
                 let id = format!("w{w}-{n}");
                 let started = Instant::now();
-                let r = if w % 2 == 0 {
-                    store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).await
-                } else {
-                    let own = JobResponse::new(&format!("p{w}"), "s1", &format!("o-{id}"), &["B"]);
-                    store.put(&own, Expect::Any).await
+                let r = match w % 3 {
+                    0 => store.create(&JobResponse::new(&id, "s1", &format!("o-{id}"), &["A"])).await.map(|_| ()),
+                    1 => {
+                        let own = JobResponse::new(&format!("p{w}"), "s1", &format!("o-{id}"), &["B"]);
+                        store.put(&own, Expect::Any).await.map(|_| ())
+                    }
+                    _ => store.delete_id(&format!("p{w}"), DeleteExpect::Any).await.map(|_| ()),
                 };
                 let ok = r.is_ok();
                 outcomes.push((started.elapsed(), r.map_err(|e| format!("{e:?}"))));
