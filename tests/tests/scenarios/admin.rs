@@ -264,3 +264,70 @@ async fn verify_finds_damage_and_an_unknown_kind_is_an_error() {
     let ran = admin::run::<release1::Shop>(&valkey, ["keys"]).await.unwrap();
     assert!(ran.output.contains("order:list:{scope}"), "{}", ran.output);
 }
+
+/// `migrate apply` (its backfill writes documents through the
+/// application's scripts), `status`, `drop` and `finish` run as a user with
+/// the application's and the maintenance role's rules and nothing more, as
+/// the admin tool's docs say.
+#[tokio::test]
+async fn the_migration_steps_run_with_the_app_and_maintenance_rules() {
+    use microdcs_valkey::acl::AclRole;
+    use microdcs_valkey::redis;
+    let s = microdcs_tests::own_server();
+    let prefix = microdcs_valkey::testing::unique_prefix("admin-acl");
+    let fast = microdcs_valkey::config::WriteOptions {
+        writer_heartbeat: std::time::Duration::from_millis(100),
+        writer_lifetime: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    // Release 1 writes as the server's default user.
+    let owner = Valkey::connect_url(s.url(), prefix.clone(), fast.clone()).await.unwrap();
+    let orders = release1::Shop::open(owner.clone()).store::<release1::Order>();
+    for i in 0..12 {
+        let o = release1::Order { id: format!("o-{i}"), scope: "s1".into(), customer: format!("c-{}", i % 3) };
+        microdcs_tests::created(&orders, &o).await;
+    }
+    let lock_dir = std::env::temp_dir().join(format!("microdcs-admin-acl-{}", std::process::id()));
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    let lock = lock_dir.join("shop.lock");
+    let lock_arg = lock.to_str().unwrap();
+    let ran = admin::run::<release1::Shop>(&owner, ["lock", "write", "--path", lock_arg]).await.unwrap();
+    assert_eq!(ran.code, 0, "{}", ran.output);
+
+    // The operator's user: the application's rules, then the maintenance
+    // role's commands.
+    let mut setuser = redis::cmd("ACL");
+    setuser.arg("SETUSER").arg("operator");
+    for r in AclRole::App.rules(&prefix) {
+        setuser.arg(r);
+    }
+    for c in AclRole::Maintenance.commands().into_iter().chain(AclRole::Maintenance.fallback_commands().iter().copied())
+    {
+        setuser.arg(format!("+{c}"));
+    }
+    setuser.arg(">operator-secret");
+    let () = setuser.query_async(&mut owner.connection()).await.unwrap();
+    let host_port = s.host_port();
+    let url = format!("redis://operator:operator-secret@{host_port}/");
+    let operator = Valkey::connect_url(&url, prefix.clone(), fast).await.unwrap();
+
+    // Release 1 is gone once its entry lapses; then release 2's steps.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let (code, v) = admin_json::<release2::Shop>(&operator, &["migrate", "status"]).await;
+    assert_eq!((code, &v["writers"]), (0, &serde_json::json!([])), "{v}");
+    assert_eq!(v["building"], serde_json::json!([{ "kind": "order", "indexes": ["by_customer"] }]), "{v}");
+    let (code, v) = admin_json::<release2::Shop>(&operator, &["migrate", "apply"]).await;
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["backfilled"][0]["ready"], serde_json::json!(["by_customer"]), "{v}");
+    assert_eq!(v["backfilled"][0]["rewritten"], 12, "{v}");
+    let (code, v) = admin_json::<release2::Shop>(&operator, &["migrate", "finish"]).await;
+    assert_eq!((code, &v["clean"]), (0, &Value::Bool(true)), "{v}");
+    // Release 3 drops the index: the release-2 entries of the operator's
+    // own backfill lapse first.
+    let ran = admin::run::<release2::Shop>(&owner, ["lock", "write", "--path", lock_arg]).await.unwrap();
+    assert_eq!(ran.code, 0, "{}", ran.output);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let (code, v) = admin_json::<release3::Shop>(&operator, &["migrate", "drop", "--lock", lock_arg]).await;
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["dropped"][0]["keys"], 3, "{v}");
+}
