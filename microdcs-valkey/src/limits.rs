@@ -2,9 +2,7 @@
 //! services: a leaf, so the configuration can check a value against a
 //! bound without reaching into the module that enforces it.
 
-use std::time::Duration;
-#[cfg(feature = "coordination")]
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[cfg(feature = "coordination")]
 use crate::error::{Error, Result};
@@ -39,4 +37,27 @@ pub(crate) fn check_lifetime(what: &str, d: Duration) -> Result<()> {
 pub(crate) fn expiry(now: Instant, what: &str, d: Duration) -> Result<Instant> {
     check_lifetime(what, d)?;
     now.checked_add(d).ok_or_else(|| Error::InvalidArgument(format!("{what} {d:?} is too long")))
+}
+
+/// Keeps a walk (a backfill pass, a copy, a key removal) at most
+/// `per_second` items a second, counted from its start: one rule for every
+/// bound set by `BackfillRate`.
+pub(crate) struct Pace {
+    started: Instant,
+    per_second: f64,
+}
+
+impl Pace {
+    pub(crate) fn new(per_second: u32) -> Self {
+        Pace { started: Instant::now(), per_second: f64::from(per_second.max(1)) }
+    }
+
+    /// Waits until `done` items have taken at least `done / per_second`
+    /// seconds since the start.
+    pub(crate) async fn after(&self, done: u64) {
+        let due = Duration::from_secs_f64(done as f64 / self.per_second);
+        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
 }

@@ -18,8 +18,6 @@
 //! walk is page by page, at most `BackfillRate` keys a second, and starts
 //! over on a second run, which then finds only what is left: idempotent.
 
-use std::time::Instant;
-
 use microdcs_schema::KeyTemplate;
 use microdcs_schema::lock::Lock;
 use serde_json::{Value, json};
@@ -155,9 +153,8 @@ async fn remove(valkey: &Valkey, template: &KeyTemplate, json_out: bool) -> Resu
     let pattern = template
         .scan_pattern(prefix, &values)
         .map_err(|e| Error::InvalidArgument(format!("`{}`: {e}", template.as_str())))?;
-    let rate = f64::from(valkey.write_options().backfill_rate.max(1));
     let show = render::progress(json_out);
-    let started = Instant::now();
+    let pace = crate::limits::Pace::new(valkey.write_options().backfill_rate);
     let mut removed = 0u64;
     let mut cursor = 0;
     loop {
@@ -178,10 +175,7 @@ async fn remove(valkey: &Valkey, template: &KeyTemplate, json_out: bool) -> Resu
             })?;
             removed += n;
             show(removed, 0);
-            let due = std::time::Duration::from_secs_f64(removed as f64 / rate);
-            if let Some(wait) = due.checked_sub(started.elapsed()) {
-                tokio::time::sleep(wait).await;
-            }
+            pace.after(removed).await;
         }
         if next == 0 {
             return Ok(removed);

@@ -2,8 +2,6 @@
 //! change online (a document key template, a `CompactJson` field order, a
 //! field's type), run with the writers of both layouts stopped.
 
-use std::time::Instant;
-
 use microdcs_schema::Document;
 
 use super::{PutOutcome, Store};
@@ -71,9 +69,8 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         F: Fn(O) -> Option<D> + Send + Sync,
     {
         let mut report = CopyReport::default();
-        let rate = f64::from(self.valkey.write_options().backfill_rate.max(1));
         let page = page.clamp(1, Self::MAX_MANY);
-        let started = Instant::now();
+        let pace = crate::limits::Pace::new(self.valkey.write_options().backfill_rate);
         let mut cursor = 0;
         loop {
             let read = from.scan(cursor, page).await?;
@@ -88,10 +85,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                     PutOutcome::Written { .. } => report.copied += 1,
                     PutOutcome::Conflict { .. } | PutOutcome::NotFound => report.present += 1,
                 }
-                let due = std::time::Duration::from_secs_f64(report.seen as f64 / rate);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    tokio::time::sleep(wait).await;
-                }
+                pace.after(report.seen).await;
             }
             match read.next {
                 Some(next) => cursor = next,

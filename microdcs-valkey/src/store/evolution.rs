@@ -36,7 +36,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use microdcs_schema::Document;
 use sha2::{Digest, Sha256};
@@ -445,7 +445,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             states.iter().filter(|(_, s)| *s == IndexState::Building).map(|(n, _)| (*n).to_owned()).collect()
         };
         let fps = Self::index_fingerprints();
-        let rate = f64::from(self.valkey.write_options().backfill_rate.max(1));
+        let rate = self.valkey.write_options().backfill_rate;
         let page = opts.page.clamp(1, Self::MAX_MANY);
         let mut cursor = self.stored_cursor(&key).await?;
         if cursor != 0 {
@@ -456,7 +456,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let whole = cursor == 0;
             let older_at_start = self.writers().await?.older_remain();
             let mut wrote = 0u64;
-            let started = Instant::now();
+            let pace = crate::limits::Pace::new(rate);
             let mut done_in_pass = 0u64;
             loop {
                 self.announce_if_due().await?;
@@ -483,10 +483,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 self.store_cursor(&key, cursor).await?;
                 // The rate bound: this pass's documents take at least
                 // `done / rate` seconds.
-                let due = Duration::from_secs_f64(done_in_pass as f64 / rate);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    tokio::time::sleep(wait).await;
-                }
+                pace.after(done_in_pass).await;
                 if cursor == 0 {
                     break;
                 }

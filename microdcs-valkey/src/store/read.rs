@@ -221,25 +221,6 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         self.read(|| self.read_state_once(key)).await
     }
 
-    /// [`Store::read_state`] for a write that checks the state again in
-    /// its script: a read that got no answer (a connection error) gives a
-    /// missing document instead, and sets `guessed`; any other error is
-    /// the write's. Cleared when a read answers.
-    pub(super) async fn read_state_or_guess(&self, key: &str, guessed: &mut bool) -> Result<ReadState> {
-        match self.read_state(key).await {
-            Ok(s) => {
-                *guessed = false;
-                Ok(s)
-            }
-            Err(e) if e.is_connection() => {
-                tracing::debug!(key = self.valkey.shown(key), error = %e, "no stored state read; the script will tell");
-                *guessed = true;
-                Ok(ReadState::missing(self.plan.fields.len()))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     async fn read_state_once(&self, key: &str) -> Result<ReadState> {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(key).arg("v").arg("scope").arg("ops");

@@ -147,14 +147,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             // with what we send and hands back what is stored when they
             // differ, so the write goes on as if nothing were stored, under
             // its own retry rule and bound (a read bound, then a write bound).
-            (None, _) => match self.read_state(key).await {
-                Ok(s) => Some(s),
-                Err(e) if e.is_connection() => {
-                    tracing::debug!(key = self.valkey.shown(key), error = %e, "no stored state read; the script will tell");
-                    Some(ReadState::missing(plan.fields.len()))
-                }
-                Err(e) => return Err(e),
-            },
+            (None, _) => Some(self.read_state_or_guess(key, &mut false).await?),
         };
         let wanted = match expect {
             Expect::Version(n) => Some(Revision::of_history(n, "")),
@@ -302,6 +295,25 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             durability,
         )
         .await
+    }
+
+    /// [`Store::read_state`] for a write that checks the state again in
+    /// its script: a read that got no answer (a connection error) gives a
+    /// missing document instead, and sets `guessed`; any other error is
+    /// the write's. Cleared when a read answers.
+    async fn read_state_or_guess(&self, key: &str, guessed: &mut bool) -> Result<ReadState> {
+        match self.read_state(key).await {
+            Ok(s) => {
+                *guessed = false;
+                Ok(s)
+            }
+            Err(e) if e.is_connection() => {
+                tracing::debug!(key = self.valkey.shown(key), error = %e, "no stored state read; the script will tell");
+                *guessed = true;
+                Ok(ReadState::missing(self.plan.fields.len()))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub(super) async fn delete_inner(
