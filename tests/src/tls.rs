@@ -106,12 +106,13 @@ pub fn certificates(dir: &Path) {
 
 /// In `dir`, after [`certificates`]: a client certificate signed by the CA
 /// (`client.crt`, its PKCS#8 key `client.key`, the same key as PKCS#1
-/// `client-pkcs1.key`), and one signed by the unrelated CA (`stranger.crt`,
+/// `client-pkcs1.key`), a second one of the CA (`client2.crt`,
+/// `client2.key`), and one signed by the unrelated CA (`stranger.crt`,
 /// `stranger.key`), for servers that ask for client certificates.
 pub fn client_certificates(dir: &Path) {
     // An extension makes them X.509 v3: rustls (webpki) refuses v1 certificates.
     std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    for (name, ca) in [("client", "ca"), ("stranger", "other")] {
+    for (name, ca) in [("client", "ca"), ("client2", "ca"), ("stranger", "other")] {
         let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
         let subj = format!("/CN=microdcs test {name}");
         openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);

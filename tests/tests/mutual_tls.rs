@@ -186,10 +186,10 @@ fn cert_and_key_are_set_together_and_must_exist() {
 }
 
 /// A TLS cluster (three primaries, TLS between the nodes too) with a
-/// private CA and client certificates. With rustls the handle connects,
-/// follows the cluster's redirects to every primary, and is refused
-/// without a certificate; with native-tls alone, redis-rs's cluster client
-/// cannot take a CA or a client certificate, and the start says so.
+/// private CA and client certificates, with either backend: the handle
+/// connects, its island's calls go straight to the island's primary over
+/// TLS, the nodes learned from the cluster (not only the seeds) take the
+/// certificates too, and a handle without a certificate is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_and_client_certificates_on_a_tls_cluster() {
     let dir = files("mtls-cluster");
@@ -199,38 +199,53 @@ async fn a_private_ca_and_client_certificates_on_a_tls_cluster() {
     let cs = cluster.connection_string();
     let backend = tls_backend().expect("the tests build with a TLS backend");
     let good = config(&cs, unique_island("mtls-cluster").as_str(), &dir);
-    match backend {
-        "rustls" => {
-            let valkey = Valkey::connect(&good).await.unwrap_or_else(|e| panic!("rustls: TLS cluster: {e}"));
-            works(&valkey, "rustls, cluster").await;
-            // Islands in slots of every primary: the nodes the client
-            // learned from the cluster (not only the seeds) take the
-            // certificates too.
-            let mut primaries = std::collections::BTreeSet::new();
-            for i in 0..24 {
-                let prefix = unique_island(&format!("mtls-island-{i}"));
-                let slot = prefix.slot().expect("an island has one slot");
-                primaries.insert(cluster.primary_of(slot).expect("a primary serves the slot"));
-                let v = Valkey::connect(&ValkeyConfig { key_prefix: prefix.as_str().to_owned(), ..good.clone() })
-                    .await
-                    .unwrap_or_else(|e| panic!("island {i}: {e}"));
-                let readings = Mutual::open(v).store::<Reading>();
-                let r = Reading { id: format!("r-{i}"), scope: "s".into(), n: i };
-                assert_eq!(readings.create(&r).await.unwrap(), PutOutcome::Written { version: 1 }, "island {i}");
-            }
-            assert_eq!(primaries.len(), 3, "the islands reach every primary");
-
-            let mut none = good.clone();
-            none.tls_cert_file = None;
-            none.tls_key_file = None;
-            assert!(Valkey::connect(&none).await.is_err(), "rustls: the cluster must demand a client certificate");
-        }
-        "native-tls" => match Valkey::connect(&good).await {
-            Err(ConnectError::Tls(m)) => {
-                assert!(m.contains("`tls-rustls`") && m.contains("TlsCaFile") && m.contains("TlsCertFile"), "{m}");
-            }
-            other => panic!("native-tls: a CA file on a cluster must be refused naming the rustls backend: {other:?}"),
-        },
-        other => panic!("unknown backend {other}"),
+    let valkey = Valkey::connect(&good).await.unwrap_or_else(|e| panic!("{backend}: TLS cluster: {e}"));
+    let before = microdcs_valkey::testing::direct_answers(&valkey);
+    works(&valkey, &format!("{backend}, cluster")).await;
+    assert!(
+        microdcs_valkey::testing::direct_answers(&valkey) > before,
+        "{backend}: the island's calls go straight to its primary, over TLS with the handle's files"
+    );
+    // Islands in slots of every primary, on handles open together: the
+    // nodes the client learned from the cluster take the certificates too.
+    let mut primaries = std::collections::BTreeSet::new();
+    let mut handles = Vec::new();
+    for i in 0..24 {
+        let prefix = unique_island(&format!("mtls-island-{i}"));
+        let slot = prefix.slot().expect("an island has one slot");
+        primaries.insert(cluster.primary_of(slot).expect("a primary serves the slot"));
+        let v = Valkey::connect(&ValkeyConfig { key_prefix: prefix.as_str().to_owned(), ..good.clone() })
+            .await
+            .unwrap_or_else(|e| panic!("{backend}: island {i}: {e}"));
+        let readings = Mutual::open(v.clone()).store::<Reading>();
+        let r = Reading { id: format!("r-{i}"), scope: "s".into(), n: i };
+        assert_eq!(readings.create(&r).await.unwrap(), PutOutcome::Written { version: 1 }, "{backend}: island {i}");
+        handles.push(v);
     }
+    assert_eq!(primaries.len(), 3, "the islands reach every primary");
+
+    let mut none = good.clone();
+    none.tls_cert_file = None;
+    none.tls_key_file = None;
+    assert!(Valkey::connect(&none).await.is_err(), "{backend}: the cluster must demand a client certificate");
+
+    // Another client certificate of the same CA beside the open handles:
+    // rustls takes it; native-tls has one set of files per process for
+    // clusters, and says so instead of opening nodes with the wrong one.
+    let mut other = config(&cs, unique_island("mtls-cluster-2").as_str(), &dir);
+    other.tls_cert_file = Some(dir.join("client2.crt"));
+    other.tls_key_file = Some(dir.join("client2.key"));
+    match (backend, Valkey::connect(&other).await) {
+        ("rustls", Ok(v)) => works(&v, "rustls, cluster, a second certificate beside the first").await,
+        ("native-tls", Err(ConnectError::Tls(m))) => {
+            assert!(m.contains("same") && m.contains("`tls-rustls`"), "{m}")
+        }
+        (_, got) => panic!("{backend}: a second certificate beside an open cluster handle: {got:?}"),
+    }
+    drop((valkey, handles));
+
+    // Once the first handles are closed, native-tls takes the other files too.
+    other.key_prefix = unique_island("mtls-cluster-3").as_str().to_owned();
+    let valkey = Valkey::connect(&other).await.unwrap_or_else(|e| panic!("{backend}: second certificate: {e}"));
+    works(&valkey, &format!("{backend}, cluster, second certificate")).await;
 }

@@ -25,6 +25,7 @@ pub(crate) use super::transport::{TlsFiles, is_auth, read_password_file, tcp_set
 /// Credentials re-read from the password file whenever a connection is
 /// made, so a rotated password reaches the next reconnect without a
 /// restart.
+#[derive(Clone)]
 struct PasswordFileCredentials {
     user: String,
     path: PathBuf,

@@ -13,8 +13,8 @@
 
 use std::fmt;
 
+use crate::client::transport::ClusterConnection;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ToRedisArgs, Value};
 

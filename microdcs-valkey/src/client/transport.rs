@@ -5,9 +5,11 @@
 //! without importing each other.
 
 mod error;
+mod node;
 pub(crate) mod tls;
 
 pub use error::ConnectError;
+pub(crate) use node::{ClusterConnection, ClusterTls, Node};
 pub(crate) use tls::TlsFiles;
 
 use std::path::Path;

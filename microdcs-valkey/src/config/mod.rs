@@ -66,7 +66,7 @@
 //! | `Valkey:User` | [`user`](ValkeyConfig::user) | none | any | ACL user; overrides the connection string's |
 //! | `Valkey:PasswordFile` | [`password_file`](ValkeyConfig::password_file) | none | an existing file; not with a password in the string | the password, read before every connect attempt (rotation without restart) |
 //! | `Valkey:TlsCaFile` | [`tls_ca_file`](ValkeyConfig::tls_ca_file) | none | an existing PEM file | turns TLS on, trusting this CA besides the system store |
-//! | `Valkey:TlsCertFile` | [`tls_cert_file`](ValkeyConfig::tls_cert_file) | none | an existing PEM file, set with `TlsKeyFile` | mutual TLS: turns TLS on and presents this client certificate (intermediates after it); on a cluster with the `tls-rustls` backend only |
+//! | `Valkey:TlsCertFile` | [`tls_cert_file`](ValkeyConfig::tls_cert_file) | none | an existing PEM file, set with `TlsKeyFile` | mutual TLS: turns TLS on and presents this client certificate (intermediates after it); on a cluster with native-tls, one set of TLS files per process (see the guide's TLS backends) |
 //! | `Valkey:TlsKeyFile` | [`tls_key_file`](ValkeyConfig::tls_key_file) | none | an existing PEM file, set with `TlsCertFile`; native-tls reads PKCS#8 keys only, rustls also PKCS#1 and SEC1 | the client certificate's key; a secret: its content never reaches logs, `Debug` or errors |
 //! | `Valkey:RequireTls` | [`require_tls`](ValkeyConfig::require_tls) | `false` | boolean | refuse to start without TLS |
 //! | `Valkey:KeyPrefix` | [`key_prefix`](ValkeyConfig::key_prefix) | `microdcs` | a valid [`KeyPrefix`]: no `*?[]\`, whitespace or trailing `:`; braces only as one hash tag (`{island-7}`) | the prefix of every key; on a cluster with `Placement=island`, one hash tag |
@@ -187,7 +187,10 @@ pub struct ValkeyConfig {
     pub tls_ca_file: Option<PathBuf>,
     /// PEM file of the client certificate (mutual TLS, a server with
     /// `tls-auth-clients yes`), with any intermediates after it: turns TLS
-    /// on. Only together with `TlsKeyFile`. Must exist.
+    /// on. Only together with `TlsKeyFile`. Must exist. On a cluster with
+    /// the native-tls backend, every cluster handle of a process open at
+    /// the same time uses the same `TlsCaFile`, `TlsCertFile` and
+    /// `TlsKeyFile` (another set is a `ConnectError::Tls` at start).
     pub tls_cert_file: Option<PathBuf>,
     /// PEM file of the client certificate's private key. A secret: its
     /// content never reaches logs, `Debug` or errors (its path may). The

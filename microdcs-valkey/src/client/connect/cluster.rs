@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{IntoConnectionInfo, RedisResult};
 
 use super::{ConnectPlan, Opened, is_auth};
@@ -13,38 +13,54 @@ use crate::client::direct::{Direct, Opener};
 use crate::client::relearn::Relearn;
 #[cfg(feature = "sentinel")]
 use crate::client::sentinel::{Follower, OnSwitch, Sentinels};
+use crate::client::transport::{ClusterConnection, ClusterTls, Node};
 use crate::client::{Connection, bounded, millis};
 use crate::config::{ConfigError, defaults};
 
 use super::ConnectError;
 
-impl ConnectPlan {
-    /// A client of the cluster the endpoints belong to. `retries` bounds
-    /// the cluster client's own resends (redirects, a node reconnecting);
-    /// every call also ends within the response timeout, resends included.
-    /// Waits between resends start at the reconnect delay instead of the
+/// What every cluster client of a handle is built from: the seed nodes and
+/// the settings of [`ConnectPlan`], kept for the clients built after
+/// start-up (a pub/sub connection with its own push sender, the
+/// connection whose writes wait for replicas), and the hold on the TLS
+/// files its nodes are opened with.
+pub(crate) struct ClusterRecipe {
+    nodes: Vec<redis::ConnectionInfo>,
+    endpoint: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    credentials: Option<super::PasswordFileCredentials>,
+    tls_files: super::TlsFiles,
+    tls: bool,
+    /// Keeps the files registered while any client of the handle lives.
+    _tls_hold: ClusterTls,
+}
+
+impl ClusterRecipe {
+    /// A builder of a client of the cluster. `retries` bounds the cluster
+    /// client's own resends (redirects, a node reconnecting); every call
+    /// also ends within the response timeout, resends included. Waits
+    /// between resends start at the reconnect delay instead of the
     /// client's default 1.28 s, which would double the time a failover
-    /// takes to heal. `overall` bounds a call with its resends: the
-    /// response timeout, or longer for a connection whose calls wait for
-    /// replicas.
-    fn cluster_client(
+    /// takes to heal. `attempt` bounds one attempt, `overall` a call with
+    /// its resends: longer than the response timeout for a connection
+    /// whose calls wait for replicas.
+    fn builder(
         &self,
         protocol: redis::ProtocolVersion,
         retries: u32,
+        attempt: Duration,
         overall: Duration,
-    ) -> Result<ClusterClient, ConnectError> {
-        let nodes: Vec<redis::ConnectionInfo> = std::iter::once(&self.info)
-            .chain(&self.seeds)
-            .map(|i| {
-                i.clone()
-                    .set_tcp_settings(super::tcp_settings())
-                    .set_redis_settings(i.redis_settings().clone().set_protocol(protocol))
-            })
+    ) -> ClusterClientBuilder {
+        let nodes: Vec<redis::ConnectionInfo> = self
+            .nodes
+            .iter()
+            .map(|i| i.clone().set_redis_settings(i.redis_settings().clone().set_protocol(protocol)))
             .collect();
         let mut builder = ClusterClientBuilder::new(nodes)
             .tcp_settings(super::tcp_settings())
             .connection_timeout(self.connect_timeout)
-            .response_timeout(self.response_timeout)
+            .response_timeout(attempt)
             .overall_response_timeout(Some(overall))
             .retries(retries)
             .min_retry_wait(millis(defaults::RECONNECT_MIN_DELAY))
@@ -55,10 +71,14 @@ impl ConnectPlan {
             // which no `MOVED` would ever correct.
             .max_connection_attempts(CLUSTER_CONNECTION_ATTEMPTS)
             .use_protocol(protocol);
-        if let Some(c) = self.credentials() {
+        if let Some(c) = self.credentials.clone() {
             builder = builder.set_credentials_provider(c);
         }
-        builder = self.tls_files.cluster(builder, self.tls).map_err(ConnectError::Tls)?;
+        self.tls_files.cluster(builder, self.tls)
+    }
+
+    /// The client `builder` describes.
+    fn build(&self, builder: ClusterClientBuilder) -> Result<ClusterClient, ConnectError> {
         builder.build().map_err(|e| {
             if self.tls {
                 ConnectError::Tls(format!("{}: {e}", self.endpoint))
@@ -68,14 +88,47 @@ impl ConnectPlan {
         })
     }
 
+    /// A client whose calls end within the response timeout.
+    fn client(&self, protocol: redis::ProtocolVersion, retries: u32) -> Result<ClusterClient, ConnectError> {
+        self.build(self.builder(protocol, retries, self.response_timeout, self.response_timeout))
+    }
+}
+
+/// A connection of `client`, its nodes opened as [`crate::client::transport`]'s
+/// nodes (with the handle's TLS files whichever the backend).
+async fn open(client: &ClusterClient) -> RedisResult<ClusterConnection> {
+    client.get_async_generic_connection::<Node>().await
+}
+
+impl ConnectPlan {
+    /// The recipe of this plan's cluster clients. Registers the TLS files
+    /// for the cluster's nodes (refused with native-tls while a cluster
+    /// handle with other files is open).
+    fn cluster_recipe(&self) -> Result<ClusterRecipe, ConnectError> {
+        let nodes =
+            std::iter::once(&self.info).chain(&self.seeds).map(|i| i.clone().set_tcp_settings(super::tcp_settings()));
+        Ok(ClusterRecipe {
+            nodes: nodes.collect(),
+            endpoint: self.endpoint.clone(),
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            credentials: self.credentials(),
+            tls_files: self.tls_files.clone(),
+            tls: self.tls,
+            _tls_hold: ClusterTls::hold(&self.tls_files, self.tls).map_err(ConnectError::Tls)?,
+        })
+    }
+
     /// How the direct connection to an island's primary is opened: a
     /// multiplexed connection with the settings of a one-off connection
-    /// to a data node (credentials re-read, TLS as the endpoints', time-outs,
-    /// no Nagle), speaking RESP2 as the cluster client does.
+    /// to a data node (credentials re-read, TLS as the endpoints' with the
+    /// handle's TLS files, time-outs, no Nagle), speaking RESP2 as the
+    /// cluster client does.
     fn direct_opener(&self) -> Opener {
         let settings = self.info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP2);
         let addr = self.info.addr().clone();
         let config = self.probe_config();
+        let files = self.tls_files.clone();
         Box::new(move |host: Option<String>, port: u16| {
             let host = host.unwrap_or_else(|| match &addr {
                 redis::ConnectionAddr::Tcp(h, _) | redis::ConnectionAddr::TcpTls { host: h, .. } => h.clone(),
@@ -87,11 +140,11 @@ impl ConnectPlan {
                 }
                 _ => redis::ConnectionAddr::Tcp(host, port),
             };
-            let (settings, config) = (settings.clone(), config.clone());
+            let (settings, config, files) = (settings.clone(), config.clone(), files.clone());
             Box::pin(async move {
                 let info =
                     addr.into_connection_info()?.set_redis_settings(settings).set_tcp_settings(super::tcp_settings());
-                redis::Client::open(info)?.get_multiplexed_async_connection_with_config(&config).await
+                files.client(info)?.get_multiplexed_async_connection_with_config(&config).await
             })
         })
     }
@@ -126,20 +179,15 @@ impl ConnectPlan {
         let fail =
             |e: redis::RedisError| if is_auth(&e) { self.auth_error(&e) } else { self.unreachable(e.to_string()) };
         let timeout = self.response_timeout;
-        let client = self.cluster_client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES, timeout)?;
-        let once = self.cluster_client(redis::ProtocolVersion::RESP2, 0, timeout)?;
-        let resp3 = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, timeout)?;
-        // A `WAIT` may take the longest durability timeout: a client whose
-        // whole call (not only each attempt) may last that much longer, or
-        // the wait would be cut and resent behind itself.
-        let longest = timeout.saturating_add(crate::config::Durability::MAX_TIMEOUT);
-        let durable = self.cluster_client(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, longest)?;
+        let recipe = self.cluster_recipe()?;
+        let client = recipe.client(redis::ProtocolVersion::RESP2, CLUSTER_RETRIES)?;
+        let once = recipe.client(redis::ProtocolVersion::RESP2, 0)?;
         // The schema's template directly: the family layer sits above the client.
         let probe = microdcs_schema::KeyTemplate::parse(microdcs_schema::builtin::CLUSTER_PROBE.key)
             .map_err(|e| format!("{e:?}"))
             .and_then(|t| t.render(prefix, &[]).map_err(|e| e.to_string()))
             .map_err(|e| ConnectError::Config(ConfigError::key_prefix(e)))?;
-        let con = client.get_async_connection().await.map_err(fail)?;
+        let con = open(&client).await.map_err(fail)?;
         let mut con = Connection::cluster(con, Relearn::new(probe.clone(), timeout)).await;
         // An island lives in one slot: its calls go straight to the slot's
         // primary (see `client::direct`); a sharded keyspace's slots vary.
@@ -149,20 +197,9 @@ impl ConnectPlan {
         let start = Instant::now();
         let _: String = con.query_near(&redis::cmd("PING"), prefix.slot()).await.map_err(fail)?;
         let rtt = start.elapsed();
-        let once = once.get_async_connection().await.map_err(fail)?;
+        let once = open(&once).await.map_err(fail)?;
         let once = Connection::cluster(once, Relearn::new(probe.clone(), timeout)).await;
-        Ok(Opened {
-            con,
-            once,
-            pubsub: PubSub::Cluster {
-                client: resp3,
-                durable: Box::new(durable),
-                connect_timeout: self.connect_timeout,
-                response_timeout: self.response_timeout,
-                probe,
-            },
-            rtt,
-        })
+        Ok(Opened { con, once, pubsub: PubSub::Cluster { recipe: std::sync::Arc::new(recipe), probe }, rtt })
     }
 }
 
@@ -182,22 +219,18 @@ const CLUSTER_RETRIES: u32 = 16;
 /// How a handle opens a RESP3 pub/sub connection: messages go to a push
 /// sender, and the connection subscribes again by itself after a reconnect
 /// (on a cluster also after the channel's slot moved).
+// One per handle, kept for its life: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum PubSub {
     /// One server: a reconnecting connection manager.
     Single { client: redis::Client, config: ConnectionManagerConfig },
     /// The primary Sentinel names: a follower, moved by a switch.
     #[cfg(feature = "sentinel")]
     Sentinel { sentinels: std::sync::Arc<Sentinels>, config: ConnectionManagerConfig },
-    /// A cluster; `durable` is the client of the connections that wait
-    /// for replicas, `probe` the key they read to learn the topology
-    /// after a time-out.
-    Cluster {
-        client: ClusterClient,
-        durable: Box<ClusterClient>,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        probe: String,
-    },
+    /// A cluster: the clients are built when a connection is opened;
+    /// `probe` is the key the connections that wait for replicas read to
+    /// learn the topology after a time-out.
+    Cluster { recipe: std::sync::Arc<ClusterRecipe>, probe: String },
 }
 
 impl PubSub {
@@ -230,12 +263,11 @@ impl PubSub {
                 let protocol = redis::ProtocolVersion::RESP3;
                 Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, Some(on_switch))).await?.into())
             }
-            PubSub::Cluster { client, connect_timeout, response_timeout, .. } => {
-                let config = ClusterConfig::new()
-                    .set_connection_timeout(*connect_timeout)
-                    .set_response_timeout(*response_timeout)
-                    .set_push_sender(on_push);
-                Ok(bounded(*connect_timeout, client.get_async_connection_with_config(config)).await?.into())
+            PubSub::Cluster { recipe, .. } => {
+                let timeout = recipe.response_timeout;
+                let builder = recipe.builder(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, timeout, timeout);
+                let client = recipe.build(builder.push_sender(on_push)).map_err(unbuilt)?;
+                Ok(bounded(recipe.connect_timeout, open(&client)).await?.into())
             }
         }
     }
@@ -262,13 +294,23 @@ impl PubSub {
                 let protocol = redis::ProtocolVersion::RESP2;
                 Ok(bounded(timeout, Follower::open(sentinels.clone(), config, protocol, None)).await?.into())
             }
-            PubSub::Cluster { durable, connect_timeout, response_timeout, probe, .. } => {
-                let config = ClusterConfig::new()
-                    .set_connection_timeout(*connect_timeout)
-                    .set_response_timeout(response_timeout.saturating_add(longest));
-                let con = bounded(*connect_timeout, durable.get_async_connection_with_config(config)).await?;
-                Ok(Connection::cluster(con, Relearn::new(probe.clone(), *response_timeout)).await)
+            PubSub::Cluster { recipe, probe } => {
+                // A `WAIT` may take the longest durability timeout: a client
+                // whose every attempt, and whole call, may last that much
+                // longer, or the wait would be cut and resent behind itself.
+                let wait = recipe.response_timeout.saturating_add(longest);
+                let builder = recipe.builder(redis::ProtocolVersion::RESP3, CLUSTER_RETRIES, wait, wait);
+                let client = recipe.build(builder).map_err(unbuilt)?;
+                let con = bounded(recipe.connect_timeout, open(&client)).await?;
+                Ok(Connection::cluster(con, Relearn::new(probe.clone(), recipe.response_timeout)).await)
             }
         }
     }
+}
+
+/// A client that could be built at start-up but not later: the same
+/// settings, so only a changed file could do it. Told as the client's
+/// configuration error.
+fn unbuilt(e: ConnectError) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "cannot build a cluster client", e.to_string()))
 }

@@ -22,9 +22,9 @@ pub enum ConnectError {
         reason: String,
     },
     /// The TLS set-up failed (CA, certificate or key file unreadable or
-    /// not PEM, a key the backend cannot read, a CA or client certificate
-    /// on a cluster with native-tls alone, or no TLS client could be
-    /// built). Never quotes a key file's content. Not used for anything
+    /// not PEM, a key the backend cannot read, a cluster handle whose TLS
+    /// files differ from those of an open one with native-tls, or no TLS
+    /// client could be built). Never quotes a key file's content. Not used for anything
     /// but TLS.
     #[error("TLS: {0}")]
     Tls(String),

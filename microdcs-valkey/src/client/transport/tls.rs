@@ -30,7 +30,7 @@ const SYSTEM_BUNDLES: &[&str] = &[
 
 /// What a TLS client trusts and presents beyond its backend's defaults.
 /// Empty: the backend's own trust store and no client certificate.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsFiles {
     /// PEM roots replacing the backend's store: the system bundle, then
     /// `TlsCaFile` (redis-rs replaces the platform store when given roots,
@@ -41,7 +41,7 @@ pub(crate) struct TlsFiles {
     identity: Option<Identity>,
 }
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(not(any(feature = "tls-native-tls", feature = "tls-rustls")), allow(dead_code))]
 struct Identity {
     cert: Vec<u8>,
@@ -110,37 +110,27 @@ impl TlsFiles {
     }
 
     /// A cluster client builder presenting and trusting these files. With
-    /// native-tls alone a private CA or a client certificate is refused:
-    /// redis-rs's cluster client takes certificates only through rustls.
+    /// rustls the cluster client takes them itself; with native-tls its
+    /// nodes are opened by [`super::node::Node`] with the files
+    /// [`super::ClusterTls::hold`] registered.
     pub(crate) fn cluster(
         &self,
         builder: redis::cluster::ClusterClientBuilder,
         tls: bool,
-    ) -> Result<redis::cluster::ClusterClientBuilder, String> {
+    ) -> redis::cluster::ClusterClientBuilder {
         if tls {
             ensure_crypto_provider();
         }
         if !tls || self.is_default() {
-            return Ok(builder);
+            return builder;
         }
         #[cfg(feature = "tls-rustls")]
         {
-            Ok(builder.certs(self.certificates()))
+            builder.certs(self.certificates())
         }
         #[cfg(not(feature = "tls-rustls"))]
         {
-            let _ = builder;
-            let set: Vec<&str> =
-                [("TlsCaFile", self.roots.is_some()), ("TlsCertFile/TlsKeyFile", self.identity.is_some())]
-                    .into_iter()
-                    .filter_map(|(name, set)| set.then_some(name))
-                    .collect();
-            Err(format!(
-                "{} on a cluster needs the `tls-rustls` feature of microdcs-valkey: redis-rs's cluster client takes \
-                 a CA or a client certificate only through rustls (with native-tls it trusts only the system's CA \
-                 store there and presents no client certificate)",
-                set.join(" and ")
-            ))
+            builder
         }
     }
 
