@@ -16,6 +16,12 @@
 //! (see [`ClusterTls::hold`]).
 //! With rustls the cluster client takes the files itself and nothing is
 //! registered.
+//!
+//! A connection with our own node type comes from
+//! `ClusterClient::get_async_generic_connection`, hidden in redis-rs's
+//! docs but public, and kept from its 0.2x releases through 2.0's release
+//! candidates. redis 2.0's cluster builder takes certificates with
+//! native-tls too: with it, the registration can go.
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::Connect;
