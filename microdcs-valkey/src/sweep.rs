@@ -213,13 +213,24 @@ where
             && stale
         {
             for scope in &scopes {
-                let mut ids = Vec::new();
-                let mut at = Some(Page::first(1000));
-                while let Some(q) = at {
-                    let got = self.store.ids_page(&(outage.active)(scope), q).await?;
-                    ids.extend(got.ids);
-                    at = got.next;
-                }
+                // A scope whose running jobs cannot be listed (a key of
+                // another type, a registry member that is no valid scope)
+                // is stepped over as the due pass below steps over it: the
+                // other scopes are walked and their timers still fire. It
+                // does not keep the heartbeat old, or every run would walk
+                // every scope again until someone repaired it.
+                let ids = match self.active_ids(outage, scope).await {
+                    Ok(ids) => ids,
+                    Err(e) if e.is_connection() => return Err(e),
+                    Err(e) => {
+                        if is_damage(&e) {
+                            tracing::warn!(scope = %scope, error = %e, "due sweep: a scope whose running jobs cannot be listed after an outage is stepped over");
+                            self.store.valkey().metrics().add_sweep_damaged();
+                        }
+                        first_err.get_or_insert(e);
+                        continue;
+                    }
+                };
                 if ids.is_empty() {
                     continue;
                 }
@@ -286,6 +297,18 @@ where
     D: Document + Send + Sync + 'static,
     C: Codec<D> + Send + Sync + 'static,
 {
+    /// Every id of the running jobs of `scope` (`active(scope)`), page by page.
+    async fn active_ids(&self, outage: &Outage<D>, scope: &str) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        let mut at = Some(Page::first(1000));
+        while let Some(q) = at {
+            let got = self.store.ids_page(&(outage.active)(scope), q).await?;
+            ids.extend(got.ids);
+            at = got.next;
+        }
+        Ok(ids)
+    }
+
     /// The ids due by `now` from `start` in (at most a batch).
     async fn due_from(&self, query: &GroupQuery<D>, now: u64, start: usize) -> Result<Due> {
         Store::<D, C>::check_sorted(query)?;
@@ -474,6 +497,10 @@ where
                     Ok(Some(read)) => read,
                     Ok(None) => {
                         if self.store.drop_orphan_entry(query, scope, &entry.member).await? {
+                            // Damage repaired, said where it happened: a
+                            // caller that runs the sweep as a poller task
+                            // never sees the run's report.
+                            tracing::warn!(kind = D::SPEC.kind, scope, id = %entry.member, "expiry sweep: removed an index entry whose document was gone");
                             done.orphans += 1;
                         } else {
                             // Created again meanwhile: judged next run.
@@ -613,6 +640,20 @@ where
     }
 
     fn run(&self) -> BoxFuture<'_, std::result::Result<(), BoxError>> {
-        Box::pin(async move { self.sweep().await.map(|_| ()).map_err(|e| Box::new(e) as BoxError) })
+        Box::pin(async move {
+            let done = self.sweep().await.map_err(|e| Box::new(e) as BoxError)?;
+            if done != Expired::default() {
+                tracing::info!(
+                    kind = D::SPEC.kind,
+                    deleted = done.deleted,
+                    kept = done.kept,
+                    orphans = done.orphans,
+                    damaged = done.damaged,
+                    damaged_scopes = done.damaged_scopes,
+                    "expiry sweep run"
+                );
+            }
+            Ok(())
+        })
     }
 }

@@ -207,6 +207,48 @@ async fn the_due_sweep_steps_over_an_empty_registry_member_and_meters_it() {
     got.sort();
     assert_eq!(got, ["j-s1", "j-s2"], "every real scope fired");
     assert_eq!(valkey.metrics().sweep_damaged(), 1, "the damaged member metered");
+
+    // The same with the walk after an outage: the damaged member is
+    // stepped over there too, the timers fire, and the heartbeat is
+    // written, so the next run does not walk every scope again.
+    fired.lock().unwrap().clear();
+    let walked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (seen, seen_walk) = (fired.clone(), walked.clone());
+    let beat = Plant::sfc_heartbeat(&Plant::open(valkey.clone())).unwrap();
+    let sweep = DueSweep::new(
+        Plant::open(valkey.clone()).store::<SfcState>(),
+        |scope: &str| SfcState::due(scope),
+        move |_scope: String, due: microdcs_valkey::sweep::Due| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().extend(due.into_iter().map(|d| d.member));
+                Ok(())
+            }
+        },
+        std::time::Duration::from_secs(1),
+    )
+    .heartbeat(beat.clone())
+    .after_outage(
+        std::time::Duration::from_secs(60),
+        |scope: &str| SfcState::active(scope),
+        move |scope: String, _ids: Vec<String>| {
+            let seen = seen_walk.clone();
+            async move {
+                seen.lock().unwrap().push(scope);
+                Ok(())
+            }
+        },
+    );
+    let e = sweep.sweep().await.unwrap_err();
+    assert!(!e.is_connection(), "{e:?}");
+    let mut got = fired.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, ["j-s1", "j-s2"], "every real scope fired after the outage walk");
+    let mut walked_scopes = walked.lock().unwrap().clone();
+    walked_scopes.sort();
+    assert_eq!(walked_scopes, ["s1", "s2"], "every real scope walked");
+    assert_eq!(valkey.metrics().sweep_damaged(), 3, "the damaged member metered by both passes");
+    assert!(beat.age().await.unwrap().is_some(), "the heartbeat is written despite the damaged member");
 }
 
 /// Tests that stop, restart or cut their server, kill its clients or count
