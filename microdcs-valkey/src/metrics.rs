@@ -26,7 +26,8 @@ impl Metrics {
     /// before the group read them (a gap).
     pub const STREAM_ENTRIES_LOST: &'static str = "microdcs.valkey.stream.entries_lost";
     /// `microdcs.valkey.stream.entries_corrupt`: change entries that could
-    /// not be read as a change, passed over.
+    /// not be read as a change (or whose document could not be read when
+    /// fetching or resyncing), passed over.
     pub const STREAM_ENTRIES_CORRUPT: &'static str = "microdcs.valkey.stream.entries_corrupt";
     /// `microdcs.valkey.sweep.damaged`: what a due or expiry sweep stepped
     /// over as damage (a document it could not judge or delete, a scope it

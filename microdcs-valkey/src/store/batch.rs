@@ -325,6 +325,32 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         Ok(DocPage { documents, damaged, next })
     }
 
+    /// The documents of `ids` in `scope` (a page of its list): those read,
+    /// and the typed errors of those that could not be (an id that names
+    /// no key, a damaged document). A document of another scope is left
+    /// out. Connection errors fail the call.
+    #[cfg(feature = "consumers")]
+    pub(crate) async fn each_in(&self, scope: &str, ids: &[String]) -> Result<(Vec<Stored<D>>, Vec<Error>)> {
+        let prefix = self.valkey.prefix();
+        let (mut good, mut keys, mut bad) = (Vec::new(), Vec::new(), Vec::new());
+        for id in ids {
+            match self.plan.doc_key(prefix, Some(scope), id) {
+                Ok(key) => {
+                    keys.push(key);
+                    good.push(id.clone());
+                }
+                Err(e) => bad.push(Error::Corrupt {
+                    key: format!("list of scope `{scope}`"),
+                    reason: format!("a list member is not a valid id: {e}"),
+                }),
+            }
+        }
+        let (mut documents, mut damaged) = self.read_each(&good, &keys).await?;
+        documents.retain(|d| d.scope == scope);
+        damaged.extend(bad);
+        Ok((documents, damaged))
+    }
+
     /// The documents of `ids`, `MAX_MANY` to a round trip: those read, and
     /// the typed errors of those that could not be.
     async fn read_each(&self, ids: &[String], keys: &[String]) -> Result<(Vec<Stored<D>>, Vec<Error>)> {
