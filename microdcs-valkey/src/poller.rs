@@ -354,6 +354,8 @@ impl Poller {
             plans,
             failing: std::sync::Mutex::default(),
             samples: std::sync::Mutex::default(),
+            told: std::sync::Mutex::default(),
+            untold: std::sync::Mutex::default(),
             permits,
             stop: stop_rx.clone(),
         };

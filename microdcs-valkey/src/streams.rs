@@ -127,17 +127,30 @@ static READ_OR_GAP_SCRIPT: std::sync::LazyLock<LuaScript> = std::sync::LazyLock:
 pub struct Gap {
     /// The stream.
     pub stream: String,
-    /// The last entry id the group had been handed (`0-0`: none yet).
+    /// The last entry id the group had been handed (`0-0`: none yet, or
+    /// unknown for a group made again after it went missing).
     pub last_had: String,
     /// The first entry id it gets after the gap; `None` when the stream
     /// holds no entry now.
     pub first_gets: Option<String>,
     /// How many entries were lost; `None` when the server cannot tell
-    /// (entries were deleted from the middle of the stream by `XDEL`).
+    /// (entries were deleted from the middle of the stream by `XDEL`, or
+    /// the group went missing and was made again after entries had been
+    /// trimmed).
     pub lost: Option<u64>,
     /// The entries removed from the stream when the gap was seen, for the
     /// read that moves past it.
     removed: Option<u64>,
+}
+
+impl Gap {
+    /// The gap of a group made again after it went missing (a server that
+    /// lost it, a replica promoted before it learnt it) on a stream that
+    /// had removed entries: what the lost group had read is unknown, so
+    /// `last_had` is `0-0`, and `lost` and `first_gets` are `None`.
+    pub(crate) fn group_lost(stream: &str) -> Gap {
+        Gap { stream: stream.to_owned(), last_had: "0-0".into(), first_gets: None, lost: None, removed: None }
+    }
 }
 
 /// What [`Streams::read_or_gap`] found.
@@ -261,6 +274,13 @@ impl Streams {
     /// # Errors
     /// Connection errors, a key of another type.
     pub async fn create_group(&self, stream: &str, group: &str) -> Result<()> {
+        self.make_group(stream, group).await.map(|_| ())
+    }
+
+    /// [`Streams::create_group`], telling how many entries the stream had
+    /// removed before the group was made (0 when it existed already): a
+    /// group made again after it went missing may have lost those.
+    pub(crate) async fn make_group(&self, stream: &str, group: &str) -> Result<u64> {
         // The stream is not the command's first argument: on a cluster it
         // goes to the stream's primary by its slot, not to a random node.
         let call = CREATE_GROUP_SCRIPT.call().key(stream).arg(group.as_bytes());
@@ -268,12 +288,18 @@ impl Streams {
         let run = |mut con: Connection| async move {
             match call.run(&mut con).await {
                 // Also the answer to an attempt after one whose outcome was unknown.
-                Err(e) if e.code() == Some("BUSYGROUP") => Ok(Value::Okay),
+                Err(e) if e.code() == Some("BUSYGROUP") => Ok(Value::Int(0)),
                 other => other,
             }
         };
-        retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))?;
-        Ok(())
+        let made =
+            retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))?;
+        match made {
+            Value::Int(n) => Ok(u64::try_from(n).unwrap_or(0)),
+            _ => {
+                Err(Error::Corrupt { key: stream.to_owned(), reason: "the group script's reply is not a count".into() })
+            }
+        }
     }
 
     /// Appends an entry with no length limit (work and outbox streams).

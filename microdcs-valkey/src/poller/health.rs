@@ -45,10 +45,14 @@ pub struct GapHealth {
     pub last: crate::streams::Gap,
     /// When it was seen.
     pub at: SystemTime,
-    /// Whether the consumer made up for the last gap
-    /// ([`crate::poller::GapOutcome::Recovered`]), or it was cleared
-    /// ([`crate::poller::PollerHandle::clear_gaps`]).
+    /// Whether every consumer group of the stream made up for its last
+    /// gap ([`crate::poller::GapOutcome::Recovered`]), or they were
+    /// cleared ([`crate::poller::PollerHandle::clear_gaps`]).
     pub recovered: bool,
+    /// The groups whose last gap on this stream is not made up for (each
+    /// typed consumer of a shared stream has its own group, and one
+    /// group's recovery says nothing of another's).
+    pub open: std::collections::BTreeSet<String>,
 }
 
 /// What waits in one stream for a consumer's group.
@@ -188,9 +192,9 @@ impl Recorder {
         });
     }
 
-    /// A gap seen on `key`: open (not recovered) until its consumer says
-    /// otherwise.
-    pub(super) fn gap(&self, key: &str, gap: &crate::streams::Gap) {
+    /// A gap seen on `key` by `group`: open (not recovered) until its
+    /// consumer says otherwise.
+    pub(super) fn gap(&self, key: &str, group: &str, gap: &crate::streams::Gap) {
         let at = SystemTime::now();
         self.with(|h| {
             let g = h.gaps.entry(key.to_owned()).or_insert_with(|| GapHealth {
@@ -199,27 +203,40 @@ impl Recorder {
                 last: gap.clone(),
                 at,
                 recovered: false,
+                open: std::collections::BTreeSet::new(),
             });
             g.last = gap.clone();
             g.at = at;
+            g.open.insert(group.to_owned());
             g.recovered = false;
         });
     }
 
-    /// The consumer of `key` was told of its gap (counted now, once per
-    /// telling), and whether it recovered.
-    pub(super) fn gap_told(&self, key: &str, lost: Option<u64>, recovered: bool) {
+    /// The consumer of `group` on `key` was told of its gap (counted now,
+    /// once per telling), and whether it recovered. The stream is
+    /// recovered when no group's gap is open.
+    pub(super) fn gap_told(&self, key: &str, group: &str, lost: Option<u64>, recovered: bool) {
         self.with(|h| {
             if let Some(g) = h.gaps.get_mut(key) {
                 g.gaps += 1;
                 g.lost += lost.unwrap_or(0);
-                g.recovered = recovered;
+                if recovered {
+                    g.open.remove(group);
+                } else {
+                    g.open.insert(group.to_owned());
+                }
+                g.recovered = g.open.is_empty();
             }
         });
     }
 
     pub(super) fn clear_gaps(&self) {
-        self.with(|h| h.gaps.values_mut().for_each(|g| g.recovered = true));
+        self.with(|h| {
+            h.gaps.values_mut().for_each(|g| {
+                g.open.clear();
+                g.recovered = true;
+            })
+        });
     }
 
     pub(super) fn subscribed(&self, up: bool) {

@@ -34,6 +34,16 @@ pub(super) struct Shared {
     /// bounds the calls into one consumer (and the connections' load) when
     /// many scopes have entries at the same time.
     pub(super) permits: Vec<Arc<tokio::sync::Semaphore>>,
+    /// Per consumer and scope, the gap its consumer was told of and the
+    /// stream was not yet read past: kept beyond one drain (which may end
+    /// at its budget, a stop or a failed read right after the telling), so
+    /// the next drain reads past it instead of telling, counting and
+    /// resyncing the same gap again.
+    pub(super) told: std::sync::Mutex<BTreeMap<(usize, String), Gap>>,
+    /// Per consumer and scope, a gap no read will find again (its group
+    /// was made again after entries were trimmed) that the consumer has
+    /// not yet taken: told first at each drain until it is.
+    pub(super) untold: std::sync::Mutex<BTreeMap<(usize, String), Gap>>,
 }
 
 pub(super) struct Loop {
@@ -573,8 +583,11 @@ impl Shared {
         let batch = batch(p);
         let mut pending = true;
         let mut group_made = false;
+        if !self.tell_untold(plan, scope, &key).await {
+            return (handled, false);
+        }
         // A gap the consumer was told of: the next read moves past it.
-        let mut told: Option<Gap> = None;
+        let mut told: Option<Gap> = self.told_gap(plan, scope, None);
         // At most this many batches per call, so one busy stream cannot hold
         // the loop (the rest comes with the next nudge or poll).
         let mut budget = 16u32;
@@ -596,11 +609,13 @@ impl Shared {
                         if !self.tell_gap(plan, scope, &key, &gap).await {
                             return (handled, false);
                         }
-                        told = Some(gap);
+                        told = self.told_gap(plan, scope, Some(Some(gap)));
                         continue;
                     }
                     Some(Ok(NewEntries::Entries(e))) => {
-                        told = None;
+                        if told.is_some() {
+                            told = self.told_gap(plan, scope, Some(None));
+                        }
                         Some(Ok(e))
                     }
                     Some(Err(e)) => Some(Err(e)),
@@ -619,8 +634,18 @@ impl Shared {
                 Some(Err(e)) if crate::streams::is_no_group(&e) && !group_made => {
                     group_made = true;
                     tracing::warn!(stream = key, group, "consumer group missing; creating it again");
-                    match self.unless_stopped(self.streams.create_group(&key, group)).await {
-                        Some(Ok(())) => {
+                    match self.unless_stopped(self.streams.make_group(&key, group)).await {
+                        Some(Ok(removed)) => {
+                            // Entries trimmed while the group was missing
+                            // may be entries it never read: told as a gap
+                            // whose loss is unknown, never passed over
+                            // (kept until the consumer took it).
+                            if removed > 0 {
+                                self.lock_untold().insert((plan, scope.to_owned()), Gap::group_lost(&key));
+                                if !self.tell_untold(plan, scope, &key).await {
+                                    return (handled, false);
+                                }
+                            }
                             pending = true;
                             continue;
                         }
@@ -729,12 +754,12 @@ impl Shared {
             lost = gap.lost,
             "entries the consumer group had not read were trimmed from the stream"
         );
-        self.health.gap(key, gap);
+        self.health.gap(key, p.consumer.group(), gap);
         match p.consumer.gap(scope, gap).await {
             Ok(outcome) => {
                 self.valkey.metrics().add_gap();
                 self.valkey.metrics().add_entries_lost(gap.lost.unwrap_or(0));
-                self.health.gap_told(key, gap.lost, outcome == GapOutcome::Recovered);
+                self.health.gap_told(key, p.consumer.group(), gap.lost, outcome == GapOutcome::Recovered);
                 true
             }
             Err(e) => {
@@ -761,6 +786,40 @@ impl Shared {
             .min(longest);
         failing.insert((plan, scope.to_owned()), (tokio::time::Instant::now() + pause, pause));
         pause
+    }
+
+    fn lock_untold(&self) -> std::sync::MutexGuard<'_, BTreeMap<(usize, String), Gap>> {
+        self.untold.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tells consumer `plan` the gap of `scope` no read finds again, if
+    /// one waits; whether the drain may go on (not when the consumer
+    /// failed: the gap stays, told again after the pause).
+    async fn tell_untold(&self, plan: usize, scope: &str, key: &str) -> bool {
+        let Some(gap) = self.lock_untold().get(&(plan, scope.to_owned())).cloned() else { return true };
+        if !self.tell_gap(plan, scope, key, &gap).await {
+            return false;
+        }
+        self.lock_untold().remove(&(plan, scope.to_owned()));
+        true
+    }
+
+    /// The gap told to consumer `plan` in `scope` and not yet read past;
+    /// with `set`, first records (`Some(gap)`) or forgets (`None`) it.
+    fn told_gap(&self, plan: usize, scope: &str, set: Option<Option<Gap>>) -> Option<Gap> {
+        let mut told = self.told.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (plan, scope.to_owned());
+        match set {
+            Some(Some(gap)) => {
+                told.insert(key, gap.clone());
+                Some(gap)
+            }
+            Some(None) => {
+                told.remove(&key);
+                None
+            }
+            None => told.get(&key).cloned(),
+        }
     }
 
     /// Forgets the failures of a consumer that handled a batch.

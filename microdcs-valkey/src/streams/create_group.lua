@@ -1,5 +1,6 @@
 -- KEYS[1] stream. ARGV[1] group.
--- Returns OK; BUSYGROUP (the server's error) when the group exists.
+-- Returns the number of entries removed from the stream before the group
+-- was made; BUSYGROUP (the server's error) when the group exists.
 -- The group starts at 0-0 (everything the stream keeps) with ENTRIESREAD at
 -- the number of entries removed so far (entries-added minus length): those
 -- went before the group existed and are no loss of its own.
@@ -13,4 +14,5 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   removed = added - length
 end
-return redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
+redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
+return removed
