@@ -94,8 +94,30 @@ impl<D: Document + serde::Serialize + serde::de::DeserializeOwned> Codec<D> for 
     }
 
     fn decode_stored(&self, text: &str, id: &str) -> Result<D, Self::Error> {
-        serde_json::from_str(&whole_text(text, D::SPEC.id_field, id)?)
+        let whole = whole_text(text, D::SPEC.id_field, id)?;
+        serde_json::from_str(&whole).or_else(|e| with_fields_added_last::<D>(&whole).ok_or(e))
     }
+}
+
+/// A positional text a later release wrote, with fields added last that
+/// this release's type does not have: read from the values this type
+/// takes, the rest left out, as the named form's unknown members are
+/// (serde reads a struct from a longer array only as an error). `None`
+/// when the text is no array, or the values this type takes do not read
+/// (then the first error stands).
+fn with_fields_added_last<D: serde::de::DeserializeOwned>(whole: &str) -> Option<D> {
+    if !whole.starts_with('[') {
+        return None;
+    }
+    let values: Vec<serde_json::Value> = serde_json::from_str(whole).ok()?;
+    let mut seq = ExactSeq { values: values.clone().into_iter(), short: false };
+    D::deserialize(&mut seq).ok()?;
+    let taken = values.len() - seq.values.len();
+    if seq.short || taken == values.len() {
+        return None;
+    }
+    // The values it takes, read the way every other text is read.
+    serde_json::from_str(&serde_json::to_string(&values[..taken]).ok()?).ok()
 }
 
 /// JSON with a struct's fields by position: a codec for many small
@@ -119,8 +141,12 @@ impl<D: Document + serde::Serialize + serde::de::DeserializeOwned> Codec<D> for 
 /// error, never read as it stands.
 ///
 /// **The field order is part of the stored data.** Add new fields last,
-/// with `#[serde(default)]`; reordering, inserting or removing fields makes
-/// stored texts read into the wrong fields or fail to read. Keep
+/// with `#[serde(default)]`: a release reads the texts of an earlier one
+/// (the new fields take their defaults), and an earlier release reads the
+/// texts of a later one (the values past its own fields are left out, as
+/// unknown members of a JSON object are). Reordering, inserting or
+/// removing fields makes stored texts read into the wrong fields or fail
+/// to read. Keep
 /// [`Json`] for types whose fields still move.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CompactJson;

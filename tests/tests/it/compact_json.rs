@@ -174,6 +174,24 @@ fn a_field_added_last_with_a_default_reads_earlier_texts() {
     assert_eq!(NoteLater::SPEC.id_field, "id");
 }
 
+/// During a rolling deploy (and after a rollback) the earlier release
+/// reads what the later one wrote: the values past its own fields are
+/// left out, as unknown members of a JSON object are.
+#[test]
+fn an_earlier_release_reads_a_text_with_fields_added_last() {
+    let later = NoteLater { id: "n-1".into(), title: Some("t".into()), body: "x".into(), pinned: true };
+    let stored = CompactJson.encode_stored(&later, "n-1").unwrap();
+    assert_eq!(stored, r#" ["t","x",true]"#);
+    let earlier: Note = CompactJson.decode_stored(&stored, "n-1").unwrap();
+    assert_eq!(earlier, Note { id: "n-1".into(), title: Some("t".into()), body: "x".into() });
+    // Json reads both forms too.
+    let earlier: Note = microdcs_valkey::store::Json.decode_stored(&stored, "n-1").unwrap();
+    assert_eq!(earlier.body, "x");
+    // What the earlier type's own fields cannot take is still an error.
+    assert!(Codec::<Note>::decode_stored(&CompactJson, r#" [1,"x",true]"#, "n-1").is_err());
+    assert!(Codec::<Note>::decode_stored(&CompactJson, r#" ["t"]"#, "n-1").is_err());
+}
+
 /// A struct with an internal tag: serde reads it from an array only
 /// through the tag's own handling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
