@@ -573,10 +573,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn mark_ready(&self, key: &str, index: &str, fp: &str) -> Result<bool> {
-        // A value of the index-state hash (key from `builtin::INDEX_STATES`),
-        // not a key: `<schema>:<fingerprint>`.
-        let built = format!("{}:{fp}", D::SPEC.schema);
-        let call = MARK_READY.call().key(key).arg(index.as_bytes()).arg(built.as_bytes());
+        // The layout fingerprint of a value of the index-state hash (key
+        // from `builtin::INDEX_STATES`), `building:<schema>:<fingerprint>`.
+        let call = MARK_READY.call().key(key).arg(index.as_bytes()).arg(fp.as_bytes());
         let call = &call;
         let v =
             crate::retry::repeatable(

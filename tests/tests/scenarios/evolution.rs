@@ -62,6 +62,35 @@ mod v2 {
     }
 }
 
+/// Release 3: release 2's index unchanged, schema 3.
+mod v3 {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(
+        kind = "order",
+        schema = 3,
+        list(key = "order:list:{scope}"),
+        sorted(key = "order:bytotal:{scope}", score = total, name = "by_total")
+    )]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+        #[serde(default)]
+        pub gift_note: Option<String>,
+        #[serde(default)]
+        pub rush: bool,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV3 {
+            documents: [Order],
+        }
+    }
+}
+
 async fn connect(prefix: &KeyPrefix, url: &str) -> Valkey {
     Valkey::connect_url(url, prefix.clone(), Default::default()).await.unwrap()
 }
@@ -307,6 +336,38 @@ fn writer_settings_are_bounded() {
     assert_eq!(ok.valkey.write_options().backfill_rate, 1000);
 }
 
+/// Write options built in code are not checked by a configuration: a
+/// handle takes each to its nearest bound, so a writer's entry never
+/// lapses between two of its renewals (the guards that wait for older
+/// writers would not see it).
+#[tokio::test]
+async fn write_options_out_of_bounds_are_taken_to_the_nearest_bound() {
+    use std::time::Duration;
+    let s = server();
+    let write = microdcs_valkey::config::WriteOptions {
+        writer_heartbeat: Duration::from_millis(1),
+        writer_lifetime: Duration::ZERO,
+        backfill_rate: 0,
+        op_history: 1000,
+        change_stream_max_len: 0,
+        ..Default::default()
+    };
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("evo-bounds"), write).await.unwrap();
+    let got = valkey.write_options();
+    assert_eq!(got.writer_heartbeat, Duration::from_millis(100));
+    assert_eq!(got.writer_lifetime, Duration::from_millis(200), "at least twice the heartbeat");
+    assert_eq!(got.backfill_rate, 1);
+    assert_eq!(got.op_history, 64);
+    assert_eq!(got.change_stream_max_len, 1);
+    let long = microdcs_valkey::config::WriteOptions {
+        writer_heartbeat: Duration::from_secs(5),
+        writer_lifetime: Duration::from_secs(86_400),
+        ..Default::default()
+    };
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("evo-bounds"), long).await.unwrap();
+    assert_eq!(valkey.write_options().writer_lifetime, Duration::from_secs(3600));
+}
+
 fn building<T: std::fmt::Debug>(r: Result<T, Error>) -> Result<(), String> {
     match r {
         Err(Error::IndexBuilding { kind: "order", index }) if index == "by_total" => Ok(()),
@@ -527,6 +588,35 @@ async fn an_older_writer_back_after_ready_sends_the_index_back_to_building() {
     assert_eq!(held.get("o-old"), Some(&99));
     assert_eq!(new.count_ids(q()).await.unwrap(), 11);
     assert!(new.verify(&MaintenanceOptions::default()).await.unwrap().is_clean());
+}
+
+/// Release 3 ships, keeping release 2's new index as it is, before
+/// release 2's backfill ran: release 3's backfill finishes the index
+/// release 2 recorded, and both releases answer from it.
+#[tokio::test]
+async fn a_later_release_with_the_same_index_finishes_the_backfill() {
+    use microdcs_valkey::store::{BackfillOptions, IndexState};
+    let s = server();
+    let prefix = unique_prefix("evo-v3");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a.clone()).store::<v1::Order>();
+    created(&old, &v1::Order { id: "o-1".into(), scope: "s".into(), total: 1 }).await;
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let two = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    created(&two, &v2::Order { id: "o-2".into(), scope: "s".into(), total: 2, gift_note: None }).await;
+    assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+    // Releases 1 and 2 stop; release 3 keeps the index as release 2 laid it out.
+    drop((old, two));
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let c = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let three = v3::ShopV3::open(c.clone()).store::<v3::Order>();
+    let report = three.backfill(&BackfillOptions::default()).await.unwrap();
+    assert_eq!(report.ready, vec!["by_total".to_owned()], "{report:?}");
+    assert_eq!(three.count_ids(v3::Order::by_total("s")).await.unwrap(), 2);
+    // Release 2 (a rollback) keeps the same layout: it answers from it too.
+    let two = v2::ShopV2::open(b).store::<v2::Order>();
+    assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Ready)]);
+    assert_eq!(two.count_ids(v2::Order::by_total("s")).await.unwrap(), 2);
 }
 
 /// A backfill keeps its progress after every page: one stopped midway (as
