@@ -106,13 +106,20 @@ impl Valkey {
     }
 
     pub(crate) fn from_connection(con: Connection, prefix: KeyPrefix, write: WriteOptions) -> Self {
+        let write = write.within_bounds();
+        // Unset, the lag limit follows the stream bound these writes keep,
+        // as `ConsumerLagLimit` does in a configuration.
+        let poll = PollOptions {
+            lag_limit: defaults::consumer_lag_limit(write.change_stream_max_len),
+            ..PollOptions::default()
+        };
         Valkey {
             inner: Arc::new(Inner {
                 once: con.clone(),
                 con,
                 prefix,
                 write,
-                poll: PollOptions::default(),
+                poll,
                 tls: false,
                 metrics: Metrics::default(),
                 pubsub: None,

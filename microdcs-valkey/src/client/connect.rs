@@ -83,7 +83,9 @@ pub(crate) struct ConnectPlan {
     password_file: Option<PathBuf>,
     connect_timeout: Duration,
     response_timeout: Duration,
-    poll: PollOptions,
+    /// The poller's settings of a configuration; `None` for a URL: then
+    /// the defaults, the lag limit from the write options' stream bound.
+    poll: Option<PollOptions>,
     /// The Sentinels to ask for the primary (`serviceName=`); the
     /// endpoints are theirs then.
     #[cfg(feature = "sentinel")]
@@ -148,7 +150,7 @@ impl ConnectPlan {
             password_file: config.password_file.clone(),
             connect_timeout: ep.connect_timeout.unwrap_or(config.connect_timeout),
             response_timeout: ep.response_timeout.unwrap_or(config.response_timeout),
-            poll: config.poll_options(),
+            poll: Some(config.poll_options()),
             trace_scopes: config.trace_scopes,
             placement: config.placement,
         })
@@ -183,7 +185,7 @@ impl ConnectPlan {
             password_file: None,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             response_timeout: defaults::RESPONSE_TIMEOUT,
-            poll: PollOptions::default(),
+            poll: None,
             #[cfg(feature = "sentinel")]
             sentinel: None,
             trace_scopes: false,
@@ -278,12 +280,12 @@ impl ConnectPlan {
             prefix = %prefix,
             "connected to valkey"
         );
-        let valkey = Valkey::from_connection(opened.con, prefix, write)
-            .with_once(opened.once)
-            .with_poll_options(self.poll)
-            .with_tls(self.tls)
-            .with_endpoint(self.endpoint, self.response_timeout)
-            .with_pubsub(opened.pubsub);
+        let mut valkey = Valkey::from_connection(opened.con, prefix, write).with_once(opened.once);
+        if let Some(poll) = self.poll {
+            valkey = valkey.with_poll_options(poll);
+        }
+        let valkey =
+            valkey.with_tls(self.tls).with_endpoint(self.endpoint, self.response_timeout).with_pubsub(opened.pubsub);
         valkey.set_scopes_in_spans(self.trace_scopes);
         Ok(valkey)
     }

@@ -33,14 +33,41 @@ pub struct WriteOptions {
     /// applied (default: nothing); a call's `.durability(..)` overrides it.
     pub durability: Durability,
     /// How often a store that writes renews its entry in the registry of
-    /// live writers of its kind (default 5 s, 100 ms to 1 h).
+    /// live writers of its kind (default 5 s, 100 ms to 30 min; a value
+    /// out of bounds is taken to the nearest bound).
     pub writer_heartbeat: Duration,
     /// How long such an entry lasts after its last renewal (default 30 s,
-    /// at least twice `writer_heartbeat`, at most 1 h).
+    /// at least twice `writer_heartbeat`, at most 1 h; a value out of
+    /// bounds is taken to the nearest bound, so a live writer's entry
+    /// never lapses between two renewals).
     pub writer_lifetime: Duration,
     /// The most documents an index backfill repairs a second (default
-    /// 1000, 1 to 1 000 000).
+    /// 1000, 1 to 1 000 000; taken to the nearest bound).
     pub backfill_rate: u32,
+}
+
+impl WriteOptions {
+    /// These options with every value taken to its nearest bound, as the
+    /// fields' docs say (the configuration refuses values out of bounds;
+    /// options built in code are not checked there): `op_history` 1 to
+    /// 64, `tombstone_retention` at least 1 s, `writer_heartbeat` 100 ms
+    /// to half of 1 h, `writer_lifetime` twice the heartbeat to 1 h,
+    /// `backfill_rate` 1 to 1 000 000, `change_stream_max_len` and
+    /// `attempts` at least 1. A writer lifetime below twice the heartbeat
+    /// would let a live writer's entry lapse between two renewals, and the
+    /// guards that wait for older writers would not see it.
+    pub(crate) fn within_bounds(mut self) -> Self {
+        self.op_history = self.op_history.clamp(1, defaults::MAX_OP_HISTORY_LENGTH);
+        self.tombstone_retention = self.tombstone_retention.max(Duration::from_secs(1));
+        self.writer_heartbeat =
+            self.writer_heartbeat.clamp(defaults::MIN_WRITER_HEARTBEAT, defaults::MAX_WRITER_LIFETIME / 2);
+        self.writer_lifetime =
+            self.writer_lifetime.clamp(self.writer_heartbeat.saturating_mul(2), defaults::MAX_WRITER_LIFETIME);
+        self.backfill_rate = self.backfill_rate.clamp(1, defaults::MAX_BACKFILL_RATE);
+        self.change_stream_max_len = self.change_stream_max_len.max(1);
+        self.attempts = self.attempts.max(1);
+        self
+    }
 }
 
 impl Default for WriteOptions {

@@ -522,4 +522,140 @@ async fn consumer_lag_limit_is_the_health_threshold() {
         assert_eq!(poller.health().lag_limit, expected, "{limit:?} with ChangeStreamMaxLength {max_len}");
         poller.shutdown().await;
     }
+    // A handle from a URL: half the stream bound of its write options too.
+    let write = microdcs_valkey::config::WriteOptions { change_stream_max_len: 100, ..Default::default() };
+    let valkey = Valkey::connect_url(s.url(), unique_prefix("laglimit-url"), write).await.unwrap();
+    let poller = Poller::new(valkey, "instance-1")
+        .consumer(Counting { group: "fast", pause: Duration::ZERO, seen: Arc::default() })
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(poller.health().lag_limit, 50, "connect_url with a stream bound of 100");
+    poller.shutdown().await;
+}
+
+/// A gated consumer of its own group that answers a gap with `recovered`
+/// after `think` (so the test orders the tellings).
+struct OwnGroup {
+    group: &'static str,
+    recovered: bool,
+    think: Duration,
+    seen: Arc<Seen>,
+    gate: watch::Receiver<bool>,
+}
+
+impl StreamConsumer for OwnGroup {
+    fn feed(&self) -> Feed<'_> {
+        Order::SPEC.feed().expect("has a change stream")
+    }
+    fn group(&self) -> &str {
+        self.group
+    }
+    fn handle<'a>(&'a self, _scope: &'a str, entries: &'a [StreamEntry]) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let mut gate = self.gate.clone();
+            gate.wait_for(|open| *open).await.map_err(|_| "the test ended")?;
+            let mut ids = self.seen.ids.lock().unwrap();
+            for e in entries {
+                ids.insert(e.field("id").unwrap_or_default().to_owned());
+            }
+            Ok(())
+        })
+    }
+    fn gap<'a>(&'a self, _scope: &'a str, gap: &'a Gap) -> BoxFuture<'a, Result<GapOutcome, BoxError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.think).await;
+            self.seen.gaps.lock().unwrap().push(gap.clone());
+            Ok(if self.recovered { GapOutcome::Recovered } else { GapOutcome::NotRecovered })
+        })
+    }
+}
+
+/// Two consumers of one stream, each with its own group, both past the
+/// bound: one makes up for its gap, the other does not. The one that
+/// recovered answers last, and health stays unhealthy: one group's
+/// recovery says nothing of the other's loss.
+#[tokio::test]
+async fn one_group_s_recovery_does_not_hide_another_group_s_loss() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("gap-groups").as_str(), 50)).await.unwrap();
+    let (a, b) = (Arc::new(Seen::default()), Arc::new(Seen::default()));
+    let (open, gate) = watch::channel(false);
+    let lost =
+        OwnGroup { group: "archive", recovered: false, think: Duration::ZERO, seen: a.clone(), gate: gate.clone() };
+    let made_up =
+        OwnGroup { group: "search", recovered: true, think: Duration::from_millis(800), seen: b.clone(), gate };
+    let poller = Poller::new(valkey.clone(), "instance-1").consumer(lost).consumer(made_up).start().await.unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let write = |n: u32| {
+        let store = store.clone();
+        async move {
+            let doc = Order { id: format!("o-{n}"), scope: "t1".into(), n };
+            assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+        }
+    };
+    write(0).await;
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    until("both groups hold the first change", || {
+        let h = poller.health();
+        ["archive", "search"].iter().all(|g| h.backlog.get(&(stream.clone(), (*g).to_owned())).is_some())
+    })
+    .await;
+    for n in 1..=WRITES {
+        write(n).await;
+    }
+    let _ = open.send(true);
+    let last = format!("o-{WRITES}");
+    until("both got the last change", || a.has(&last) && b.has(&last)).await;
+    until("both were told", || !a.gaps.lock().unwrap().is_empty() && !b.gaps.lock().unwrap().is_empty()).await;
+    let h = poller.health();
+    let g = &h.gaps[&stream];
+    assert!(!g.recovered, "the archive group's loss stays open: {g:?}");
+    assert_eq!(g.open, BTreeSet::from(["archive".to_owned()]), "{g:?}");
+    assert!(!h.is_healthy(Duration::from_secs(3600)), "{h:?}");
+    poller.clear_gaps();
+    assert!(poller.health().gaps[&stream].recovered);
+    poller.shutdown().await;
+}
+
+/// The group went missing (a replica promoted before it learnt the group,
+/// or someone destroyed it) while entries it had not read were trimmed:
+/// the poller makes the group again and tells the consumer of a gap whose
+/// loss is unknown, instead of passing over what may have been lost.
+#[tokio::test]
+async fn a_group_made_again_after_a_trim_is_told_a_gap() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("gap-nogroup").as_str(), 50)).await.unwrap();
+    let seen = Arc::new(Seen::default());
+    let (_open, gate) = watch::channel(true);
+    let poller =
+        Poller::new(valkey.clone(), "instance-1").consumer(Gated { seen: seen.clone(), gate }).start().await.unwrap();
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let doc = |n: u32| Order { id: format!("o-{n}"), scope: "t1".into(), n };
+    assert!(matches!(store.create(&doc(0)).await.unwrap(), PutOutcome::Written { .. }));
+    until("the first change arrived", || seen.has("o-0")).await;
+    assert!(seen.gaps.lock().unwrap().is_empty());
+    // In one step, so the poller cannot make the group again in between:
+    // the group goes, and entries it never read come and are trimmed.
+    let stream = format!("{}:changes:t1", valkey.prefix().as_str());
+    let script = "redis.call('XGROUP', 'DESTROY', KEYS[1], 'indexer') \
+                  for i = 1, 1000 do redis.call('XADD', KEYS[1], 'MAXLEN', '~', '50', '*', 'id', 'lost-' .. i) end \
+                  return 1";
+    let _: i64 = microdcs_valkey::redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg(&stream)
+        .query_async(&mut valkey.connection())
+        .await
+        .unwrap();
+    assert!(matches!(store.create(&doc(1)).await.unwrap(), PutOutcome::Written { .. }));
+    until("the change after the loss arrived", || seen.has("o-1")).await;
+    let gaps = seen.gaps.lock().unwrap().clone();
+    assert_eq!(gaps.len(), 1, "told once: {gaps:?}");
+    assert_eq!((gaps[0].lost, gaps[0].last_had.as_str()), (None, "0-0"), "{gaps:?}");
+    assert_eq!(valkey.metrics().stream_gaps(), 1);
+    let h = poller.health();
+    assert!(!h.gaps[&stream].recovered, "{h:?}");
+    assert!(!h.is_healthy(Duration::from_secs(3600)));
+    poller.shutdown().await;
 }
