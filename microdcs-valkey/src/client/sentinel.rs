@@ -154,13 +154,14 @@ pub(crate) struct Sentinels {
     asked: tokio::sync::Mutex<Option<Instant>>,
     /// Which Sentinel the next question goes to first.
     order: AskOrder,
-    /// The switch listener, stopped with the last user of this.
-    listener: Mutex<Option<tokio::task::AbortHandle>>,
+    /// The switch listener and the periodic check, stopped with the last
+    /// user of this.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl Drop for Sentinels {
     fn drop(&mut self) {
-        if let Some(h) = self.listener.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        for h in self.tasks.lock().unwrap_or_else(PoisonError::into_inner).drain(..) {
             h.abort();
         }
     }
@@ -193,10 +194,15 @@ impl Sentinels {
             replicas: AtomicU32::new(named.replicas),
             asked: tokio::sync::Mutex::new(Some(Instant::now())),
             order,
-            listener: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
         });
-        let task = tokio::spawn(listen(Arc::downgrade(&sentinels)));
-        *sentinels.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        let listener = tokio::spawn(listen(Arc::downgrade(&sentinels)));
+        let check = tokio::spawn(check_every(Arc::downgrade(&sentinels)));
+        sentinels
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend([listener.abort_handle(), check.abort_handle()]);
         Ok(sentinels)
     }
 
@@ -446,7 +452,7 @@ async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
         Parsed::Unknown => return Err(One::Unknown(format!("{endpoint} monitors no service `{}`", s.service))),
         Parsed::Bad(what) => return Err(One::Reason(format!("{endpoint} answered {what}"))),
     };
-    match role(s, &host, port).await {
+    match role(s, &host, port, each).await {
         Ok(role) if role == "master" => Ok(Named { host, port, epoch, replicas }),
         Ok(role) => Err(One::Reason(format!(
             "{endpoint} names {} for `{}`, which is a {role}, not a primary (yet)",
@@ -510,8 +516,44 @@ fn parse_named(replies: &[Value]) -> Parsed {
     Parsed::Named { host, port, epoch, replicas }
 }
 
-/// What the node at `host:port` says it is (`master`, `slave`).
-async fn role(s: &SentinelSetup, host: &str, port: u16) -> RedisResult<String> {
+/// How often every Sentinel is asked again while nothing else asks them.
+const CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Asks every Sentinel every [`CHECK_EVERY`] (see [`Sentinels::check`]);
+/// ends with the [`Sentinels`] it serves.
+async fn check_every(sentinels: Weak<Sentinels>) {
+    loop {
+        tokio::time::sleep(CHECK_EVERY).await;
+        let Some(s) = sentinels.upgrade() else { return };
+        s.check().await;
+    }
+}
+
+impl Sentinels {
+    /// Asks every Sentinel at once, each within its share of the connect
+    /// timeout, and adopts what they name, oldest epoch first. Two things
+    /// no switch announcement or failed call may ever tell: a replica
+    /// added to the service (`every_replica()` waits for it from the next
+    /// check on), and a primary the handle uses that was cut off from
+    /// the Sentinels it listens to while the others promoted a replica
+    /// (the newer epoch any of them names is followed, however the one
+    /// asked first answers).
+    async fn check(&self) {
+        let n = self.setup.sentinels.len();
+        let asked = futures_util::future::join_all((0..n).map(|i| ask_one(&self.setup, i))).await;
+        let mut named: Vec<Named> = asked.into_iter().filter_map(Result::ok).collect();
+        named.sort_by_key(|n| n.epoch);
+        for n in &named {
+            self.adopt(n, false, "named by a sentinel's periodic check");
+        }
+    }
+}
+
+/// What the node at `host:port` says it is (`master`, `slave`), within
+/// `bound`: the asking Sentinel's share of the question, so a named node
+/// that hangs (stopped, or cut off) costs that share, not the whole
+/// question, and the other Sentinels are still asked.
+async fn role(s: &SentinelSetup, host: &str, port: u16, bound: Duration) -> RedisResult<String> {
     let check = async {
         let settings = s.data.clone().set_db(0);
         let mut con = client(host, port, s.data_tls, settings, &s.tls_files)?
@@ -523,7 +565,7 @@ async fn role(s: &SentinelSetup, host: &str, port: u16) -> RedisResult<String> {
             None => Err(redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "an empty ROLE reply"))),
         }
     };
-    bounded(s.connect_timeout, check).await
+    bounded(bound.min(s.connect_timeout), check).await
 }
 
 /// Listens for switches announced by a Sentinel, moving to the next one

@@ -598,7 +598,7 @@ async fn one_group_s_recovery_does_not_hide_another_group_s_loss() {
     let stream = format!("{}:changes:t1", valkey.prefix().as_str());
     until("both groups hold the first change", || {
         let h = poller.health();
-        ["archive", "search"].iter().all(|g| h.backlog.get(&(stream.clone(), (*g).to_owned())).is_some())
+        ["archive", "search"].iter().all(|g| h.backlog.contains_key(&(stream.clone(), (*g).to_owned())))
     })
     .await;
     for n in 1..=WRITES {

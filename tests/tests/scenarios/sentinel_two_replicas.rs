@@ -374,3 +374,53 @@ async fn writes_through_a_killed_primary_spend_their_whole_bound() {
     );
     assert!(failed.is_empty(), "calls failed before their bound:\n{}", failed.join("\n"));
 }
+
+/// A replica added after the handle started: the Sentinels find it, and
+/// `every_replica()` waits for it too (the handle asks every Sentinel
+/// again every few seconds). Found by stopping the new replica: a write
+/// that waits for every replica is then refused as unconfirmed, where it
+/// would have been confirmed by the first replica alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_waits_for_a_replica_added_later() {
+    let s = Sentinel::start_with_replicas(1).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = unique_prefix("dur-added");
+    let valkey = connect(&s, &prefix).await;
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let every = Durability::every_replica().with_timeout(Duration::from_millis(300));
+    let doc = JobResponse::new("r-1", "s1", "o-1", &["A"]);
+    assert_eq!(store.create(&doc).durability(every).await.unwrap(), PutOutcome::Written { version: 1 });
+
+    let primary = &s.data_nodes()[s.primary().expect("a primary")];
+    let added = microdcs_valkey::testing::ValkeyServer::start_local(&[]).unwrap_or_else(|e| panic!("{e}"));
+    command(&added, &["REPLICAOF", "127.0.0.1", &primary.port().to_string()]).unwrap();
+    for _ in 0..300 {
+        let info = command(&added, &["INFO", "replication"]).unwrap();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Stopped, it still counts as a replica of the primary (and for the
+    // Sentinels) until the replication timeout, far longer than this test.
+    let stopped = Stopped(added.pid().expect("local"));
+    signal("-STOP", stopped.0);
+    let mut version = 1;
+    let mut refused = None;
+    // Bounded far beyond the Sentinels' discovery (their look at the
+    // primary every 10 s) and the handle's next check; a handle that never
+    // learns the new replica reaches the bound.
+    for _ in 0..120 {
+        let read = store.get("r-1").await.unwrap().unwrap();
+        match store.update(&read, &doc).durability(every).await {
+            Ok(PutOutcome::Written { version: v }) => version = v,
+            Err(Error::NotReplicated { acked, wanted, .. }) => {
+                refused = Some((acked, wanted));
+                break;
+            }
+            other => panic!("an update: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(refused, Some((1, 2)), "every replica includes the one added later (last confirmed: version {version})");
+    drop(stopped);
+}
