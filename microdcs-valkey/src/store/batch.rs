@@ -79,10 +79,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// A write whose reply was lost is looked up by its operation id before
     /// the claim gives up on it: a claim that applied is returned, never
-    /// left behind unowned.
+    /// left behind unowned. With a durability that waits for replicas
+    /// (`WriteReplicas`), a claim found applied that way is sent again
+    /// (recognised by its id, written once) so its replicas are waited
+    /// for; one that applied but that its replicas did not confirm in time
+    /// is still returned, with a warning in the log, rather than reported
+    /// as [`Error::NotReplicated`]: the document has left its group, and
+    /// the error would leave it held by no one. If the primary then fails
+    /// before a replica has the claim, the document is back in its group
+    /// and may be claimed again (a job runs at least once).
     ///
     /// # Errors
-    /// As [`Store::get`] and [`Store::update`]; [`Error::Corrupt`] for a
+    /// As [`Store::get`] and [`Store::update`] (but not
+    /// [`Error::NotReplicated`], see above); [`Error::Corrupt`] for a
     /// stored score that is not a number.
     pub async fn claim<F>(&self, query: GroupQuery<D>, change: F) -> Result<Option<Stored<D>>>
     where
@@ -263,11 +272,34 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let version = match out {
             Ok(PutOutcome::Written { version }) => version,
             Ok(_) => return Ok(false),
+            // Applied, and its replicas did not confirm in time: the claim
+            // is this caller's all the same. Reported as the error, the
+            // document would be out of its group and held by no one.
+            Err(Error::NotReplicated { version, reason, .. }) => {
+                self.unconfirmed_claim(read, &reason);
+                version
+            }
             Err(e @ Error::UnknownOutcome { .. }) => {
                 let key = self.plan.doc_key(self.valkey.prefix(), Some(&read.scope), &read.id)?;
                 let Ok(state) = self.read_state(&key).await else { return Err(e) };
                 let stored = microdcs_schema::lua::stored_op_id(&op);
                 match super::write::applied_version(&state.ops, state.version, &stored) {
+                    // Found applied by a read, which waits for no replica:
+                    // with a durability that waits, the same write again
+                    // (recognised by its id, nothing written twice) waits.
+                    Some(v) if self.valkey.write_options().durability.waits() => {
+                        match self.update(read, &next).op(&op).await {
+                            Ok(PutOutcome::Written { version }) => version,
+                            Err(Error::NotReplicated { version, reason, .. }) => {
+                                self.unconfirmed_claim(read, &reason);
+                                version
+                            }
+                            Ok(_) | Err(_) => {
+                                self.unconfirmed_claim(read, "its replicas could not be asked again");
+                                v
+                            }
+                        }
+                    }
                     Some(v) => v,
                     // Moved on by others, and within the history this id
                     // would still be in: not ours. Moved further, the
@@ -287,6 +319,18 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         };
         self.advance(read, next, version, &microdcs_schema::lua::stored_op_id(&op))?;
         Ok(true)
+    }
+
+    /// A claim applied whose replicas did not confirm it: handed to the
+    /// caller, and said in the log.
+    fn unconfirmed_claim(&self, read: &Stored<D>, reason: &str) {
+        tracing::warn!(
+            kind = D::SPEC.kind,
+            scope = %read.scope,
+            id = %read.id,
+            reason,
+            "claim applied but not confirmed by the replicas asked for; handed to the caller"
+        );
     }
 
     /// The documents of a page of a group index (ids read, then the

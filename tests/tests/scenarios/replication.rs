@@ -262,3 +262,33 @@ async fn every_replica_off_sentinel_is_refused_before_anything_is_written() {
     assert!(store.get("r-1").await.unwrap().is_none(), "nothing written");
     assert_eq!(command(&p.primary, &["DBSIZE"]).unwrap(), "0");
 }
+
+/// A claim under a durability that waits, its replica stopped: the claim
+/// applied on the primary, unconfirmed, is still handed to the caller. As
+/// `NotReplicated` it would have left the job out of its queue and held by
+/// no worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_claim_is_still_handed_to_its_claimer() {
+    let p = pair();
+    let write = WriteOptions {
+        durability: Durability::replicas(1).with_timeout(Duration::from_millis(300)),
+        ..WriteOptions::default()
+    };
+    let valkey = Valkey::connect_url(p.primary.url(), unique_prefix("claim-unconfirmed"), write).await.unwrap();
+    let store = Plant::open(valkey).store::<JobResponse>();
+    let job = JobResponse::new("j-1", "s1", "o-1", &["Queued"]);
+    assert_eq!(store.create(&job).await.unwrap(), PutOutcome::Written { version: 1 });
+    let stopped = stop(&p.replica);
+    let claimed = store
+        .claim(JobResponse::by_state("s1", "Queued"), |d| {
+            Some(JobResponse { state: vec!["Running".into()], ..d.clone() })
+        })
+        .await
+        .expect("an applied claim is the claimer's, confirmed or not")
+        .expect("the queued job");
+    assert_eq!((claimed.id.as_str(), claimed.version), ("j-1", 2));
+    assert_eq!(claimed.doc.state, ["Running"]);
+    drop(stopped);
+    let stored = store.get("j-1").await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.doc.state), (2, vec!["Running".to_owned()]));
+}
