@@ -177,7 +177,11 @@ pub enum GapOutcome {
     NotRecovered,
 }
 
-/// Periodic work run by the poller (for example the SFC sweep).
+/// Periodic work run by the poller (for example the SFC sweep). Each run
+/// is a tokio task of its own, so a long run holds neither the consumers
+/// (their nudges, the fallback poll and its backlog samples) nor the other
+/// tasks; runs of one task never overlap (one due while the last still
+/// runs waits for it). Shutdown waits for the runs in hand.
 pub trait PollerTask: Send + Sync + 'static {
     /// How often. Anything above about thirty years is taken as that long
     /// (never, in practice).

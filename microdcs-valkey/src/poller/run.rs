@@ -113,6 +113,10 @@ impl Loop {
         let mut task_due: Vec<Option<tokio::time::Instant>> =
             self.tasks.iter().map(|t| due_after(tokio::time::Instant::now(), t.interval())).collect();
         let mut task_tick = tokio::time::interval(Duration::from_millis(50));
+        // Each task runs in a task of its own, one run at a time: a long
+        // run (a sweep over many scopes) must not hold the nudges, the
+        // polls that sample every backlog, or the registry refresh.
+        let mut task_runs: Vec<Option<JoinHandle<()>>> = self.tasks.iter().map(|_| None).collect();
         let mut resubscribing: Option<JoinHandle<()>> = None;
         loop {
             tokio::select! {
@@ -123,15 +127,18 @@ impl Loop {
                 _ = task_tick.tick(), if !self.tasks.is_empty() => {
                     let now = tokio::time::Instant::now();
                     for (i, t) in self.tasks.iter().enumerate() {
-                        if task_due[i].is_some_and(|due| now >= due) {
-                            if let Err(e) = t.run().await {
-                                tracing::warn!(error = %e, "poller task failed");
-                                loop_error("task");
-                            }
+                        // A run still going when the next is due: the next
+                        // waits for it (runs never overlap).
+                        let idle = task_runs[i].as_ref().is_none_or(JoinHandle::is_finished);
+                        if idle && task_due[i].is_some_and(|due| now >= due) {
                             task_due[i] = due_after(now, t.interval());
-                        }
-                        if self.stopping() {
-                            break;
+                            let t = t.clone();
+                            task_runs[i] = Some(tokio::spawn(async move {
+                                if let Err(e) = t.run().await {
+                                    tracing::warn!(error = %e, "poller task failed");
+                                    loop_error("task");
+                                }
+                            }));
                         }
                     }
                 }
@@ -221,6 +228,10 @@ impl Loop {
         }
         if let Some(h) = resubscribing {
             h.abort();
+        }
+        // A task's run in hand ends as it would have in the loop.
+        for h in task_runs.into_iter().flatten() {
+            let _ = h.await;
         }
         if let Some(h) = self.sampling.take() {
             let _ = h.await;

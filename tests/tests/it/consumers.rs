@@ -659,3 +659,49 @@ async fn a_group_made_again_after_a_trim_is_told_a_gap() {
     assert!(!h.is_healthy(Duration::from_secs(3600)));
     poller.shutdown().await;
 }
+
+/// A poller task that sets `started` and then waits at its gate.
+struct Blocking {
+    started: Arc<std::sync::atomic::AtomicBool>,
+    gate: watch::Receiver<bool>,
+}
+
+impl microdcs_valkey::poller::PollerTask for Blocking {
+    fn interval(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+    fn run(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.started.store(true, std::sync::atomic::Ordering::SeqCst);
+            let mut gate = self.gate.clone();
+            gate.wait_for(|open| *open).await.map_err(|_| "the test ended")?;
+            Ok(())
+        })
+    }
+}
+
+/// A long run of a periodic task (a sweep over many scopes) does not hold
+/// the consumers: a change written while the task runs reaches its
+/// consumer before the task ends. The task here ends only once it has.
+#[tokio::test]
+async fn a_long_periodic_task_does_not_hold_the_consumers() {
+    let s = server();
+    let valkey = Valkey::connect(&config(&s.host_port(), unique_prefix("task-long").as_str(), 1000)).await.unwrap();
+    let seen = Arc::new(Seen::default());
+    let (_open, consumer_gate) = watch::channel(true);
+    let (release, gate) = watch::channel(false);
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = Poller::new(valkey.clone(), "instance-1")
+        .consumer(Gated { seen: seen.clone(), gate: consumer_gate })
+        .task(Blocking { started: started.clone(), gate })
+        .start()
+        .await
+        .unwrap();
+    until("the task runs", || started.load(std::sync::atomic::Ordering::SeqCst)).await;
+    let store = Orders::open(valkey.clone()).store::<Order>();
+    let doc = Order { id: "o-1".into(), scope: "t1".into(), n: 1 };
+    assert!(matches!(store.create(&doc).await.unwrap(), PutOutcome::Written { .. }));
+    until("the change reached its consumer while the task ran", || seen.has("o-1")).await;
+    let _ = release.send(true);
+    poller.shutdown().await;
+}
