@@ -58,6 +58,19 @@ static MARK_READY: std::sync::LazyLock<LuaScript> =
 /// with `@`.
 const CURSOR_FIELD: &str = "@cursor";
 
+/// The fields of the index-state hash that count the announcements of
+/// each schema's writers (`@announced:<schema>`).
+const ANNOUNCED_FIELD: &str = "@announced:";
+
+/// What recording an index ready did.
+enum Marked {
+    Ready,
+    /// Its state was another (a newer schema recorded another layout).
+    Other,
+    /// A writer of an older schema announced since the pass started.
+    OlderAnnounced,
+}
+
 /// How many times a backfill re-reads a document a concurrent write moved
 /// before it leaves it for the next pass.
 const BACKFILL_REREADS: u32 = 8;
@@ -176,7 +189,8 @@ pub struct BackfillReport {
     /// Indexes still building when it ended (an older writer is live, or
     /// the passes ran out: run it again).
     pub building: Vec<String>,
-    /// Whether a writer of an older schema was live at the end.
+    /// Whether a writer of an older schema was live at the end, or
+    /// announced itself during the last pass.
     pub older_writers: bool,
 }
 
@@ -421,9 +435,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     ///
     /// The indexes are recorded ready only after a pass over every
     /// document that started at the beginning, found nothing to write, and
-    /// with no writer of an older schema live at its start or its end (such
-    /// a writer does not keep them). Otherwise they stay building and the
-    /// report says why: run it again.
+    /// with no writer of an older schema live at its start or its end, or
+    /// announcing itself at any time during the pass (such a writer does
+    /// not keep them; checked in the same step that records them ready).
+    /// Otherwise they stay building and the report says why: run it again.
     ///
     /// Each document written again gets a new version and a change entry
     /// (`updated`), as any write, and keeps the lifetime it has left.
@@ -455,6 +470,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             report.passes += 1;
             let whole = cursor == 0;
             let older_at_start = self.writers().await?.older_remain();
+            let announced_at_start = self.older_announcements(&key).await?;
             let mut wrote = 0u64;
             let pace = crate::limits::Pace::new(rate);
             let mut done_in_pass = 0u64;
@@ -491,11 +507,19 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let older_at_end = self.writers().await?.older_remain();
             report.older_writers = older_at_end;
             if whole && wrote == 0 && !older_at_start && !older_at_end {
+                let mut older_announced = false;
                 for name in building(&self.index_states().await?) {
                     let fp = fps.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap_or_default();
-                    if self.mark_ready(&key, &name, &fp).await? {
-                        report.ready.push(name);
+                    match self.mark_ready(&key, &name, &fp, announced_at_start).await? {
+                        Marked::Ready => report.ready.push(name),
+                        Marked::Other => {}
+                        Marked::OlderAnnounced => older_announced = true,
                     }
+                }
+                if older_announced {
+                    // Only a pass that starts after it can be trusted.
+                    report.older_writers = true;
+                    continue;
                 }
                 break;
             }
@@ -572,10 +596,40 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         .map_err(|f| f.into_error(key))
     }
 
-    async fn mark_ready(&self, key: &str, index: &str, fp: &str) -> Result<bool> {
+    /// How many times writers of a schema older than this one announced
+    /// (the `@announced:<schema>` fields the announcement counts in).
+    async fn older_announcements(&self, key: &str) -> Result<u64> {
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(key);
+        let cmd = &cmd;
+        let all: Vec<(String, String)> =
+            crate::retry::read(&self.valkey, |mut con| async move { cmd.query_async(&mut con).await })
+                .await
+                .map_err(|e| Error::from_redis(e, key))?;
+        let mut older = 0u64;
+        for (field, count) in all {
+            let Some(schema) = field.strip_prefix(ANNOUNCED_FIELD) else { continue };
+            if schema.parse::<u32>().is_ok_and(|s| s < D::SPEC.schema) {
+                older += count.parse::<u64>().map_err(|_| Error::Corrupt {
+                    key: key.to_owned(),
+                    reason: format!("the announcement count `{field}` is not a whole number"),
+                })?;
+            }
+        }
+        Ok(older)
+    }
+
+    async fn mark_ready(&self, key: &str, index: &str, fp: &str, older_announced: u64) -> Result<Marked> {
         // The layout fingerprint of a value of the index-state hash (key
         // from `builtin::INDEX_STATES`), `building:<schema>:<fingerprint>`.
-        let call = MARK_READY.call().key(key).arg(index.as_bytes()).arg(fp.as_bytes());
+        let (schema, older) = (D::SPEC.schema.to_string(), older_announced.to_string());
+        let call = MARK_READY
+            .call()
+            .key(key)
+            .arg(index.as_bytes())
+            .arg(fp.as_bytes())
+            .arg(schema.as_bytes())
+            .arg(older.as_bytes());
         let call = &call;
         let v =
             crate::retry::repeatable(
@@ -587,7 +641,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             .await
             .map_err(|f| f.into_error(key))?;
         let marked: i64 = crate::retry::reply(v).map_err(|e| Error::from_redis(e, key))?;
-        Ok(marked == 1)
+        Ok(match marked {
+            1 => Marked::Ready,
+            2 => Marked::OlderAnnounced,
+            _ => Marked::Other,
+        })
     }
 }
 

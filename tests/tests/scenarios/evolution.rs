@@ -619,6 +619,42 @@ async fn a_later_release_with_the_same_index_finishes_the_backfill() {
     assert_eq!(two.count_ids(v2::Order::by_total("s")).await.unwrap(), 2);
 }
 
+/// A writer of the older release that announces, writes behind the
+/// backfill's walk and stops again before the pass ends (its entry lapsed,
+/// so no look at the live writers sees it) keeps the index building: the
+/// pass cannot have seen its write. The next backfill makes it ready with
+/// that write.
+#[tokio::test]
+async fn an_older_writer_that_came_and_went_during_the_pass_keeps_the_index_building() {
+    use microdcs_valkey::store::{BackfillOptions, IndexState};
+    let s = microdcs_tests::own_server();
+    let prefix = unique_prefix("evo-came-went");
+    // 40 documents at 20 a second: the walk reads them at once, then the
+    // pass lasts 2 s for the rate.
+    let slow = microdcs_valkey::config::WriteOptions { backfill_rate: 20, ..fast_heartbeat() };
+    let b = Valkey::connect_url(s.url(), prefix.clone(), slow).await.unwrap();
+    let new = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    for i in 0..40 {
+        created(&new, &v2::Order { id: format!("o-{i}"), scope: "s".into(), total: i, gift_note: None }).await;
+    }
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let behind = async {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        let old = v1::ShopV1::open(a).store::<v1::Order>();
+        created(&old, &v1::Order { id: "o-old".into(), scope: "s".into(), total: 99 }).await;
+        // Stops: its entry lapses 300 ms later, long before the pass ends.
+    };
+    let once = BackfillOptions { max_passes: 1, ..Default::default() };
+    let (report, ()) = tokio::join!(new.backfill(&once), behind);
+    let report = report.unwrap();
+    assert!(report.ready.is_empty(), "ready without the older writer's create: {report:?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+    let again = new.backfill(&BackfillOptions::default()).await.unwrap();
+    assert_eq!(again.ready, vec!["by_total".to_owned()], "{again:?}");
+    let (held, _) = by_total(&b, &new).await;
+    assert_eq!(held.get("o-old"), Some(&99), "the older writer's create is in the index");
+}
+
 /// A backfill keeps its progress after every page: one stopped midway (as
 /// by a crash) resumes from where it was, and still ends ready.
 #[tokio::test]

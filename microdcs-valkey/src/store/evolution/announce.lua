@@ -24,6 +24,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 local schema = tonumber(ARGV[3])
+-- Announcements per schema, so a backfill can tell that a writer of an
+-- older schema announced during its pass, even one whose entry lapsed
+-- before the pass ended (see mark_ready.lua).
+redis.call('HINCRBY', KEYS[2], '@announced:' .. schema, 1)
 local keeps = {}
 for i = 4, #ARGV - 1, 2 do
   keeps[ARGV[i]] = ARGV[i + 1]
