@@ -161,8 +161,10 @@ pub const WRITERS: FamilySpec<'static> = FamilySpec {
 
 /// The state of each index of a kind (`schema:indexes:{#kind}`): a hash
 /// from index name to `building:<schema>:<fingerprint>` or
-/// `ready:<schema>:<fingerprint>`, and the progress of a backfill (fields
-/// starting with `@`, which no index name does).
+/// `ready:<schema>:<fingerprint>`, and the bookkeeping of backfills: the
+/// cursor of one in progress, and how often the writers of each schema
+/// announced themselves (fields starting with `@`, which no index name
+/// does).
 pub const INDEX_STATES: FamilySpec<'static> = FamilySpec {
     name: "index_states",
     key: "schema:indexes:{#kind}",
