@@ -25,6 +25,7 @@ pub(super) trait Kind: Send + Sync {
     fn backfill<'a>(&'a self, opts: &'a BackfillOptions) -> Fut<'a, BackfillReport>;
     fn index_states(&self) -> Fut<'_, Vec<(&'static str, IndexState)>>;
     fn writers(&self) -> Fut<'_, LiveWriters>;
+    fn record_layout<'a>(&'a self, index: &'a str) -> Fut<'a, ()>;
 
     /// `list` (when the type has one) and its index names.
     fn index_names(&self) -> Vec<&'static str> {
@@ -59,6 +60,9 @@ impl<D: microdcs_schema::Document + 'static, C: Codec<D> + 'static> Kind for Typ
     }
     fn writers(&self) -> Fut<'_, LiveWriters> {
         Box::pin(self.0.writers())
+    }
+    fn record_layout<'a>(&'a self, index: &'a str) -> Fut<'a, ()> {
+        Box::pin(self.0.record_layout(index))
     }
 }
 

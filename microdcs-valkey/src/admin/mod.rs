@@ -24,7 +24,7 @@
 //! | `lock check\|write [--path P] [--force]` | the schema lock ([`crate::lock`]) | no server |
 //! | `migrate plan [--lock P]` | what a migration would do: the lock's changes and the indexes `needs_rebuild` flags | maintenance role |
 //! | `migrate status` | the flagged indexes, the building ones, the live writers by schema, and whether a migration runs | maintenance + lease |
-//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), then rebuilds each flagged index; exit 1 when one is still flagged or building | app + maintenance + lease |
+//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), records the layout of each flagged index the backfill made ready (never rebuilt beside live writers), then rebuilds each flagged index without a state (the per-scope list); exit 1 when one is still flagged or building | app + maintenance + lease |
 //! | `migrate verify` | `verify` of every kind | maintenance role |
 //! | `migrate drop --lock P` | removes the keys of the indexes the lock `P` lists and this build no longer declares, once no writer of an older schema keeps them (see below); exit 1 when one was left | app + maintenance + lease |
 //! | `migrate finish` | verifies, and records the layouts of every clean kind ([`Store::accept_layouts`](crate::Store::accept_layouts)) under the lease; exit 1 when one is not clean | maintenance + lease |
@@ -502,17 +502,37 @@ async fn migrate<K: EachDocument>(valkey: &Valkey, kinds: &Kinds<K>, step: Migra
                         backfilled.push((k.spec().kind, k.backfill(&opts).await?));
                     }
                 }
+                // An index with a state is the backfill's: ready, it is
+                // complete and every live writer keeps it, so its layout is
+                // recorded; building, it waits for the next apply. Neither
+                // is rebuilt: a rebuild beside live writers (as in a rolling
+                // deploy) reads a document and writes its entries later,
+                // so a write in between would leave wrong entries in an
+                // index recorded ready. Only an index without a state (the
+                // per-scope list) is rebuilt, as before.
                 let mut done: Vec<(&'static str, String, Report)> = Vec::new();
+                let mut recorded: Vec<(&'static str, String)> = Vec::new();
                 for k in kinds.all() {
+                    let states = k.index_states().await?;
                     for index in k.needs_rebuild().await? {
-                        let opts = MaintenanceOptions { index: Some(&index), batch, ..MaintenanceOptions::default() };
-                        let report = k.rebuild(&opts).await?;
-                        done.push((k.spec().kind, index.clone(), report));
+                        match states.iter().find(|(name, _)| *name == index) {
+                            Some((_, IndexState::Ready)) => {
+                                k.record_layout(&index).await?;
+                                recorded.push((k.spec().kind, index.clone()));
+                            }
+                            Some((_, _)) => {}
+                            None => {
+                                let opts =
+                                    MaintenanceOptions { index: Some(&index), batch, ..MaintenanceOptions::default() };
+                                let report = k.rebuild(&opts).await?;
+                                done.push((k.spec().kind, index.clone(), report));
+                            }
+                        }
                     }
                 }
                 let left = kinds.flagged().await?;
                 let building = kinds.building().await?;
-                Ok(render::applied(&backfilled, &done, &left, &building, json))
+                Ok(render::applied(&backfilled, &recorded, &done, &left, &building, json))
             })
             .await
         }

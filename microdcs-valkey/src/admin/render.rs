@@ -204,6 +204,7 @@ fn backfill_json(kind: &str, r: &BackfillReport) -> Value {
 /// after it.
 pub(super) fn applied(
     backfilled: &[(&str, BackfillReport)],
+    recorded: &[(&str, String)],
     done: &[(&str, String, Report)],
     left: &[(&str, Vec<String>)],
     building: &[(&str, Vec<String>)],
@@ -216,10 +217,12 @@ pub(super) fn applied(
             .map(|(k, ix, r)| json!({ "kind": k, "index": ix, "documents": r.documents, "fixed": r.fixed }))
             .collect();
         let backfills: Vec<Value> = backfilled.iter().map(|(k, r)| backfill_json(k, r)).collect();
+        let recorded: Vec<Value> = recorded.iter().map(|(k, ix)| json!({ "kind": k, "index": ix })).collect();
         return Ran {
             code,
             output: json(&json!({
                 "backfilled": backfills,
+                "recorded": recorded,
                 "rebuilt": rebuilt,
                 "left": flagged_json(left),
                 "building": flagged_json(building),
@@ -242,6 +245,9 @@ pub(super) fn applied(
                 "  a writer of an older schema of {kind} is live: stop it, wait `WriterLifetime`, run apply again"
             );
         }
+    }
+    for (kind, ix) in recorded {
+        let _ = writeln!(out, "ready through the backfill, layout recorded: {kind} {ix}");
     }
     if done.is_empty() {
         out.push_str("nothing to rebuild\n");

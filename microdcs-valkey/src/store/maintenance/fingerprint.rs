@@ -72,6 +72,15 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         .map_err(|f| f.into_error(&key))
     }
 
+    /// Records the layout of `index` as migrated, so [`Store::needs_rebuild`]
+    /// stops flagging it, without a rebuild: for an index a backfill made
+    /// ready (complete, and kept by every live writer), which a rebuild
+    /// beside live writers could only make wrong.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code, reason = "used by the admin tool"))]
+    pub(crate) async fn record_layout(&self, index: &str) -> Result<()> {
+        self.record_fingerprint(Some(index)).await
+    }
+
     /// The indexes of `D` whose layout changed since the last migration
     /// (a rebuild or [`Store::accept_layouts`]) or the first deploy, from
     /// the fingerprints hash (`schema:fingerprints`, the built-in family
