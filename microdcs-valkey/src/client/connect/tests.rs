@@ -9,7 +9,10 @@ fn both_constructors_share_the_defaults() {
     assert_eq!(from_url.connect_timeout, defaults::CONNECT_TIMEOUT);
     assert_eq!(from_config.response_timeout, defaults::RESPONSE_TIMEOUT);
     assert_eq!(from_url.response_timeout, defaults::RESPONSE_TIMEOUT);
-    assert_eq!(from_config.poll, from_url.poll);
+    // A URL's poller settings are the defaults, the lag limit from the
+    // write options the handle gets (see `Valkey::from_connection`).
+    assert_eq!(from_config.poll, Some(crate::config::PollOptions::default()));
+    assert_eq!(from_url.poll, None);
     let m = from_url.manager_config();
     assert_eq!(m.min_delay(), defaults::RECONNECT_MIN_DELAY);
     assert_eq!(m.max_delay(), Some(defaults::RECONNECT_MAX_DELAY));
