@@ -439,6 +439,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// announcing itself at any time during the pass (such a writer does
     /// not keep them; checked in the same step that records them ready).
     /// Otherwise they stay building and the report says why: run it again.
+    /// A pass that met documents a newer release wrote (`newer`: this
+    /// release cannot write them, and that release may not keep these
+    /// indexes, as after a rollback over one that dropped or changed them)
+    /// leaves them building too: run [`Store::rebuild`] with every writer
+    /// stopped, which makes them exact and ready, or roll forward.
     ///
     /// Each document written again gets a new version and a change entry
     /// (`updated`), as any write, and keeps the lifetime it has left.
@@ -474,6 +479,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             let mut wrote = 0u64;
             let pace = crate::limits::Pace::new(rate);
             let mut done_in_pass = 0u64;
+            let mut newer_in_pass = 0u64;
             loop {
                 self.announce_if_due().await?;
                 let batch = self.scan(cursor, page).await?;
@@ -487,7 +493,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                             report.rewritten += 1;
                             wrote += 1;
                         }
-                        Backfilled::Newer => report.newer += 1,
+                        Backfilled::Newer => {
+                            report.newer += 1;
+                            newer_in_pass += 1;
+                        }
                         Backfilled::Contended => {
                             report.contended += 1;
                             wrote += 1;
@@ -506,6 +515,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             let older_at_end = self.writers().await?.older_remain();
             report.older_writers = older_at_end;
+            if newer_in_pass > 0 {
+                // Documents a newer release wrote cannot be written by this
+                // one, and that release may not keep these indexes (one
+                // rolled back from, which dropped or changed them): they
+                // stay building; another pass cannot change that.
+                break;
+            }
             if whole && wrote == 0 && !older_at_start && !older_at_end {
                 let mut older_announced = false;
                 for name in building(&self.index_states().await?) {
@@ -599,6 +615,55 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// How many times writers of a schema older than this one announced
     /// (the `@announced:<schema>` fields the announcement counts in).
     async fn older_announcements(&self, key: &str) -> Result<u64> {
+        self.announcements_below(key, D::SPEC.schema).await
+    }
+
+    /// After an offline rebuild of the indexes (or only `only`): records
+    /// those still building as ready, when no writer was live at the
+    /// rebuild's start (`quiet_at_start`: the announcements counted then,
+    /// `None` when one was live) nor announced since. A rebuild makes an
+    /// index exact from the documents as stored, whichever release wrote
+    /// them, which a backfill cannot do for documents a newer release
+    /// wrote (after a rollback over a release that dropped or changed the
+    /// index). The indexes recorded ready.
+    #[cfg_attr(not(feature = "maintenance"), allow(dead_code, reason = "used by rebuild"))]
+    pub(crate) async fn ready_after_rebuild(
+        &self,
+        only: Option<&str>,
+        quiet_at_start: Option<u64>,
+    ) -> Result<Vec<String>> {
+        let Some(at_start) = quiet_at_start else { return Ok(Vec::new()) };
+        if !self.writers().await?.schemas.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.index_states_key()?;
+        let mut ready = Vec::new();
+        for (name, state) in self.index_states().await? {
+            if state != IndexState::Building || only.is_some_and(|o| o != name) {
+                continue;
+            }
+            let fps = Self::index_fingerprints();
+            let fp = fps.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap_or_default();
+            if let Marked::Ready = self.mark_ready_below(&key, name, &fp, u32::MAX, at_start).await? {
+                ready.push(name.to_owned());
+            }
+        }
+        Ok(ready)
+    }
+
+    /// Before an offline rebuild: the announcements of every schema so
+    /// far, or `None` when a writer is live (see [`Store::ready_after_rebuild`]).
+    #[cfg_attr(not(feature = "maintenance"), allow(dead_code, reason = "used by rebuild"))]
+    pub(crate) async fn quiet_before_rebuild(&self) -> Result<Option<u64>> {
+        if !self.writers().await?.schemas.is_empty() {
+            return Ok(None);
+        }
+        let key = self.index_states_key()?;
+        Ok(Some(self.announcements_below(&key, u32::MAX).await?))
+    }
+
+    /// How many times writers of a schema below `bound` announced.
+    async fn announcements_below(&self, key: &str, bound: u32) -> Result<u64> {
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(key);
         let cmd = &cmd;
@@ -609,7 +674,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         let mut older = 0u64;
         for (field, count) in all {
             let Some(schema) = field.strip_prefix(ANNOUNCED_FIELD) else { continue };
-            if schema.parse::<u32>().is_ok_and(|s| s < D::SPEC.schema) {
+            if schema.parse::<u32>().is_ok_and(|s| s < bound) {
                 older += count.parse::<u64>().map_err(|_| Error::Corrupt {
                     key: key.to_owned(),
                     reason: format!("the announcement count `{field}` is not a whole number"),
@@ -620,9 +685,21 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn mark_ready(&self, key: &str, index: &str, fp: &str, older_announced: u64) -> Result<Marked> {
+        self.mark_ready_below(key, index, fp, D::SPEC.schema, older_announced).await
+    }
+
+    /// [`Store::mark_ready`] counting the announcements of schemas below `bound`.
+    async fn mark_ready_below(
+        &self,
+        key: &str,
+        index: &str,
+        fp: &str,
+        bound: u32,
+        older_announced: u64,
+    ) -> Result<Marked> {
         // The layout fingerprint of a value of the index-state hash (key
         // from `builtin::INDEX_STATES`), `building:<schema>:<fingerprint>`.
-        let (schema, older) = (D::SPEC.schema.to_string(), older_announced.to_string());
+        let (schema, older) = (bound.to_string(), older_announced.to_string());
         let call = MARK_READY
             .call()
             .key(key)

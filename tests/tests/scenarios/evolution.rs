@@ -91,6 +91,28 @@ mod v3 {
     }
 }
 
+/// Release 3, dropping release 2's index.
+mod v3drop {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(kind = "order", schema = 3, list(key = "order:list:{scope}"))]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+        #[serde(default)]
+        pub gift_note: Option<String>,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV3Drop {
+            documents: [Order],
+        }
+    }
+}
+
 async fn connect(prefix: &KeyPrefix, url: &str) -> Valkey {
     Valkey::connect_url(url, prefix.clone(), Default::default()).await.unwrap()
 }
@@ -653,6 +675,44 @@ async fn an_older_writer_that_came_and_went_during_the_pass_keeps_the_index_buil
     assert_eq!(again.ready, vec!["by_total".to_owned()], "{again:?}");
     let (held, _) = by_total(&b, &new).await;
     assert_eq!(held.get("o-old"), Some(&99), "the older writer's create is in the index");
+}
+
+/// Release 3 drops release 2's index; its creates never reach it. Rolled
+/// back to release 2, a query must not answer from the index as release 2
+/// left it: release 3's first announcement sends it back to building.
+/// Release 2's backfill cannot write release 3's documents, so it leaves
+/// the index building; a rebuild with every writer stopped completes it.
+#[tokio::test]
+async fn a_release_that_drops_an_index_sends_it_back_to_building_for_a_rollback() {
+    use microdcs_valkey::store::{BackfillOptions, IndexState};
+    let s = server();
+    let prefix = unique_prefix("evo-dropped");
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let two = v2::ShopV2::open(b.clone()).store::<v2::Order>();
+    for i in 0..5 {
+        created(&two, &v2::Order { id: format!("o-{i}"), scope: "s".into(), total: i, gift_note: None }).await;
+    }
+    assert_eq!(two.backfill(&BackfillOptions::default()).await.unwrap().ready, vec!["by_total".to_owned()]);
+    let c = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let three = v3drop::ShopV3Drop::open(c).store::<v3drop::Order>();
+    created(&three, &v3drop::Order { id: "o-new".into(), scope: "s".into(), total: 33, gift_note: None }).await;
+    // Rolled back: release 2 does not answer from an index release 3 did not keep.
+    assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert!(building(two.count_ids(v2::Order::by_total("s")).await).is_ok());
+    drop(three);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    // Release 2 cannot write what release 3 wrote: its backfill leaves the
+    // index building rather than ready without release 3's create.
+    let again = two.backfill(&BackfillOptions::default()).await.unwrap();
+    assert!(again.ready.is_empty(), "{again:?}");
+    assert_eq!(again.newer, 1, "{again:?}");
+    // With every writer stopped, a rebuild makes it exact and ready.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let rebuilt = two.rebuild(&microdcs_valkey::store::MaintenanceOptions::default()).await.unwrap();
+    assert!(rebuilt.fixed >= 1, "{rebuilt:?}");
+    assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Ready)]);
+    assert_eq!(two.count_ids(v2::Order::by_total("s")).await.unwrap(), 6, "release 3's create included");
 }
 
 /// A backfill keeps its progress after every page: one stopped midway (as

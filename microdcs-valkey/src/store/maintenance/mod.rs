@@ -199,8 +199,12 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// documents: adds what is missing, removes orphans and wrong entries,
     /// corrects scores and index hash fields, in batches of plain commands.
     /// Idempotent; after an interruption run it again. Records the index
-    /// layout's fingerprint when done (see [`Store::needs_rebuild`]).
-    /// Maintenance: run it while no writer is active.
+    /// layout's fingerprint when done (see [`Store::needs_rebuild`]), and,
+    /// when no writer was live or announced itself during it, records its
+    /// building indexes ready (the way to complete an index after a
+    /// rollback over a release that dropped or changed it, whose documents
+    /// a backfill cannot write again). Maintenance: run it while no writer
+    /// is active.
     ///
     /// # Errors
     /// Connection errors; [`Error::NoPermission`] for a user without the
@@ -208,8 +212,13 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     pub async fn rebuild(&self, opts: &MaintenanceOptions<'_>) -> Result<Report> {
         observed("rebuild", D::SPEC.kind, async {
             let needing = |e: Error| e.needing_role("rebuild", MAINTENANCE_ROLE);
+            let quiet = self.quiet_before_rebuild().await.map_err(needing)?;
             let report = self.run_maintenance(opts, Mode::Rebuild).await.map_err(needing)?;
             self.record_fingerprint(opts.index).await.map_err(needing)?;
+            let ready = self.ready_after_rebuild(opts.index, quiet).await.map_err(needing)?;
+            if !ready.is_empty() {
+                tracing::info!(kind = D::SPEC.kind, ?ready, "rebuild: indexes recorded ready");
+            }
             Ok(report)
         })
         .await
