@@ -11,7 +11,7 @@ fn both_constructors_share_the_defaults() {
     assert_eq!(from_url.response_timeout, defaults::RESPONSE_TIMEOUT);
     // A URL's poller settings are the defaults, the lag limit from the
     // write options the handle gets (see `Valkey::from_connection`).
-    assert_eq!(from_config.poll, Some(crate::config::PollOptions::default()));
+    assert_eq!(from_config.poll, Some(PollOptions::default()));
     assert_eq!(from_url.poll, None);
     let m = from_url.manager_config();
     assert_eq!(m.min_delay(), defaults::RECONNECT_MIN_DELAY);
