@@ -193,6 +193,7 @@ fn backfill_json(kind: &str, r: &BackfillReport) -> Value {
         "rewritten": r.rewritten,
         "newer": r.newer,
         "damaged": r.damaged,
+        "unique_held": r.unique_held,
         "contended": r.contended,
         "ready": r.ready,
         "building": r.building,

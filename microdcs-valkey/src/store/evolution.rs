@@ -178,6 +178,11 @@ pub struct BackfillReport {
     pub rewritten: u64,
     /// Documents a newer schema wrote meanwhile (left to it).
     pub newer: u64,
+    /// Documents whose rewrite a unique index of this release refused (a
+    /// value another document holds, which the older release did not
+    /// check): logged, counted and stepped over; while any is left the
+    /// indexes stay building. Resolve the duplicate, then run it again.
+    pub unique_held: u64,
     /// Documents that could not be read (corrupt and the like): counted
     /// and stepped over; `verify` names them.
     pub damaged: u64,
@@ -502,6 +507,11 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                             wrote += 1;
                         }
                         Backfilled::Damaged => report.damaged += 1,
+                        Backfilled::UniqueHeld => {
+                            report.unique_held += 1;
+                            // Not in the unique index: not ready.
+                            wrote += 1;
+                        }
                     }
                 }
                 cursor = batch.next.unwrap_or(0);
@@ -571,6 +581,10 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
                 Ok(PutOutcome::Conflict { .. }) => {}
                 Err(Error::SchemaBehind { .. }) => return Ok(Backfilled::Newer),
                 Err(e) if e.is_corrupt() => return Ok(Backfilled::Damaged),
+                Err(e @ Error::UniqueViolation { .. }) => {
+                    tracing::warn!(kind = D::SPEC.kind, id = %stored.id, error = %e, "backfill: a unique value another document holds; stepped over");
+                    return Ok(Backfilled::UniqueHeld);
+                }
                 Err(e) => return Err(e),
             }
             // Moved since it was read: read it again.
@@ -750,4 +764,7 @@ enum Backfilled {
     Contended,
     /// Unreadable or with a damaged stamp.
     Damaged,
+    /// Refused by a unique index of this release: another document holds
+    /// the value.
+    UniqueHeld,
 }

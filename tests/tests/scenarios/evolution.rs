@@ -113,6 +113,33 @@ mod v3drop {
     }
 }
 
+/// Release 2 with a unique index on a field release 1 did not check.
+mod v2unique {
+    use microdcs_valkey::Document;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
+    #[microdcs(
+        kind = "order",
+        schema = 2,
+        list(key = "order:list:{scope}"),
+        unique(key = "order:bytotal:{scope}:{total}", name = "by_total_unique")
+    )]
+    pub struct Order {
+        pub id: String,
+        pub scope: String,
+        pub total: i64,
+        #[serde(default)]
+        pub gift_note: Option<String>,
+    }
+
+    microdcs_valkey::keyspace! {
+        pub ShopV2Unique {
+            documents: [Order],
+        }
+    }
+}
+
 async fn connect(prefix: &KeyPrefix, url: &str) -> Valkey {
     Valkey::connect_url(url, prefix.clone(), Default::default()).await.unwrap()
 }
@@ -713,6 +740,30 @@ async fn a_release_that_drops_an_index_sends_it_back_to_building_for_a_rollback(
     assert!(rebuilt.fixed >= 1, "{rebuilt:?}");
     assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Ready)]);
     assert_eq!(two.count_ids(v2::Order::by_total("s")).await.unwrap(), 6, "release 3's create included");
+}
+
+/// Release 2 adds a unique index over values release 1 never checked, and
+/// two documents share one: the backfill steps over the one the index
+/// refuses (logged, counted), completes the rest, and leaves the index
+/// building instead of stopping at that document for good.
+#[tokio::test]
+async fn a_duplicate_under_a_new_unique_index_is_stepped_over_and_keeps_it_building() {
+    use microdcs_valkey::store::{BackfillOptions, IndexState};
+    let s = server();
+    let prefix = unique_prefix("evo-unique");
+    let a = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let old = v1::ShopV1::open(a).store::<v1::Order>();
+    for (id, total) in [("o-1", 7), ("o-2", 7), ("o-3", 8)] {
+        created(&old, &v1::Order { id: id.into(), scope: "s".into(), total }).await;
+    }
+    drop(old);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
+    let new = v2unique::ShopV2Unique::open(b).store::<v2unique::Order>();
+    let report = new.backfill(&BackfillOptions::default()).await.unwrap();
+    assert_eq!((report.unique_held, report.rewritten), (report.passes as u64, 2), "{report:?}");
+    assert!(report.ready.is_empty(), "{report:?}");
+    assert_eq!(new.index_states().await.unwrap(), vec![("by_total_unique", IndexState::Building)]);
 }
 
 /// A backfill keeps its progress after every page: one stopped midway (as
