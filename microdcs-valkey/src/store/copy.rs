@@ -6,7 +6,7 @@ use microdcs_schema::Document;
 
 use super::{PutOutcome, Store};
 use crate::codec::Codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What a copy did ([`Store::copy_from`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,7 +52,9 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     /// # Errors
     /// Connection errors, and a write the new layout refuses (a unique
     /// value taken, too few replicas): the documents copied so far stay,
-    /// run it again after the fix.
+    /// run it again after the fix. [`Error::InvalidArgument`], before
+    /// anything is read, when both layouts have the same document key
+    /// template on the same prefix (nothing could be copied).
     pub async fn copy_from<O, OC, F>(&self, from: &Store<O, OC>, convert: F, page: usize) -> Result<CopyReport>
     where
         O: Document,
@@ -68,6 +70,17 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         OC: Codec<O>,
         F: Fn(O) -> Option<D> + Send + Sync,
     {
+        // The same document keys on the same prefix: every document would
+        // count as present, and nothing be copied.
+        if O::SPEC.key == D::SPEC.key && from.valkey().prefix() == self.valkey.prefix() {
+            return Err(Error::InvalidArgument(format!(
+                "copy_from: {} and {} store their documents under the same keys (`{}`); a copy needs the new \
+                 layout's own key template (or another key prefix)",
+                O::SPEC.type_name,
+                D::SPEC.type_name,
+                D::SPEC.key
+            )));
+        }
         let mut report = CopyReport::default();
         let page = page.clamp(1, Self::MAX_MANY);
         let pace = crate::limits::Pace::new(self.valkey.write_options().backfill_rate);

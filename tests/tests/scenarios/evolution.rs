@@ -1036,6 +1036,9 @@ async fn a_copy_moves_a_type_to_a_new_template_and_field_type() {
     assert_eq!(new.get("n-12").await.unwrap().unwrap().doc.words, 12);
     assert_eq!(new.get("n-5").await.unwrap().unwrap().doc.words, 500, "never overwritten");
     assert!(new.get("n-7").await.unwrap().is_none(), "declined");
+    // Onto the same keys: refused before anything is read.
+    let same = old.copy_from(&old, Some, 6).await;
+    assert!(matches!(same, Err(Error::InvalidArgument(_))), "{same:?}");
     assert!(new.get("n-3").await.unwrap().is_none(), "damaged: not copied");
     let report = new.verify(&MaintenanceOptions::default()).await.unwrap();
     assert!(report.is_clean(), "{report:?}");
