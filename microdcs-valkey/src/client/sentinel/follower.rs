@@ -153,14 +153,17 @@ impl FollowerInner {
 
     /// After a command's outcome: whether it was refused by a replica and
     /// the Sentinels now name another primary. A command a replica refused
-    /// did not run, so sending it again there is safe. A lost connection
-    /// makes us ask the Sentinels in the background.
-    async fn moved_after(&self, made_for: u64, readonly: bool, unknown: bool) -> bool {
+    /// did not run, so sending it again there is safe. A lost connection,
+    /// or a primary refusing writes for want of replicas (`NOREPLICAS`: it
+    /// may be cut off from them, and the Sentinels may have promoted one),
+    /// makes us ask the Sentinels in the background (at most once per ask
+    /// gap, see `Sentinels::refresh`).
+    async fn moved_after(&self, made_for: u64, readonly: bool, ask: bool) -> bool {
         if readonly {
             self.sentinels.refresh(true).await;
             return self.sentinels.current.borrow().generation != made_for;
         }
-        if unknown {
+        if ask {
             let sentinels = self.sentinels.clone();
             tokio::spawn(async move { sentinels.refresh(false).await });
         }
@@ -218,6 +221,14 @@ fn is_readonly(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
 }
 
+fn is_noreplicas(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOREPLICAS")
+}
+
+fn value_is_noreplicas(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.code() == "NOREPLICAS")
+}
+
 fn value_is_readonly(v: &Value) -> bool {
     matches!(v, Value::ServerError(e) if e.code() == "READONLY")
 }
@@ -231,8 +242,11 @@ impl ConnectionLike for Follower {
                 Ok(v) => value_is_readonly(v),
                 Err(e) => is_readonly(e),
             };
-            let unknown = reply.as_ref().err().is_some_and(is_unknown_outcome);
-            if self.inner.moved_after(made_for, readonly, unknown).await {
+            let ask = match &reply {
+                Ok(v) => value_is_noreplicas(v),
+                Err(e) => is_unknown_outcome(e) || is_noreplicas(e),
+            };
+            if self.inner.moved_after(made_for, readonly, ask).await {
                 let (_, mut con) = self.inner.manager().await?;
                 return con.req_packed_command(cmd).await;
             }
@@ -253,12 +267,15 @@ impl ConnectionLike for Follower {
                 Ok(values) => values.iter().any(value_is_readonly),
                 Err(e) => is_readonly(e),
             };
-            let unknown = reply.as_ref().err().is_some_and(is_unknown_outcome);
+            let ask = match &reply {
+                Ok(values) => values.iter().any(value_is_noreplicas),
+                Err(e) => is_unknown_outcome(e) || is_noreplicas(e),
+            };
             // Not sent again here: the node may have turned replica in the
             // middle of the pipeline, after earlier commands ran. The
             // caller's retry rule knows which of its commands may go twice;
             // its next attempt reaches the new primary.
-            self.inner.moved_after(made_for, readonly, unknown).await;
+            self.inner.moved_after(made_for, readonly, ask).await;
             reply
         })
     }
