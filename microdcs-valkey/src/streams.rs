@@ -285,21 +285,25 @@ impl Streams {
         // goes to the stream's primary by its slot, not to a random node.
         let call = CREATE_GROUP_SCRIPT.call().key(stream).arg(group.as_bytes());
         let call = &call;
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        let attempts = &attempts;
         let run = |mut con: Connection| async move {
-            match call.run(&mut con).await {
-                // Also the answer to an attempt after one whose outcome was unknown.
-                Err(e) if e.code() == Some("BUSYGROUP") => Ok(Value::Int(0)),
-                other => other,
-            }
+            attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            call.run(&mut con).await
         };
-        let made =
+        let reply =
             retry::repeatable(&self.valkey, "group create", stream, run).await.map_err(|f| f.into_error(stream))?;
-        match made {
-            Value::Int(n) => Ok(u64::try_from(n).unwrap_or(0)),
-            _ => {
-                Err(Error::Corrupt { key: stream.to_owned(), reason: "the group script's reply is not a count".into() })
-            }
-        }
+        let corrupt =
+            || Error::Corrupt { key: stream.to_owned(), reason: "the group script's reply has another shape".into() };
+        let Value::Array(parts) = reply else { return Err(corrupt()) };
+        let (made, removed) = match parts.as_slice() {
+            [Value::Int(made), Value::Int(removed)] => (*made == 1, u64::try_from(*removed).unwrap_or(0)),
+            _ => return Err(corrupt()),
+        };
+        // A group found existing on an attempt after one whose reply was
+        // lost may be the one that attempt made.
+        let ours = made || attempts.load(std::sync::atomic::Ordering::Relaxed) > 1;
+        Ok(if ours { removed } else { 0 })
     }
 
     /// Appends an entry with no length limit (work and outbox streams).

@@ -213,20 +213,26 @@ where
             && stale
         {
             for scope in &scopes {
-                // A scope whose running jobs cannot be listed (a key of
-                // another type, a registry member that is no valid scope)
-                // is stepped over as the due pass below steps over it: the
-                // other scopes are walked and their timers still fire. It
-                // does not keep the heartbeat old, or every run would walk
-                // every scope again until someone repaired it.
+                // A scope whose running jobs cannot be listed for damage (a
+                // key of another type, a registry member that is no valid
+                // scope) is stepped over as the due pass below steps over
+                // it: the other scopes are walked and their timers still
+                // fire. Damage does not keep the heartbeat old, or every run
+                // would walk every scope again until someone repaired it.
                 let ids = match self.active_ids(outage, scope).await {
                     Ok(ids) => ids,
                     Err(e) if e.is_connection() => return Err(e),
+                    Err(e) if is_damage(&e) => {
+                        tracing::warn!(scope = %scope, error = %e, "due sweep: a scope whose running jobs cannot be listed after an outage is stepped over");
+                        self.store.valkey().metrics().add_sweep_damaged();
+                        first_err.get_or_insert(e);
+                        continue;
+                    }
+                    // Not damage (a server loading, a refused command): this
+                    // scope is walked again by the next run, which keeps the
+                    // heartbeat old.
                     Err(e) => {
-                        if is_damage(&e) {
-                            tracing::warn!(scope = %scope, error = %e, "due sweep: a scope whose running jobs cannot be listed after an outage is stepped over");
-                            self.store.valkey().metrics().add_sweep_damaged();
-                        }
+                        walk_failed = true;
                         first_err.get_or_insert(e);
                         continue;
                     }

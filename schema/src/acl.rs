@@ -100,7 +100,9 @@ const APP: &[&str] = &[
 /// when the server refuses or loses a script right after `SCRIPT LOAD`;
 /// and what the admin tool's migration steps send besides `verify` and
 /// `rebuild`: `TIME` and `ZRANGE` (the registry of live writers, which
-/// `migrate status` reads, with the migration lease's time left, `PTTL`)
+/// `migrate status` reads, with the migration lease's time left, `PTTL`;
+/// a rebuild of a kind with index states reads it too, to record its
+/// building indexes ready only when no writer is live)
 /// and `UNLINK`
 /// (`migrate drop`: a dropped index's keys, without blocking the server on
 /// a large one).

@@ -24,7 +24,7 @@
 //! | `lock check\|write [--path P] [--force]` | the schema lock ([`crate::lock`]) | no server |
 //! | `migrate plan [--lock P]` | what a migration would do: the lock's changes and the indexes `needs_rebuild` flags | maintenance role |
 //! | `migrate status` | the flagged indexes, the building ones, the live writers by schema, and whether a migration runs | maintenance + lease |
-//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), records the layout of each flagged index the backfill made ready (never rebuilt beside live writers), then rebuilds each flagged index without a state (the per-scope list); exit 1 when one is still flagged or building | app + maintenance + lease |
+//! | `migrate apply [--batch N]` | under the migration lease: backfills each kind with a building index ([`Store::backfill`](crate::Store::backfill)), records the layout of each flagged index that backfill made ready (never rebuilt beside live writers), leaves one still building to the next apply, and rebuilds every other flagged index (the per-scope list, a kind of schema 1); exit 1 when one is still flagged or building | app + maintenance + lease |
 //! | `migrate verify` | `verify` of every kind | maintenance role |
 //! | `migrate drop --lock P` | removes the keys of the indexes the lock `P` lists and this build no longer declares, once no writer of an older schema keeps them (see below); exit 1 when one was left | app + maintenance + lease |
 //! | `migrate finish` | verifies, and records the layouts of every clean kind ([`Store::accept_layouts`](crate::Store::accept_layouts)) under the lease; exit 1 when one is not clean | maintenance + lease |
@@ -502,31 +502,37 @@ async fn migrate<K: EachDocument>(valkey: &Valkey, kinds: &Kinds<K>, step: Migra
                         backfilled.push((k.spec().kind, k.backfill(&opts).await?));
                     }
                 }
-                // An index with a state is the backfill's: ready, it is
-                // complete and every live writer keeps it, so its layout is
-                // recorded; building, it waits for the next apply. Neither
-                // is rebuilt: a rebuild beside live writers (as in a rolling
-                // deploy) reads a document and writes its entries later,
-                // so a write in between would leave wrong entries in an
-                // index recorded ready. Only an index without a state (the
-                // per-scope list) is rebuilt, as before.
+                // An index this run's backfill made ready (a kind of a
+                // schema above 1) is complete and every live writer keeps
+                // it: its layout is recorded, and it is not rebuilt. A
+                // rebuild beside live writers (as in a rolling deploy) reads
+                // a document and writes its entries later, so a write in
+                // between would leave wrong entries in an index recorded
+                // ready. One still building waits for the next apply. Any
+                // other flagged index (the per-scope list, a kind of schema
+                // 1, an index whose layout was never recorded) is rebuilt,
+                // as before.
                 let mut done: Vec<(&'static str, String, Report)> = Vec::new();
                 let mut recorded: Vec<(&'static str, String)> = Vec::new();
                 for k in kinds.all() {
+                    let kind = k.spec().kind;
                     let states = k.index_states().await?;
+                    let made_ready = |index: &str| {
+                        k.spec().schema > 1
+                            && backfilled.iter().any(|(b, r)| *b == kind && r.ready.iter().any(|i| i == index))
+                    };
                     for index in k.needs_rebuild().await? {
-                        match states.iter().find(|(name, _)| *name == index) {
-                            Some((_, IndexState::Ready)) => {
-                                k.record_layout(&index).await?;
-                                recorded.push((k.spec().kind, index.clone()));
-                            }
-                            Some((_, _)) => {}
-                            None => {
-                                let opts =
-                                    MaintenanceOptions { index: Some(&index), batch, ..MaintenanceOptions::default() };
-                                let report = k.rebuild(&opts).await?;
-                                done.push((k.spec().kind, index.clone(), report));
-                            }
+                        let state = states.iter().find(|(name, _)| *name == index).map(|(_, s)| s.clone());
+                        if made_ready(&index) {
+                            k.record_layout(&index).await?;
+                            recorded.push((kind, index.clone()));
+                        } else if state == Some(IndexState::Building) && k.spec().schema > 1 {
+                            // Left to the next apply's backfill.
+                        } else {
+                            let opts =
+                                MaintenanceOptions { index: Some(&index), batch, ..MaintenanceOptions::default() };
+                            let report = k.rebuild(&opts).await?;
+                            done.push((kind, index.clone(), report));
                         }
                     }
                 }

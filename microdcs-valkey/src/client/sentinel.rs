@@ -152,6 +152,8 @@ pub(crate) struct Sentinels {
     replicas: AtomicU32,
     /// When we last asked (see [`ASK_GAP`]).
     asked: tokio::sync::Mutex<Option<Instant>>,
+    /// Whether a question asked in the background is pending.
+    asking: std::sync::atomic::AtomicBool,
     /// Which Sentinel the next question goes to first.
     order: AskOrder,
     /// The switch listener and the periodic check, stopped with the last
@@ -193,6 +195,7 @@ impl Sentinels {
             current,
             replicas: AtomicU32::new(named.replicas),
             asked: tokio::sync::Mutex::new(Some(Instant::now())),
+            asking: std::sync::atomic::AtomicBool::new(false),
             order,
             tasks: Mutex::new(Vec::new()),
         });
@@ -221,6 +224,27 @@ impl Sentinels {
     /// with `SENTINEL RESET` and the handle is made again).
     pub(crate) fn known_replicas(&self) -> u32 {
         self.replicas.load(Ordering::Relaxed)
+    }
+
+    /// [`Sentinels::refresh`] in a task of its own, unless one is already
+    /// pending: a burst of failed calls (every write refused for want of
+    /// replicas, under load) asks once, not once per call.
+    pub(crate) fn refresh_in_background(self: &Arc<Self>) {
+        if self.asking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Cleared however the task ends (a panic, an abort at runtime shutdown).
+        struct Pending(Arc<Sentinels>);
+        impl Drop for Pending {
+            fn drop(&mut self) {
+                self.0.asking.store(false, Ordering::Release);
+            }
+        }
+        let pending = Pending(self.clone());
+        tokio::spawn(async move {
+            pending.0.refresh(false).await;
+            drop(pending);
+        });
     }
 
     /// Asks the Sentinels again (at most once per [`ASK_GAP`], bounded by

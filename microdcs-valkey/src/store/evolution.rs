@@ -658,7 +658,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
             }
             let fps = Self::index_fingerprints();
             let fp = fps.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap_or_default();
-            if let Marked::Ready = self.mark_ready_below(&key, name, &fp, u32::MAX, at_start).await? {
+            if let Marked::Ready = self.mark_ready_below(&key, name, &fp, u32::MAX, at_start, true).await? {
                 ready.push(name.to_owned());
             }
         }
@@ -699,7 +699,7 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
     }
 
     async fn mark_ready(&self, key: &str, index: &str, fp: &str, older_announced: u64) -> Result<Marked> {
-        self.mark_ready_below(key, index, fp, D::SPEC.schema, older_announced).await
+        self.mark_ready_below(key, index, fp, D::SPEC.schema, older_announced, false).await
     }
 
     /// [`Store::mark_ready`] counting the announcements of schemas below `bound`.
@@ -710,17 +710,20 @@ impl<D: Document, C: Codec<D>> Store<D, C> {
         fp: &str,
         bound: u32,
         older_announced: u64,
+        rebuilt: bool,
     ) -> Result<Marked> {
         // The layout fingerprint of a value of the index-state hash (key
         // from `builtin::INDEX_STATES`), `building:<schema>:<fingerprint>`.
         let (schema, older) = (bound.to_string(), older_announced.to_string());
+        let own = if rebuilt { D::SPEC.schema.to_string() } else { String::new() };
         let call = MARK_READY
             .call()
             .key(key)
             .arg(index.as_bytes())
             .arg(fp.as_bytes())
             .arg(schema.as_bytes())
-            .arg(older.as_bytes());
+            .arg(older.as_bytes())
+            .arg(own.as_bytes());
         let call = &call;
         let v =
             crate::retry::repeatable(

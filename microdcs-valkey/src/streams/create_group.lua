@@ -1,6 +1,7 @@
 -- KEYS[1] stream. ARGV[1] group.
--- Returns the number of entries removed from the stream before the group
--- was made; BUSYGROUP (the server's error) when the group exists.
+-- Returns {made, removed}: 1 if this call made the group (0 if it existed),
+-- and the number of entries removed from the stream so far (for a group
+-- made now, those removed before it existed).
 -- The group starts at 0-0 (everything the stream keeps) with ENTRIESREAD at
 -- the number of entries removed so far (entries-added minus length): those
 -- went before the group existed and are no loss of its own.
@@ -14,5 +15,10 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   removed = added - length
 end
-redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
-return removed
+local made = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM', 'ENTRIESREAD', removed)
+if type(made) == 'table' and made.err then
+  -- The group exists: known by the error's code, its first word.
+  if string.match(made.err, '^BUSYGROUP') then return {0, removed} end
+  return made
+end
+return {1, removed}

@@ -91,13 +91,18 @@ mod v3 {
     }
 }
 
-/// Release 3, dropping release 2's index.
-mod v3drop {
+/// Release 3, changing the layout of release 2's index.
+mod v3changed {
     use microdcs_valkey::Document;
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Document)]
-    #[microdcs(kind = "order", schema = 3, list(key = "order:list:{scope}"))]
+    #[microdcs(
+        kind = "order",
+        schema = 3,
+        list(key = "order:list:{scope}"),
+        sorted(key = "order:bytotal:v3:{scope}", score = total, name = "by_total")
+    )]
     pub struct Order {
         pub id: String,
         pub scope: String,
@@ -107,7 +112,7 @@ mod v3drop {
     }
 
     microdcs_valkey::keyspace! {
-        pub ShopV3Drop {
+        pub ShopV3Changed {
             documents: [Order],
         }
     }
@@ -704,16 +709,16 @@ async fn an_older_writer_that_came_and_went_during_the_pass_keeps_the_index_buil
     assert_eq!(held.get("o-old"), Some(&99), "the older writer's create is in the index");
 }
 
-/// Release 3 drops release 2's index; its creates never reach it. Rolled
-/// back to release 2, a query must not answer from the index as release 2
-/// left it: release 3's first announcement sends it back to building.
-/// Release 2's backfill cannot write release 3's documents, so it leaves
-/// the index building; a rebuild with every writer stopped completes it.
+/// Release 3 changes the layout of release 2's index; rolled back to
+/// release 2, a query must not answer from it: release 3 recorded it
+/// building under its own layout. Release 2 cannot write what release 3
+/// wrote, so its backfill leaves the index building; a rebuild with every
+/// writer stopped makes release 2's layout exact and ready.
 #[tokio::test]
-async fn a_release_that_drops_an_index_sends_it_back_to_building_for_a_rollback() {
+async fn a_rollback_over_a_changed_index_is_completed_by_an_offline_rebuild() {
     use microdcs_valkey::store::{BackfillOptions, IndexState};
     let s = server();
-    let prefix = unique_prefix("evo-dropped");
+    let prefix = unique_prefix("evo-changed");
     let b = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
     let two = v2::ShopV2::open(b.clone()).store::<v2::Order>();
     for i in 0..5 {
@@ -721,16 +726,14 @@ async fn a_release_that_drops_an_index_sends_it_back_to_building_for_a_rollback(
     }
     assert_eq!(two.backfill(&BackfillOptions::default()).await.unwrap().ready, vec!["by_total".to_owned()]);
     let c = Valkey::connect_url(s.url(), prefix.clone(), fast_heartbeat()).await.unwrap();
-    let three = v3drop::ShopV3Drop::open(c).store::<v3drop::Order>();
-    created(&three, &v3drop::Order { id: "o-new".into(), scope: "s".into(), total: 33, gift_note: None }).await;
-    // Rolled back: release 2 does not answer from an index release 3 did not keep.
+    let three = v3changed::ShopV3Changed::open(c).store::<v3changed::Order>();
+    created(&three, &v3changed::Order { id: "o-new".into(), scope: "s".into(), total: 33, gift_note: None }).await;
+    // Rolled back: release 2 does not answer from an index release 3 laid out anew.
     assert_eq!(two.index_states().await.unwrap(), vec![("by_total", IndexState::Building)]);
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     assert!(building(two.count_ids(v2::Order::by_total("s")).await).is_ok());
     drop(three);
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    // Release 2 cannot write what release 3 wrote: its backfill leaves the
-    // index building rather than ready without release 3's create.
     let again = two.backfill(&BackfillOptions::default()).await.unwrap();
     assert!(again.ready.is_empty(), "{again:?}");
     assert_eq!(again.newer, 1, "{again:?}");

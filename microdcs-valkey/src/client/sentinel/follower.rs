@@ -164,8 +164,7 @@ impl FollowerInner {
             return self.sentinels.current.borrow().generation != made_for;
         }
         if ask {
-            let sentinels = self.sentinels.clone();
-            tokio::spawn(async move { sentinels.refresh(false).await });
+            self.sentinels.refresh_in_background();
         }
         false
     }

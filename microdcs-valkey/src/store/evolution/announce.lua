@@ -14,14 +14,13 @@
 -- index it does not find, or finds recorded by an older schema with
 -- another fingerprint (changed), as building; a state recorded by the
 -- same or a newer schema, or an unchanged index, is left as it is.
--- And the other way: an index another schema recorded ready that this
+-- And the other way: an index a newer schema recorded ready that this
 -- writer does not keep (it does not know it, or knows another layout) goes
--- back to building under that schema's own record, so its next backfill
--- can make it ready again: this writer's creates and updates will not
--- reach it, and a query must not answer from it meanwhile. From a newer
--- schema, that is an older release back (a rollback, an old instance
--- restarted); from an older one, a newer release that dropped or changed
--- the index, which the older release would answer from after a rollback.
+-- back to building under the newer schema's own record, so its next
+-- backfill can make it ready again: this writer's creates and updates will
+-- not reach it, and a query must not answer from it meanwhile. (An index
+-- an older schema recorded that this writer dropped is left to the older
+-- release, which still reads it while it runs.)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -54,7 +53,7 @@ end
 local states = redis.call('HGETALL', KEYS[2])
 for i = 1, #states - 1, 2 do
   local s, f = string.match(states[i + 1], '^ready:(%d+):(.*)$')
-  if s and tonumber(s) ~= schema and keeps[states[i]] ~= f then
+  if s and tonumber(s) > schema and keeps[states[i]] ~= f then
     redis.call('HSET', KEYS[2], states[i], 'building:' .. s .. ':' .. f)
   end
 end

@@ -12,8 +12,11 @@
 -- ARGV[1] the index name; ARGV[2] the layout fingerprint built
 -- ARGV[3] the backfill's schema; ARGV[4] the announcements of older
 -- schemas counted when its pass started
--- Returns 1 if marked ready, 0 if the state is another, 2 if an older
--- writer announced during the pass.
+-- ARGV[5] empty for a backfill; for an offline rebuild, which built this
+-- layout from the documents as stored with no writer about, its schema:
+-- the state, whatever it was, becomes `ready:<ARGV[5]>:<ARGV[2]>`.
+-- Returns 1 if marked ready, 0 if the state is another, 2 if a writer
+-- counted announced during the pass.
 local older = 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields - 1, 2 do
@@ -21,7 +24,11 @@ for i = 1, #fields - 1, 2 do
   if s and tonumber(s) < tonumber(ARGV[3]) then older = older + tonumber(fields[i + 1]) end
 end
 if older ~= tonumber(ARGV[4]) then return 2 end
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1], 'ready:' .. ARGV[5] .. ':' .. ARGV[2])
+  return 1
+end
+local cur = redis.call('HMGET', KEYS[1], ARGV[1])[1]
 if not cur then return 0 end
 local s, f = string.match(cur, '^building:(%d+):(.*)$')
 if not s or f ~= ARGV[2] then return 0 end
