@@ -159,6 +159,12 @@ pub const WRITERS: FamilySpec<'static> = FamilySpec {
     ttl_ms: None,
 };
 
+/// A member of [`WRITERS`]: `<schema>:<writer id>`. The writers script
+/// reads the schema back from before the first `:`.
+pub fn writer_member(schema: u32, writer: &str) -> String {
+    format!("{schema}:{writer}")
+}
+
 /// The state of each index of a kind (`schema:indexes:{#kind}`): a hash
 /// from index name to `building:<schema>:<fingerprint>` or
 /// `ready:<schema>:<fingerprint>`, and the bookkeeping of backfills: the
