@@ -1,3 +1,6 @@
+// Just over 600 lines: the lease's public API, its request-id retry rule and
+// the script calls belong together; the scripts are in lease/*.lua and the
+// in-memory lease in lease/memory.rs. The seam if it grows: renew/release.
 //! A lease store with fencing tokens: atomic acquire, renew and
 //! compare-and-delete release scripts, a monotonic fencing counter, a
 //! request-id result cache so a retried call never acts twice, and a
@@ -99,10 +102,6 @@
 //! Owners, lease ids and request ids are lease metadata: `Debug` of
 //! [`Lease`], [`Acquire`] and [`MemoryLeases`] shows them as `***`, and the
 //! errors and log lines of this module never carry them.
-
-// Just over 600 lines: the lease's public API, its request-id retry rule and
-// the script calls belong together; the scripts are in lease/*.lua and the
-// in-memory lease in lease/memory.rs. The seam if it grows: renew/release.
 
 use std::collections::HashMap;
 use std::fmt;

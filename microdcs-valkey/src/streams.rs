@@ -1,3 +1,6 @@
+// Just over 600 lines: the stream handle and its consumer-group calls share
+// one retry rule and one reply decoding. The seam if it grows: the group
+// calls (claim, ack, pending) into streams/group.rs.
 //! The streams helper: groups, append, non-blocking group reads,
 //! acknowledge, acknowledged-only trim and autoclaim that counts entries
 //! deleted while pending.
@@ -65,10 +68,6 @@
 //! Retention, gaps and how the poller uses these calls are in the guide:
 //! [Streams, consumers and
 //! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md).
-
-// Just over 600 lines: the stream handle and its consumer-group calls share
-// one retry rule and one reply decoding. The seam if it grows: the group
-// calls (claim, ack, pending) into streams/group.rs.
 
 use std::time::Duration;
 

@@ -1,3 +1,5 @@
+// Just over 600 lines: the due and the expiry sweep share their scope walk
+// and their damage accounting. The seam if it grows: one file per sweep.
 //! Sweeps over sorted indexes scored by time: timers that fire, and
 //! documents that expire. Both are [`PollerTask`]s, run by the
 //! [`Poller`](crate::poller::Poller) (`Poller::task`) or by hand (`sweep()`).
@@ -69,9 +71,6 @@
 //! Timers, outages and expiring ordered data are in the guide: [Streams,
 //! consumers and
 //! retention](https://github.com/microdcs/microdcs/blob/main/docs/guide/07-streams-and-consumers.md#sweeps).
-
-// Just over 600 lines: the due and the expiry sweep share their scope walk
-// and their damage accounting. The seam if it grows: one file per sweep.
 
 use std::time::Duration;
 

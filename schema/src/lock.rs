@@ -1,3 +1,6 @@
+// Over 600 lines: the lock's model, its text form (render and parse, a
+// persisted format) and the diff with its fixes. The seam if it grows: the
+// parser into lock/parse.rs; the tests are already in lock/tests.rs.
 //! The schema lock: a committed text describing every kind of a keyspace as
 //! its stored data depends on it, compared with the code without a server
 //! (as `sqlx prepare --check` compares its query data).
@@ -38,10 +41,6 @@
 //! assert_eq!(diff.worst(), Some(ChangeClass::Breaking));
 //! assert!(diff.report().contains("append new fields last with `#[serde(default)]`, never reorder"));
 //! ```
-
-// Over 600 lines: the lock's model, its text form (render and parse, a
-// persisted format) and the diff with its fixes. The seam if it grows: the
-// parser into lock/parse.rs; the tests are already in lock/tests.rs.
 
 use std::fmt::Write as _;
 

@@ -491,88 +491,6 @@ async fn ask_one(s: &SentinelSetup, i: usize) -> Result<Named, One> {
     }
 }
 
-/// A Sentinel's answers to `SENTINEL MASTER` and
-/// `SENTINEL GET-MASTER-ADDR-BY-NAME`, read.
-#[derive(Debug, PartialEq, Eq)]
-enum Parsed {
-    Named {
-        host: String,
-        port: u16,
-        epoch: u64,
-        replicas: u32,
-    },
-    /// No such service (a nil address, or `SENTINEL MASTER` refused).
-    Unknown,
-    /// Something else: what, for the message.
-    Bad(&'static str),
-}
-
-fn parse_named(replies: &[Value]) -> Parsed {
-    let [master, addr] = replies else { return Parsed::Bad("not two replies") };
-    let text = |v: &Value| match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(n) => Some(n.to_string()),
-        _ => None,
-    };
-    let (host, port) = match addr {
-        Value::Nil => return Parsed::Unknown,
-        Value::Array(hp) if hp.len() == 2 => match (text(&hp[0]), text(&hp[1]).and_then(|p| p.parse::<u16>().ok())) {
-            (Some(h), Some(p)) => (h, p),
-            _ => return Parsed::Bad("an address that is not host and port"),
-        },
-        Value::ServerError(_) => return Parsed::Unknown,
-        _ => return Parsed::Bad("an address that is not host and port"),
-    };
-    let pairs: Vec<(String, String)> = match master {
-        Value::Array(flat) => flat.chunks(2).filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?))).collect(),
-        Value::Map(map) => map.iter().filter_map(|(k, v)| Some((text(k)?, text(v)?))).collect(),
-        Value::ServerError(_) => return Parsed::Unknown,
-        _ => return Parsed::Bad("a `SENTINEL MASTER` reply that is no map"),
-    };
-    let field = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let Some(epoch) = field("config-epoch").and_then(|e| e.parse::<u64>().ok()) else {
-        return Parsed::Bad("no `config-epoch`");
-    };
-    let Some(replicas) = field("num-slaves").and_then(|e| e.parse::<u32>().ok()) else {
-        return Parsed::Bad("no `num-slaves`");
-    };
-    Parsed::Named { host, port, epoch, replicas }
-}
-
-/// How often every Sentinel is asked again while nothing else asks them.
-const CHECK_EVERY: Duration = Duration::from_secs(5);
-
-/// Asks every Sentinel every [`CHECK_EVERY`] (see [`Sentinels::check`]);
-/// ends with the [`Sentinels`] it serves.
-async fn check_every(sentinels: Weak<Sentinels>) {
-    loop {
-        tokio::time::sleep(CHECK_EVERY).await;
-        let Some(s) = sentinels.upgrade() else { return };
-        s.check().await;
-    }
-}
-
-impl Sentinels {
-    /// Asks every Sentinel at once, each within its share of the connect
-    /// timeout, and adopts what they name, oldest epoch first. Two things
-    /// no switch announcement or failed call may ever tell: a replica
-    /// added to the service (`every_replica()` waits for it from the next
-    /// check on), and a primary the handle uses that was cut off from
-    /// the Sentinels it listens to while the others promoted a replica
-    /// (the newer epoch any of them names is followed, however the one
-    /// asked first answers).
-    async fn check(&self) {
-        let n = self.setup.sentinels.len();
-        let asked = futures_util::future::join_all((0..n).map(|i| ask_one(&self.setup, i))).await;
-        let mut named: Vec<Named> = asked.into_iter().filter_map(Result::ok).collect();
-        named.sort_by_key(|n| n.epoch);
-        for n in &named {
-            self.adopt(n, false, "named by a sentinel's periodic check");
-        }
-    }
-}
-
 /// What the node at `host:port` says it is (`master`, `slave`), within
 /// `bound`: the asking Sentinel's share of the question, so a named node
 /// that hangs (stopped, or cut off) costs that share, not the whole
@@ -646,8 +564,12 @@ async fn listen(sentinels: Weak<Sentinels>) {
     }
 }
 
+mod check;
 mod follower;
+mod named;
+use check::check_every;
 pub(crate) use follower::{Follower, OnSwitch, is_switch};
+use named::{Parsed, parse_named};
 
 #[cfg(test)]
 mod tests;

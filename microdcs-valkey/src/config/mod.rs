@@ -1,3 +1,6 @@
+// Over 600 lines because of its module page: the settings table (one row per
+// setting, checked against `MicroDcsConfig::SETTINGS` by a doctest) is the
+// one home of the settings' documentation; the code itself is about 400 lines.
 //! Settings of section `MicroDcs`: the connection, key prefix, timeouts,
 //! retries, durability and poller bounds, with their defaults and checks.
 //!
@@ -110,10 +113,6 @@
 //! waits](https://github.com/microdcs/microdcs/blob/main/docs/guide/06-errors-and-bounds.md)
 //! and [Replicas, failover and what a write
 //! guarantees](https://github.com/microdcs/microdcs/blob/main/docs/guide/05-failover-and-durability.md).
-
-// Over 600 lines because of its module page: the settings table (one row per
-// setting, checked against `MicroDcsConfig::SETTINGS` by a doctest) is the
-// one home of the settings' documentation; the code itself is about 400 lines.
 
 use std::fmt;
 use std::path::PathBuf;

